@@ -1,0 +1,133 @@
+/*
+ * bootstrap.c -- exchanges over the MPI communicator (see bootstrap.h).
+ */
+#include "bootstrap_mpi/bootstrap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static gpuring_status_t bootstrap_result(int rc, const char *what)
+{
+    if (rc != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "bootstrap %s failed (MPI error %d)", what, rc);
+        return GPURING_ERR_REMOTE;
+    }
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
+                                             void *all, size_t bytes)
+{
+    return bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes), "allgather");
+}
+
+gpuring_status_t gpuring_bootstrap_send(gpuring_bootstrap_t *b, int peer,
+                                        const void *buf, size_t bytes)
+{
+    return bootstrap_result(b->ops->send(b->ctx, peer, buf, bytes), "send");
+}
+
+gpuring_status_t gpuring_bootstrap_recv(gpuring_bootstrap_t *b, int peer, void *buf,
+                                        size_t bytes)
+{
+    return bootstrap_result(b->ops->recv(b->ctx, peer, buf, bytes), "recv");
+}
+
+gpuring_status_t gpuring_bootstrap_barrier(gpuring_bootstrap_t *b)
+{
+    return bootstrap_result(b->ops->barrier(b->ctx), "barrier");
+}
+
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
+                                         int *bad_rank_p)
+{
+    int32_t mine = (int32_t)local;
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)b->size);
+    gpuring_status_t st;
+    int bad = -1;
+
+    if (all == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "out of memory in a bootstrap agreement");
+        return GPURING_ERR_NO_MEMORY;
+    }
+    st = gpuring_bootstrap_allgather(b, &mine, all, sizeof(mine));
+    for (int r = 0; st == GPURING_OK && r < b->size && bad < 0; r++) {
+        if (all[r] != GPURING_OK) bad = r;
+    }
+    free(all);
+    if (bad_rank_p != NULL) *bad_rank_p = bad;
+    if (st != GPURING_OK) return st;
+    if (local != GPURING_OK) return local;
+    return bad >= 0 ? GPURING_ERR_REMOTE : GPURING_OK;
+}
+
+/* FNV-1a: a stable hash of the host name (and boot id, so containers with
+ * the same host name on different machines stay apart). */
+static uint64_t bootstrap_hash(uint64_t h, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len && s[i] != '\0'; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t bootstrap_host_hash(void)
+{
+    char buf[256] = {0};
+    uint64_t h = 14695981039346656037ull;
+    FILE *f;
+
+    gethostname(buf, sizeof(buf) - 1);
+    h = bootstrap_hash(h, buf, sizeof(buf));
+    f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        memset(buf, 0, sizeof(buf));
+        if (fgets(buf, sizeof(buf), f) != NULL) h = bootstrap_hash(h, buf, sizeof(buf));
+        fclose(f);
+    }
+    return h;
+}
+
+void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, int numa, uint64_t uid_next)
+{
+    memset(info, 0, sizeof(*info));
+    info->host_hash = bootstrap_host_hash();
+    info->pid = (int32_t)getpid();
+    info->numa = numa;
+    info->uid_next = uid_next;
+}
+
+gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const void *blob,
+                                                  size_t len, void **all_p, size_t *stride_p)
+{
+    uint64_t mine = len, *lens;
+    size_t stride = 0;
+    char *padded = NULL, *all = NULL;
+    gpuring_status_t st;
+
+    lens = malloc(sizeof(uint64_t) * (size_t)b->size);
+    if (lens == NULL) return GPURING_ERR_NO_MEMORY;
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, &mine, lens, sizeof(mine)), st, out);
+    for (int r = 0; r < b->size; r++) stride = GPURING_MAX(stride, (size_t)lens[r]);
+    padded = calloc(1, stride ? stride : 1);
+    all = malloc((stride ? stride : 1) * (size_t)b->size);
+    if (padded == NULL || all == NULL) {
+        st = GPURING_ERR_NO_MEMORY;
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "out of memory for a %zu B blob exchange",
+                      stride * (size_t)b->size);
+        goto out;
+    }
+    memcpy(padded, blob, len);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, padded, all, stride), st, out);
+    *all_p = all;
+    *stride_p = stride;
+    all = NULL;
+out:
+    free(padded);
+    free(all);
+    free(lens);
+    return st;
+}

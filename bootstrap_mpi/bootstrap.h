@@ -1,0 +1,70 @@
+/*
+ * bootstrap.h -- the exchanges gpuring needs at communicator setup, over the
+ * MPI communicator itself.  This replaces NCCL's unique id, root thread and
+ * TCP bootstrap ring (seeds 000/001): the communicator already exists, so
+ * every exchange is an allgather (or a send/recv) on it.
+ *
+ * The transport is a table of byte-level operations that ompi_coll_gpuring/
+ * fills with the functions of the coll component *below* gpuring and the
+ * PML (never gpuring itself), so this layer needs no Open MPI header.
+ */
+#ifndef GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H
+#define GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/gpuring_common.h"
+
+typedef struct gpuring_bootstrap_ops {
+    /* every rank contributes `bytes` bytes; rbuf gets size * bytes in rank order.
+       send/recv are blocking, matched in order between a pair of ranks. */
+    int (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
+    int (*send)(void *ctx, int peer, const void *buf, size_t bytes);
+    int (*recv)(void *ctx, int peer, void *buf, size_t bytes);
+    int (*barrier)(void *ctx);
+} gpuring_bootstrap_ops_t;
+
+typedef struct gpuring_bootstrap {
+    const gpuring_bootstrap_ops_t *ops;
+    void *ctx;
+    int rank;
+    int size;
+} gpuring_bootstrap_t;
+
+gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
+                                             void *all, size_t bytes);
+gpuring_status_t gpuring_bootstrap_send(gpuring_bootstrap_t *b, int peer,
+                                        const void *buf, size_t bytes);
+gpuring_status_t gpuring_bootstrap_recv(gpuring_bootstrap_t *b, int peer, void *buf,
+                                        size_t bytes);
+gpuring_status_t gpuring_bootstrap_barrier(gpuring_bootstrap_t *b);
+
+/*
+ * Every rank contributes its local status; all get GPURING_OK only if every
+ * rank succeeded, else GPURING_ERR_REMOTE (or the local error) and
+ * *bad_rank_p (may be NULL) names the first rank that failed.  This keeps
+ * collective setup all-or-nothing: no rank goes on while another gave up.
+ */
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
+                                         int *bad_rank_p);
+
+/* ---- peer info: the first exchange (initTransportsRank's peer info) ------ */
+typedef struct gpuring_peer_info {
+    uint64_t host_hash; /* hash of the host name (+ boot id): groups ranks into hosts */
+    int32_t pid;
+    int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
+    uint64_t uid_next;  /* this process's next free communicator uid (for tags) */
+} gpuring_peer_info_t;
+
+/* Fill this process's peer info (numa from the caller: graph/ knows hwloc). */
+void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, int numa, uint64_t uid_next);
+
+/*
+ * Exchange variable-length blobs (UCX worker addresses): everyone
+ * contributes `len` bytes; *all_p gets size * stride bytes, blob i at
+ * i * stride, *stride_p = max len.  Free *all_p with free().
+ */
+gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const void *blob,
+                                                  size_t len, void **all_p, size_t *stride_p);
+
+#endif /* GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H */

@@ -1,0 +1,127 @@
+/*
+ * gpuring_common.h -- what every gpuring layer shares: the status type, the
+ * check macros, logging with a subsystem mask, monotonic time, and the
+ * timed spin-wait used by every wait in the library.
+ *
+ * Nothing here knows about Open MPI: ompi_coll_gpuring/ installs a log sink
+ * that forwards to its opal_output stream; unit tests keep the stderr sink.
+ */
+#ifndef GPURING_COMMON_H
+#define GPURING_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- status ------------------------------------------------------------ */
+typedef enum {
+    GPURING_OK = 0,
+    GPURING_ERR_GENERIC = -1,
+    GPURING_ERR_NO_MEMORY = -2,
+    GPURING_ERR_NOT_SUPPORTED = -3, /* caller should fall back */
+    GPURING_ERR_INVALID = -4,
+    GPURING_ERR_SYSTEM = -5,        /* a libc/OS call failed */
+    GPURING_ERR_NET = -6,           /* UCX reported an error */
+    GPURING_ERR_TIMEOUT = -7,       /* a wait ran past the wait timeout */
+    GPURING_ERR_REMOTE = -8,        /* another rank reported a failure */
+    GPURING_ERR_CUDA = -9,
+} gpuring_status_t;
+
+const char *gpuring_status_str(gpuring_status_t st);
+
+/* ---- logging ----------------------------------------------------------- */
+typedef enum {
+    GPURING_LOG_ERROR = 1,
+    GPURING_LOG_WARN = 2,
+    GPURING_LOG_INFO = 3,
+    GPURING_LOG_DEBUG = 4,
+    GPURING_LOG_TRACE = 5,
+} gpuring_log_level_t;
+
+typedef enum {
+    GPURING_SUBSYS_INIT = 1 << 0,
+    GPURING_SUBSYS_BOOTSTRAP = 1 << 1,
+    GPURING_SUBSYS_GRAPH = 1 << 2,
+    GPURING_SUBSYS_TUNING = 1 << 3,
+    GPURING_SUBSYS_COLL = 1 << 4,
+    GPURING_SUBSYS_KERNEL = 1 << 5,
+    GPURING_SUBSYS_PROXY = 1 << 6,
+    GPURING_SUBSYS_NET = 1 << 7,
+    GPURING_SUBSYS_ALL = 0xff,
+} gpuring_subsys_t;
+
+/* A sink receives one finished line (no trailing newline). */
+typedef void (*gpuring_log_sink_fn_t)(int level, const char *line);
+
+typedef struct gpuring_log_config {
+    int level;                  /* messages at or below this level are emitted */
+    unsigned mask;              /* gpuring_subsys_t bits; errors ignore the mask */
+    int rank;                   /* world rank for the prefix, -1 if unknown */
+    gpuring_log_sink_fn_t sink; /* NULL: stderr */
+} gpuring_log_config_t;
+
+extern gpuring_log_config_t gpuring_log_config;
+
+void gpuring_log_set(const gpuring_log_config_t *cfg);
+void gpuring_log_emit(int level, unsigned subsys, const char *file, int line,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define GPURING_LOG_ENABLED(_lvl, _subsys)                                   \
+    ((_lvl) <= gpuring_log_config.level &&                                   \
+     ((_lvl) <= GPURING_LOG_ERROR || (gpuring_log_config.mask & (_subsys))))
+
+#define GPURING_LOG(_lvl, _subsys, ...)                                      \
+    do {                                                                     \
+        if (GPURING_LOG_ENABLED(_lvl, _subsys))                              \
+            gpuring_log_emit(_lvl, _subsys, __FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+
+#define GPURING_ERROR(_s, ...) GPURING_LOG(GPURING_LOG_ERROR, _s, __VA_ARGS__)
+#define GPURING_WARN(_s, ...)  GPURING_LOG(GPURING_LOG_WARN, _s, __VA_ARGS__)
+#define GPURING_INFO(_s, ...)  GPURING_LOG(GPURING_LOG_INFO, _s, __VA_ARGS__)
+#define GPURING_DEBUG(_s, ...) GPURING_LOG(GPURING_LOG_DEBUG, _s, __VA_ARGS__)
+#define GPURING_TRACE(_s, ...) GPURING_LOG(GPURING_LOG_TRACE, _s, __VA_ARGS__)
+
+/* ---- checks ------------------------------------------------------------ */
+/* Return the status of _call if it failed (the callee already logged). */
+#define GPURING_CHECK(_call)                                                 \
+    do {                                                                     \
+        gpuring_status_t _st = (_call);                                      \
+        if (_st != GPURING_OK) return _st;                                   \
+    } while (0)
+
+/* Store the failure in _st and jump to _label. */
+#define GPURING_CHECK_GOTO(_call, _st, _label)                               \
+    do {                                                                     \
+        (_st) = (_call);                                                     \
+        if ((_st) != GPURING_OK) goto _label;                                \
+    } while (0)
+
+/* ---- time and waits ---------------------------------------------------- */
+double gpuring_time_sec(void); /* CLOCK_MONOTONIC seconds */
+
+/*
+ * A timed spin: call gpuring_spin_init() before a wait loop and
+ * gpuring_spin_tick() once per unsuccessful poll.  Ticks spin, then yield
+ * the CPU (ranks are often oversubscribed), and check the clock now and
+ * then.  tick() returns GPURING_ERR_TIMEOUT once the timeout has passed;
+ * the caller reports who it was waiting for.  timeout <= 0 waits forever.
+ */
+typedef struct gpuring_spin {
+    uint64_t polls;
+    double start;
+    double timeout;
+} gpuring_spin_t;
+
+void gpuring_spin_init(gpuring_spin_t *spin, double timeout_sec);
+gpuring_status_t gpuring_spin_tick(gpuring_spin_t *spin);
+
+/* ---- atomics on the connection counters ---------------------------------- */
+#define GPURING_LOAD_ACQUIRE(_p)      __atomic_load_n((_p), __ATOMIC_ACQUIRE)
+#define GPURING_STORE_RELEASE(_p, _v) __atomic_store_n((_p), (_v), __ATOMIC_RELEASE)
+
+#define GPURING_CACHELINE 64
+#define GPURING_MIN(_a, _b) ((_a) < (_b) ? (_a) : (_b))
+#define GPURING_MAX(_a, _b) ((_a) > (_b) ? (_a) : (_b))
+#define GPURING_DIV_UP(_a, _b) (((_a) + (_b) - 1) / (_b))
+
+#endif /* GPURING_COMMON_H */

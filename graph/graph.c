@@ -1,0 +1,133 @@
+/*
+ * graph.c -- nodes and rings (seed 002).
+ *
+ * Nodes: ranks with the same host hash share a host; with ranks_per_node =
+ * k > 0, the ranks of a host are cut, in rank order, into virtual nodes of k.
+ * Nodes are numbered by their lowest rank.
+ *
+ * Rings: the ranks of each node in rank order, nodes one after the other, so
+ * the recv rank of a node follows the send rank of the previous node.
+ * (Topology-aware intra-node orders per channel come with the hwloc graph.)
+ */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static gpuring_status_t graph_nodes(const gpuring_peer_info_t *peers, int nranks,
+                                    int ranks_per_node, gpuring_graph_t *g)
+{
+    int *host = malloc(sizeof(int) * (size_t)nranks);   /* first rank on the same host */
+    int *local = malloc(sizeof(int) * (size_t)nranks);  /* index among the host's ranks */
+    int *leader = malloc(sizeof(int) * (size_t)nranks); /* first rank of the same node */
+
+    if (host == NULL || local == NULL || leader == NULL) {
+        free(host); free(local); free(leader);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < nranks; r++) {
+        host[r] = r;
+        local[r] = 0;
+        for (int q = 0; q < r; q++) {
+            if (peers[q].host_hash == peers[r].host_hash) {
+                if (host[r] == r) host[r] = q;
+                local[r]++;
+            }
+        }
+    }
+    g->nnodes = 0;
+    for (int r = 0; r < nranks; r++) {
+        leader[r] = r;
+        for (int q = 0; q < r; q++) {
+            if (host[q] == host[r] &&
+                (ranks_per_node <= 0 || local[q] / ranks_per_node == local[r] / ranks_per_node)) {
+                leader[r] = q;
+                break;
+            }
+        }
+        g->node[r] = leader[r] == r ? g->nnodes++ : g->node[leader[r]];
+    }
+    free(host); free(local); free(leader);
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nranks, int rank,
+                                     int ranks_per_node, int nchannels, gpuring_graph_t *g)
+{
+    gpuring_status_t st;
+    int pos = 0;
+
+    memset(g, 0, sizeof(*g));
+    if (nchannels < 1 || nchannels > GPURING_MAX_CHANNELS) {
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "channel count %d outside 1..%d", nchannels,
+                      GPURING_MAX_CHANNELS);
+        return GPURING_ERR_INVALID;
+    }
+    g->nranks = nranks;
+    g->rank = rank;
+    g->nchannels = nchannels;
+    g->node = malloc(sizeof(int) * (size_t)nranks);
+    g->rings = malloc(sizeof(int) * (size_t)nranks * (size_t)nchannels);
+    if (g->node == NULL || g->rings == NULL) {
+        gpuring_graph_free(g);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    GPURING_CHECK_GOTO(graph_nodes(peers, nranks, ranks_per_node, g), st, err);
+
+    /* ring 0: node by node, ranks of a node in rank order */
+    for (int n = 0; n < g->nnodes; n++) {
+        for (int r = 0; r < nranks; r++) {
+            if (g->node[r] == n) g->rings[pos++] = r;
+        }
+    }
+    for (int c = 0; c < nchannels; c++) {
+        int *ring = g->rings + (size_t)c * (size_t)nranks;
+        if (c > 0) memcpy(ring, g->rings, sizeof(int) * (size_t)nranks);
+        for (int i = 0; i < nranks; i++) {
+            if (ring[i] == rank) {
+                g->ring_ix[c] = i;
+                g->prev[c] = ring[(i + nranks - 1) % nranks];
+                g->next[c] = ring[(i + 1) % nranks];
+            }
+        }
+    }
+    GPURING_CHECK_GOTO(gpuring_graph_rings_check(g), st, err);
+    GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "%d ranks on %d nodes, %d channels, prev %d next %d",
+                  nranks, g->nnodes, nchannels, g->prev[0], g->next[0]);
+    return GPURING_OK;
+err:
+    gpuring_graph_free(g);
+    return st;
+}
+
+gpuring_status_t gpuring_graph_rings_check(const gpuring_graph_t *g)
+{
+    char *seen = calloc((size_t)g->nranks, 1);
+
+    if (seen == NULL) return GPURING_ERR_NO_MEMORY;
+    for (int c = 0; c < g->nchannels; c++) {
+        const int *ring = g->rings + (size_t)c * (size_t)g->nranks;
+        memset(seen, 0, (size_t)g->nranks);
+        for (int i = 0; i < g->nranks; i++) {
+            if (ring[i] < 0 || ring[i] >= g->nranks || seen[ring[i]]) {
+                GPURING_ERROR(GPURING_SUBSYS_GRAPH,
+                              "ring of channel %d is broken at position %d (rank %d %s)", c, i,
+                              ring[i], ring[i] < 0 || ring[i] >= g->nranks ? "out of range"
+                                                                          : "appears twice");
+                free(seen);
+                return GPURING_ERR_INVALID;
+            }
+            seen[ring[i]] = 1;
+        }
+    }
+    free(seen);
+    return GPURING_OK;
+}
+
+void gpuring_graph_free(gpuring_graph_t *g)
+{
+    free(g->node);
+    free(g->rings);
+    g->node = NULL;
+    g->rings = NULL;
+}

@@ -1,0 +1,60 @@
+/*
+ * memkind.c -- pointer classification through the CUDA driver API, looked
+ * up with dlopen(RTLD_NOLOAD): if libcuda is not in the process, every
+ * pointer is host memory and CUDA is never initialized by gpuring.
+ */
+#include "kernels/memkind.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+
+/* From the CUDA driver API (cuda.h), which the build may not have. */
+#define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define GPURING_CU_MEMORYTYPE_DEVICE 2
+#define GPURING_CU_MEMORYTYPE_UNIFIED 4
+
+typedef int (*memkind_cu_pointer_get_attribute_fn)(void *data, int attribute, uintptr_t ptr);
+
+static pthread_once_t memkind_once = PTHREAD_ONCE_INIT;
+static memkind_cu_pointer_get_attribute_fn memkind_get_attr;
+
+static void memkind_lookup(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib != NULL) {
+        memkind_get_attr =
+            (memkind_cu_pointer_get_attribute_fn)dlsym(lib, "cuPointerGetAttribute");
+    }
+}
+
+gpuring_mem_kind_t gpuring_mem_kind(const void *ptr)
+{
+    unsigned int type = 0, managed = 0;
+
+    pthread_once(&memkind_once, memkind_lookup);
+    if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
+    /* host memory CUDA never saw makes the driver answer an error */
+    if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0) {
+        return GPURING_MEM_HOST;
+    }
+    if (memkind_get_attr(&managed, GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED, (uintptr_t)ptr) == 0 &&
+        managed) {
+        return GPURING_MEM_MANAGED;
+    }
+    if (type == GPURING_CU_MEMORYTYPE_DEVICE || type == GPURING_CU_MEMORYTYPE_UNIFIED) {
+        return GPURING_MEM_DEVICE;
+    }
+    return GPURING_MEM_HOST;
+}
+
+const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind)
+{
+    switch (kind) {
+    case GPURING_MEM_HOST: return "host";
+    case GPURING_MEM_DEVICE: return "device";
+    case GPURING_MEM_MANAGED: return "managed";
+    default: return "unknown";
+    }
+}

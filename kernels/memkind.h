@@ -1,0 +1,19 @@
+/*
+ * memkind.h -- what kind of memory a pointer is, asked of the CUDA driver
+ * only if the application already loaded it (no CUDA in the process means
+ * no device memory), so gpuring loads and runs without a CUDA driver.
+ */
+#ifndef GPURING_KERNELS_MEMKIND_H
+#define GPURING_KERNELS_MEMKIND_H
+
+typedef enum {
+    GPURING_MEM_HOST,    /* ordinary or pinned host memory */
+    GPURING_MEM_DEVICE,  /* cudaMalloc / cudaMallocAsync */
+    GPURING_MEM_MANAGED, /* cudaMallocManaged */
+    GPURING_MEM_UNKNOWN, /* the driver answered something we do not handle */
+} gpuring_mem_kind_t;
+
+gpuring_mem_kind_t gpuring_mem_kind(const void *ptr);
+const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
+
+#endif /* GPURING_KERNELS_MEMKIND_H */

@@ -1,0 +1,108 @@
+/*
+ * prog_ring_allreduce.h -- the ring allreduce step program: reduce-scatter
+ * then allgather, 2(n-1) transfers per loop, as NCCL's runRing (seed 003,
+ * "ring allreduce" in DESIGN.md).
+ *
+ * One channel owns a contiguous region of the buffers.  The region is cut
+ * into loops of n blocks of at most `chunk` elements (one FIFO slot each);
+ * a loop is 2n-1 operations:
+ *   op 0          send            block ix-1     (own input to next)
+ *   op 1..n-2     recvReduceSend  block ix-1-op  (add own input, pass on)
+ *   op n-1        recvReduceCopySend block ix    (final: write output, pass on)
+ *   op n..2n-3    recvCopySend    block ix+n-1-op (final values, pass on)
+ *   op 2n-2       recv            block ix+1     (last final block)
+ * where ix is this rank's position in the ring and blocks are modulo n.
+ * Every operation but the first receives one slot from prev and every one
+ * but the last sends one slot to next, so each loop moves 2n-2 slots each
+ * way.  An executor asks for operation i and gets flags, offset and count;
+ * the same program runs on the host executor and the CUDA executor, which
+ * is why it is a pure function in a header.
+ */
+#ifndef GPURING_KERNELS_PROG_RING_ALLREDUCE_H
+#define GPURING_KERNELS_PROG_RING_ALLREDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define GPURING_HOSTDEV __host__ __device__
+#else
+#define GPURING_HOSTDEV
+#endif
+
+/* What one operation does; executors combine these. */
+enum {
+    GPURING_PRIM_RECV = 1 << 0, /* read the next slot from the recv connection */
+    GPURING_PRIM_SRC = 1 << 1,  /* read (and reduce with) the input at off */
+    GPURING_PRIM_SEND = 1 << 2, /* write the result into the next send slot */
+    GPURING_PRIM_DST = 1 << 3,  /* write the result to the output at off */
+};
+
+typedef struct gpuring_step {
+    unsigned flags;
+    size_t off;   /* element offset in the user buffers */
+    size_t count; /* elements, may be 0 (the slot still moves, to keep steps aligned) */
+} gpuring_step_t;
+
+typedef struct gpuring_ring_prog {
+    size_t base;    /* element offset of this channel's region */
+    size_t count;   /* elements in the region */
+    size_t chunk;   /* max elements per slot */
+    int nranks;
+    int ring_ix;    /* this rank's position in the ring */
+    uint64_t nops;  /* operations in the whole program */
+} gpuring_ring_prog_t;
+
+GPURING_HOSTDEV static inline void
+gpuring_ring_prog_init(gpuring_ring_prog_t *p, size_t base, size_t count, size_t chunk,
+                       int nranks, int ring_ix)
+{
+    size_t loop_elems = (size_t)nranks * chunk;
+    uint64_t nloops = (count + loop_elems - 1) / loop_elems;
+
+    p->base = base;
+    p->count = count;
+    p->chunk = chunk;
+    p->nranks = nranks;
+    p->ring_ix = ring_ix;
+    p->nops = nloops * (uint64_t)(2 * nranks - 1);
+}
+
+GPURING_HOSTDEV static inline void
+gpuring_ring_prog_op(const gpuring_ring_prog_t *p, uint64_t i, gpuring_step_t *s)
+{
+    const int n = p->nranks;
+    const uint64_t per_loop = (uint64_t)(2 * n - 1);
+    const uint64_t loop = i / per_loop;
+    const int op = (int)(i % per_loop);
+    const size_t loop_start = (size_t)loop * (size_t)n * p->chunk;
+    const size_t loop_count =
+        (p->count - loop_start < (size_t)n * p->chunk) ? p->count - loop_start : (size_t)n * p->chunk;
+    /* blocks of the loop: equal, the last ones shorter or empty */
+    const size_t blk = (loop_count + (size_t)n - 1) / (size_t)n;
+    int block;
+    size_t first;
+
+    if (op == 0) {
+        block = p->ring_ix + n - 1;
+        s->flags = GPURING_PRIM_SRC | GPURING_PRIM_SEND;
+    } else if (op < n - 1) {
+        block = p->ring_ix + n - 1 - op;
+        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_SRC | GPURING_PRIM_SEND;
+    } else if (op == n - 1) {
+        block = p->ring_ix;
+        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_SRC | GPURING_PRIM_DST | GPURING_PRIM_SEND;
+    } else if (op < 2 * n - 2) {
+        block = p->ring_ix + 2 * n - 1 - op;
+        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_DST | GPURING_PRIM_SEND;
+    } else {
+        block = p->ring_ix + 1;
+        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_DST;
+    }
+    block %= n;
+    first = (size_t)block * blk;
+    s->off = p->base + loop_start + first;
+    s->count = first >= loop_count ? 0 : (loop_count - first < blk ? loop_count - first : blk);
+}
+
+#endif /* GPURING_KERNELS_PROG_RING_ALLREDUCE_H */

@@ -1,0 +1,57 @@
+/*
+ * reduce.h -- the element types and reduction operators gpuring runs, and
+ * the host reduction primitive used by the host executor.
+ *
+ * The CUDA executor (a later issue) implements the same primitive on the GPU
+ * with the same type/op enums, so a step program means the same thing on
+ * both.
+ */
+#ifndef GPURING_KERNELS_REDUCE_H
+#define GPURING_KERNELS_REDUCE_H
+
+#include <stddef.h>
+#include "common/gpuring_common.h"
+
+typedef enum {
+    GPURING_TYPE_INT8,
+    GPURING_TYPE_UINT8,
+    GPURING_TYPE_INT16,
+    GPURING_TYPE_UINT16,
+    GPURING_TYPE_INT32,
+    GPURING_TYPE_UINT32,
+    GPURING_TYPE_INT64,
+    GPURING_TYPE_UINT64,
+    GPURING_TYPE_FLOAT,
+    GPURING_TYPE_DOUBLE,
+    GPURING_TYPE_COUNT
+} gpuring_type_t;
+
+typedef enum {
+    GPURING_OP_SUM,
+    GPURING_OP_PROD,
+    GPURING_OP_MIN,
+    GPURING_OP_MAX,
+    GPURING_OP_BAND, /* bitwise: integer types only */
+    GPURING_OP_BOR,
+    GPURING_OP_BXOR,
+    GPURING_OP_LAND, /* logical (result 0 or 1): integer types only */
+    GPURING_OP_LOR,
+    GPURING_OP_LXOR,
+    GPURING_OP_COUNT
+} gpuring_op_t;
+
+size_t gpuring_type_size(gpuring_type_t type);
+const char *gpuring_type_name(gpuring_type_t type);
+const char *gpuring_op_name(gpuring_op_t op);
+/* 1 if the op is defined on the type (bitwise/logical ops need integers). */
+int gpuring_op_supported(gpuring_type_t type, gpuring_op_t op);
+
+/*
+ * dst[i] = a[i] (op) b[i] for i < count.  dst may alias a or b exactly
+ * (same pointer); no other overlap.  For commutative ops only, so the order
+ * of a and b does not matter.
+ */
+void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
+                         gpuring_type_t type, gpuring_op_t op);
+
+#endif /* GPURING_KERNELS_REDUCE_H */

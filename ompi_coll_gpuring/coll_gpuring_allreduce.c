@@ -1,0 +1,132 @@
+/*
+ * coll_gpuring_allreduce.c -- the MPI_Allreduce entry point.
+ *
+ * checks (datatype, op, memory) -> lazy communicator setup -> gpuring
+ * allreduce; anything gpuring does not handle goes to the saved allreduce of
+ * the component below, with the reason logged at verbose level 3.  Every
+ * check depends only on arguments MPI requires to match across ranks (and
+ * the memory kind, which CUDA-aware MPI users keep alike on every rank), so
+ * all ranks take the same path.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
+
+#include "kernels/memkind.h"
+
+/* MPI's C integer and floating types gpuring reduces, by size. */
+static int gpuring_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
+{
+    static const gpuring_type_t sint[9] = {
+        [1] = GPURING_TYPE_INT8, [2] = GPURING_TYPE_INT16,
+        [4] = GPURING_TYPE_INT32, [8] = GPURING_TYPE_INT64};
+    static const gpuring_type_t uint[9] = {
+        [1] = GPURING_TYPE_UINT8, [2] = GPURING_TYPE_UINT16,
+        [4] = GPURING_TYPE_UINT32, [8] = GPURING_TYPE_UINT64};
+    size_t size;
+
+    if (!ompi_datatype_is_predefined(dt)) return 0;
+    ompi_datatype_type_size(dt, &size);
+    if (size > 8) return 0;
+    if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
+        dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
+        dt == MPI_INT32_T || dt == MPI_INT64_T) {
+        *type_p = sint[size];
+    } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
+               dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
+               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T) {
+        *type_p = uint[size];
+    } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
+                                  op == GPURING_OP_BXOR)) {
+        *type_p = GPURING_TYPE_UINT8; /* MPI allows only the bitwise ops on bytes */
+    } else if (dt == MPI_FLOAT && size == 4) {
+        *type_p = GPURING_TYPE_FLOAT;
+    } else if (dt == MPI_DOUBLE && size == 8) {
+        *type_p = GPURING_TYPE_DOUBLE;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int gpuring_map_op(struct ompi_op_t *op, gpuring_op_t *op_p)
+{
+    static struct {
+        struct ompi_op_t *mpi;
+        gpuring_op_t op;
+    } ops[] = {
+        {MPI_SUM, GPURING_OP_SUM},   {MPI_PROD, GPURING_OP_PROD}, {MPI_MIN, GPURING_OP_MIN},
+        {MPI_MAX, GPURING_OP_MAX},   {MPI_BAND, GPURING_OP_BAND}, {MPI_BOR, GPURING_OP_BOR},
+        {MPI_BXOR, GPURING_OP_BXOR}, {MPI_LAND, GPURING_OP_LAND}, {MPI_LOR, GPURING_OP_LOR},
+        {MPI_LXOR, GPURING_OP_LXOR},
+    };
+
+    if (!ompi_op_is_intrinsic(op)) return 0;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (op == ops[i].mpi) {
+            *op_p = ops[i].op;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
+                               struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    gpuring_type_t type;
+    gpuring_op_t gop;
+    gpuring_mem_kind_t kind;
+    gpuring_comm_t *gcomm;
+    gpuring_status_t st;
+
+    if (!gpuring_map_op(op, &gop)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
+                     op->o_name);
+        goto fallback;
+    }
+    if (!gpuring_map_type(dtype, gop, &type) || !gpuring_op_supported(type, gop)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: datatype %s with op %s is not "
+                     "handled", dtype->name, op->o_name);
+        goto fallback;
+    }
+    if (count == 0) {
+        return OMPI_SUCCESS; /* nothing to reduce, nothing to set up */
+    }
+    kind = gpuring_mem_kind(src);
+    if (kind != gpuring_mem_kind(rbuf)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: send and receive buffers are "
+                     "different kinds of memory");
+        goto fallback;
+    }
+    if (kind != GPURING_MEM_HOST) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: %s memory is not handled yet",
+                     gpuring_mem_kind_name(kind));
+        goto fallback;
+    }
+    if (!mca_coll_gpuring_component.host_buffers) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: host buffers (set "
+                     "coll_gpuring_host_buffers=1 to run them in gpuring)");
+        goto fallback;
+    }
+    gcomm = mca_coll_gpuring_comm_get(m);
+    if (gcomm == NULL) {
+        goto fallback; /* setup failed or disabled: logged there */
+    }
+    st = gpuring_comm_allreduce(gcomm, src, rbuf, (size_t)count, type, gop);
+    if (st != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL,
+                      "allreduce of %d %s on comm %s failed: %s; the communicator cannot be "
+                      "used by gpuring any more",
+                      count, gpuring_type_name(type), comm->c_name, gpuring_status_str(st));
+        return mca_coll_gpuring_status_to_ompi(st);
+    }
+    return OMPI_SUCCESS;
+
+fallback:
+    return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.allreduce_module);
+}

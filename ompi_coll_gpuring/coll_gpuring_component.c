@@ -1,0 +1,174 @@
+/*
+ * coll_gpuring_component.c -- the coll/gpuring component: its MCA
+ * parameters (all registered here, each with help text, shown by
+ * `ompi_info --param coll gpuring --level 9`), its output stream, and
+ * process-wide setup/teardown.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <string.h>
+
+#include "opal/util/output.h"
+
+#include "graph/graph.h"
+#include "proxy/proxy.h"
+
+const char *mca_coll_gpuring_component_version_string =
+    "Open MPI gpuring collective MCA component version 0.1.0";
+
+static int gpuring_register(void);
+static int gpuring_open(void);
+static int gpuring_close(void);
+
+mca_coll_gpuring_component_t mca_coll_gpuring_component = {
+    .super = {
+        .collm_version = {
+            MCA_COLL_BASE_VERSION_2_0_0,
+            .mca_component_name = "gpuring",
+            MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+            .mca_open_component = gpuring_open,
+            .mca_close_component = gpuring_close,
+            .mca_register_component_params = gpuring_register,
+        },
+        .collm_data = {
+            MCA_BASE_METADATA_PARAM_CHECKPOINT
+        },
+        .collm_init_query = mca_coll_gpuring_init_query,
+        .collm_comm_query = mca_coll_gpuring_comm_query,
+    },
+    .priority = 90,
+    .verbose = 0,
+    .verbose_subsys = NULL,
+    .host_buffers = false,
+    .algorithm = NULL,
+    .nchannels = 2,
+    .chunk_size = 0,
+    .slot_size = 512 * 1024,
+    .wait_timeout = 300,
+    .ranks_per_node = 0,
+    .output = -1,
+};
+
+static void gpuring_register_int(const char *name, const char *help, int level, int *storage)
+{
+    (void)mca_base_component_var_register(&mca_coll_gpuring_component.super.collm_version, name,
+                                          help, MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int gpuring_register(void)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    const mca_base_component_t *v = &c->super.collm_version;
+
+    gpuring_register_int("priority",
+                         "Priority of coll/gpuring (it handles MPI_Allreduce above the "
+                         "component it replaces when higher than that one's; a negative value "
+                         "disables it)",
+                         OPAL_INFO_LVL_6, &c->priority);
+    gpuring_register_int("verbose",
+                         "Verbosity: 0-2 errors and warnings, 3 info (setup and fallback "
+                         "decisions), 4 debug, 5 trace",
+                         OPAL_INFO_LVL_9, &c->verbose);
+    c->verbose_subsys = "all";
+    (void)mca_base_component_var_register(
+        v, "verbose_subsys",
+        "Subsystems whose info/debug/trace lines are printed: 'all' or a comma list of init, "
+        "bootstrap, graph, tuning, coll, kernel, proxy, net",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->verbose_subsys);
+    (void)mca_base_component_var_register(
+        v, "host_buffers",
+        "Also run MPI_Allreduce on host (non-GPU) buffers with gpuring's host executor, instead "
+        "of handing them to the component below (needed on machines without a GPU and for "
+        "host benchmarks)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->host_buffers);
+    c->algorithm = "auto";
+    (void)mca_base_component_var_register(
+        v, "algorithm",
+        "Allreduce algorithm: auto (the tuning model decides) or ring",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->algorithm);
+    gpuring_register_int("nchannels",
+                         "Channels (independent rings, each with its own connections) set up "
+                         "per communicator, 1-16; each call uses as many as its size makes "
+                         "worthwhile",
+                         OPAL_INFO_LVL_5, &c->nchannels);
+    (void)mca_base_component_var_register(
+        v, "chunk_size",
+        "Bytes moved per pipeline step (0: one FIFO slot); smaller chunks pipeline more finely",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->chunk_size);
+    (void)mca_base_component_var_register(
+        v, "slot_size",
+        "Bytes of one FIFO slot; each connection has 8 slots (receiver-owned buffer)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->slot_size);
+    gpuring_register_int("wait_timeout",
+                         "Seconds any wait (for a peer's step, a connection, teardown) may last "
+                         "before gpuring reports what it waited for and fails the call; 0 waits "
+                         "forever",
+                         OPAL_INFO_LVL_5, &c->wait_timeout);
+    gpuring_register_int("ranks_per_node",
+                         "Testing: cut each host's ranks, in rank order, into virtual nodes of "
+                         "this many ranks, which talk over UCX as separate nodes would (0: real "
+                         "hosts)",
+                         OPAL_INFO_LVL_9, &c->ranks_per_node);
+    return OMPI_SUCCESS;
+}
+
+/* The gpuring log sink: one line on our opal_output stream. */
+static void gpuring_log_sink(int level, const char *line)
+{
+    (void)level;
+    opal_output(mca_coll_gpuring_component.output, "%s", line);
+}
+
+static unsigned gpuring_parse_subsys(const char *list)
+{
+    static const char *names[] = {"init", "bootstrap", "graph", "tuning",
+                                  "coll", "kernel",    "proxy", "net"};
+    unsigned mask = 0;
+    char buf[256], *save = NULL;
+
+    if (list == NULL || strcmp(list, "all") == 0) return GPURING_SUBSYS_ALL;
+    strncpy(buf, list, sizeof(buf) - 1);
+    buf[sizeof(buf) - 1] = '\0';
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            if (strcmp(tok, names[i]) == 0) mask |= 1u << i;
+        }
+    }
+    return mask;
+}
+
+static int gpuring_open(void)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    gpuring_log_config_t cfg = {
+        .level = c->verbose > GPURING_LOG_WARN ? c->verbose : GPURING_LOG_WARN,
+        .mask = gpuring_parse_subsys(c->verbose_subsys),
+        .rank = -1, /* known once MPI_COMM_WORLD exists (comm_query) */
+        .sink = gpuring_log_sink,
+    };
+
+    c->output = opal_output_open(NULL);
+    opal_output_set_verbosity(c->output, 100); /* gpuring filters by itself */
+    gpuring_log_set(&cfg);
+    return OMPI_SUCCESS;
+}
+
+static int gpuring_close(void)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+
+    gpuring_proxy_finalize();
+    gpuring_graph_topo_finalize();
+    gpuring_log_config.sink = NULL;
+    if (c->output >= 0) {
+        opal_output_close(c->output);
+        c->output = -1;
+    }
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,210 @@
+/*
+ * coll_gpuring_module.c -- the coll/gpuring module of one communicator:
+ * comm_query (who we refuse), enable (save and retain what the component
+ * below provides: our fallback and our bootstrap transport), disable, and
+ * the lazy per-communicator setup at the first call gpuring handles.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <string.h>
+
+#include "ompi/mca/coll/base/coll_tags.h"
+#include "ompi/mca/pml/pml.h"
+
+static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
+static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
+
+static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
+{
+    m->comm = NULL;
+    memset(&m->prev, 0, sizeof(m->prev));
+    m->state = MCA_COLL_GPURING_COMM_NEW;
+    m->gcomm = NULL;
+}
+
+/* Free gpuring's communicator and drop what enable retained.  Idempotent. */
+static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
+{
+    if (m->gcomm != NULL) {
+        gpuring_comm_destroy(m->gcomm);
+        m->gcomm = NULL;
+    }
+    if (m->prev.allreduce_module != NULL) OBJ_RELEASE(m->prev.allreduce_module);
+    if (m->prev.allgather_module != NULL) OBJ_RELEASE(m->prev.allgather_module);
+    if (m->prev.barrier_module != NULL) OBJ_RELEASE(m->prev.barrier_module);
+    memset(&m->prev, 0, sizeof(m->prev));
+}
+
+static void gpuring_module_destruct(mca_coll_gpuring_module_t *m)
+{
+    gpuring_module_cleanup(m);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_gpuring_module_t, mca_coll_base_module_t, gpuring_module_construct,
+                   gpuring_module_destruct);
+
+int mca_coll_gpuring_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+    (void)enable_progress_threads;
+    (void)enable_mpi_threads;
+    return OMPI_SUCCESS;
+}
+
+mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *comm,
+                                                    int *priority)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    mca_coll_gpuring_module_t *m;
+
+    if (gpuring_log_config.rank < 0) {
+        gpuring_log_config.rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
+    }
+    if (c->priority < 0) return NULL;
+    if (OMPI_COMM_IS_INTER(comm)) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: not used on inter-communicators",
+                     comm->c_name);
+        return NULL;
+    }
+    if (ompi_comm_size(comm) < 2) {
+        GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: not used on a single rank", comm->c_name);
+        return NULL;
+    }
+    m = OBJ_NEW(mca_coll_gpuring_module_t);
+    if (m == NULL) return NULL;
+    m->super.coll_module_enable = gpuring_module_enable;
+    m->super.coll_module_disable = gpuring_module_disable;
+    m->super.coll_allreduce = mca_coll_gpuring_allreduce;
+    *priority = c->priority;
+    return &m->super;
+}
+
+#define GPURING_SAVE_PREV(_m, _comm, _fn)                                      \
+    do {                                                                       \
+        (_m)->prev._fn = (_comm)->c_coll->coll_##_fn;                          \
+        (_m)->prev._fn##_module = (_comm)->c_coll->coll_##_fn##_module;        \
+        if ((_m)->prev._fn##_module != NULL) OBJ_RETAIN((_m)->prev._fn##_module); \
+    } while (0)
+
+static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
+{
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+
+    /* modules are enabled in increasing priority: what is installed now is
+     * what gpuring falls back to */
+    GPURING_SAVE_PREV(m, comm, allreduce);
+    GPURING_SAVE_PREV(m, comm, allgather);
+    GPURING_SAVE_PREV(m, comm, barrier);
+    if (m->prev.allreduce == NULL || m->prev.allgather == NULL || m->prev.barrier == NULL) {
+        GPURING_INFO(GPURING_SUBSYS_INIT,
+                     "comm %s: no component below gpuring provides allreduce, allgather and "
+                     "barrier; gpuring disabled on it",
+                     comm->c_name);
+        gpuring_module_cleanup(m);
+        return OMPI_ERROR;
+    }
+    m->comm = comm;
+    return OMPI_SUCCESS;
+}
+
+/* Called once per function slot gpuring owns (only allreduce) before release. */
+static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
+{
+    (void)comm;
+    gpuring_module_cleanup((mca_coll_gpuring_module_t *)module);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
+{
+    switch (st) {
+    case GPURING_OK: return OMPI_SUCCESS;
+    case GPURING_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
+    case GPURING_ERR_NOT_SUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
+    case GPURING_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
+    case GPURING_ERR_TIMEOUT: return OMPI_ERR_TIMEOUT;
+    default: return OMPI_ERROR;
+    }
+}
+
+/* ---- bootstrap_mpi transport: the component below and the PML ------------ */
+static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    mca_coll_gpuring_module_t *m = ctx;
+    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
+    return m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf, (int)bytes, MPI_BYTE, m->comm,
+                             m->prev.allgather_module);
+}
+
+static int gpuring_boot_send(void *ctx, int peer, const void *buf, size_t bytes)
+{
+    mca_coll_gpuring_module_t *m = ctx;
+    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
+    return MCA_PML_CALL(send(buf, bytes, MPI_BYTE, peer, MCA_COLL_BASE_TAG_ALLREDUCE,
+                             MCA_PML_BASE_SEND_STANDARD, m->comm));
+}
+
+static int gpuring_boot_recv(void *ctx, int peer, void *buf, size_t bytes)
+{
+    mca_coll_gpuring_module_t *m = ctx;
+    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
+    return MCA_PML_CALL(recv(buf, bytes, MPI_BYTE, peer, MCA_COLL_BASE_TAG_ALLREDUCE, m->comm,
+                             MPI_STATUS_IGNORE));
+}
+
+static int gpuring_boot_barrier(void *ctx)
+{
+    mca_coll_gpuring_module_t *m = ctx;
+    return m->prev.barrier(m->comm, m->prev.barrier_module);
+}
+
+static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
+    .allgather = gpuring_boot_allgather,
+    .send = gpuring_boot_send,
+    .recv = gpuring_boot_recv,
+    .barrier = gpuring_boot_barrier,
+};
+
+/* Collective: every rank of the communicator calls it at the same call. */
+gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    gpuring_bootstrap_t boot = {.ops = &gpuring_boot_ops, .ctx = m,
+                                .rank = ompi_comm_rank(m->comm),
+                                .size = ompi_comm_size(m->comm)};
+    gpuring_comm_config_t cfg = {
+        .nchannels = c->nchannels,
+        .call_nchannels = 0,
+        .slot_bytes = c->slot_size,
+        .chunk_bytes = c->chunk_size,
+        .wait_timeout = c->wait_timeout,
+        .ranks_per_node = c->ranks_per_node,
+    };
+    gpuring_status_t st;
+    char desc[256];
+
+    if (m->state == MCA_COLL_GPURING_COMM_READY) return m->gcomm;
+    if (m->state == MCA_COLL_GPURING_COMM_DISABLED) return NULL;
+
+    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS || cfg.slot_bytes < 64) {
+        /* the same parameters on every rank: every rank disables alike */
+        GPURING_ERROR(GPURING_SUBSYS_INIT,
+                      "coll_gpuring_nchannels must be 1-%d and coll_gpuring_slot_size at "
+                      "least 64 (have %d, %zu): gpuring disabled",
+                      GPURING_MAX_CHANNELS, cfg.nchannels, cfg.slot_bytes);
+        m->state = MCA_COLL_GPURING_COMM_DISABLED;
+        return NULL;
+    }
+    st = gpuring_comm_create(&cfg, &boot, &m->gcomm);
+    if (st != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_INIT,
+                     "comm %s: gpuring setup failed (%s); its collectives fall back to the "
+                     "component below",
+                     m->comm->c_name, gpuring_status_str(st));
+        m->state = MCA_COLL_GPURING_COMM_DISABLED;
+        return NULL;
+    }
+    m->state = MCA_COLL_GPURING_COMM_READY;
+    gpuring_comm_describe(m->gcomm, desc, sizeof(desc));
+    GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s ready: %s", m->comm->c_name, desc);
+    return m->gcomm;
+}

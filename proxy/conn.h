@@ -1,0 +1,101 @@
+/*
+ * conn.h -- one connection: one direction, one peer, one channel.
+ *
+ * The connection contract of DESIGN.md.  A receiver owns NSTEPS slots of
+ * slot_bytes each and two counters:
+ *   tail  steps the sender has posted   (written by the sender side)
+ *   head  steps the receiver consumed   (written by the receiver side)
+ * The sender may write step s into slot s % NSTEPS once head + NSTEPS > s,
+ * then publishes tail = s + 1 (release).  The receiver waits for tail > s
+ * (acquire), uses the slot, then publishes head = s + 1 (release).
+ *
+ * An executor sees every connection the same way, through gpuring_conn_t:
+ * `slots` and `ctrl` are where it reads/writes.  What differs is who else
+ * touches them:
+ *   SHM  (proxy/conn_shm.c): slots and ctrl live in the receiver's POSIX
+ *        shared memory segment, mapped by the sender; no thread in between.
+ *   NET  (proxy/conn_net_ucx.c): each side has local slots and ctrl; the
+ *        proxy thread moves slots sender -> receiver over UCX and advances
+ *        the receiver's tail and the sender's head (credits).
+ */
+#ifndef GPURING_PROXY_CONN_H
+#define GPURING_PROXY_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/gpuring_common.h"
+
+#define GPURING_NSTEPS 8
+
+typedef enum {
+    GPURING_CONN_SHM = 1,
+    GPURING_CONN_NET = 2,
+} gpuring_conn_type_t;
+
+typedef enum {
+    GPURING_CONN_SEND = 0,
+    GPURING_CONN_RECV = 1,
+} gpuring_conn_dir_t;
+
+/* Counters on separate cache lines: the sender writes tail, the receiver head. */
+typedef struct gpuring_fifo_ctrl {
+    uint64_t tail;
+    char pad0[GPURING_CACHELINE - sizeof(uint64_t)];
+    uint64_t head;
+    char pad1[GPURING_CACHELINE - sizeof(uint64_t)];
+} gpuring_fifo_ctrl_t;
+
+typedef struct gpuring_conn gpuring_conn_t;
+
+/*
+ * What a connection publishes to its peer through bootstrap_mpi (one entry of
+ * the connection-handle allgather).  Fixed size, plain bytes.
+ */
+#define GPURING_SHM_NAME_MAX 64
+typedef struct gpuring_conn_handle {
+    int32_t peer;    /* the rank at the other end */
+    int32_t channel;
+    int32_t dir;     /* gpuring_conn_dir_t of the publishing side */
+    int32_t type;    /* gpuring_conn_type_t */
+    uint32_t net_id; /* NET: id of this end at its process (tags) */
+    uint32_t pad;
+    uint64_t slot_bytes;
+    char shm_name[GPURING_SHM_NAME_MAX]; /* SHM receiver: segment name */
+} gpuring_conn_handle_t;
+
+struct gpuring_net_conn; /* proxy/conn_net_ucx.c */
+
+struct gpuring_conn {
+    gpuring_conn_type_t type;
+    gpuring_conn_dir_t dir;
+    int peer;     /* comm rank at the other end */
+    int channel;
+    size_t slot_bytes;
+    char *slots;               /* NSTEPS * slot_bytes, where the executor reads/writes */
+    gpuring_fifo_ctrl_t *ctrl; /* tail/head the executor waits on and publishes */
+    uint64_t step;             /* executor: next step on this connection */
+
+    /* transport state, owned by proxy/ */
+    void *shm_base;            /* SHM: the mapping (receiver's segment) */
+    size_t shm_len;
+    char shm_name[GPURING_SHM_NAME_MAX];
+    int shm_owner;             /* 1 on the receiver, which created it */
+    struct gpuring_net_conn *net;
+};
+
+/* Bytes of one slot FIFO (ctrl + slots) in memory. */
+size_t gpuring_conn_fifo_bytes(size_t slot_bytes);
+
+/* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
+/* Receiver: create the segment, fill the handle to publish. */
+gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,
+                                              size_t slot_bytes, uint64_t comm_uid,
+                                              gpuring_conn_handle_t *handle_p);
+/* Sender: map the receiver's segment named in its handle. */
+gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, int channel,
+                                               const gpuring_conn_handle_t *remote);
+/* Receiver, once every sender mapped (after a bootstrap agreement): unlink the name. */
+void gpuring_conn_shm_unlink(gpuring_conn_t *conn);
+void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
+
+#endif /* GPURING_PROXY_CONN_H */

@@ -1,0 +1,131 @@
+/*
+ * conn_shm.c -- intra-node connections over POSIX shared memory.
+ *
+ * The receiver creates one segment holding the FIFO (ctrl page, then NSTEPS
+ * slots) and publishes its name; the sender maps it.  Both executors then
+ * read and write the same counters and slots: no thread in between.  The
+ * name is unlinked as soon as every sender has mapped it, so nothing is left
+ * in /dev/shm even if the job dies later.
+ */
+#include "proxy/conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GPURING_CTRL_BYTES 4096 /* ctrl on its own page, slots page aligned */
+
+size_t gpuring_conn_fifo_bytes(size_t slot_bytes)
+{
+    return GPURING_CTRL_BYTES + GPURING_NSTEPS * slot_bytes;
+}
+
+static void conn_shm_attach(gpuring_conn_t *conn, void *base, size_t len)
+{
+    conn->shm_base = base;
+    conn->shm_len = len;
+    conn->ctrl = (gpuring_fifo_ctrl_t *)base;
+    conn->slots = (char *)base + GPURING_CTRL_BYTES;
+    conn->step = 0;
+}
+
+static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, void **base_p)
+{
+    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+    void *base;
+
+    if (fd < 0) {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "shm_open(%s) failed: %s", name, strerror(errno));
+        return GPURING_ERR_SYSTEM;
+    }
+    if (create && ftruncate(fd, (off_t)len) != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "ftruncate(%s, %zu) failed: %s (is /dev/shm full?)",
+                      name, len, strerror(errno));
+        close(fd);
+        shm_unlink(name);
+        return GPURING_ERR_SYSTEM;
+    }
+    base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "mmap(%s, %zu) failed: %s", name, len, strerror(errno));
+        if (create) shm_unlink(name);
+        return GPURING_ERR_SYSTEM;
+    }
+    *base_p = base;
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,
+                                              size_t slot_bytes, uint64_t comm_uid,
+                                              gpuring_conn_handle_t *handle_p)
+{
+    static unsigned seq; /* segments this process created: names stay unique */
+    size_t len = gpuring_conn_fifo_bytes(slot_bytes);
+    void *base;
+
+    memset(conn, 0, sizeof(*conn));
+    snprintf(conn->shm_name, sizeof(conn->shm_name), "/gpuring-%d-%llu-%u", (int)getpid(),
+             (unsigned long long)comm_uid, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+    GPURING_CHECK(conn_shm_map(conn->shm_name, 1, len, &base));
+    /* a fresh segment reads as zeros: tail = head = 0 */
+    conn_shm_attach(conn, base, len);
+    conn->type = GPURING_CONN_SHM;
+    conn->dir = GPURING_CONN_RECV;
+    conn->peer = peer;
+    conn->channel = channel;
+    conn->slot_bytes = slot_bytes;
+    conn->shm_owner = 1;
+
+    memset(handle_p, 0, sizeof(*handle_p));
+    handle_p->peer = peer;
+    handle_p->channel = channel;
+    handle_p->dir = GPURING_CONN_RECV;
+    handle_p->type = GPURING_CONN_SHM;
+    handle_p->slot_bytes = slot_bytes;
+    memcpy(handle_p->shm_name, conn->shm_name, sizeof(handle_p->shm_name));
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "shm recv conn from rank %d channel %d: %s, %zu B slots",
+                  peer, channel, conn->shm_name, slot_bytes);
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, int channel,
+                                               const gpuring_conn_handle_t *remote)
+{
+    size_t len = gpuring_conn_fifo_bytes(remote->slot_bytes);
+    void *base;
+
+    memset(conn, 0, sizeof(*conn));
+    GPURING_CHECK(conn_shm_map(remote->shm_name, 0, len, &base));
+    conn_shm_attach(conn, base, len);
+    conn->type = GPURING_CONN_SHM;
+    conn->dir = GPURING_CONN_SEND;
+    conn->peer = peer;
+    conn->channel = channel;
+    conn->slot_bytes = remote->slot_bytes;
+    memcpy(conn->shm_name, remote->shm_name, sizeof(conn->shm_name));
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "shm send conn to rank %d channel %d: %s", peer,
+                  channel, conn->shm_name);
+    return GPURING_OK;
+}
+
+void gpuring_conn_shm_unlink(gpuring_conn_t *conn)
+{
+    if (conn->shm_owner && conn->shm_name[0] != '\0') {
+        shm_unlink(conn->shm_name);
+        conn->shm_name[0] = '\0';
+    }
+}
+
+void gpuring_conn_shm_destroy(gpuring_conn_t *conn)
+{
+    gpuring_conn_shm_unlink(conn);
+    if (conn->shm_base != NULL) {
+        munmap(conn->shm_base, conn->shm_len);
+        conn->shm_base = NULL;
+    }
+}

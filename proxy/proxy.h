@@ -1,0 +1,94 @@
+/*
+ * proxy.h -- the process's proxy: one UCX (ucp) context and worker, and one
+ * progress thread that drives every inter-node (NET) connection of every
+ * communicator in this process.  Seed 003 describes NCCL's equivalent.
+ *
+ * Only the proxy thread moves data over UCX.  The executors (host now, CUDA
+ * later) never call UCX: they write a slot and publish tail on a send
+ * connection, or wait for tail and publish head on a receive connection,
+ * exactly as on a shared-memory connection (proxy/conn.h).  The thread:
+ *   send side: sees ctrl->tail move past what it sent and the receiver's
+ *              credit allow it, sends the slot (tag: comm uid, remote id,
+ *              step); when the UCX send completes, publishes ctrl->head so
+ *              the executor can reuse the slot;
+ *   recv side: keeps receives pre-posted for steps < head + NSTEPS into their
+ *              slots; when step s lands (in order), publishes ctrl->tail =
+ *              s + 1; when the executor advances ctrl->head it sends the new
+ *              head to the sender as a credit.
+ * The thread spins (with sched_yield) while any operation is active or any
+ * connection has work pending, and sleeps otherwise.  A failure (UCX error,
+ * endpoint error) is recorded as the proxy's async error, which executors
+ * poll in their waits and report.
+ */
+#ifndef GPURING_PROXY_PROXY_H
+#define GPURING_PROXY_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/gpuring_common.h"
+#include "proxy/conn.h"
+
+typedef struct gpuring_proxy gpuring_proxy_t;
+
+typedef struct gpuring_proxy_config {
+    double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
+} gpuring_proxy_config_t;
+
+/*
+ * The process singleton: created (UCX init + thread start) on the first
+ * call, reused after.  Thread safe with respect to the calling threads.
+ */
+gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg,
+                                   gpuring_proxy_t **proxy_p);
+/* Stop the thread, close endpoints, release UCX.  Idempotent. */
+void gpuring_proxy_finalize(void);
+
+/* This process's UCX worker address, published to peers through bootstrap_mpi. */
+gpuring_status_t gpuring_proxy_address(gpuring_proxy_t *proxy, const void **addr_p,
+                                       size_t *len_p);
+
+/*
+ * Create this end of a NET connection: local slots + ctrl (page aligned,
+ * zeroed counters), net_id chosen by the caller (unique among this comm's
+ * connections in this process), handle filled for the peer.
+ */
+gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
+                                         gpuring_conn_dir_t dir, int peer, int channel,
+                                         size_t slot_bytes, uint64_t comm_uid,
+                                         uint32_t net_id, gpuring_conn_handle_t *handle_p);
+/*
+ * Connect to the other end, given its handle and its process's worker
+ * address.  peer_key identifies the peer process (endpoints are cached per
+ * process and live until gpuring_proxy_finalize).  Registers the connection
+ * with the thread (receives are pre-posted from here on).
+ */
+gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
+                                          const gpuring_conn_handle_t *remote,
+                                          uint64_t peer_key, const void *peer_addr,
+                                          size_t peer_addr_len);
+/*
+ * Deregister and free.  Waits, bounded by the wait timeout, for posted sends
+ * and owed credits to complete; cancels pre-posted receives.
+ */
+void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
+
+/*
+ * Executors call it on NET send connections before publishing tail: step
+ * `step` (slot step % NSTEPS) carries `bytes` bytes (0 .. slot_bytes), the
+ * length of the UCX message.  Call it after the slot wait (head + NSTEPS >
+ * step), between writing the slot and publishing tail = step + 1; a step
+ * without a call is sent as a full slot.  Not for SHM or receive connections.
+ */
+void gpuring_conn_net_set_step_bytes(gpuring_conn_t *conn, uint64_t step, size_t bytes);
+
+/* An operation using NET connections starts / ends: keeps the thread spinning. */
+void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
+void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
+
+/*
+ * The first failure the thread saw, with a message naming the peer and step;
+ * GPURING_OK if none.  msg may be NULL.
+ */
+gpuring_status_t gpuring_proxy_error(gpuring_proxy_t *proxy, char *msg, size_t len);
+
+#endif /* GPURING_PROXY_PROXY_H */

@@ -1,0 +1,184 @@
+/*
+ * test_ring_prog.c -- the ring allreduce step program and the host
+ * executor, without MPI: n "ranks" are threads of this process joined by
+ * shared-memory connections, each running gpuring_exec_host_run exactly as
+ * a rank would.  Results are checked against a reference computed here.
+ *
+ * Also checks the program itself: every element of the buffer is written to
+ * the output exactly once per rank, and every operation but the first
+ * receives and every one but the last sends.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/exec_host.h"
+
+static int passed, failed;
+
+#define EXPECT(_cond, ...)                                                     \
+    do {                                                                       \
+        if (_cond) {                                                           \
+            passed++;                                                          \
+        } else {                                                               \
+            failed++;                                                          \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
+            printf(__VA_ARGS__);                                               \
+            printf("\n");                                                      \
+        }                                                                      \
+    } while (0)
+
+#define MAXR 8
+#define MAXC 3
+
+/* ---- the program alone -------------------------------------------------------- */
+static void check_program(int n, size_t count, size_t chunk)
+{
+    for (int ix = 0; ix < n; ix++) {
+        gpuring_ring_prog_t p;
+        unsigned char *hits = calloc(count + 1, 1);
+        int bad_cover = 0, bad_flags = 0;
+
+        gpuring_ring_prog_init(&p, 0, count, chunk, n, ix);
+        for (uint64_t i = 0; i < p.nops; i++) {
+            gpuring_step_t s;
+            uint64_t op = i % (uint64_t)(2 * n - 1);
+            gpuring_ring_prog_op(&p, i, &s);
+            if (((s.flags & GPURING_PRIM_RECV) != 0) != (op != 0)) bad_flags++;
+            if (((s.flags & GPURING_PRIM_SEND) != 0) != (op != (uint64_t)(2 * n - 2))) bad_flags++;
+            if (s.count > chunk || (s.count > 0 && s.off + s.count > count)) bad_cover++;
+            if (s.flags & GPURING_PRIM_DST) {
+                for (size_t e = s.off; e < s.off + s.count && e < count; e++) hits[e]++;
+            }
+        }
+        for (size_t e = 0; e < count; e++) bad_cover += hits[e] != 1;
+        EXPECT(bad_cover == 0 && bad_flags == 0,
+               "program n=%d ix=%d count=%zu chunk=%zu: %d coverage, %d flag errors", n, ix,
+               count, chunk, bad_cover, bad_flags);
+        free(hits);
+    }
+}
+
+/* ---- n threads running the executor over shm connections ------------------- */
+typedef struct rank_ctx {
+    int rank, n, nch;
+    size_t count, chunk;
+    int in_place;
+    int32_t *send, *recv;
+    gpuring_conn_t sendc[MAXC], recvc[MAXC];
+    gpuring_exec_channel_t exec[MAXC];
+    gpuring_status_t st;
+} rank_ctx_t;
+
+static void *rank_main(void *arg)
+{
+    rank_ctx_t *r = arg;
+    size_t per = GPURING_DIV_UP(r->count, (size_t)r->nch);
+    gpuring_exec_args_t a = {
+        .sendbuf = r->in_place ? r->recv : r->send, .recvbuf = r->recv,
+        .type = GPURING_TYPE_INT32, .op = GPURING_OP_SUM, .nchannels = r->nch,
+        .channels = r->exec, .timeout = 20.0, .proxy = NULL};
+
+    for (int c = 0; c < r->nch; c++) {
+        size_t base = GPURING_MIN(r->count, (size_t)c * per);
+        /* channel c's ring runs backwards on odd channels: other neighbours */
+        int ix = c % 2 ? r->n - 1 - r->rank : r->rank;
+        gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
+                               r->chunk, r->n, ix);
+        r->exec[c].send = &r->sendc[c];
+        r->exec[c].recv = &r->recvc[c];
+    }
+    r->st = gpuring_exec_host_run(&a);
+    return NULL;
+}
+
+static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, int reuse)
+{
+    rank_ctx_t *ranks = calloc((size_t)n, sizeof(*ranks));
+    pthread_t th[MAXR];
+    size_t slot = chunk * sizeof(int32_t);
+    size_t bad = 0;
+
+    for (int r = 0; r < n; r++) {
+        ranks[r] = (rank_ctx_t){.rank = r, .n = n, .nch = nch, .count = count, .chunk = chunk,
+                                .in_place = in_place};
+        ranks[r].send = malloc(count * sizeof(int32_t) + 4);
+        ranks[r].recv = malloc(count * sizeof(int32_t) + 4);
+    }
+    /* connections: on channel c, rank at ring position ix sends to ix+1 */
+    for (int c = 0; c < nch; c++) {
+        for (int r = 0; r < n; r++) {
+            int ix = c % 2 ? n - 1 - r : r;
+            int next_ix = (ix + 1) % n;
+            int next = c % 2 ? n - 1 - next_ix : next_ix;
+            gpuring_conn_handle_t h;
+            if (gpuring_conn_shm_recv_create(&ranks[next].recvc[c], r, c, slot, 7, &h) != GPURING_OK ||
+                gpuring_conn_shm_send_connect(&ranks[r].sendc[c], next, c, &h) != GPURING_OK) {
+                EXPECT(0, "connection setup");
+                return;
+            }
+            gpuring_conn_shm_unlink(&ranks[next].recvc[c]);
+        }
+    }
+    for (int iter = 0; iter < reuse; iter++) {
+        for (int r = 0; r < n; r++) {
+            for (size_t i = 0; i < count; i++) {
+                ranks[r].send[i] = (int32_t)((r + 1) * 1000003 + i * 7 + iter);
+                ranks[r].recv[i] = in_place ? ranks[r].send[i] : -1;
+            }
+            ranks[r].recv[count] = 0x5a5a5a5a; /* guard */
+        }
+        for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, rank_main, &ranks[r]);
+        for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+        for (int r = 0; r < n; r++) {
+            EXPECT(ranks[r].st == GPURING_OK, "rank %d status %d", r, ranks[r].st);
+            for (size_t i = 0; i < count; i++) {
+                int64_t want = 0;
+                for (int q = 0; q < n; q++) want += (int32_t)((q + 1) * 1000003 + i * 7 + iter);
+                if (ranks[r].recv[i] != (int32_t)want && bad++ < 3) {
+                    printf("n=%d nch=%d count=%zu chunk=%zu rank %d [%zu]: %d want %d\n", n,
+                           nch, count, chunk, r, i, ranks[r].recv[i], (int32_t)want);
+                }
+            }
+            if (ranks[r].recv[count] != 0x5a5a5a5a) bad++;
+        }
+    }
+    EXPECT(bad == 0, "ring n=%d nch=%d count=%zu chunk=%zu in_place=%d: %zu wrong", n, nch,
+           count, chunk, in_place, bad);
+    for (int r = 0; r < n; r++) {
+        for (int c = 0; c < nch; c++) {
+            gpuring_conn_shm_destroy(&ranks[r].sendc[c]);
+            gpuring_conn_shm_destroy(&ranks[r].recvc[c]);
+        }
+        free(ranks[r].send);
+        free(ranks[r].recv);
+    }
+    free(ranks);
+}
+
+int main(void)
+{
+    static const size_t counts[] = {1, 2, 3, 7, 64, 1000, 4099, 65537};
+    static const size_t chunks[] = {1, 5, 64, 4096};
+
+    for (int n = 2; n <= MAXR; n++) {
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+            for (size_t j = 0; j < sizeof(chunks) / sizeof(chunks[0]); j++) {
+                check_program(n, counts[i], chunks[j]);
+            }
+        }
+    }
+    for (int n = 2; n <= 5; n++) {
+        for (int nch = 1; nch <= MAXC; nch++) {
+            run_ring(n, nch, 1, 16, 0, 1);
+            run_ring(n, nch, 4099, 64, nch == 2, 2);   /* many steps: slot wrap-around */
+            run_ring(n, nch, 65537, 1024, 0, 1);
+        }
+    }
+    run_ring(7, 2, 100003, 333, 1, 3);                 /* odd sizes everywhere */
+    run_ring(2, 1, 4 << 20, 128 * 1024, 0, 1);         /* 16 MiB */
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
