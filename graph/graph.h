@@ -43,18 +43,42 @@ void gpuring_graph_free(gpuring_graph_t *graph);
 gpuring_status_t gpuring_graph_rings_check(const gpuring_graph_t *graph);
 
 /* ---- tuning.c: how to run one call ---------------------------------------- */
+typedef enum {
+    GPURING_ALGO_AUTO = -1,
+    GPURING_ALGO_RING = 0,   /* ring allreduce: reduce-scatter + allgather */
+    GPURING_ALGO_GATHER = 1, /* ring allgather + local fold: small, order-free calls */
+} gpuring_algo_t;
+
+/* The algorithm table: id, name, what it is. */
+typedef struct gpuring_algo_info {
+    gpuring_algo_t id;
+    const char *name;
+    const char *description;
+} gpuring_algo_info_t;
+
+extern const gpuring_algo_info_t gpuring_algos[];
+extern const int gpuring_nalgos;
+/* GPURING_ALGO_* for a name ("auto" included); -2 if unknown. */
+int gpuring_algo_from_name(const char *name);
+
 typedef struct gpuring_tuning_params {
+    gpuring_algo_t algo; /* AUTO, or forced */
     int nchannels;      /* 0: auto, else forced (<= graph's) */
     size_t chunk_bytes; /* 0: auto (a slot), else forced (<= slot) */
     size_t slot_bytes;
 } gpuring_tuning_params_t;
 
 typedef struct gpuring_plan {
+    gpuring_algo_t algo;
     int nchannels;      /* channels used by this call */
     size_t chunk_elems; /* elements per slot step */
 } gpuring_plan_t;
 
+/*
+ * order_free: the reduction gives the same bits whatever order ranks fold
+ * inputs in (integer ops, MIN/MAX, or 2 ranks); GATHER needs it.
+ */
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
-                         size_t count, size_t elem_size, gpuring_plan_t *plan);
+                         size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan);
 
 #endif /* GPURING_GRAPH_GRAPH_H */

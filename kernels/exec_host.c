@@ -4,8 +4,9 @@
  * One operation of a program: wait until the recv slot is posted (tail) and
  * the send slot is free (head), then
  *     value = [recv slot] (op) [input block]      (whichever are present)
- * written to [output block] and/or [send slot]; publish head on the recv
- * connection and tail on the send connection.
+ * written to [output block] and/or [send slot]; or, for ACC operations,
+ *     [output block] (op)= [recv slot], [send slot] = [recv slot];
+ * then publish head on the recv connection and tail on the send connection.
  */
 #include "kernels/exec_host.h"
 
@@ -39,17 +40,21 @@ static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch
     const size_t bytes = s->count * es;
     const char *in = (s->flags & GPURING_PRIM_RECV) ? conn_slot(ch->recv) : NULL;
     const char *src = (s->flags & GPURING_PRIM_SRC) ? (const char *)a->sendbuf + s->off * es : NULL;
-    char *dst = (s->flags & GPURING_PRIM_DST) ? (char *)a->recvbuf + s->off * es : NULL;
+    char *dst = (s->flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (char *)a->recvbuf + s->off * es
+                                                                  : NULL;
     char *out = (s->flags & GPURING_PRIM_SEND) ? conn_slot(ch->send) : NULL;
     /* the first output gets the value, the second a copy of it */
     char *first = dst != NULL ? dst : out;
     char *second = dst != NULL ? out : NULL;
 
-    if (bytes > 0) {
+    if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
+        if (out != NULL) memcpy(out, in, bytes);
+        gpuring_reduce_host(dst, dst, in, s->count, a->type, a->op);
+    } else if (bytes > 0) {
         if (in != NULL && src != NULL) {
             gpuring_reduce_host(first, in, src, s->count, a->type, a->op);
-        } else {
-            memcpy(first, in != NULL ? in : src, bytes);
+        } else if (first != (in != NULL ? in : src)) {
+            memcpy(first, in != NULL ? in : src, bytes); /* in place: already there */
         }
         if (second != NULL) {
             memcpy(second, first, bytes);
@@ -74,7 +79,7 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
         gpuring_step_t s;
 
         if (ch->next_op >= ch->prog.nops) continue;
-        gpuring_ring_prog_op(&ch->prog, ch->next_op, &s);
+        gpuring_prog_op(&ch->prog, ch->next_op, &s);
         if ((s.flags & GPURING_PRIM_RECV) &&
             GPURING_LOAD_ACQUIRE(&ch->recv->ctrl->tail) <= ch->recv->step) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
@@ -113,7 +118,7 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
             gpuring_step_t s;
 
             while (ch->next_op < ch->prog.nops) {
-                gpuring_ring_prog_op(&ch->prog, ch->next_op, &s);
+                gpuring_prog_op(&ch->prog, ch->next_op, &s);
                 if (!exec_op_ready(ch, &s)) break;
                 exec_op_run(a, ch, &s);
                 progressed = 1;

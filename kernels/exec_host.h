@@ -11,14 +11,14 @@
 #define GPURING_KERNELS_EXEC_HOST_H
 
 #include "common/gpuring_common.h"
-#include "kernels/prog_ring_allreduce.h"
+#include "kernels/prog_ops.h"
 #include "kernels/reduce.h"
 #include "proxy/conn.h"
 
 struct gpuring_proxy;
 
 typedef struct gpuring_exec_channel {
-    gpuring_ring_prog_t prog;
+    gpuring_prog_t prog;
     gpuring_conn_t *send; /* to the next rank in this channel's ring */
     gpuring_conn_t *recv; /* from the previous rank */
     uint64_t next_op;     /* executor state: next operation of prog */

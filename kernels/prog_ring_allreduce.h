@@ -21,45 +21,16 @@
 #ifndef GPURING_KERNELS_PROG_RING_ALLREDUCE_H
 #define GPURING_KERNELS_PROG_RING_ALLREDUCE_H
 
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __CUDACC__
-#define GPURING_HOSTDEV __host__ __device__
-#else
-#define GPURING_HOSTDEV
-#endif
-
-/* What one operation does; executors combine these. */
-enum {
-    GPURING_PRIM_RECV = 1 << 0, /* read the next slot from the recv connection */
-    GPURING_PRIM_SRC = 1 << 1,  /* read (and reduce with) the input at off */
-    GPURING_PRIM_SEND = 1 << 2, /* write the result into the next send slot */
-    GPURING_PRIM_DST = 1 << 3,  /* write the result to the output at off */
-};
-
-typedef struct gpuring_step {
-    unsigned flags;
-    size_t off;   /* element offset in the user buffers */
-    size_t count; /* elements, may be 0 (the slot still moves, to keep steps aligned) */
-} gpuring_step_t;
-
-typedef struct gpuring_ring_prog {
-    size_t base;    /* element offset of this channel's region */
-    size_t count;   /* elements in the region */
-    size_t chunk;   /* max elements per slot */
-    int nranks;
-    int ring_ix;    /* this rank's position in the ring */
-    uint64_t nops;  /* operations in the whole program */
-} gpuring_ring_prog_t;
+#include "kernels/prog.h"
 
 GPURING_HOSTDEV static inline void
-gpuring_ring_prog_init(gpuring_ring_prog_t *p, size_t base, size_t count, size_t chunk,
+gpuring_ring_prog_init(gpuring_prog_t *p, size_t base, size_t count, size_t chunk,
                        int nranks, int ring_ix)
 {
     size_t loop_elems = (size_t)nranks * chunk;
     uint64_t nloops = (count + loop_elems - 1) / loop_elems;
 
+    p->algo = GPURING_PROG_RING;
     p->base = base;
     p->count = count;
     p->chunk = chunk;
@@ -69,7 +40,7 @@ gpuring_ring_prog_init(gpuring_ring_prog_t *p, size_t base, size_t count, size_t
 }
 
 GPURING_HOSTDEV static inline void
-gpuring_ring_prog_op(const gpuring_ring_prog_t *p, uint64_t i, gpuring_step_t *s)
+gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
 {
     const int n = p->nranks;
     const uint64_t per_loop = (uint64_t)(2 * n - 1);

@@ -87,7 +87,9 @@ static int gpuring_register(void)
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",
-        "Allreduce algorithm: auto (the tuning model decides) or ring",
+        "Allreduce algorithm: auto (the tuning model decides), ring (reduce-scatter + "
+        "allgather), or gather (ring allgather folded on arrival; used only where the "
+        "reduction order cannot change the result, else ring)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->algorithm);
     gpuring_register_int("nchannels",

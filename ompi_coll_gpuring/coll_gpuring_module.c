@@ -172,6 +172,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
                                 .rank = ompi_comm_rank(m->comm),
                                 .size = ompi_comm_size(m->comm)};
     gpuring_comm_config_t cfg = {
+        .algo = gpuring_algo_from_name(c->algorithm),
         .nchannels = c->nchannels,
         .call_nchannels = 0,
         .slot_bytes = c->slot_size,
@@ -185,6 +186,13 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     if (m->state == MCA_COLL_GPURING_COMM_READY) return m->gcomm;
     if (m->state == MCA_COLL_GPURING_COMM_DISABLED) return NULL;
 
+    if ((int)cfg.algo == -2) {
+        GPURING_ERROR(GPURING_SUBSYS_INIT,
+                      "coll_gpuring_algorithm '%s' is not auto, ring or gather: gpuring "
+                      "disabled", c->algorithm);
+        m->state = MCA_COLL_GPURING_COMM_DISABLED;
+        return NULL;
+    }
     if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS || cfg.slot_bytes < 64) {
         /* the same parameters on every rank: every rank disables alike */
         GPURING_ERROR(GPURING_SUBSYS_INIT,

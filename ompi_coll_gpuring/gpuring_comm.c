@@ -226,12 +226,14 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
 {
     const gpuring_graph_t *g = &c->graph;
     const size_t es = gpuring_type_size(type);
-    gpuring_tuning_params_t tp = {.nchannels = c->cfg.call_nchannels,
+    gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
+                                  .nchannels = c->cfg.call_nchannels,
                                   .chunk_bytes = c->cfg.chunk_bytes,
                                   .slot_bytes = c->cfg.slot_bytes};
     gpuring_plan_t plan;
     gpuring_exec_args_t args;
     size_t per_channel;
+    int order_free;
     gpuring_status_t st;
 
     if (c->broken) {
@@ -239,15 +241,22 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
         return GPURING_ERR_INVALID;
     }
     if (count == 0) return GPURING_OK;
-    gpuring_tuning_plan(g, &tp, count, es, &plan);
+    /* the order ranks fold inputs in changes no bit of these results */
+    order_free = g->nranks == 2 || type < GPURING_TYPE_FLOAT || op == GPURING_OP_MIN ||
+                 op == GPURING_OP_MAX;
+    gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
 
-    /* each channel runs the ring over a contiguous part of the buffers */
+    /* each channel runs the program over a contiguous part of the buffers */
     per_channel = GPURING_DIV_UP(count, (size_t)plan.nchannels);
     for (int ch = 0; ch < plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
         size_t n = GPURING_MIN(per_channel, count - base);
-        gpuring_ring_prog_init(&c->exec[ch].prog, base, n, plan.chunk_elems, g->nranks,
-                               g->ring_ix[ch]);
+        if (plan.algo == GPURING_ALGO_GATHER) {
+            gpuring_gather_prog_init(&c->exec[ch].prog, base, n, g->nranks);
+        } else {
+            gpuring_ring_prog_init(&c->exec[ch].prog, base, n, plan.chunk_elems, g->nranks,
+                                   g->ring_ix[ch]);
+        }
         c->exec[ch].send = &c->send[ch];
         c->exec[ch].recv = &c->recv[ch];
     }

@@ -20,6 +20,7 @@
 #include "proxy/proxy.h"
 
 typedef struct gpuring_comm_config {
+    gpuring_algo_t algo;   /* AUTO or forced */
     int nchannels;         /* channels set up (each call may use fewer) */
     int call_nchannels;    /* 0: tuned per call, else forced */
     size_t slot_bytes;

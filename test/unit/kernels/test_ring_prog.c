@@ -1,6 +1,6 @@
 /*
- * test_ring_prog.c -- the ring allreduce step program and the host
- * executor, without MPI: n "ranks" are threads of this process joined by
+ * test_ring_prog.c -- the ring and gather allreduce step programs and the
+ * host executor, without MPI: n "ranks" are threads of this process joined by
  * shared-memory connections, each running gpuring_exec_host_run exactly as
  * a rank would.  Results are checked against a reference computed here.
  *
@@ -36,7 +36,7 @@ static int passed, failed;
 static void check_program(int n, size_t count, size_t chunk)
 {
     for (int ix = 0; ix < n; ix++) {
-        gpuring_ring_prog_t p;
+        gpuring_prog_t p;
         unsigned char *hits = calloc(count + 1, 1);
         int bad_cover = 0, bad_flags = 0;
 
@@ -44,7 +44,7 @@ static void check_program(int n, size_t count, size_t chunk)
         for (uint64_t i = 0; i < p.nops; i++) {
             gpuring_step_t s;
             uint64_t op = i % (uint64_t)(2 * n - 1);
-            gpuring_ring_prog_op(&p, i, &s);
+            gpuring_prog_op(&p, i, &s);
             if (((s.flags & GPURING_PRIM_RECV) != 0) != (op != 0)) bad_flags++;
             if (((s.flags & GPURING_PRIM_SEND) != 0) != (op != (uint64_t)(2 * n - 2))) bad_flags++;
             if (s.count > chunk || (s.count > 0 && s.off + s.count > count)) bad_cover++;
@@ -65,6 +65,7 @@ typedef struct rank_ctx {
     int rank, n, nch;
     size_t count, chunk;
     int in_place;
+    int gather; /* GATHER program instead of RING */
     int32_t *send, *recv;
     gpuring_conn_t sendc[MAXC], recvc[MAXC];
     gpuring_exec_channel_t exec[MAXC];
@@ -84,8 +85,13 @@ static void *rank_main(void *arg)
         size_t base = GPURING_MIN(r->count, (size_t)c * per);
         /* channel c's ring runs backwards on odd channels: other neighbours */
         int ix = c % 2 ? r->n - 1 - r->rank : r->rank;
-        gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
-                               r->chunk, r->n, ix);
+        if (r->gather) {
+            gpuring_gather_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
+                                     r->n);
+        } else {
+            gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
+                                   r->chunk, r->n, ix);
+        }
         r->exec[c].send = &r->sendc[c];
         r->exec[c].recv = &r->recvc[c];
     }
@@ -93,7 +99,8 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
-static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, int reuse)
+static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, int reuse,
+                     int gather)
 {
     rank_ctx_t *ranks = calloc((size_t)n, sizeof(*ranks));
     pthread_t th[MAXR];
@@ -102,7 +109,7 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
 
     for (int r = 0; r < n; r++) {
         ranks[r] = (rank_ctx_t){.rank = r, .n = n, .nch = nch, .count = count, .chunk = chunk,
-                                .in_place = in_place};
+                                .in_place = in_place, .gather = gather};
         ranks[r].send = malloc(count * sizeof(int32_t) + 4);
         ranks[r].recv = malloc(count * sizeof(int32_t) + 4);
     }
@@ -144,8 +151,8 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
             if (ranks[r].recv[count] != 0x5a5a5a5a) bad++;
         }
     }
-    EXPECT(bad == 0, "ring n=%d nch=%d count=%zu chunk=%zu in_place=%d: %zu wrong", n, nch,
-           count, chunk, in_place, bad);
+    EXPECT(bad == 0, "%s n=%d nch=%d count=%zu chunk=%zu in_place=%d: %zu wrong",
+           gather ? "gather" : "ring", n, nch, count, chunk, in_place, bad);
     for (int r = 0; r < n; r++) {
         for (int c = 0; c < nch; c++) {
             gpuring_conn_shm_destroy(&ranks[r].sendc[c]);
@@ -155,6 +162,27 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
         free(ranks[r].recv);
     }
     free(ranks);
+}
+
+/* gather: n ops, output written first then accumulated n-1 times */
+static void check_gather_program(int n, size_t count)
+{
+    gpuring_prog_t p;
+    int recvs = 0, sends = 0, acc = 0, bad = 0;
+
+    gpuring_gather_prog_init(&p, 5, count, n);
+    for (uint64_t i = 0; i < p.nops; i++) {
+        gpuring_step_t s;
+        gpuring_prog_op(&p, i, &s);
+        recvs += !!(s.flags & GPURING_PRIM_RECV);
+        sends += !!(s.flags & GPURING_PRIM_SEND);
+        acc += !!(s.flags & GPURING_PRIM_ACC);
+        bad += s.off != 5 || s.count != count;
+        bad += i == 0 && (s.flags != (GPURING_PRIM_SRC | GPURING_PRIM_SEND | GPURING_PRIM_DST));
+    }
+    EXPECT(p.nops == (uint64_t)n && recvs == n - 1 && sends == n - 1 && acc == n - 1 && !bad,
+           "gather program n=%d: %llu ops, %d recvs, %d sends, %d acc, %d bad", n,
+           (unsigned long long)p.nops, recvs, sends, acc, bad);
 }
 
 int main(void)
@@ -169,15 +197,20 @@ int main(void)
             }
         }
     }
+    for (int n = 2; n <= MAXR; n++) check_gather_program(n, 17);
     for (int n = 2; n <= 5; n++) {
         for (int nch = 1; nch <= MAXC; nch++) {
-            run_ring(n, nch, 1, 16, 0, 1);
-            run_ring(n, nch, 4099, 64, nch == 2, 2);   /* many steps: slot wrap-around */
-            run_ring(n, nch, 65537, 1024, 0, 1);
+            run_ring(n, nch, 1, 16, 0, 1, 0);
+            run_ring(n, nch, 4099, 64, nch == 2, 2, 0);   /* many steps: slot wrap-around */
+            run_ring(n, nch, 65537, 1024, 0, 1, 0);
+            /* gather: the whole channel region in one slot */
+            run_ring(n, nch, 1, 16, 0, 1, 1);
+            run_ring(n, nch, 1000, 1000, nch != 2, 12, 1); /* > NSTEPS calls: wrap-around */
         }
     }
-    run_ring(7, 2, 100003, 333, 1, 3);                 /* odd sizes everywhere */
-    run_ring(2, 1, 4 << 20, 128 * 1024, 0, 1);         /* 16 MiB */
+    run_ring(7, 2, 100003, 333, 1, 3, 0);                 /* odd sizes everywhere */
+    run_ring(8, 1, 2047, 2047, 1, 3, 1);
+    run_ring(2, 1, 4 << 20, 128 * 1024, 0, 1, 0);         /* 16 MiB */
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

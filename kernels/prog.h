@@ -1,0 +1,52 @@
+/*
+ * prog.h -- what a step program is: a pure function from an operation index
+ * to {flags, offset, count} on one channel, which the host executor and the
+ * CUDA executor both run.  Each algorithm is one header
+ * (prog_<algo>_allreduce.h); prog_ops.h dispatches between them.
+ */
+#ifndef GPURING_KERNELS_PROG_H
+#define GPURING_KERNELS_PROG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define GPURING_HOSTDEV __host__ __device__
+#else
+#define GPURING_HOSTDEV
+#endif
+
+/* What one operation does; executors combine these. */
+enum {
+    GPURING_PRIM_RECV = 1 << 0, /* read the next slot from the recv connection */
+    GPURING_PRIM_SRC = 1 << 1,  /* read (and reduce with) the input at off */
+    GPURING_PRIM_SEND = 1 << 2, /* write the result into the next send slot */
+    GPURING_PRIM_DST = 1 << 3,  /* write the result to the output at off */
+    GPURING_PRIM_ACC = 1 << 4,  /* output (op)= received; SEND forwards the received
+                                   slot unchanged */
+};
+
+typedef struct gpuring_step {
+    unsigned flags;
+    size_t off;   /* element offset in the user buffers */
+    size_t count; /* elements, may be 0 (the slot still moves, to keep steps aligned) */
+} gpuring_step_t;
+
+/* One channel's program: which algorithm, and its geometry. */
+typedef enum {
+    GPURING_PROG_RING = 0,   /* prog_ring_allreduce.h */
+    GPURING_PROG_GATHER = 1, /* prog_gather_allreduce.h */
+} gpuring_prog_algo_t;
+
+typedef struct gpuring_prog {
+    gpuring_prog_algo_t algo;
+    size_t base;    /* element offset of this channel's region */
+    size_t count;   /* elements in the region */
+    size_t chunk;   /* max elements per slot */
+    int nranks;
+    int ring_ix;    /* this rank's position in the ring */
+    uint64_t nops;  /* operations in the whole program */
+} gpuring_prog_t;
+
+#endif /* GPURING_KERNELS_PROG_H */
+

@@ -1,0 +1,26 @@
+/*
+ * prog_ops.h -- operation i of any step program: the one entry executors
+ * call.  Adding an algorithm is a header and a case here.
+ */
+#ifndef GPURING_KERNELS_PROG_OPS_H
+#define GPURING_KERNELS_PROG_OPS_H
+
+#include "kernels/prog.h"
+#include "kernels/prog_gather_allreduce.h"
+#include "kernels/prog_ring_allreduce.h"
+
+GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint64_t i,
+                                                   gpuring_step_t *s)
+{
+    switch (p->algo) {
+    case GPURING_PROG_GATHER:
+        gpuring_gather_prog_op(p, i, s);
+        break;
+    case GPURING_PROG_RING:
+    default:
+        gpuring_ring_prog_op(p, i, s);
+        break;
+    }
+}
+
+#endif /* GPURING_KERNELS_PROG_OPS_H */
