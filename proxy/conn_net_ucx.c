@@ -1,0 +1,568 @@
+/*
+ * conn_net_ucx.c -- NET connections: host staging slots moved by the proxy
+ * thread over UCX tagged messages.
+ *
+ * Send end: the executor writes slot s % NSTEPS, records the byte count with
+ * gpuring_conn_net_set_step_bytes() and publishes ctrl->tail.  The thread
+ * sends step s once tail > s and the receiver's credit allows it
+ * (s < remote_head + NSTEPS); when sends complete (in order) it publishes
+ * ctrl->head = completed steps, so the executor may reuse the slot.
+ *
+ * Recv end: receives for steps s < head + NSTEPS are always posted into their
+ * slots (posted before the credit that lets the sender send them goes out, so
+ * data never arrives unexpected).  Landed steps are published in order as
+ * ctrl->tail.  When the executor advances ctrl->head the thread sends the new
+ * head to the sender as a credit: at most one credit in flight, always the
+ * latest value.
+ *
+ * Everything here except gpuring_conn_net_set_step_bytes runs with the
+ * proxy lock held (the thread's pass, or create/connect/destroy taking it).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/proxy_internal.h"
+
+#define GPURING_PAGE 4096
+
+static const char *dir_str(gpuring_conn_dir_t dir)
+{
+    return dir == GPURING_CONN_SEND ? "send" : "recv";
+}
+
+/* ---- completion callbacks (lock held: they run inside progress/cancel) ---- */
+
+static void net_send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    gpuring_net_op_t *op = user_data;
+    gpuring_net_conn_t *net = op->net;
+
+    (void)request;
+    op->status = status;
+    op->done = 1;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
+                                "net %s to rank %d channel %d step %llu failed: %s",
+                                op == &net->credit ? "credit send" : "send", net->peer,
+                                net->channel, (unsigned long long)op->step,
+                                ucs_status_string(status));
+}
+
+static void net_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                        void *user_data)
+{
+    gpuring_net_op_t *op = user_data;
+    gpuring_net_conn_t *net = op->net;
+
+    (void)request;
+    (void)info; /* the executor knows each step's size from its program */
+    op->status = status;
+    op->done = 1;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
+                                "net %s from rank %d channel %d step %llu failed: %s",
+                                op == &net->credit ? "credit recv" : "recv", net->peer,
+                                net->channel, (unsigned long long)op->step,
+                                ucs_status_string(status));
+}
+
+/* ---- posting ---------------------------------------------------------------- */
+
+static void op_begin(gpuring_net_op_t *op, uint64_t step)
+{
+    op->req = NULL;
+    op->step = step;
+    op->busy = 1;
+    op->done = 0;
+    op->status = UCS_INPROGRESS;
+}
+
+/* Common handling of what a *_nbx call returned. */
+static void op_posted(gpuring_net_op_t *op, ucs_status_ptr_t ret, const char *what)
+{
+    gpuring_net_conn_t *net = op->net;
+
+    if (ret == NULL) { /* completed immediately */
+        op->status = UCS_OK;
+        op->done = 1;
+    } else if (UCS_PTR_IS_ERR(ret)) {
+        op->status = UCS_PTR_STATUS(ret);
+        op->done = 1;
+        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
+                                "net %s rank %d channel %d step %llu failed: %s", what, net->peer,
+                                net->channel, (unsigned long long)op->step,
+                                ucs_status_string(op->status));
+    } else {
+        op->req = ret; /* the callback may already have run: it only sets done */
+    }
+}
+
+static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
+{
+    unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+    gpuring_net_op_t *op = &net->data[slot];
+    size_t bytes = net->sizes[slot];
+    ucp_request_param_t param;
+
+    if (bytes > net->slot_bytes) {
+        gpuring_proxy_set_error(net->proxy, GPURING_ERR_INVALID,
+                                "net send to rank %d channel %d step %llu: %zu bytes exceed "
+                                "the %zu byte slot",
+                                net->peer, net->channel, (unsigned long long)step, bytes,
+                                net->slot_bytes);
+        bytes = net->slot_bytes;
+    }
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = net_send_cb;
+    param.user_data = op;
+    op_begin(op, step);
+    op_posted(op,
+              ucp_tag_send_nbx(net->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
+                               gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA,
+                                               net->remote_net_id, step),
+                               &param),
+              "send to");
+}
+
+static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
+{
+    unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+    gpuring_net_op_t *op = &net->data[slot];
+    ucp_request_param_t param;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = net_recv_cb;
+    param.user_data = op;
+    op_begin(op, step);
+    op_posted(op,
+              ucp_tag_recv_nbx(net->proxy->worker,
+                               net->slots + (size_t)slot * net->slot_bytes, net->slot_bytes,
+                               gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id,
+                                               step),
+                               GPURING_TAG_MASK_ALL, &param),
+              "recv from");
+}
+
+static void post_credit_recv(gpuring_net_conn_t *net)
+{
+    gpuring_net_op_t *op = &net->credit;
+    ucp_request_param_t param;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = net_recv_cb;
+    param.user_data = op;
+    op_begin(op, net->remote_head);
+    op_posted(op,
+              ucp_tag_recv_nbx(net->proxy->worker, &net->credit_buf, sizeof(net->credit_buf),
+                               gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_CREDIT,
+                                               net->net_id, 0),
+                               GPURING_TAG_MASK_NOSTEP, &param),
+              "credit recv from");
+}
+
+static void post_credit_send(gpuring_net_conn_t *net, uint64_t head)
+{
+    gpuring_net_op_t *op = &net->credit;
+    ucp_request_param_t param;
+
+    net->credit_buf = head;
+    net->credited = head;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = net_send_cb;
+    param.user_data = op;
+    op_begin(op, head);
+    op_posted(op,
+              ucp_tag_send_nbx(net->ep, &net->credit_buf, sizeof(net->credit_buf),
+                               gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_CREDIT,
+                                               net->remote_net_id, head),
+                               &param),
+              "credit send to");
+}
+
+/* Release a completed op's request; returns its status. */
+static ucs_status_t op_retire(gpuring_net_op_t *op)
+{
+    if (op->req != NULL) ucp_request_free(op->req);
+    op->req = NULL;
+    op->busy = 0;
+    return op->status;
+}
+
+/* ---- the per-connection pass ---------------------------------------------------- */
+
+static int send_progress(gpuring_net_conn_t *net, int closing)
+{
+    uint64_t tail, done0 = net->done, sent0 = net->sent, remote0 = net->remote_head;
+    int pending;
+
+    /* sends completed, in order: the executor may reuse those slots */
+    while (net->done < net->sent) {
+        unsigned slot = (unsigned)(net->done % GPURING_NSTEPS);
+        gpuring_net_op_t *op = &net->data[slot];
+
+        if (!op->done) break;
+        if (op_retire(op) != UCS_OK) net->failed = 1;
+        net->sizes[slot] = net->slot_bytes; /* default for the slot's next step */
+        net->done++;
+    }
+    if (net->done != done0 && !net->failed) GPURING_STORE_RELEASE(&net->ctrl->head, net->done);
+
+    /* credits: keep the receive posted, remember the latest head */
+    while (net->credit.busy && net->credit.done) {
+        if (op_retire(&net->credit) == UCS_OK) {
+            if (net->credit_buf > net->remote_head) net->remote_head = net->credit_buf;
+        } else if (net->credit.status != UCS_ERR_CANCELED) {
+            net->failed = 1;
+        }
+        if (!closing && !net->failed) post_credit_recv(net);
+    }
+
+    tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
+    while (!net->failed && net->sent < tail && net->sent < net->remote_head + GPURING_NSTEPS) {
+        post_data_send(net, net->sent);
+        net->sent++;
+    }
+    pending = (!net->failed && tail > net->sent) || net->done < net->sent;
+    return (pending ? GPURING_NET_PENDING : 0) |
+           (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
+                ? GPURING_NET_MOVED
+                : 0);
+}
+
+static int recv_progress(gpuring_net_conn_t *net, int closing)
+{
+    uint64_t head, landed0 = net->landed, credited0 = net->credited;
+    int pending;
+
+    /* steps landed, in order */
+    while (net->landed < net->posted) {
+        gpuring_net_op_t *op = &net->data[net->landed % GPURING_NSTEPS];
+
+        if (!op->done) break;
+        if (op_retire(op) != UCS_OK) net->failed = 1;
+        net->landed++;
+    }
+    if (net->landed != landed0 && !net->failed)
+        GPURING_STORE_RELEASE(&net->ctrl->tail, net->landed);
+
+    /* receives for the slots the executor released, before the credit goes */
+    head = GPURING_LOAD_ACQUIRE(&net->ctrl->head);
+    while (!closing && !net->failed && net->posted < head + GPURING_NSTEPS) {
+        if (net->data[net->posted % GPURING_NSTEPS].busy) break; /* executor ran ahead */
+        post_data_recv(net, net->posted);
+        net->posted++;
+    }
+
+    /* credit: one in flight, always the latest head */
+    if (net->credit.busy && net->credit.done) {
+        if (op_retire(&net->credit) != UCS_OK) net->failed = 1;
+    }
+    if (!net->credit.busy && !net->failed && head > net->credited) post_credit_send(net, head);
+    if (net->credit.busy && net->credit.done && op_retire(&net->credit) != UCS_OK)
+        net->failed = 1; /* immediate completion */
+
+    pending = (!net->failed && head > net->credited) || net->credit.busy;
+    return (pending ? GPURING_NET_PENDING : 0) |
+           (net->landed != landed0 || net->credited != credited0 ? GPURING_NET_MOVED : 0);
+}
+
+int gpuring_net_conn_progress(gpuring_net_conn_t *net)
+{
+    if (!net->connected || net->detached) return 0;
+    return net->dir == GPURING_CONN_SEND ? send_progress(net, 0) : recv_progress(net, 0);
+}
+
+/* ---- create / connect -------------------------------------------------------------- */
+
+gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
+                                         gpuring_conn_dir_t dir, int peer, int channel,
+                                         size_t slot_bytes, uint64_t comm_uid, uint32_t net_id,
+                                         gpuring_conn_handle_t *handle_p)
+{
+    gpuring_net_conn_t *net;
+    size_t bytes;
+    int i, rc;
+
+    if (proxy == NULL || conn == NULL || handle_p == NULL || slot_bytes == 0 ||
+        (dir != GPURING_CONN_SEND && dir != GPURING_CONN_RECV)) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "invalid arguments to gpuring_conn_net_create");
+        return GPURING_ERR_INVALID;
+    }
+    if (comm_uid > GPURING_TAG_UID_MAX || net_id > GPURING_TAG_NETID_MAX) {
+        GPURING_ERROR(GPURING_SUBSYS_NET,
+                      "net conn to rank %d channel %d: comm uid %llu or net id %u do not fit "
+                      "the tag (%d and %d bits)",
+                      peer, channel, (unsigned long long)comm_uid, net_id, GPURING_TAG_UID_BITS,
+                      GPURING_TAG_NETID_BITS);
+        return GPURING_ERR_INVALID;
+    }
+
+    net = calloc(1, sizeof(*net));
+    if (net == NULL) return GPURING_ERR_NO_MEMORY;
+    bytes = gpuring_conn_fifo_bytes(slot_bytes);
+    if (bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "gpuring_conn_fifo_bytes(%zu) = %zu is too small",
+                      slot_bytes, bytes);
+        free(net);
+        return GPURING_ERR_INVALID;
+    }
+    rc = posix_memalign(&net->mem, GPURING_PAGE, bytes);
+    if (rc != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "cannot allocate %zu bytes of net slots", bytes);
+        free(net);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    memset(net->mem, 0, bytes);
+
+    net->proxy = proxy;
+    net->conn = conn;
+    net->dir = dir;
+    net->peer = peer;
+    net->channel = channel;
+    net->slot_bytes = slot_bytes;
+    net->comm_uid = comm_uid;
+    net->net_id = net_id;
+    net->mem_bytes = bytes;
+    net->ctrl = (gpuring_fifo_ctrl_t *)net->mem;
+    net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes); /* page aligned */
+    for (i = 0; i < GPURING_NSTEPS; i++) {
+        net->sizes[i] = slot_bytes;
+        net->data[i].net = net;
+    }
+    net->credit.net = net;
+
+    memset(conn, 0, sizeof(*conn));
+    conn->type = GPURING_CONN_NET;
+    conn->dir = dir;
+    conn->peer = peer;
+    conn->channel = channel;
+    conn->slot_bytes = slot_bytes;
+    conn->slots = net->slots;
+    conn->ctrl = net->ctrl;
+    conn->step = 0;
+    conn->net = net;
+
+    memset(handle_p, 0, sizeof(*handle_p));
+    handle_p->peer = peer;
+    handle_p->channel = channel;
+    handle_p->dir = dir;
+    handle_p->type = GPURING_CONN_NET;
+    handle_p->net_id = net_id;
+    handle_p->slot_bytes = slot_bytes;
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
+                                          const gpuring_conn_handle_t *remote, uint64_t peer_key,
+                                          const void *peer_addr, size_t peer_addr_len)
+{
+    gpuring_net_conn_t *net;
+    gpuring_status_t st;
+
+    if (proxy == NULL || conn == NULL || conn->net == NULL || remote == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "invalid arguments to gpuring_conn_net_connect");
+        return GPURING_ERR_INVALID;
+    }
+    net = conn->net;
+    if (net->connected) return GPURING_ERR_INVALID;
+    if (remote->type != GPURING_CONN_NET || remote->dir == (int32_t)net->dir ||
+        remote->channel != net->channel || remote->slot_bytes != net->slot_bytes ||
+        remote->net_id > GPURING_TAG_NETID_MAX) {
+        GPURING_ERROR(GPURING_SUBSYS_NET,
+                      "net %s conn to rank %d channel %d: the peer's handle does not match "
+                      "(type %d dir %d channel %d slot %llu B, net id %u)",
+                      dir_str(net->dir), net->peer, net->channel, remote->type, remote->dir,
+                      remote->channel, (unsigned long long)remote->slot_bytes, remote->net_id);
+        return GPURING_ERR_INVALID;
+    }
+    net->remote_net_id = remote->net_id;
+
+    pthread_mutex_lock(&proxy->lock);
+    st = gpuring_proxy_get_ep(proxy, peer_key, peer_addr, peer_addr_len, net->peer, &net->ep);
+    if (st != GPURING_OK) {
+        pthread_mutex_unlock(&proxy->lock);
+        return st;
+    }
+    net->connected = 1;
+    if (net->dir == GPURING_CONN_RECV) {
+        for (; net->posted < GPURING_NSTEPS; net->posted++) post_data_recv(net, net->posted);
+    } else {
+        post_credit_recv(net);
+    }
+    gpuring_proxy_register(proxy, net);
+    pthread_mutex_unlock(&proxy->lock);
+
+    GPURING_DEBUG(GPURING_SUBSYS_NET,
+                  "net %s conn to rank %d channel %d connected: mode host staging, %d x %zu B "
+                  "slots, comm uid %llu, net id %u -> %u",
+                  dir_str(net->dir), net->peer, net->channel, GPURING_NSTEPS, net->slot_bytes,
+                  (unsigned long long)net->comm_uid, net->net_id, net->remote_net_id);
+    return GPURING_OK;
+}
+
+void gpuring_conn_net_set_step_bytes(gpuring_conn_t *conn, uint64_t step, size_t bytes)
+{
+    conn->net->sizes[step % GPURING_NSTEPS] = bytes;
+}
+
+/* ---- teardown ------------------------------------------------------------------------ */
+
+void gpuring_net_conn_free(gpuring_net_conn_t *net)
+{
+    free(net->mem);
+    free(net);
+}
+
+static int ops_outstanding(gpuring_net_conn_t *net)
+{
+    int i, n = 0;
+
+    for (i = 0; i < GPURING_NSTEPS; i++) n += net->data[i].busy && !net->data[i].done;
+    return n + (net->credit.busy && !net->credit.done);
+}
+
+/* Cancel everything still posted and release what completed.  Lock held. */
+static void cancel_all(gpuring_net_conn_t *net, int cancel_sends)
+{
+    int i;
+
+    for (i = 0; i < GPURING_NSTEPS; i++) {
+        gpuring_net_op_t *op = &net->data[i];
+
+        if (op->busy && !op->done && op->req != NULL &&
+            (net->dir == GPURING_CONN_RECV || cancel_sends))
+            ucp_request_cancel(net->proxy->worker, op->req);
+    }
+    if (net->credit.busy && !net->credit.done && net->credit.req != NULL &&
+        (net->dir == GPURING_CONN_SEND || cancel_sends))
+        ucp_request_cancel(net->proxy->worker, net->credit.req);
+}
+
+static void release_done(gpuring_net_conn_t *net)
+{
+    int i;
+
+    for (i = 0; i < GPURING_NSTEPS; i++)
+        if (net->data[i].busy && net->data[i].done) op_retire(&net->data[i]);
+    if (net->credit.busy && net->credit.done) op_retire(&net->credit);
+}
+
+void gpuring_net_conn_detach(gpuring_net_conn_t *net)
+{
+    gpuring_proxy_t *proxy = net->proxy;
+    gpuring_spin_t spin;
+
+    cancel_all(net, 1);
+    gpuring_spin_init(&spin, 1.0);
+    while (ops_outstanding(net) > 0) {
+        if (ucp_worker_progress(proxy->worker) == 0 && gpuring_spin_tick(&spin) != GPURING_OK)
+            break;
+    }
+    release_done(net);
+    net->detached = 1;
+}
+
+/* Is the connection drained (nothing left to hand over)?  Lock held. */
+static int drained(gpuring_net_conn_t *net)
+{
+    int give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
+
+    if (net->dir == GPURING_CONN_SEND) {
+        uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
+
+        if (net->done < net->sent) return 0; /* sends in flight */
+        if (give_up_remote) return 1;
+        return net->sent >= tail && net->remote_head >= net->sent;
+    }
+    if (net->credit.busy && !net->credit.done) return 0; /* credit in flight */
+    if (give_up_remote) return 1;
+    return net->credited >= GPURING_LOAD_ACQUIRE(&net->ctrl->head) && !net->credit.busy;
+}
+
+void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
+{
+    gpuring_net_conn_t *net;
+    gpuring_spin_t spin;
+    int ok = 0;
+
+    if (conn == NULL || conn->net == NULL) return;
+    net = conn->net;
+    if (proxy == NULL) proxy = net->proxy;
+
+    if (net->detached || !net->connected) {
+        /* never connected, or the proxy is gone: no UCX state left */
+        goto out_free;
+    }
+
+    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_deregister(proxy, net);
+    pthread_mutex_unlock(&proxy->lock);
+
+    /* bounded wait: sends in flight, the final credit both ways */
+    gpuring_spin_init(&spin, proxy->wait_timeout);
+    for (;;) {
+        pthread_mutex_lock(&proxy->lock);
+        if (net->dir == GPURING_CONN_SEND)
+            send_progress(net, 0); /* keeps the credit receive posted */
+        else
+            recv_progress(net, 1); /* posts no new receives */
+        ucp_worker_progress(proxy->worker);
+        ok = drained(net);
+        pthread_mutex_unlock(&proxy->lock);
+        if (ok) break;
+        if (gpuring_spin_tick(&spin) != GPURING_OK) {
+            GPURING_WARN(GPURING_SUBSYS_NET,
+                         "net %s conn to rank %d channel %d: teardown timed out after %.1f s "
+                         "(sent %llu done %llu credit %llu / landed %llu credited %llu)",
+                         dir_str(net->dir), net->peer, net->channel, proxy->wait_timeout,
+                         (unsigned long long)net->sent, (unsigned long long)net->done,
+                         (unsigned long long)net->remote_head, (unsigned long long)net->landed,
+                         (unsigned long long)net->credited);
+            break;
+        }
+    }
+
+    /* cancel the pre-posted receives (and, after a timeout, whatever is left) */
+    pthread_mutex_lock(&proxy->lock);
+    cancel_all(net, !ok);
+    pthread_mutex_unlock(&proxy->lock);
+    gpuring_spin_init(&spin, GPURING_MAX(1.0, ok ? proxy->wait_timeout : 1.0));
+    for (;;) {
+        int left;
+
+        pthread_mutex_lock(&proxy->lock);
+        ucp_worker_progress(proxy->worker);
+        left = ops_outstanding(net);
+        if (left == 0) release_done(net);
+        pthread_mutex_unlock(&proxy->lock);
+        if (left == 0) break;
+        if (gpuring_spin_tick(&spin) != GPURING_OK) {
+            /* UCX may still write into the slots: keep them until finalize */
+            GPURING_WARN(GPURING_SUBSYS_NET,
+                         "net %s conn to rank %d channel %d: %d UCX operations did not finish; "
+                         "its memory is kept until the proxy finalizes",
+                         dir_str(net->dir), net->peer, net->channel, left);
+            pthread_mutex_lock(&proxy->lock);
+            release_done(net);
+            gpuring_proxy_adopt_orphan(proxy, net);
+            pthread_mutex_unlock(&proxy->lock);
+            goto out_clear;
+        }
+    }
+    GPURING_DEBUG(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d destroyed (%llu steps)",
+                  dir_str(net->dir), net->peer, net->channel,
+                  (unsigned long long)(net->dir == GPURING_CONN_SEND ? net->sent : net->landed));
+
+out_free:
+    gpuring_net_conn_free(net);
+out_clear:
+    conn->net = NULL;
+    conn->slots = NULL;
+    conn->ctrl = NULL;
+}

@@ -1,0 +1,163 @@
+/*
+ * proxy_internal.h -- what proxy_thread.c and conn_net_ucx.c share and nobody
+ * else sees: the proxy object, the per-connection NET state, and the calls
+ * between the two files.
+ *
+ * Locking: one proxy mutex (proxy->lock) serializes every UCX call (the
+ * worker is UCS_THREAD_MODE_SERIALIZED) and guards the connection list, the
+ * endpoint cache and all gpuring_net_conn_t fields except `sizes` (written
+ * by the send executor, read by the thread after an acquire load of tail).
+ * UCX callbacks run inside ucp_worker_progress()/ucp_request_cancel(), which
+ * are only called with the lock held, so they see the same rule.
+ * The async error has its own small lock (proxy->err_lock), always taken
+ * after proxy->lock when both are held.
+ */
+#ifndef GPURING_PROXY_INTERNAL_H
+#define GPURING_PROXY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "common/gpuring_common.h"
+#include "proxy/conn.h"
+#include "proxy/proxy.h"
+
+/* ---- tags -----------------------------------------------------------------
+ * [63..44] comm_uid (20 bits)  [43] kind  [42..32] net_id of the landing end
+ * [31..0]  step (low 32 bits; credits carry the low bits of the head)      */
+#define GPURING_TAG_UID_BITS 20
+#define GPURING_TAG_NETID_BITS 11
+#define GPURING_TAG_UID_MAX ((1ull << GPURING_TAG_UID_BITS) - 1)
+#define GPURING_TAG_NETID_MAX ((1u << GPURING_TAG_NETID_BITS) - 1)
+#define GPURING_TAG_KIND_DATA 0ull
+#define GPURING_TAG_KIND_CREDIT 1ull
+#define GPURING_TAG_MASK_ALL (~(ucp_tag_t)0)
+#define GPURING_TAG_MASK_NOSTEP (~(ucp_tag_t)0xffffffffull)
+
+static inline ucp_tag_t gpuring_net_tag(uint64_t comm_uid, uint64_t kind, uint32_t net_id,
+                                        uint64_t step)
+{
+    return ((comm_uid & GPURING_TAG_UID_MAX) << 44) | ((kind & 1ull) << 43) |
+           ((uint64_t)(net_id & GPURING_TAG_NETID_MAX) << 32) | (step & 0xffffffffull);
+}
+
+/* ---- one UCX operation of a connection ----------------------------------- */
+typedef struct gpuring_net_op {
+    struct gpuring_net_conn *net;
+    void *req;           /* UCX request to free; NULL if none / immediate */
+    uint64_t step;
+    int busy;            /* posted, not yet retired */
+    int done;            /* completion seen (callback or immediate) */
+    ucs_status_t status; /* completion status */
+} gpuring_net_op_t;
+
+/* ---- the NET state of one connection (conn->net) ------------------------- */
+typedef struct gpuring_net_conn {
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t *conn;
+    struct gpuring_net_conn *next, *prev; /* proxy->conns or proxy->orphans */
+    int registered; /* on proxy->conns, progressed by the thread */
+    int connected;  /* connect() ran: ep set, receives posted */
+    int detached;   /* the proxy was finalized under it: touch no UCX */
+    int failed;     /* a UCX operation failed: counters are frozen */
+
+    gpuring_conn_dir_t dir;
+    int peer;
+    int channel;
+    size_t slot_bytes;
+    uint64_t comm_uid;
+    uint32_t net_id;        /* this end (tags landing here) */
+    uint32_t remote_net_id; /* the other end */
+
+    void *mem; /* ctrl + slots, one page aligned allocation */
+    size_t mem_bytes;
+    char *slots;
+    gpuring_fifo_ctrl_t *ctrl;
+    ucp_ep_h ep; /* cached per peer process, not owned */
+
+    /* send side: bytes of each slot's step, written by the executor */
+    size_t sizes[GPURING_NSTEPS];
+    uint64_t sent;        /* steps handed to UCX */
+    uint64_t done;        /* steps whose send completed, in order (= ctrl->head) */
+    uint64_t remote_head; /* latest credit from the receiver */
+
+    /* recv side */
+    uint64_t posted;   /* receives posted for steps < posted */
+    uint64_t landed;   /* steps landed in order (= ctrl->tail) */
+    uint64_t credited; /* the head value last handed to UCX as a credit */
+
+    gpuring_net_op_t data[GPURING_NSTEPS]; /* send: sends; recv: receives */
+    gpuring_net_op_t credit; /* send: the credit receive; recv: the credit send */
+    uint64_t credit_buf;     /* landing / source buffer of that credit */
+} gpuring_net_conn_t;
+
+/* ---- the endpoint cache ---------------------------------------------------- */
+typedef struct gpuring_proxy_ep {
+    struct gpuring_proxy_ep *next;
+    gpuring_proxy_t *proxy;
+    uint64_t peer_key;
+    int peer_rank; /* rank named when it was created, for messages */
+    ucp_ep_h ep;
+    int failed;
+} gpuring_proxy_ep_t;
+
+/* ---- the proxy -------------------------------------------------------------- */
+struct gpuring_proxy {
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC; the thread sleeps on it */
+    pthread_t thread;
+    int thread_started;
+    int stop;
+    int active; /* atomic: operations between active_begin and active_end */
+    double wait_timeout;
+
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *address;
+    size_t address_len;
+
+    gpuring_net_conn_t *conns;   /* registered connections */
+    gpuring_net_conn_t *orphans; /* destroyed with UCX ops still out */
+    gpuring_proxy_ep_t *eps;
+
+    uint64_t passes; /* statistics */
+    uint64_t sleeps;
+
+    int err_set; /* atomic fast path for gpuring_proxy_error */
+    pthread_mutex_t err_lock;
+    gpuring_status_t err_status;
+    char err_msg[256];
+};
+
+/* proxy_thread.c ----------------------------------------------------------- */
+/* Record the first async failure (later ones are only logged).  Any lock. */
+void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const char *fmt,
+                             ...) __attribute__((format(printf, 3, 4)));
+/* The cached endpoint to a peer process, created on first use.  Lock held. */
+gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
+                                      const void *addr, size_t addr_len, int peer_rank,
+                                      ucp_ep_h *ep_p);
+/* Add / remove a connection from the thread's list.  Lock held. */
+void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
+void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
+/* Keep a destroyed connection whose UCX operations did not finish; freed at
+ * finalize once the worker is gone.  Lock held. */
+void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
+/* Wake the thread (it may be asleep).  Lock held or not. */
+void gpuring_proxy_wake(gpuring_proxy_t *proxy);
+
+/* conn_net_ucx.c ----------------------------------------------------------- */
+/* One pass of send/recv/credit work.  Lock held.  Returns GPURING_NET_PENDING
+ * while the connection has work pending (unsent steps, sends in flight,
+ * credits owed), or'ed with GPURING_NET_MOVED if a counter moved. */
+#define GPURING_NET_PENDING 1
+#define GPURING_NET_MOVED 2
+int gpuring_net_conn_progress(gpuring_net_conn_t *net);
+/* Finalize with the connection still registered: cancel what can be
+ * cancelled and mark it detached.  Lock held, thread stopped. */
+void gpuring_net_conn_detach(gpuring_net_conn_t *net);
+/* Free a connection's memory (orphans at finalize). */
+void gpuring_net_conn_free(gpuring_net_conn_t *net);
+
+#endif /* GPURING_PROXY_INTERNAL_H */

@@ -1,0 +1,460 @@
+/*
+ * proxy_thread.c -- the process's proxy: the UCX context and worker, the
+ * endpoint cache, the async error, and the progress thread that drives every
+ * registered NET connection (the per-connection work is in conn_net_ucx.c).
+ *
+ * The thread holds proxy->lock for one progress pass (every connection, then
+ * ucp_worker_progress) and releases it between passes, so the main thread can
+ * create endpoints and connections while it runs.  It spins (sched_yield
+ * between passes) while an operation is active or a connection has work
+ * pending, and otherwise sleeps on a condition variable with a short timed
+ * wait, so an idle process costs nothing on an oversubscribed node.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proxy/proxy_internal.h"
+
+#define GPURING_PROXY_SLEEP_NS (50 * 1000 * 1000) /* idle timed wait */
+#define GPURING_PROXY_DEFAULT_TIMEOUT 60.0
+
+static pthread_mutex_t proxy_singleton_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpuring_proxy_t *proxy_singleton;
+
+/* ---- async error ---------------------------------------------------------- */
+
+void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const char *fmt,
+                             ...)
+{
+    char msg[sizeof(proxy->err_msg)];
+    va_list ap;
+
+    int first = 0;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    pthread_mutex_lock(&proxy->err_lock);
+    if (proxy->err_status == GPURING_OK) {
+        proxy->err_status = (st == GPURING_OK) ? GPURING_ERR_NET : st;
+        memcpy(proxy->err_msg, msg, sizeof(msg));
+        __atomic_store_n(&proxy->err_set, 1, __ATOMIC_RELEASE);
+        first = 1;
+    }
+    pthread_mutex_unlock(&proxy->err_lock);
+    /* what follows the first failure is mostly its echo (every send to a dead
+     * peer fails): only the first is an error line */
+    if (first)
+        GPURING_ERROR(GPURING_SUBSYS_NET, "%s", msg);
+    else
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "%s (after an earlier failure)", msg);
+}
+
+gpuring_status_t gpuring_proxy_error(gpuring_proxy_t *proxy, char *msg, size_t len)
+{
+    gpuring_status_t st;
+
+    if (proxy == NULL || !__atomic_load_n(&proxy->err_set, __ATOMIC_ACQUIRE)) {
+        if (msg != NULL && len > 0) msg[0] = '\0';
+        return GPURING_OK;
+    }
+    pthread_mutex_lock(&proxy->err_lock);
+    st = proxy->err_status;
+    if (msg != NULL && len > 0) snprintf(msg, len, "%s", proxy->err_msg);
+    pthread_mutex_unlock(&proxy->err_lock);
+    return st;
+}
+
+/* ---- endpoint cache --------------------------------------------------------- */
+
+static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    gpuring_proxy_ep_t *pe = arg;
+
+    (void)ep;
+    pe->failed = 1;
+    if (__atomic_load_n(&pe->proxy->active, __ATOMIC_ACQUIRE) == 0) {
+        /* no operation needs it now: most likely the peer finished and exited
+         * (MPI_Finalize). An operation that needs it later fails on its own:
+         * its sends error out, or its wait times out naming the peer. */
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "net endpoint to rank %d closed while idle: %s",
+                      pe->peer_rank, ucs_status_string(status));
+        return;
+    }
+    gpuring_proxy_set_error(pe->proxy, GPURING_ERR_NET,
+                            "net endpoint to rank %d (peer key %#llx) failed: %s",
+                            pe->peer_rank, (unsigned long long)pe->peer_key,
+                            ucs_status_string(status));
+}
+
+gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
+                                      const void *addr, size_t addr_len, int peer_rank,
+                                      ucp_ep_h *ep_p)
+{
+    gpuring_proxy_ep_t *pe;
+    ucp_ep_params_t params;
+    ucs_status_t us;
+
+    for (pe = proxy->eps; pe != NULL; pe = pe->next) {
+        if (pe->peer_key == peer_key) {
+            *ep_p = pe->ep;
+            return GPURING_OK;
+        }
+    }
+    if (addr == NULL || addr_len == 0) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "no worker address for rank %d", peer_rank);
+        return GPURING_ERR_INVALID;
+    }
+
+    pe = calloc(1, sizeof(*pe));
+    if (pe == NULL) return GPURING_ERR_NO_MEMORY;
+    pe->proxy = proxy;
+    pe->peer_key = peer_key;
+    pe->peer_rank = peer_rank;
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = addr;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = proxy_ep_error_cb;
+    params.err_handler.arg = pe;
+    us = ucp_ep_create(proxy->worker, &params, &pe->ep);
+    if (us != UCS_OK) {
+        /* e.g. UCX_TLS=shm,self: no transport detects peer failure in UCX 1.13 */
+        GPURING_WARN(GPURING_SUBSYS_NET,
+                     "ucp_ep_create to rank %d with peer failure handling failed (%s); "
+                     "retrying without it",
+                     peer_rank, ucs_status_string(us));
+        params.field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        us = ucp_ep_create(proxy->worker, &params, &pe->ep);
+    }
+    if (us != UCS_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_ep_create to rank %d (peer key %#llx) failed: %s",
+                      peer_rank, (unsigned long long)peer_key, ucs_status_string(us));
+        free(pe);
+        return GPURING_ERR_NET;
+    }
+    GPURING_DEBUG(GPURING_SUBSYS_NET, "net endpoint to rank %d (peer key %#llx) created",
+                  peer_rank, (unsigned long long)peer_key);
+    pe->next = proxy->eps;
+    proxy->eps = pe;
+    *ep_p = pe->ep;
+    return GPURING_OK;
+}
+
+/* Force-close every cached endpoint (peers may already be gone), bounded. */
+static void proxy_close_eps(gpuring_proxy_t *proxy)
+{
+    gpuring_proxy_ep_t *pe;
+    ucp_request_param_t param;
+
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+
+    while ((pe = proxy->eps) != NULL) {
+        ucs_status_ptr_t req;
+        gpuring_spin_t spin;
+
+        proxy->eps = pe->next;
+        req = ucp_ep_close_nbx(pe->ep, &param);
+        if (UCS_PTR_IS_PTR(req)) {
+            gpuring_spin_init(&spin, proxy->wait_timeout);
+            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                if (ucp_worker_progress(proxy->worker) == 0 &&
+                    gpuring_spin_tick(&spin) != GPURING_OK) {
+                    GPURING_WARN(GPURING_SUBSYS_NET,
+                                 "closing the endpoint to rank %d timed out", pe->peer_rank);
+                    break;
+                }
+            }
+            if (ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
+        } else if (UCS_PTR_IS_ERR(req)) {
+            GPURING_DEBUG(GPURING_SUBSYS_NET, "closing the endpoint to rank %d: %s",
+                          pe->peer_rank, ucs_status_string(UCS_PTR_STATUS(req)));
+        }
+        free(pe);
+    }
+}
+
+/* ---- connection list --------------------------------------------------------- */
+
+void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
+{
+    net->prev = NULL;
+    net->next = proxy->conns;
+    if (proxy->conns != NULL) proxy->conns->prev = net;
+    proxy->conns = net;
+    net->registered = 1;
+}
+
+void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
+{
+    if (!net->registered) return;
+    if (net->prev != NULL)
+        net->prev->next = net->next;
+    else
+        proxy->conns = net->next;
+    if (net->next != NULL) net->next->prev = net->prev;
+    net->next = net->prev = NULL;
+    net->registered = 0;
+}
+
+void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
+{
+    net->prev = NULL;
+    net->next = proxy->orphans;
+    proxy->orphans = net;
+}
+
+void gpuring_proxy_wake(gpuring_proxy_t *proxy)
+{
+    pthread_mutex_lock(&proxy->lock);
+    pthread_cond_signal(&proxy->cond);
+    pthread_mutex_unlock(&proxy->lock);
+}
+
+/* ---- active operations -------------------------------------------------------- */
+
+void gpuring_proxy_active_begin(gpuring_proxy_t *proxy)
+{
+    if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_ACQ_REL) == 0) gpuring_proxy_wake(proxy);
+}
+
+void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
+{
+    __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ---- the thread ----------------------------------------------------------------- */
+
+/* One pass over every connection and the worker; returns GPURING_NET_* bits. */
+static int proxy_pass(gpuring_proxy_t *proxy)
+{
+    gpuring_net_conn_t *net;
+    int flags = 0, i;
+
+    for (net = proxy->conns; net != NULL; net = net->next)
+        flags |= gpuring_net_conn_progress(net);
+    /* a few progress calls per pass; completions are retired right after */
+    for (i = 0; i < 4 && ucp_worker_progress(proxy->worker) != 0; i++)
+        flags |= GPURING_NET_MOVED;
+    if (flags & GPURING_NET_MOVED)
+        for (net = proxy->conns; net != NULL; net = net->next)
+            flags |= gpuring_net_conn_progress(net);
+    proxy->passes++;
+    return flags;
+}
+
+/* Busy passes in a row before the thread yields anyway (lets the main thread
+ * take the lock, and other ranks the core). */
+#define GPURING_PROXY_BUSY_PASSES 16
+
+static void *proxy_main(void *arg)
+{
+    gpuring_proxy_t *proxy = arg;
+    int busy = 0;
+
+    pthread_mutex_lock(&proxy->lock);
+    while (!proxy->stop) {
+        int flags = proxy_pass(proxy);
+
+        if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
+            /* data is moving: go again at once, but open the lock in between */
+            pthread_mutex_unlock(&proxy->lock);
+            pthread_mutex_lock(&proxy->lock);
+        } else if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
+            busy = 0;
+            pthread_mutex_unlock(&proxy->lock);
+            sched_yield();
+            pthread_mutex_lock(&proxy->lock);
+        } else {
+            struct timespec ts;
+
+            busy = 0;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += GPURING_PROXY_SLEEP_NS;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            proxy->sleeps++;
+            /* active_begin signals under the lock: no lost wakeup */
+            if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) == 0)
+                pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&proxy->lock);
+    return NULL;
+}
+
+/* ---- create / finalize ------------------------------------------------------------ */
+
+static void proxy_destroy(gpuring_proxy_t *proxy)
+{
+    gpuring_net_conn_t *net;
+
+    if (proxy->thread_started) {
+        pthread_mutex_lock(&proxy->lock);
+        proxy->stop = 1;
+        pthread_cond_signal(&proxy->cond);
+        pthread_mutex_unlock(&proxy->lock);
+        pthread_join(proxy->thread, NULL);
+        proxy->thread_started = 0;
+    }
+
+    pthread_mutex_lock(&proxy->lock);
+    while ((net = proxy->conns) != NULL) {
+        GPURING_WARN(GPURING_SUBSYS_NET,
+                     "proxy finalized with the %s connection to rank %d channel %d still open",
+                     net->dir == GPURING_CONN_SEND ? "send" : "recv", net->peer, net->channel);
+        gpuring_proxy_deregister(proxy, net);
+        gpuring_net_conn_detach(net);
+    }
+    if (proxy->worker != NULL) proxy_close_eps(proxy);
+    pthread_mutex_unlock(&proxy->lock);
+
+    if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);
+    if (proxy->worker != NULL) ucp_worker_destroy(proxy->worker);
+    if (proxy->context != NULL) ucp_cleanup(proxy->context);
+
+    /* no UCX callback can run any more: the orphans' memory can go */
+    while ((net = proxy->orphans) != NULL) {
+        proxy->orphans = net->next;
+        gpuring_net_conn_free(net);
+    }
+
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "proxy finalized: %llu passes, %llu sleeps",
+                  (unsigned long long)proxy->passes, (unsigned long long)proxy->sleeps);
+    pthread_cond_destroy(&proxy->cond);
+    pthread_mutex_destroy(&proxy->lock);
+    pthread_mutex_destroy(&proxy->err_lock);
+    free(proxy);
+}
+
+static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
+{
+    gpuring_proxy_t *proxy;
+    pthread_condattr_t cattr;
+    ucp_config_t *config = NULL;
+    ucp_params_t params;
+    ucp_worker_params_t wparams;
+    ucp_worker_attr_t wattr;
+    ucs_status_t us;
+    int rc;
+
+    proxy = calloc(1, sizeof(*proxy));
+    if (proxy == NULL) return GPURING_ERR_NO_MEMORY;
+    proxy->wait_timeout =
+        (cfg != NULL && cfg->wait_timeout > 0) ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT;
+    pthread_mutex_init(&proxy->lock, NULL);
+    pthread_mutex_init(&proxy->err_lock, NULL);
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&proxy->cond, &cattr);
+    pthread_condattr_destroy(&cattr);
+
+    us = ucp_config_read(NULL, NULL, &config);
+    if (us != UCS_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_config_read failed: %s", ucs_status_string(us));
+        goto fail;
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG;
+    params.mt_workers_shared = 0;
+    us = ucp_init(&params, config, &proxy->context);
+    ucp_config_release(config);
+    if (us != UCS_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_init failed: %s", ucs_status_string(us));
+        proxy->context = NULL;
+        goto fail;
+    }
+
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    us = ucp_worker_create(proxy->context, &wparams, &proxy->worker);
+    if (us != UCS_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_worker_create failed: %s", ucs_status_string(us));
+        proxy->worker = NULL;
+        goto fail;
+    }
+
+    memset(&wattr, 0, sizeof(wattr));
+    wattr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+    us = ucp_worker_query(proxy->worker, &wattr);
+    if (us != UCS_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_worker_query failed: %s", ucs_status_string(us));
+        goto fail;
+    }
+    proxy->address = wattr.address;
+    proxy->address_len = wattr.address_length;
+    if (wattr.thread_mode != UCS_THREAD_MODE_SERIALIZED &&
+        wattr.thread_mode != UCS_THREAD_MODE_MULTI) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "UCX worker thread mode %d is not serialized",
+                      (int)wattr.thread_mode);
+        goto fail;
+    }
+
+    rc = pthread_create(&proxy->thread, NULL, proxy_main, proxy);
+    if (rc != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "cannot start the proxy thread: %s", strerror(rc));
+        goto fail;
+    }
+    proxy->thread_started = 1;
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY,
+                  "proxy started: UCX %s, worker address %zu bytes, wait timeout %.1f s",
+                  ucp_get_version_string(), proxy->address_len, proxy->wait_timeout);
+    *proxy_p = proxy;
+    return GPURING_OK;
+
+fail:
+    proxy_destroy(proxy);
+    return GPURING_ERR_NET;
+}
+
+gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
+{
+    gpuring_status_t st = GPURING_OK;
+
+    pthread_mutex_lock(&proxy_singleton_lock);
+    if (proxy_singleton == NULL) {
+        st = proxy_create(cfg, &proxy_singleton);
+    } else if (cfg != NULL && cfg->wait_timeout > 0) {
+        pthread_mutex_lock(&proxy_singleton->lock);
+        proxy_singleton->wait_timeout = cfg->wait_timeout; /* the latest setting wins */
+        pthread_mutex_unlock(&proxy_singleton->lock);
+    }
+    if (st == GPURING_OK) *proxy_p = proxy_singleton;
+    pthread_mutex_unlock(&proxy_singleton_lock);
+    return st;
+}
+
+void gpuring_proxy_finalize(void)
+{
+    pthread_mutex_lock(&proxy_singleton_lock);
+    if (proxy_singleton != NULL) {
+        proxy_destroy(proxy_singleton);
+        proxy_singleton = NULL;
+    }
+    pthread_mutex_unlock(&proxy_singleton_lock);
+}
+
+gpuring_status_t gpuring_proxy_address(gpuring_proxy_t *proxy, const void **addr_p, size_t *len_p)
+{
+    if (proxy == NULL || proxy->address == NULL) return GPURING_ERR_INVALID;
+    *addr_p = proxy->address;
+    *len_p = proxy->address_len;
+    return GPURING_OK;
+}

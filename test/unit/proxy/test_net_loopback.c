@@ -1,0 +1,825 @@
+/*
+ * test_net_loopback.c -- NET connections through the proxy, in one process,
+ * without MPI: the send and the receive end of each connection live here,
+ * connected through this process's own UCX worker address.  Threads play the
+ * executors exactly per the connection contract (proxy/conn.h).
+ *
+ * Build (from the repository root):
+ *   gcc -O2 -g -Wall -Wextra -pthread -I. test/unit/proxy/test_net_loopback.c \
+ *       proxy/proxy_thread.c proxy/conn_net_ucx.c proxy/conn_shm.c \
+ *       common/gpuring_common.c $(pkg-config --cflags --libs ucx) -o test_net_loopback
+ * Environment: GPURING_TEST_DEBUG=1 logs at debug level; GPURING_TEST_QUICK=1
+ * runs fewer steps (valgrind); GPURING_TEST_NO_FORK=1 skips the two-process
+ * test (a forked child as the peer, which then dies).
+ * Prints one line per check and a final "N passed, N failed"; exits 0 only if
+ * nothing failed.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/gpuring_common.h"
+#include "proxy/conn.h"
+#include "proxy/proxy.h"
+
+#define WAIT_TIMEOUT 10.0
+#define PEER_KEY 0x10091ull
+
+static int n_pass, n_fail;
+static int quick;
+
+#define CHECK(_cond, ...)                                                                \
+    do {                                                                                 \
+        if (_cond) {                                                                     \
+            n_pass++;                                                                    \
+        } else {                                                                         \
+            n_fail++;                                                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
+            printf(__VA_ARGS__);                                                         \
+            printf("\n");                                                                \
+        }                                                                                \
+    } while (0)
+
+/* ---- a connection pair ---------------------------------------------------- */
+
+typedef struct pair {
+    gpuring_conn_t send, recv;
+} pair_t;
+
+static gpuring_status_t pair_create(gpuring_proxy_t *proxy, pair_t *p, int channel,
+                                    size_t slot_bytes, uint64_t comm_uid, uint32_t send_id,
+                                    uint32_t recv_id)
+{
+    gpuring_conn_handle_t hs, hr;
+    const void *addr;
+    size_t len;
+    gpuring_status_t st;
+
+    memset(p, 0, sizeof(*p));
+    GPURING_CHECK(gpuring_proxy_address(proxy, &addr, &len));
+    GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, channel,
+                                               slot_bytes, comm_uid, send_id, &hs),
+                       st, fail);
+    GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, channel,
+                                               slot_bytes, comm_uid, recv_id, &hr),
+                       st, fail);
+    /* the receiver connects first, as a real peer may; order must not matter */
+    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->recv, &hs, PEER_KEY, addr, len), st,
+                       fail);
+    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->send, &hr, PEER_KEY, addr, len), st,
+                       fail);
+    return GPURING_OK;
+fail:
+    gpuring_conn_net_destroy(proxy, &p->send);
+    gpuring_conn_net_destroy(proxy, &p->recv);
+    return st;
+}
+
+static void pair_destroy(gpuring_proxy_t *proxy, pair_t *p)
+{
+    if (p->send.net == NULL && p->recv.net == NULL) return;
+    gpuring_conn_net_destroy(proxy, &p->send);
+    gpuring_conn_net_destroy(proxy, &p->recv);
+}
+
+/* ---- the executors ---------------------------------------------------------- */
+
+typedef struct xfer {
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t *conn;
+    uint64_t nsteps;
+    uint32_t seed;
+    int size_mode; /* 0: varying 0..slot, 1: full slot, 2: 8 bytes */
+    int touch_all; /* fill / verify every byte (else first and last word) */
+    gpuring_status_t st;
+    uint64_t bad_steps;
+    char msg[256];
+} xfer_t;
+
+static size_t step_bytes(const xfer_t *x, uint64_t s)
+{
+    size_t slot = x->conn->slot_bytes;
+    uint64_t h;
+
+    if (x->size_mode == 1) return slot;
+    if (x->size_mode == 2) return GPURING_MIN((size_t)8, slot);
+    switch (s % 16) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return slot;
+    case 3: return slot - 1;
+    case 4: return 7;
+    default: break;
+    }
+    h = (s + x->seed) * 0x9E3779B97F4A7C15ull;
+    return (size_t)((h >> 20) % (slot + 1));
+}
+
+static inline uint8_t pat(uint32_t seed, uint64_t s, size_t i)
+{
+    return (uint8_t)((s * 131u) ^ (i * 7u) ^ (i >> 8) ^ seed);
+}
+
+static void fill(const xfer_t *x, char *buf, uint64_t s, size_t n)
+{
+    size_t i;
+
+    if (x->touch_all || n <= 16) {
+        for (i = 0; i < n; i++) buf[i] = (char)pat(x->seed, s, i);
+    } else {
+        for (i = 0; i < 8; i++) buf[i] = (char)pat(x->seed, s, i);
+        for (i = n - 8; i < n; i++) buf[i] = (char)pat(x->seed, s, i);
+    }
+}
+
+static int verify(const xfer_t *x, const char *buf, uint64_t s, size_t n)
+{
+    size_t i;
+
+    if (x->touch_all || n <= 16) {
+        for (i = 0; i < n; i++)
+            if ((uint8_t)buf[i] != pat(x->seed, s, i)) return 0;
+    } else {
+        for (i = 0; i < 8; i++)
+            if ((uint8_t)buf[i] != pat(x->seed, s, i)) return 0;
+        for (i = n - 8; i < n; i++)
+            if ((uint8_t)buf[i] != pat(x->seed, s, i)) return 0;
+    }
+    return 1;
+}
+
+/* Timed wait for *ctr > target, watching the proxy's async error. */
+static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const char *what)
+{
+    gpuring_spin_t spin;
+    gpuring_status_t st;
+
+    gpuring_spin_init(&spin, WAIT_TIMEOUT);
+    while (GPURING_LOAD_ACQUIRE(ctr) <= target) {
+        st = gpuring_proxy_error(x->proxy, x->msg, sizeof(x->msg));
+        if (st != GPURING_OK) return st;
+        if (gpuring_spin_tick(&spin) != GPURING_OK) {
+            snprintf(x->msg, sizeof(x->msg), "timed out waiting for %s > %llu (at %llu)", what,
+                     (unsigned long long)target, (unsigned long long)GPURING_LOAD_ACQUIRE(ctr));
+            return GPURING_ERR_TIMEOUT;
+        }
+    }
+    return GPURING_OK;
+}
+
+static void *sender_main(void *arg)
+{
+    xfer_t *x = arg;
+    gpuring_conn_t *c = x->conn;
+    uint64_t s, end = c->step + x->nsteps;
+
+    for (s = c->step; s < end; s++) {
+        size_t n = step_bytes(x, s);
+
+        /* head + NSTEPS > s  <=>  head > s - NSTEPS */
+        if (s >= GPURING_NSTEPS) {
+            x->st = wait_gt(x, &c->ctrl->head, s - GPURING_NSTEPS, "send head");
+            if (x->st != GPURING_OK) return NULL;
+        }
+        fill(x, c->slots + (s % GPURING_NSTEPS) * c->slot_bytes, s, n);
+        gpuring_conn_net_set_step_bytes(c, s, n);
+        GPURING_STORE_RELEASE(&c->ctrl->tail, s + 1);
+    }
+    c->step = end;
+    /* every send completed: head reaches the last step */
+    if (x->nsteps > 0) x->st = wait_gt(x, &c->ctrl->head, end - 1, "final send head");
+    return NULL;
+}
+
+static void *receiver_main(void *arg)
+{
+    xfer_t *x = arg;
+    gpuring_conn_t *c = x->conn;
+    uint64_t s, end = c->step + x->nsteps;
+
+    for (s = c->step; s < end; s++) {
+        x->st = wait_gt(x, &c->ctrl->tail, s, "recv tail");
+        if (x->st != GPURING_OK) return NULL;
+        if (!verify(x, c->slots + (s % GPURING_NSTEPS) * c->slot_bytes, s, step_bytes(x, s))) {
+            if (x->bad_steps++ == 0)
+                snprintf(x->msg, sizeof(x->msg), "step %llu (%zu bytes) corrupted",
+                         (unsigned long long)s, step_bytes(x, s));
+        }
+        GPURING_STORE_RELEASE(&c->ctrl->head, s + 1);
+    }
+    c->step = end;
+    return NULL;
+}
+
+/* Run transfers over npairs pairs concurrently, one thread per end. */
+static int run_pairs(gpuring_proxy_t *proxy, pair_t *pairs, int npairs, uint64_t nsteps,
+                     int size_mode, int touch_all, double *secs)
+{
+    xfer_t xs[8], xr[8];
+    pthread_t ts[8], tr[8];
+    double t0;
+    int i, ok = 1;
+
+    if (secs) *secs = 1.0;
+    for (i = 0; i < npairs; i++)
+        if (pairs[i].send.net == NULL || pairs[i].recv.net == NULL) return 0; /* not created */
+    gpuring_proxy_active_begin(proxy);
+    t0 = gpuring_time_sec();
+    for (i = 0; i < npairs; i++) {
+        xfer_t base = {.proxy = proxy, .nsteps = nsteps, .seed = 0x51u * (uint32_t)(i + 1),
+                       .size_mode = size_mode, .touch_all = touch_all};
+        xs[i] = base;
+        xs[i].conn = &pairs[i].send;
+        xr[i] = base;
+        xr[i].conn = &pairs[i].recv;
+        pthread_create(&tr[i], NULL, receiver_main, &xr[i]);
+        pthread_create(&ts[i], NULL, sender_main, &xs[i]);
+    }
+    for (i = 0; i < npairs; i++) {
+        pthread_join(ts[i], NULL);
+        pthread_join(tr[i], NULL);
+    }
+    if (secs) *secs = gpuring_time_sec() - t0;
+    gpuring_proxy_active_end(proxy);
+
+    for (i = 0; i < npairs; i++) {
+        if (xs[i].st != GPURING_OK) {
+            printf("  pair %d sender: %s: %s\n", i, gpuring_status_str(xs[i].st), xs[i].msg);
+            ok = 0;
+        }
+        if (xr[i].st != GPURING_OK || xr[i].bad_steps) {
+            printf("  pair %d receiver: %s: %s (%llu bad steps)\n", i,
+                   gpuring_status_str(xr[i].st), xr[i].msg, (unsigned long long)xr[i].bad_steps);
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
+/* ---- process resources ------------------------------------------------------------ */
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+static int count_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+
+    if (f == NULL) return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
+static double cpu_sec(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- tests ------------------------------------------------------------------------- */
+
+static void test_basic(gpuring_proxy_t *proxy)
+{
+    pair_t p;
+    uint64_t n = quick ? 500 : 10000;
+    double secs;
+    int ok;
+
+    CHECK(pair_create(proxy, &p, 0, 64 * 1024, 1, 0, 1) == GPURING_OK, "pair_create");
+    CHECK(p.send.type == GPURING_CONN_NET && p.recv.dir == GPURING_CONN_RECV &&
+              ((uintptr_t)p.send.slots % 4096) == 0 && ((uintptr_t)p.recv.slots % 4096) == 0 &&
+              p.send.ctrl->tail == 0 && p.recv.ctrl->head == 0,
+          "conn fields after create");
+    ok = run_pairs(proxy, &p, 1, n, 0, 1, &secs);
+    CHECK(ok, "10k varying steps (0 B .. 64 KiB) through one pair");
+    printf("basic: %llu steps of 0..64 KiB in %.2f s (%.0f steps/s)\n", (unsigned long long)n,
+           secs, (double)n / secs);
+    CHECK(p.send.ctrl->head == n && p.recv.ctrl->tail == n, "final counters send head %llu recv tail %llu",
+          (unsigned long long)p.send.ctrl->head, (unsigned long long)p.recv.ctrl->tail);
+    CHECK(run_pairs(proxy, &p, 1, 1000, 0, 1, NULL), "a second operation continues the steps");
+    pair_destroy(proxy, &p);
+    CHECK(p.send.net == NULL && p.recv.net == NULL, "destroy clears conn->net");
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error after basic");
+}
+
+static void test_continue(gpuring_proxy_t *proxy)
+{
+    /* steps continue across operations on the same connection (conn->step) */
+    pair_t p;
+    xfer_t xs = {.proxy = proxy, .seed = 3, .size_mode = 0, .touch_all = 1};
+    xfer_t xr;
+    uint64_t s, n = 100;
+    int ok = 1, op;
+
+    CHECK(pair_create(proxy, &p, 3, 4096, 7, 5, 6) == GPURING_OK, "pair_create");
+    xs.conn = &p.send;
+    xr = xs;
+    xr.conn = &p.recv;
+    /* single-threaded executors, several operations with idle gaps between */
+    for (op = 0; op < 3 && ok; op++) {
+        gpuring_proxy_active_begin(proxy);
+        for (s = op * n; s < (op + 1) * n && ok; s++) {
+            size_t b = step_bytes(&xs, s);
+
+            if (s >= GPURING_NSTEPS &&
+                wait_gt(&xs, &p.send.ctrl->head, s - GPURING_NSTEPS, "head") != GPURING_OK)
+                ok = 0;
+            if (!ok) break;
+            fill(&xs, p.send.slots + (s % GPURING_NSTEPS) * 4096, s, b);
+            gpuring_conn_net_set_step_bytes(&p.send, s, b);
+            GPURING_STORE_RELEASE(&p.send.ctrl->tail, s + 1);
+            if (wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") != GPURING_OK) ok = 0;
+            if (ok && !verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * 4096, s, b)) ok = 0;
+            GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
+        }
+        gpuring_proxy_active_end(proxy);
+        usleep(120 * 1000); /* let the thread fall asleep */
+    }
+    CHECK(ok, "lock-step single thread, 3 operations with idle gaps: %s %s", xs.msg, xr.msg);
+    pair_destroy(proxy, &p);
+}
+
+/* The sender runs ahead of the receiver's connect: its first NSTEPS steps
+ * arrive unexpected (eager and rendezvous sizes) and must still match. */
+static void test_early_sender(gpuring_proxy_t *proxy)
+{
+    pair_t p;
+    gpuring_conn_handle_t hs, hr;
+    const void *addr;
+    size_t len, slot = 256 * 1024;
+    xfer_t xs = {.proxy = proxy, .seed = 9, .size_mode = 0, .touch_all = 1}, xr;
+    uint64_t s;
+    int ok = 1;
+
+    memset(&p, 0, sizeof(p));
+    gpuring_proxy_address(proxy, &addr, &len);
+    CHECK(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, &hs) ==
+                  GPURING_OK &&
+              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1,
+                                      &hr) == GPURING_OK &&
+              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, addr, len) == GPURING_OK,
+          "create + connect the sender only");
+    xs.conn = &p.send;
+    xr = xs;
+    xr.conn = &p.recv;
+    gpuring_proxy_active_begin(proxy);
+    for (s = 0; s < GPURING_NSTEPS; s++) {
+        size_t b = step_bytes(&xs, s);
+        fill(&xs, p.send.slots + s * slot, s, b);
+        gpuring_conn_net_set_step_bytes(&p.send, s, b);
+        GPURING_STORE_RELEASE(&p.send.ctrl->tail, s + 1);
+    }
+    p.send.step = GPURING_NSTEPS;
+    usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
+    CHECK(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
+    CHECK(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, addr, len) == GPURING_OK,
+          "connect the receiver late");
+    for (s = 0; s < GPURING_NSTEPS && ok; s++) {
+        ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
+             verify(&xr, p.recv.slots + s * slot, s, step_bytes(&xr, s));
+        GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
+    }
+    p.recv.step = GPURING_NSTEPS;
+    gpuring_proxy_active_end(proxy);
+    CHECK(ok, "early steps landed intact: %s", xr.msg);
+    CHECK(run_pairs(proxy, &p, 1, 500, 0, 1, NULL), "and the pair goes on");
+    pair_destroy(proxy, &p);
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+static void test_concurrent(gpuring_proxy_t *proxy)
+{
+    pair_t p[3];
+    uint64_t n = quick ? 300 : 5000;
+    int ok;
+
+    /* same net ids, different communicators; and a second pair in comm 11 */
+    CHECK(pair_create(proxy, &p[0], 0, 32 * 1024, 11, 0, 1) == GPURING_OK, "pair 0");
+    CHECK(pair_create(proxy, &p[1], 0, 32 * 1024, 12, 0, 1) == GPURING_OK, "pair 1");
+    CHECK(pair_create(proxy, &p[2], 1, 32 * 1024, 11, 2, 3) == GPURING_OK, "pair 2");
+    ok = run_pairs(proxy, p, 3, n, 0, 1, NULL);
+    CHECK(ok, "3 concurrent pairs (comm uids 11, 12, 11) keep their data apart");
+    pair_destroy(proxy, &p[0]);
+    pair_destroy(proxy, &p[2]);
+    pair_destroy(proxy, &p[1]);
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+typedef struct bg_run {
+    gpuring_proxy_t *proxy;
+    pair_t *pair;
+    uint64_t nsteps;
+    int ok;
+    int finished; /* atomic */
+} bg_run_t;
+
+static void *bg_main(void *arg)
+{
+    bg_run_t *b = arg;
+
+    b->ok = run_pairs(b->proxy, b->pair, 1, b->nsteps, 0, 1, NULL);
+    __atomic_store_n(&b->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The main thread creates and destroys connections while the thread is busy
+ * moving another pair's data: the proxy lock must let it in. */
+static void test_connect_while_busy(gpuring_proxy_t *proxy)
+{
+    pair_t big, p;
+    bg_run_t b = {.proxy = proxy, .pair = &big, .nsteps = quick ? 2000 : 20000};
+    pthread_t t;
+    double worst = 0, t0;
+    int cycles = 0, ok = 1;
+
+    CHECK(pair_create(proxy, &big, 0, 16 * 1024, 70, 0, 1) == GPURING_OK, "pair_create");
+    pthread_create(&t, NULL, bg_main, &b);
+    while (!__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) && ok) {
+        t0 = gpuring_time_sec();
+        ok = pair_create(proxy, &p, 1, 4096, 71, 0, 1) == GPURING_OK;
+        if (ok) ok = run_pairs(proxy, &p, 1, 20, 0, 1, NULL);
+        pair_destroy(proxy, &p);
+        worst = GPURING_MAX(worst, gpuring_time_sec() - t0);
+        cycles++;
+    }
+    pthread_join(t, NULL);
+    CHECK(ok && b.ok, "create/use/destroy while another pair streams");
+    CHECK(worst < 2.0, "worst create/use/destroy cycle %.3f s", worst);
+    printf("busy: %d create/use/destroy cycles during a %llu step stream, worst %.1f ms\n",
+           cycles, (unsigned long long)b.nsteps, worst * 1e3);
+    pair_destroy(proxy, &big);
+}
+
+static void test_churn(gpuring_proxy_t *proxy)
+{
+    int fds0, thr0, fds1, thr1, i, ok = 1, iters = quick ? 20 : 200;
+    pair_t p;
+    gpuring_conn_t lone;
+    gpuring_conn_handle_t h;
+
+    fds0 = count_fds();
+    thr0 = count_threads();
+    for (i = 0; i < iters && ok; i++) {
+        /* same comm uid and ids every time: a clean drain leaves nothing behind */
+        if (pair_create(proxy, &p, 2, 8192, 21, 0, 1) != GPURING_OK) {
+            ok = 0;
+            break;
+        }
+        if (i % 3 != 0) ok = run_pairs(proxy, &p, 1, 1 + (uint64_t)(i % 40), 0, 1, NULL);
+        if (i % 2)
+            pair_destroy(proxy, &p);
+        else { /* the other order */
+            gpuring_conn_net_destroy(proxy, &p.recv);
+            gpuring_conn_net_destroy(proxy, &p.send);
+        }
+        /* created but never connected */
+        if (gpuring_conn_net_create(proxy, &lone, GPURING_CONN_RECV, 1, 0, 4096, 22, 9, &h) ==
+            GPURING_OK)
+            gpuring_conn_net_destroy(proxy, &lone);
+    }
+    fds1 = count_fds();
+    thr1 = count_threads();
+    CHECK(ok, "%d create/use/destroy cycles", iters);
+    CHECK(fds0 == fds1, "fds before %d after %d", fds0, fds1);
+    CHECK(thr0 == thr1, "threads before %d after %d", thr0, thr1);
+    printf("churn: %d cycles, fds %d -> %d, threads %d -> %d\n", iters, fds0, fds1, thr0, thr1);
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+static void test_bad_args(gpuring_proxy_t *proxy)
+{
+    gpuring_conn_t a, b;
+    gpuring_conn_handle_t ha, hb;
+    const void *addr;
+    size_t len;
+
+    gpuring_proxy_address(proxy, &addr, &len);
+    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, &ha) ==
+              GPURING_ERR_INVALID,
+          "comm uid over 20 bits refused");
+    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, &ha) ==
+              GPURING_ERR_INVALID,
+          "net id over 11 bits refused");
+    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, &ha) ==
+              GPURING_OK, "create a");
+    CHECK(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, &hb) ==
+              GPURING_OK, "create b");
+    CHECK(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+          "slot size mismatch refused");
+    CHECK(gpuring_conn_net_connect(proxy, &b, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+          "same direction refused");
+    gpuring_conn_net_destroy(proxy, &a);
+    gpuring_conn_net_destroy(proxy, &b);
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+static void test_idle_cpu(gpuring_proxy_t *proxy)
+{
+    pair_t p;
+    double c0, c1;
+
+    /* registered connections, nothing active: the thread must sleep */
+    CHECK(pair_create(proxy, &p, 0, 4096, 40, 0, 1) == GPURING_OK, "pair_create");
+    run_pairs(proxy, &p, 1, 100, 0, 1, NULL);
+    usleep(200 * 1000);
+    c0 = cpu_sec();
+    usleep(1000 * 1000);
+    c1 = cpu_sec();
+    CHECK(c1 - c0 < 0.05, "idle proxy used %.3f s CPU in 1 s", c1 - c0);
+    printf("idle: %.4f s CPU over 1 s with 2 connections registered\n", c1 - c0);
+    pair_destroy(proxy, &p);
+}
+
+static void test_bandwidth(gpuring_proxy_t *proxy)
+{
+    pair_t p;
+    double secs;
+    uint64_t n = quick ? 200 : 4000;
+    size_t slot = 512 * 1024;
+
+    CHECK(pair_create(proxy, &p, 0, slot, 50, 0, 1) == GPURING_OK, "pair_create");
+    CHECK(run_pairs(proxy, &p, 1, 100, 1, 0, NULL), "warmup");
+    pair_destroy(proxy, &p);
+    CHECK(pair_create(proxy, &p, 0, slot, 51, 0, 1) == GPURING_OK, "pair_create");
+    CHECK(run_pairs(proxy, &p, 1, n, 1, 0, &secs), "512 KiB steps");
+    printf("bandwidth: 512 KiB slots, %llu full steps in %.3f s: %.0f steps/s, %.2f GB/s\n",
+           (unsigned long long)n, secs, (double)n / secs, (double)n * (double)slot / secs / 1e9);
+    CHECK(run_pairs(proxy, &p, 1, n * 4, 2, 0, &secs), "8 B steps");
+    printf("small: 512 KiB slots, %llu steps of 8 B in %.3f s: %.0f steps/s (%.1f us/step)\n",
+           (unsigned long long)n * 4, secs, (double)n * 4 / secs, secs / (double)(n * 4) * 1e6);
+    pair_destroy(proxy, &p);
+}
+
+/* Finalize with a connection still open, destroy it afterwards; then an
+ * oversized step records the async error, which a new proxy no longer has. */
+static void test_finalize_reget(gpuring_proxy_t **proxy_p)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 2.0};
+    gpuring_proxy_t *proxy = *proxy_p;
+    pair_t p, q;
+    char msg[256];
+    int ok;
+
+    CHECK(pair_create(proxy, &p, 0, 4096, 60, 0, 1) == GPURING_OK, "pair_create");
+    CHECK(run_pairs(proxy, &p, 1, 50, 0, 1, NULL), "transfer before finalize");
+    gpuring_proxy_finalize();
+    gpuring_proxy_finalize(); /* idempotent */
+    pair_destroy(NULL, &p);   /* detached by finalize: frees memory only */
+    CHECK(p.send.net == NULL && p.recv.net == NULL, "destroy after finalize");
+
+    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get after finalize");
+    *proxy_p = proxy;
+    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "fresh proxy has no error");
+    CHECK(pair_create(proxy, &q, 0, 4096, 61, 0, 1) == GPURING_OK, "pair_create");
+    ok = run_pairs(proxy, &q, 1, quick ? 200 : 2000, 0, 1, NULL);
+    CHECK(ok, "transfer through the second proxy");
+
+    /* an oversized step: the proxy records an error naming the step */
+    gpuring_proxy_active_begin(proxy);
+    q.send.slots[0] = 1;
+    gpuring_conn_net_set_step_bytes(&q.send, q.send.ctrl->tail, 4097);
+    GPURING_STORE_RELEASE(&q.send.ctrl->tail, q.send.ctrl->tail + 1);
+    {
+        gpuring_spin_t spin;
+        gpuring_spin_init(&spin, WAIT_TIMEOUT);
+        while (gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_OK &&
+               gpuring_spin_tick(&spin) == GPURING_OK)
+            ;
+    }
+    gpuring_proxy_active_end(proxy);
+    CHECK(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
+              strstr(msg, "step") != NULL,
+          "oversized step reported: '%s'", msg);
+    printf("error message: %s\n", msg);
+    pair_destroy(proxy, &q);
+}
+
+/* ---- two processes: a real peer worker, then a peer that dies ------------------------ */
+
+static int xwrite(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int xread(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+
+    while (len > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&pfd, 1, 30000) != 1) return -1;
+        n = read(fd, p, len);
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Exchange worker addresses and handles over the socket; connect conn. */
+static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *conn,
+                                const gpuring_conn_handle_t *mine, uint64_t peer_key)
+{
+    const void *addr;
+    size_t len, rlen;
+    char raddr[4096];
+    gpuring_conn_handle_t remote;
+
+    if (gpuring_proxy_address(proxy, &addr, &len) != GPURING_OK) return -1;
+    if (xwrite(fd, &len, sizeof(len)) || xwrite(fd, addr, len) || xwrite(fd, mine, sizeof(*mine)))
+        return -1;
+    if (xread(fd, &rlen, sizeof(rlen)) || rlen > sizeof(raddr) || xread(fd, raddr, rlen) ||
+        xread(fd, &remote, sizeof(remote)))
+        return -1;
+    return gpuring_conn_net_connect(proxy, conn, &remote, peer_key, raddr, rlen) == GPURING_OK
+               ? 0
+               : -1;
+}
+
+#define TWO_PROC_STEPS 3000
+#define TWO_PROC_SLOT (64 * 1024)
+
+static int child_main(int fd)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 5.0};
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t conn;
+    gpuring_conn_handle_t h;
+    xfer_t xr = {.nsteps = TWO_PROC_STEPS, .seed = 77, .size_mode = 0, .touch_all = 1};
+    char result;
+
+    if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
+    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7,
+                                &h) != GPURING_OK)
+        return 3;
+    if (exchange_and_connect(proxy, fd, &conn, &h, 0x1000) != 0) return 4;
+    xr.proxy = proxy;
+    xr.conn = &conn;
+    gpuring_proxy_active_begin(proxy);
+    receiver_main(&xr);
+    gpuring_proxy_active_end(proxy);
+    result = (xr.st == GPURING_OK && xr.bad_steps == 0) ? 0 : 1;
+    if (result) fprintf(stderr, "child: %s (%llu bad steps)\n", xr.msg,
+                        (unsigned long long)xr.bad_steps);
+    xwrite(fd, &result, 1);
+    /* wait for the go, then die without any teardown, as a crashed rank would */
+    if (xread(fd, &result, 1) != 0) return 5;
+    _exit(0);
+}
+
+static void test_two_process(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 3.0};
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t conn;
+    gpuring_conn_handle_t h;
+    xfer_t xs = {.nsteps = TWO_PROC_STEPS, .seed = 77, .size_mode = 0, .touch_all = 1};
+    char result = 9, msg[256] = "";
+    int sv[2], status = 0, ok;
+    pid_t pid;
+    double t0;
+    gpuring_status_t st;
+
+    fflush(stdout);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        CHECK(0, "socketpair");
+        return;
+    }
+    pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        _exit(child_main(sv[1]));
+    }
+    close(sv[1]);
+
+    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
+    CHECK(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5,
+                                  &h) == GPURING_OK,
+          "parent create");
+    ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid) == 0;
+    CHECK(ok, "two-process connect");
+    if (ok) {
+        xs.proxy = proxy;
+        xs.conn = &conn;
+        t0 = gpuring_time_sec();
+        gpuring_proxy_active_begin(proxy);
+        sender_main(&xs);
+        gpuring_proxy_active_end(proxy);
+        CHECK(xs.st == GPURING_OK, "two-process sender: %s", xs.msg);
+        CHECK(xread(sv[0], &result, 1) == 0 && result == 0, "two-process receiver verified");
+        printf("two processes: %d steps of 0..64 KiB in %.2f s\n", TWO_PROC_STEPS,
+               gpuring_time_sec() - t0);
+
+        /* the peer dies; the next sends must end in an async error, not a hang */
+        xwrite(sv[0], &result, 1);
+        waitpid(pid, &status, 0);
+        pid = -1;
+        t0 = gpuring_time_sec();
+        gpuring_proxy_active_begin(proxy);
+        xs.nsteps = 2 * GPURING_NSTEPS;
+        sender_main(&xs);
+        gpuring_proxy_active_end(proxy);
+        st = gpuring_proxy_error(proxy, msg, sizeof(msg));
+        if (st == GPURING_OK && xs.st == GPURING_ERR_TIMEOUT && getenv("UCX_TLS") != NULL) {
+            /* e.g. UCX_TLS=shm,self: no transport there detects a dead peer,
+             * the endpoint runs without it and only the executor's timeout
+             * catches the hang */
+            printf("dead peer: not detected with UCX_TLS=%s; the wait timed out instead\n",
+                   getenv("UCX_TLS"));
+        } else {
+            CHECK(st == GPURING_ERR_NET && strstr(msg, "rank 1") != NULL,
+                  "dead peer reported (%s): '%s'", gpuring_status_str(xs.st), msg);
+        }
+        printf("dead peer: sender stopped after %.2f s with '%s', proxy error '%s'\n",
+               gpuring_time_sec() - t0, gpuring_status_str(xs.st), msg);
+    }
+    t0 = gpuring_time_sec();
+    gpuring_conn_net_destroy(proxy, &conn);
+    gpuring_proxy_finalize();
+    CHECK(gpuring_time_sec() - t0 < 10.0, "teardown with a dead peer took %.1f s",
+          gpuring_time_sec() - t0);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    close(sv[0]);
+}
+
+int main(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 5.0};
+    gpuring_proxy_t *proxy = NULL, *again = NULL;
+    const void *addr;
+    size_t len;
+    int thr_start = count_threads(), fds_start = count_fds();
+
+    quick = getenv("GPURING_TEST_QUICK") != NULL;
+    if (getenv("GPURING_TEST_DEBUG") != NULL) {
+        gpuring_log_config_t lc = gpuring_log_config;
+        lc.level = GPURING_LOG_DEBUG;
+        gpuring_log_set(&lc);
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    /* first, while no UCX is initialized in this process (fork) */
+    if (getenv("GPURING_TEST_NO_FORK") == NULL) test_two_process();
+
+    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get");
+    if (proxy == NULL) goto out;
+    CHECK(gpuring_proxy_get(NULL, &again) == GPURING_OK && again == proxy, "singleton");
+    CHECK(gpuring_proxy_address(proxy, &addr, &len) == GPURING_OK && len > 0, "address");
+
+    test_basic(proxy);
+    test_continue(proxy);
+    test_early_sender(proxy);
+    test_concurrent(proxy);
+    test_bad_args(proxy);
+    test_connect_while_busy(proxy);
+    test_churn(proxy);
+    test_idle_cpu(proxy);
+    if (!quick) test_bandwidth(proxy);
+    test_finalize_reget(&proxy);
+    gpuring_proxy_finalize();
+    printf("after finalize: threads %d -> %d, fds %d -> %d\n", thr_start, count_threads(),
+           fds_start, count_fds());
+    CHECK(count_threads() == thr_start, "no thread left after finalize");
+
+out:
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail == 0 && n_pass > 0 ? 0 : 1;
+}
