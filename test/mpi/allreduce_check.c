@@ -1,0 +1,688 @@
+/*
+ * allreduce_check.c -- MPI-level correctness test for MPI_Allreduce.
+ *
+ * For every type x op (valid pairs) x count x (in-place or not) x communicator
+ * kind, each rank fills its send buffer deterministically from
+ * (seed, case, rank, index), so every rank can compute the result of ALL
+ * ranks on its own.  The reference is written here (no MPI_Reduce_local):
+ *   - integers: values are held in uint64_t (sign-extended for signed types)
+ *     and combined with unsigned arithmetic, then truncated to the type's
+ *     width: that is two's-complement wrap, i.e. what C gives for unsigned
+ *     types.  For signed types the generated values never overflow (SUM
+ *     magnitudes bounded by max/n, PROD magnitudes by the n-th root of max),
+ *     so the implementation under test never hits signed-overflow UB.
+ *     uint16 PROD uses 15-bit values (uint16*uint16 is promoted to int).
+ *   - floats: SUM uses integers in [-8,8], PROD uses {1,2,0.5,-1}, MIN/MAX
+ *     arbitrary finite values: every result is exact in any order, so the
+ *     comparison is exact.
+ * Before each call recvbuf is poisoned with the bitwise complement of the
+ * expected value (so an element that is never written is always caught) and
+ * is surrounded by guard elements that must stay untouched; buffers are
+ * deliberately misaligned.  The send buffer must come back unchanged.
+ *
+ * The verdict is gathered with MPI_Gather (never with the MPI_Allreduce under
+ * test).  Rank 0 prints `N passed, N failed`; the exit code is non-zero if
+ * any case failed on any rank.
+ *
+ * Options:
+ *   -c LIST   counts (default 0,1,2,3,7,17,31,64,1000,4099,65537)
+ *   -t LIST   types or "all" (default all): schar uchar short ushort int uint
+ *             long ulong longlong ulonglong int8 uint8 int16 uint16 int32
+ *             uint32 int64 uint64 float double
+ *   -o LIST   ops or "all" (default all): sum prod min max band bor bxor land
+ *             lor lxor
+ *   -i        also run every case in place (MPI_IN_PLACE)
+ *   -I        only in place
+ *   -m LIST   communicator kinds (default world): world, dup, half (split by
+ *             rank%2, reversed key), rev (all ranks, reversed key), split
+ *             (= half + rev)
+ *   -L        large: add count 16777219 for (float,sum) and (int32,sum) only
+ *   -x LIST   exclude type:op pairs (e.g. ulong:min,uchar:sum; type or op may
+ *             be *); used by the driver to skip known bugs of the MPI library
+ *             underneath when it tests that library alone
+ *   -s SEED   seed (default 1)
+ *   -r N      repeat the whole matrix N times (default 1)
+ *   -q        quiet: mismatches and the final line only
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LIST 64
+#define GUARD 3 /* guard elements before and after recvbuf (misaligns it) */
+#define SEND_OFF 1 /* sendbuf misalignment, in elements */
+#define GUARD_BYTE 0xA5
+#define MAX_PRINT_PER_CASE 4
+#define MAX_PRINT_TOTAL 60
+#define LARGE_COUNT (16777216 + 3)
+
+typedef struct {
+    const char *name;
+    MPI_Datatype dt;
+    int size;
+    int is_signed;
+    int is_float;
+} type_t;
+
+enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR, OP_LAND, OP_LOR, OP_LXOR, OP_N };
+
+typedef struct {
+    const char *name;
+    MPI_Op op;
+    int int_only;
+} op_t;
+
+typedef struct {
+    const char *name;
+    MPI_Comm comm;
+} comm_kind_t;
+
+static type_t g_types[32];
+static int g_ntypes;
+static op_t g_ops[OP_N];
+static int g_world_rank, g_world_size;
+static int g_printed;
+static int g_quiet;
+
+static void init_tables(void)
+{
+#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f}
+    T("schar", MPI_SIGNED_CHAR, sizeof(signed char), 1, 0);
+    T("uchar", MPI_UNSIGNED_CHAR, sizeof(unsigned char), 0, 0);
+    T("short", MPI_SHORT, sizeof(short), 1, 0);
+    T("ushort", MPI_UNSIGNED_SHORT, sizeof(unsigned short), 0, 0);
+    T("int", MPI_INT, sizeof(int), 1, 0);
+    T("uint", MPI_UNSIGNED, sizeof(unsigned), 0, 0);
+    T("long", MPI_LONG, sizeof(long), 1, 0);
+    T("ulong", MPI_UNSIGNED_LONG, sizeof(unsigned long), 0, 0);
+    T("longlong", MPI_LONG_LONG, sizeof(long long), 1, 0);
+    T("ulonglong", MPI_UNSIGNED_LONG_LONG, sizeof(unsigned long long), 0, 0);
+    T("int8", MPI_INT8_T, 1, 1, 0);
+    T("uint8", MPI_UINT8_T, 1, 0, 0);
+    T("int16", MPI_INT16_T, 2, 1, 0);
+    T("uint16", MPI_UINT16_T, 2, 0, 0);
+    T("int32", MPI_INT32_T, 4, 1, 0);
+    T("uint32", MPI_UINT32_T, 4, 0, 0);
+    T("int64", MPI_INT64_T, 8, 1, 0);
+    T("uint64", MPI_UINT64_T, 8, 0, 0);
+    T("float", MPI_FLOAT, sizeof(float), 1, 1);
+    T("double", MPI_DOUBLE, sizeof(double), 1, 1);
+#undef T
+    g_ops[OP_SUM] = (op_t){"sum", MPI_SUM, 0};
+    g_ops[OP_PROD] = (op_t){"prod", MPI_PROD, 0};
+    g_ops[OP_MIN] = (op_t){"min", MPI_MIN, 0};
+    g_ops[OP_MAX] = (op_t){"max", MPI_MAX, 0};
+    g_ops[OP_BAND] = (op_t){"band", MPI_BAND, 1};
+    g_ops[OP_BOR] = (op_t){"bor", MPI_BOR, 1};
+    g_ops[OP_BXOR] = (op_t){"bxor", MPI_BXOR, 1};
+    g_ops[OP_LAND] = (op_t){"land", MPI_LAND, 1};
+    g_ops[OP_LOR] = (op_t){"lor", MPI_LOR, 1};
+    g_ops[OP_LXOR] = (op_t){"lxor", MPI_LXOR, 1};
+}
+
+/* ---- deterministic values ------------------------------------------------ */
+
+static inline uint64_t mix64(uint64_t x)
+{ /* splitmix64 finalizer */
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t elem_hash(uint64_t rank_base, size_t i)
+{
+    return mix64(rank_base ^ ((uint64_t)i * 0xD6E8FEB86659FD93ull));
+}
+
+static inline uint64_t width_mask(int size)
+{
+    return size >= 8 ? ~0ull : ((1ull << (8 * size)) - 1);
+}
+
+/* sign- or zero-extend the low `size` bytes of v */
+static inline uint64_t extend(uint64_t v, const type_t *t)
+{
+    if (t->size >= 8) return v;
+    v &= width_mask(t->size);
+    if (t->is_signed && (v >> (8 * t->size - 1)) & 1) v |= ~width_mask(t->size);
+    return v;
+}
+
+/* per-case parameters for integer generation */
+typedef struct {
+    uint64_t sum_lim;  /* signed SUM: |v| <= sum_lim */
+    uint64_t prod_mag; /* signed PROD: |v| <= prod_mag */
+} gen_param_t;
+
+/* 1 if c^n <= lim */
+static int pow_fits(uint64_t c, int n, uint64_t lim)
+{
+    uint64_t acc = 1;
+    for (int k = 0; k < n; k++) {
+        if (acc > lim / c) return 0;
+        acc *= c;
+    }
+    return 1;
+}
+
+static gen_param_t gen_params(const type_t *t, int n)
+{
+    gen_param_t p;
+    uint64_t smax = (t->size >= 8) ? (uint64_t)INT64_MAX : ((1ull << (8 * t->size - 1)) - 1);
+    p.sum_lim = smax / (uint64_t)(n > 0 ? n : 1);
+    /* largest m (capped at 2^20) with m^n <= smax */
+    uint64_t lo = 1, hi = 1ull << 20; /* invariant: lo fits */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (pow_fits(mid, n, smax)) lo = mid;
+        else hi = mid - 1;
+    }
+    uint64_t m = lo;
+    p.prod_mag = m;
+    return p;
+}
+
+/* a non-zero value for the logical ops; sometimes with a zero low byte, to
+ * catch an implementation that tests the wrong width */
+static uint64_t logical_nonzero(const type_t *t, uint64_t h, uint64_t h2)
+{
+    uint64_t v = extend(h, t);
+    if (t->size > 1 && ((h2 >> 8) & 3) == 0) v &= ~0xffull;
+    return v ? v : 1;
+}
+
+/* integer value (sign-extended to 64 bits for signed types) */
+static uint64_t gen_int(const type_t *t, int op, const gen_param_t *p, uint64_t h)
+{
+    uint64_t h2 = mix64(h), v;
+    switch (op) {
+    case OP_SUM:
+        if (t->is_signed) {
+            uint64_t r = h % (2 * p->sum_lim + 1);
+            return r - p->sum_lim; /* in [-lim, lim], two's complement */
+        }
+        return h & width_mask(t->size);
+    case OP_PROD:
+        if (t->is_signed) {
+            if ((h2 & 63) == 0) return 0; /* an occasional zero */
+            v = 1 + (h % p->prod_mag);
+            return (h2 & 64) ? (uint64_t)(-(int64_t)v) : v;
+        }
+        v = h & width_mask(t->size);
+        if ((h2 & 7) != 0) v |= 1; /* mostly odd, so products stay non-zero */
+        if (t->size == 2) v &= 0x7fff; /* uint16*uint16 promotes to int */
+        return v;
+    case OP_MIN:
+    case OP_MAX:
+    case OP_BXOR:
+        return extend(h, t);
+    case OP_BAND:
+        return extend(h | h2, t); /* dense bits */
+    case OP_BOR:
+        return extend(h & h2 & mix64(h2), t); /* sparse bits */
+    case OP_LAND: /* mostly non-zero */
+        if (h2 % 4 == 0) return 0;
+        return logical_nonzero(t, h, h2);
+    case OP_LOR: /* mostly zero */
+        if (h2 % 4 != 0) return 0;
+        return logical_nonzero(t, h, h2);
+    case OP_LXOR:
+        if (h2 & 1) return 0;
+        return logical_nonzero(t, h, h2);
+    }
+    return 0;
+}
+
+static double gen_float(const type_t *t, int op, uint64_t h)
+{
+    static const double prodv[4] = {1.0, 2.0, 0.5, -1.0};
+    switch (op) {
+    case OP_SUM:
+        return (double)((int)(h % 17) - 8);
+    case OP_PROD:
+        return prodv[h & 3];
+    default: { /* MIN / MAX: any finite value exactly representable in float */
+        double mant = 1.0 + (double)((h >> 8) & 0xfffff) / (double)(1 << 20);
+        int e = (int)((h >> 32) % 61) - 30;
+        double v = mant;
+        for (; e > 0; e--) v *= 2.0;
+        for (; e < 0; e++) v *= 0.5;
+        (void)t;
+        return (h & 1) ? -v : v;
+    }
+    }
+}
+
+/* ---- typed memory access (unaligned-safe) -------------------------------- */
+
+static inline uint64_t load_int(const void *p, const type_t *t)
+{
+    uint64_t v = 0;
+    switch (t->size) {
+    case 1: { uint8_t x; memcpy(&x, p, 1); v = x; break; }
+    case 2: { uint16_t x; memcpy(&x, p, 2); v = x; break; }
+    case 4: { uint32_t x; memcpy(&x, p, 4); v = x; break; }
+    default: { uint64_t x; memcpy(&x, p, 8); v = x; break; }
+    }
+    return extend(v, t);
+}
+
+static inline void store_int(void *p, const type_t *t, uint64_t v)
+{
+    switch (t->size) {
+    case 1: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
+static inline double load_flt(const void *p, const type_t *t)
+{
+    if (t->size == sizeof(float)) { float f; memcpy(&f, p, sizeof f); return f; }
+    double d; memcpy(&d, p, sizeof d); return d;
+}
+
+static inline void store_flt(void *p, const type_t *t, double v)
+{
+    if (t->size == sizeof(float)) { float f = (float)v; memcpy(p, &f, sizeof f); }
+    else memcpy(p, &v, sizeof v);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+static uint64_t fold_int(const type_t *t, int op, uint64_t a, uint64_t b)
+{
+    switch (op) {
+    case OP_SUM: return extend(a + b, t);
+    case OP_PROD: return extend(a * b, t);
+    case OP_MIN:
+        if (t->is_signed) return (int64_t)a < (int64_t)b ? a : b;
+        return a < b ? a : b;
+    case OP_MAX:
+        if (t->is_signed) return (int64_t)a > (int64_t)b ? a : b;
+        return a > b ? a : b;
+    case OP_BAND: return a & b;
+    case OP_BOR: return a | b;
+    case OP_BXOR: return a ^ b;
+    case OP_LAND: return (a != 0) && (b != 0);
+    case OP_LOR: return (a != 0) || (b != 0);
+    case OP_LXOR: return (a != 0) != (b != 0);
+    }
+    return 0;
+}
+
+static double fold_flt(int op, double a, double b)
+{
+    switch (op) {
+    case OP_SUM: return a + b;
+    case OP_PROD: return a * b;
+    case OP_MIN: return a < b ? a : b;
+    case OP_MAX: return a > b ? a : b;
+    }
+    return 0;
+}
+
+/* Note for the logical ops: with one rank the result is the input itself
+ * (nothing is combined, so nothing is normalized to 0/1), which is what the
+ * reference below gives too. */
+
+static void fill_send(void *buf, const type_t *t, int op, const gen_param_t *gp,
+                      uint64_t rank_base, size_t count)
+{
+    char *c = buf;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t h = elem_hash(rank_base, i);
+        if (t->is_float) store_flt(c + i * t->size, t, gen_float(t, op, h));
+        else store_int(c + i * t->size, t, gen_int(t, op, gp, h));
+    }
+}
+
+static uint64_t rank_base_of(uint64_t case_base, int r)
+{
+    return mix64(case_base ^ (0xA24BAED4963EE407ull * (uint64_t)(r + 1)));
+}
+
+/* expected[i] = v_0[i] op v_1[i] op ... op v_{n-1}[i] */
+static void compute_expected(void *exp, const type_t *t, int op, const gen_param_t *gp,
+                             uint64_t case_base, int n, size_t count)
+{
+    char *e = exp;
+    uint64_t rb[1024];
+    int nr = n < 1024 ? n : 1024;
+    for (int r = 0; r < nr; r++) rb[r] = rank_base_of(case_base, r);
+    for (size_t i = 0; i < count; i++) {
+        if (t->is_float) {
+            double acc = gen_float(t, op, elem_hash(rb[0], i));
+            for (int r = 1; r < n; r++) {
+                uint64_t b = r < 1024 ? rb[r] : rank_base_of(case_base, r);
+                acc = fold_flt(op, acc, gen_float(t, op, elem_hash(b, i)));
+            }
+            store_flt(e + i * t->size, t, acc);
+        } else {
+            uint64_t acc = gen_int(t, op, gp, elem_hash(rb[0], i));
+            for (int r = 1; r < n; r++) {
+                uint64_t b = r < 1024 ? rb[r] : rank_base_of(case_base, r);
+                acc = fold_int(t, op, acc, gen_int(t, op, gp, elem_hash(b, i)));
+            }
+            store_int(e + i * t->size, t, acc);
+        }
+    }
+}
+
+/* ---- reporting ------------------------------------------------------------ */
+
+static void fmt_val(char *s, size_t len, const void *p, const type_t *t)
+{
+    if (t->is_float) {
+        snprintf(s, len, "%.9g", load_flt(p, t));
+    } else {
+        uint64_t v = load_int(p, t);
+        if (t->is_signed) snprintf(s, len, "%lld (0x%llx)", (long long)(int64_t)v, (unsigned long long)(v & width_mask(t->size)));
+        else snprintf(s, len, "%llu (0x%llx)", (unsigned long long)v, (unsigned long long)v);
+    }
+}
+
+static int elem_equal(const void *a, const void *b, const type_t *t)
+{
+    if (t->is_float) return load_flt(a, t) == load_flt(b, t);
+    return memcmp(a, b, t->size) == 0;
+}
+
+/* ---- option parsing ------------------------------------------------------- */
+
+static int split_list(char *s, char **out, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ",")) out[n++] = tok;
+    return n;
+}
+
+static void usage(void)
+{
+    if (g_world_rank == 0)
+        fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q]\n");
+}
+
+typedef struct {
+    int comm, type, op, inplace;
+    size_t count;
+} case_desc_t;
+
+#define MAX_EXCL 32
+static char g_excl_type[MAX_EXCL][32], g_excl_op[MAX_EXCL][32];
+static int g_nexcl;
+
+static int excluded(const char *type, const char *op)
+{
+    for (int k = 0; k < g_nexcl; k++)
+        if ((!strcmp(g_excl_type[k], "*") || !strcmp(g_excl_type[k], type)) &&
+            (!strcmp(g_excl_op[k], "*") || !strcmp(g_excl_op[k], op)))
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+    init_tables();
+
+    size_t counts[MAX_LIST];
+    int ncounts = 0;
+    int type_sel[32] = {0}, op_sel[OP_N] = {0};
+    int any_type = 0, any_op = 0;
+    int inplace_mode = 0; /* 0: not in place, 1: both, 2: in place only */
+    int large = 0, reps = 1;
+    uint64_t seed = 1;
+    int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
+    int bad = 0, opt;
+
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qh")) != -1) {
+        char *list[MAX_LIST];
+        int n;
+        switch (opt) {
+        case 'c':
+            n = split_list(optarg, list, MAX_LIST);
+            for (int k = 0; k < n; k++) counts[ncounts++] = (size_t)strtoull(list[k], NULL, 0);
+            break;
+        case 't':
+            n = split_list(optarg, list, MAX_LIST);
+            for (int k = 0; k < n; k++) {
+                int found = 0;
+                for (int j = 0; j < g_ntypes; j++)
+                    if (!strcmp(list[k], "all") || !strcmp(list[k], g_types[j].name)) type_sel[j] = found = 1;
+                if (!found) { if (!g_world_rank) fprintf(stderr, "unknown type %s\n", list[k]); bad = 1; }
+            }
+            any_type = 1;
+            break;
+        case 'o':
+            n = split_list(optarg, list, MAX_LIST);
+            for (int k = 0; k < n; k++) {
+                int found = 0;
+                for (int j = 0; j < OP_N; j++)
+                    if (!strcmp(list[k], "all") || !strcmp(list[k], g_ops[j].name)) op_sel[j] = found = 1;
+                if (!found) { if (!g_world_rank) fprintf(stderr, "unknown op %s\n", list[k]); bad = 1; }
+            }
+            any_op = 1;
+            break;
+        case 'i': inplace_mode = 1; break;
+        case 'I': inplace_mode = 2; break;
+        case 'm':
+            n = split_list(optarg, list, MAX_LIST);
+            for (int k = 0; k < n; k++) {
+                if (!strcmp(list[k], "world")) want_world = 1;
+                else if (!strcmp(list[k], "dup")) want_dup = 1;
+                else if (!strcmp(list[k], "half")) want_half = 1;
+                else if (!strcmp(list[k], "rev")) want_rev = 1;
+                else if (!strcmp(list[k], "split")) want_half = want_rev = 1;
+                else { if (!g_world_rank) fprintf(stderr, "unknown comm kind %s\n", list[k]); bad = 1; }
+            }
+            break;
+        case 'L': large = 1; break;
+        case 'x':
+            n = split_list(optarg, list, MAX_LIST);
+            for (int k = 0; k < n && g_nexcl < MAX_EXCL; k++) {
+                char *colon = strchr(list[k], ':');
+                if (!colon) { if (!g_world_rank) fprintf(stderr, "bad -x entry %s (want type:op)\n", list[k]); bad = 1; continue; }
+                *colon = 0;
+                snprintf(g_excl_type[g_nexcl], 32, "%s", list[k]);
+                snprintf(g_excl_op[g_nexcl], 32, "%s", colon + 1);
+                g_nexcl++;
+            }
+            break;
+        case 's': seed = strtoull(optarg, NULL, 0); break;
+        case 'r': reps = atoi(optarg); break;
+        case 'q': g_quiet = 1; break;
+        default: bad = 1; break;
+        }
+    }
+    if (bad) {
+        usage();
+        MPI_Finalize();
+        return 2;
+    }
+    if (!ncounts) {
+        static const size_t dflt[] = {0, 1, 2, 3, 7, 17, 31, 64, 1000, 4099, 65537};
+        for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++) counts[ncounts++] = dflt[k];
+    }
+    if (large && ncounts < MAX_LIST) counts[ncounts++] = LARGE_COUNT;
+    if (!any_type) for (int j = 0; j < g_ntypes; j++) type_sel[j] = 1;
+    if (!any_op) for (int j = 0; j < OP_N; j++) op_sel[j] = 1;
+    if (!(want_world | want_dup | want_half | want_rev)) want_world = 1;
+
+    /* communicators */
+    comm_kind_t comms[4];
+    int ncomms = 0;
+    if (want_world) comms[ncomms++] = (comm_kind_t){"world", MPI_COMM_WORLD};
+    if (want_dup) {
+        comms[ncomms].name = "dup";
+        MPI_Comm_dup(MPI_COMM_WORLD, &comms[ncomms++].comm);
+    }
+    if (want_half) { /* two halves by parity, ranks in reverse order inside */
+        comms[ncomms].name = "half";
+        MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_size - g_world_rank, &comms[ncomms++].comm);
+    }
+    if (want_rev) { /* everyone, rank order reversed */
+        comms[ncomms].name = "rev";
+        MPI_Comm_split(MPI_COMM_WORLD, 0, g_world_size - g_world_rank, &comms[ncomms++].comm);
+    }
+    for (int c = 0; c < ncomms; c++) MPI_Comm_set_errhandler(comms[c].comm, MPI_ERRORS_RETURN);
+
+    /* enumerate cases: identical on every rank (every rank is in every kind) */
+    size_t ncases_max = (size_t)reps * ncomms * g_ntypes * OP_N * ncounts * 2 + 1;
+    unsigned char *fail = calloc(ncases_max, 1);
+    case_desc_t *desc = calloc(ncases_max, sizeof *desc);
+    size_t ncases = 0, nexcluded = 0;
+    size_t maxcount = 0;
+    for (int k = 0; k < ncounts; k++) if (counts[k] > maxcount) maxcount = counts[k];
+    size_t maxbytes = (maxcount + 2 * GUARD + 8) * 8;
+    char *sendraw = malloc(maxbytes), *recvraw = malloc(maxbytes), *expbuf = malloc(maxbytes);
+    if (!fail || !desc || !sendraw || !recvraw || !expbuf) {
+        fprintf(stderr, "rank %d: out of memory\n", g_world_rank);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    double t_start = MPI_Wtime();
+
+    for (int rep = 0; rep < reps; rep++)
+    for (int c = 0; c < ncomms; c++) {
+        MPI_Comm comm = comms[c].comm;
+        int crank, csize;
+        MPI_Comm_rank(comm, &crank);
+        MPI_Comm_size(comm, &csize);
+        for (int ti = 0; ti < g_ntypes; ti++) {
+            if (!type_sel[ti]) continue;
+            const type_t *t = &g_types[ti];
+            size_t ncases_type = ncases;
+            for (int oi = 0; oi < OP_N; oi++) {
+                if (!op_sel[oi] || (g_ops[oi].int_only && t->is_float)) continue;
+                if (excluded(t->name, g_ops[oi].name)) { nexcluded++; continue; }
+                gen_param_t gp = gen_params(t, csize);
+                for (int k = 0; k < ncounts; k++) {
+                    size_t count = counts[k];
+                    if (count == LARGE_COUNT && large &&
+                        !(oi == OP_SUM && (!strcmp(t->name, "float") || !strcmp(t->name, "int32"))))
+                        continue;
+                    for (int ip = (inplace_mode == 2); ip <= (inplace_mode >= 1); ip++) {
+                        size_t case_id = ncases++;
+                        desc[case_id] = (case_desc_t){c, ti, oi, ip, count};
+                        uint64_t case_base = mix64(seed * 0x100000001B3ull ^ mix64(case_id + 1));
+                        size_t es = (size_t)t->size;
+                        char *sendbuf = sendraw + SEND_OFF * es;
+                        char *recvbuf = recvraw + GUARD * es;
+                        int failed = 0, nprint = 0;
+
+                        compute_expected(expbuf, t, oi, &gp, case_base, csize, count);
+                        uint64_t my_base = rank_base_of(case_base, crank);
+                        /* poison: guards get GUARD_BYTE, data gets ~expected */
+                        memset(recvraw, GUARD_BYTE, (count + 2 * GUARD) * es);
+                        for (size_t b = 0; b < count * es; b++) recvbuf[b] = (char)~expbuf[b];
+                        if (ip) fill_send(recvbuf, t, oi, &gp, my_base, count);
+                        else fill_send(sendbuf, t, oi, &gp, my_base, count);
+
+                        int rc = MPI_Allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, t->dt,
+                                               g_ops[oi].op, comm);
+                        char where[200];
+                        snprintf(where, sizeof where, "rank %d comm %s(%d/%d) type %s op %s count %zu%s",
+                                 g_world_rank, comms[c].name, crank, csize, t->name, g_ops[oi].name, count,
+                                 ip ? " in-place" : "");
+                        if (rc != MPI_SUCCESS) {
+                            char es_[MPI_MAX_ERROR_STRING];
+                            int len = 0;
+                            MPI_Error_string(rc, es_, &len);
+                            fprintf(stderr, "FAILED %s: MPI_Allreduce returned %d (%s)\n", where, rc, es_);
+                            failed = 1;
+                        } else {
+                            for (size_t i = 0; i < count; i++) {
+                                if (!elem_equal(recvbuf + i * es, expbuf + i * es, t)) {
+                                    failed = 1;
+                                    if (nprint < MAX_PRINT_PER_CASE && g_printed < MAX_PRINT_TOTAL) {
+                                        char g[64], e[64];
+                                        fmt_val(g, sizeof g, recvbuf + i * es, t);
+                                        fmt_val(e, sizeof e, expbuf + i * es, t);
+                                        fprintf(stderr, "MISMATCH %s index %zu got %s expected %s\n", where, i, g, e);
+                                        nprint++;
+                                        g_printed++;
+                                    }
+                                }
+                            }
+                        }
+                        for (size_t b = 0; b < GUARD * es; b++) {
+                            if ((unsigned char)recvraw[b] != GUARD_BYTE ||
+                                (unsigned char)recvbuf[count * es + b] != GUARD_BYTE) {
+                                failed = 1;
+                                if (g_printed++ < MAX_PRINT_TOTAL)
+                                    fprintf(stderr, "GUARD %s: recvbuf guard byte %s+%zu overwritten\n", where,
+                                            (unsigned char)recvraw[b] != GUARD_BYTE ? "before" : "after", b);
+                                break;
+                            }
+                        }
+                        if (!ip) { /* the send buffer must be left unchanged */
+                            /* regenerate into expbuf (no longer needed) and compare */
+                            fill_send(expbuf, t, oi, &gp, my_base, count);
+                            if (memcmp(expbuf, sendbuf, count * es) != 0) {
+                                failed = 1;
+                                if (g_printed++ < MAX_PRINT_TOTAL)
+                                    fprintf(stderr, "SENDBUF %s: send buffer was modified\n", where);
+                            }
+                        }
+                        fail[case_id] = (unsigned char)failed;
+                    }
+                }
+            }
+            if (!g_quiet && g_world_rank == 0)
+                printf("rank 0: comm %-5s type %-9s %4zu cases done (%.1f s)\n", comms[c].name, t->name,
+                       ncases - ncases_type, MPI_Wtime() - t_start);
+        }
+    }
+    fflush(stdout);
+
+    /* verdict: gather the per-case flags (not through MPI_Allreduce) */
+    unsigned char *all = NULL;
+    if (g_world_rank == 0) all = malloc(ncases * (size_t)g_world_size + 1);
+    MPI_Gather(fail, (int)ncases, MPI_UNSIGNED_CHAR, all, (int)ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+    int verdict = 0;
+    if (g_world_rank == 0) {
+        size_t npass = 0, nfail = 0;
+        for (size_t k = 0; k < ncases; k++) {
+            int f = 0, first = -1;
+            for (int r = 0; r < g_world_size; r++)
+                if (all[(size_t)r * ncases + k]) { f = 1; if (first < 0) first = r; }
+            if (f) {
+                if (nfail < 40)
+                    printf("FAILED case: comm %s type %s op %s count %zu%s (first failing rank %d)\n",
+                           comms[desc[k].comm].name, g_types[desc[k].type].name, g_ops[desc[k].op].name,
+                           desc[k].count, desc[k].inplace ? " in-place" : "", first);
+                else if (nfail == 40)
+                    printf("FAILED case: ... (more not listed)\n");
+                nfail++;
+            } else {
+                npass++;
+            }
+        }
+        if (nexcluded)
+            printf("allreduce_check: %zu type/op pairs excluded by -x (per comm and repetition)\n", nexcluded);
+        printf("allreduce_check: np %d, %zu cases, %.2f s\n", g_world_size, ncases, MPI_Wtime() - t_start);
+        printf("%zu passed, %zu failed\n", npass, nfail);
+        fflush(stdout);
+        verdict = nfail ? 1 : 0;
+        free(all);
+    }
+    MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+
+    for (int c = 0; c < ncomms; c++)
+        if (comms[c].comm != MPI_COMM_WORLD) MPI_Comm_free(&comms[c].comm);
+    free(fail);
+    free(desc);
+    free(sendraw);
+    free(recvraw);
+    free(expbuf);
+    MPI_Finalize();
+    return verdict;
+}

@@ -1,0 +1,201 @@
+/*
+ * comm_churn.c -- create and free many communicators, one small
+ * MPI_Allreduce on each, and check that nothing leaks.
+ *
+ * Iteration i makes a communicator (even i: MPI_Comm_dup of MPI_COMM_WORLD;
+ * odd i: MPI_Comm_split, alternately by rank parity and over all ranks with
+ * the order reversed), runs MPI_Allreduce(MPI_INT, MPI_SUM, count 5),
+ * checks the result against a reference computed here, and frees it.
+ *
+ * After one warm-up dup/allreduce/free (so that process-wide state such as a
+ * progress thread or caches exists) and again at the end, each rank counts
+ * its open file descriptors (/proc/self/fd), its threads (/proc/self/status
+ * "Threads:") and the entries of /dev/shm whose name starts with "gpuring".
+ * None of them may grow.  Resources released asynchronously get a grace
+ * period of up to 3 s before the final count.
+ *
+ * Cases: one per iteration (the allreduce result) plus one each for fds,
+ * threads and shm.  The verdict is gathered with MPI_Gather; rank 0 prints
+ * `N passed, N failed`; the exit code is non-zero if anything failed.
+ *
+ * Options: -n N (communicators, default 1000), -q quiet.
+ */
+#include <mpi.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COUNT 5
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the descriptor of the directory stream itself */
+}
+
+static int count_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int n = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Threads:", 8)) { n = atoi(line + 8); break; }
+    fclose(f);
+    return n;
+}
+
+static int count_shm(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, "gpuring", 7)) n++;
+    closedir(d);
+    return n;
+}
+
+typedef struct {
+    int fds, threads, shm;
+} res_t;
+
+static res_t measure(void)
+{
+    res_t r = {count_fds(), count_threads(), count_shm()};
+    return r;
+}
+
+/* value rank w (world rank) contributes at index j in iteration it */
+static int val(int w, int j, int it) { return (w + 1) * (j + 1) + it % 1000; }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size, n = 1000, quiet = 0, opt;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    while ((opt = getopt(argc, argv, "n:q")) != -1) {
+        if (opt == 'n') n = atoi(optarg);
+        else if (opt == 'q') quiet = 1;
+        else {
+            if (!rank) fprintf(stderr, "usage: comm_churn [-n communicators] [-q]\n");
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+    /* warm-up */
+    {
+        MPI_Comm c;
+        int s[COUNT] = {1, 2, 3, 4, 5}, r[COUNT];
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, c);
+        MPI_Comm_free(&c);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    res_t before = measure();
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    unsigned char *fail = calloc((size_t)n + 3, 1);
+    int printed = 0;
+    double t0 = MPI_Wtime();
+    for (int it = 0; it < n; it++) {
+        MPI_Comm c;
+        int kind; /* 0 dup, 1 split by parity, 2 split reversed */
+        if (it % 2 == 0) {
+            kind = 0;
+            MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        } else if ((it / 2) % 2 == 0) {
+            kind = 1;
+            MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &c);
+        } else {
+            kind = 2;
+            MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &c);
+        }
+        int s[COUNT], r[COUNT + 1], e[COUNT];
+        for (int j = 0; j < COUNT; j++) {
+            s[j] = val(rank, j, it);
+            r[j] = -12345;
+            e[j] = 0;
+            for (int w = 0; w < size; w++)
+                if (kind != 1 || w % 2 == rank % 2) e[j] += val(w, j, it);
+        }
+        r[COUNT] = 0x5a5a5a5a;
+        int rc = MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, c);
+        int bad = rc != MPI_SUCCESS || r[COUNT] != 0x5a5a5a5a;
+        for (int j = 0; j < COUNT; j++) bad |= r[j] != e[j];
+        if (bad) {
+            fail[it] = 1;
+            if (printed++ < 20)
+                fprintf(stderr,
+                        "MISMATCH rank %d iteration %d (%s): rc %d got [%d %d %d %d %d] expected [%d %d %d %d %d]%s\n",
+                        rank, it, kind == 0 ? "dup" : kind == 1 ? "split parity" : "split reversed", rc, r[0], r[1],
+                        r[2], r[3], r[4], e[0], e[1], e[2], e[3], e[4], r[COUNT] != 0x5a5a5a5a ? " (guard overwritten)" : "");
+        }
+        MPI_Comm_free(&c);
+        if (!quiet && rank == 0 && (it + 1) % 250 == 0)
+            printf("rank 0: %d communicators (%.2f ms each)\n", it + 1, 1e3 * (MPI_Wtime() - t0) / (it + 1));
+    }
+    double t_loop = MPI_Wtime() - t0;
+
+    /* final counts, with a grace period for asynchronous release */
+    res_t after;
+    double tg = MPI_Wtime();
+    for (;;) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        after = measure();
+        int grew = after.fds > before.fds || after.threads > before.threads || after.shm > before.shm, any = 0;
+        MPI_Reduce(&grew, &any, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD); /* MPI_Reduce: not the call under test */
+        MPI_Bcast(&any, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!any || MPI_Wtime() - tg > 3.0) break;
+        usleep(100000);
+    }
+    fail[n] = after.fds > before.fds;
+    fail[n + 1] = after.threads > before.threads;
+    fail[n + 2] = after.shm > before.shm;
+    printf("rank %d: fds %d -> %d, threads %d -> %d, gpuring shm entries %d -> %d%s\n", rank, before.fds, after.fds,
+           before.threads, after.threads, before.shm, after.shm,
+           (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
+    fflush(stdout);
+
+    int ncases = n + 3;
+    unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
+    MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+    int verdict = 0;
+    if (rank == 0) {
+        int npass = 0, nfail = 0;
+        static const char *res_names[3] = {"fds", "threads", "gpuring shm entries"};
+        for (int k = 0; k < ncases; k++) {
+            int f = 0;
+            for (int r = 0; r < size; r++) f |= all[(size_t)r * ncases + k];
+            if (f) {
+                if (k >= n) printf("FAILED case: %s grew\n", res_names[k - n]);
+                else if (nfail < 20) printf("FAILED case: allreduce on communicator %d\n", k);
+                nfail++;
+            } else {
+                npass++;
+            }
+        }
+        printf("comm_churn: np %d, %d communicators, %.2f s (%.2f ms per communicator)\n", size, n, t_loop,
+               n ? 1e3 * t_loop / n : 0.0);
+        printf("%d passed, %d failed\n", npass, nfail);
+        fflush(stdout);
+        verdict = nfail ? 1 : 0;
+        free(all);
+    }
+    MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(fail);
+    MPI_Finalize();
+    return verdict;
+}
