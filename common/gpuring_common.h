@@ -101,9 +101,8 @@ double gpuring_time_sec(void); /* CLOCK_MONOTONIC seconds */
 
 /*
  * A timed spin: call gpuring_spin_init() before a wait loop and
- * gpuring_spin_tick() once per unsuccessful poll.  Ticks spin, then yield
- * the CPU (ranks are often oversubscribed), and check the clock now and
- * then.  tick() returns GPURING_ERR_TIMEOUT once the timeout has passed;
+ * gpuring_spin_tick() once per unsuccessful poll.  Ticks yield the CPU
+ * (ranks are often oversubscribed) and check the clock now and then.  tick() returns GPURING_ERR_TIMEOUT once the timeout has passed;
  * the caller reports who it was waiting for.  timeout <= 0 waits forever.
  */
 typedef struct gpuring_spin {
