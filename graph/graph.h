@@ -70,14 +70,18 @@ typedef struct gpuring_tuning_params {
 
 typedef struct gpuring_plan {
     gpuring_algo_t algo;
+    int ordered;        /* GATHER: fold in ring order (needs nranks rows of scratch) */
     int nchannels;      /* channels used by this call */
     size_t chunk_elems; /* elements per slot step */
 } gpuring_plan_t;
 
 /*
  * order_free: the reduction gives the same bits whatever order ranks fold
- * inputs in (integer ops, MIN/MAX, or 2 ranks); GATHER needs it.
+ * inputs in (integer ops, MIN/MAX, or 2 ranks); otherwise GATHER folds in
+ * ring order from a scratch of nranks * bytes, at most
+ * GPURING_TUNING_SCRATCH_MAX.
  */
+#define GPURING_TUNING_SCRATCH_MAX (1024 * 1024)
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan);
 

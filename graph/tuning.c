@@ -6,7 +6,8 @@
  * of it 2(n-1) times.  Per step a transfer costs a latency; below
  * GPURING_TUNING_GATHER_MAX bytes the latency dominates and GATHER wins
  * (at 2 ranks both move the same bytes, but RING pipelines).  GATHER needs the
- * buffer in one slot and an order-free reduction (see gpuring_tuning_plan).
+ * buffer in one slot; where fold order matters it keeps every input and folds
+ * them in ring order, which costs a scratch of nranks * bytes.
  * A channel is worth its synchronization only when it carries enough
  * data: below GPURING_TUNING_BYTES_PER_CHANNEL per channel the call uses
  * fewer.  The chunk is one slot unless forced smaller.  (The latency +
@@ -23,8 +24,8 @@ const gpuring_algo_info_t gpuring_algos[] = {
     {GPURING_ALGO_RING, "ring",
      "ring allreduce: reduce-scatter then allgather, 2(n-1) pipelined steps per channel"},
     {GPURING_ALGO_GATHER, "gather",
-     "ring allgather of the whole buffer folded on arrival: n-1 steps, for small "
-     "order-free reductions"},
+     "ring allgather of the whole buffer, folded on arrival (or in ring order where order "
+     "matters): n-1 steps, for small messages"},
 };
 const int gpuring_nalgos = sizeof(gpuring_algos) / sizeof(gpuring_algos[0]);
 
@@ -42,7 +43,8 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
 {
     size_t bytes = count * elem_size;
     size_t chunk_bytes = params->slot_bytes;
-    int gather_ok = order_free && bytes <= params->slot_bytes;
+    int gather_ok = bytes <= params->slot_bytes &&
+                    (order_free || bytes * (size_t)graph->nranks <= GPURING_TUNING_SCRATCH_MAX);
     int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, graph->nchannels)
                                     : graph->nchannels;
 
@@ -61,6 +63,7 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
         nch = (int)GPURING_MAX(1, GPURING_MIN((size_t)nch, useful));
     }
     if (params->chunk_bytes > 0) chunk_bytes = GPURING_MIN(params->chunk_bytes, chunk_bytes);
+    plan->ordered = plan->algo == GPURING_ALGO_GATHER && !order_free;
     plan->nchannels = nch;
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_TRACE(GPURING_SUBSYS_TUNING, "plan: %zu B -> %s, %d channels, %zu elems/step",

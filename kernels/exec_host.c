@@ -6,6 +6,8 @@
  *     value = [recv slot] (op) [input block]      (whichever are present)
  * written to [output block] and/or [send slot]; or, for ACC operations,
  *     [output block] (op)= [recv slot], [send slot] = [recv slot];
+ * or, for STASH operations, [scratch row] = [send slot] = the block; FOLD
+ * operations reduce the scratch rows in order into the output.
  * then publish head on the recv connection and tail on the send connection.
  */
 #include "kernels/exec_host.h"
@@ -33,6 +35,24 @@ static inline int exec_op_ready(const gpuring_exec_channel_t *ch, const gpuring_
     return 1;
 }
 
+/* Row `row` of the scratch at the step's offset: rows span the whole call. */
+static inline char *exec_scratch(const gpuring_exec_args_t *a, int row, const gpuring_step_t *s)
+{
+    return (char *)a->scratch + ((size_t)row * a->count + s->off) * gpuring_type_size(a->type);
+}
+
+/* output = row 0 (op) row 1 (op) ... (op) row n-1: the same on every rank */
+static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
+                      const gpuring_step_t *s)
+{
+    char *dst = (char *)a->recvbuf + s->off * gpuring_type_size(a->type);
+
+    memcpy(dst, exec_scratch(a, 0, s), s->count * gpuring_type_size(a->type));
+    for (int r = 1; r < ch->prog.nranks; r++) {
+        gpuring_reduce_host(dst, dst, exec_scratch(a, r, s), s->count, a->type, a->op);
+    }
+}
+
 static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
                         const gpuring_step_t *s)
 {
@@ -47,7 +67,15 @@ static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch
     char *first = dst != NULL ? dst : out;
     char *second = dst != NULL ? out : NULL;
 
-    if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
+    if (s->flags & GPURING_PRIM_FOLD) {
+        exec_fold(a, ch, s);
+        return;
+    }
+    if (bytes > 0 && (s->flags & GPURING_PRIM_STASH)) {
+        const char *v = in != NULL ? in : src;
+        memcpy(exec_scratch(a, s->stash, s), v, bytes);
+        if (out != NULL) memcpy(out, v, bytes);
+    } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
         if (out != NULL) memcpy(out, in, bytes);
         gpuring_reduce_host(dst, dst, in, s->count, a->type, a->op);
     } else if (bytes > 0) {

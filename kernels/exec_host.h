@@ -27,10 +27,12 @@ typedef struct gpuring_exec_channel {
 typedef struct gpuring_exec_args {
     const void *sendbuf; /* == recvbuf for in place */
     void *recvbuf;
+    size_t count;        /* elements of the whole call */
     gpuring_type_t type;
     gpuring_op_t op;
     int nchannels;
     gpuring_exec_channel_t *channels;
+    void *scratch;               /* ordered GATHER: nranks rows of count elements */
     double timeout;              /* seconds without progress before reporting */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
 } gpuring_exec_args_t;

@@ -24,12 +24,17 @@ enum {
     GPURING_PRIM_DST = 1 << 3,  /* write the result to the output at off */
     GPURING_PRIM_ACC = 1 << 4,  /* output (op)= received; SEND forwards the received
                                    slot unchanged */
+    GPURING_PRIM_STASH = 1 << 5, /* keep the received (or input) block in scratch row
+                                    `stash`; SEND forwards it unchanged */
+    GPURING_PRIM_FOLD = 1 << 6,  /* output = scratch row 0 (op) row 1 (op) ... row n-1,
+                                    left to right; no connection */
 };
 
 typedef struct gpuring_step {
     unsigned flags;
     size_t off;   /* element offset in the user buffers */
     size_t count; /* elements, may be 0 (the slot still moves, to keep steps aligned) */
+    int stash;    /* STASH: scratch row (a ring position) */
 } gpuring_step_t;
 
 /* One channel's program: which algorithm, and its geometry. */
@@ -45,6 +50,7 @@ typedef struct gpuring_prog {
     size_t chunk;   /* max elements per slot */
     int nranks;
     int ring_ix;    /* this rank's position in the ring */
+    int ordered;    /* GATHER: stash and fold in ring order (scratch of nranks rows) */
     uint64_t nops;  /* operations in the whole program */
 } gpuring_prog_t;
 

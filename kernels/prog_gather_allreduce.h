@@ -1,18 +1,21 @@
 /*
  * prog_gather_allreduce.h -- the small-message allreduce step program: a
- * ring allgather of the whole (small) buffer, each rank folding every input
- * it receives into its output.  n-1 transfers instead of the ring
- * allreduce's 2(n-1), so about half the latency for messages that fit in
- * one slot (NCCL's answer to the same problem is its LL protocol and, on
+ * ring allgather of the whole (small) buffer.  n-1 transfers instead of the
+ * ring allreduce's 2(n-1), so about half the latency for messages that fit
+ * in one slot (NCCL's answer to the same problem is its LL protocol and, on
  * NVLink, one-shot all-reduce).
  *
+ * Unordered (the result cannot depend on fold order: 2 ranks, integer ops,
+ * MIN/MAX), inputs are folded as they arrive:
  *   op 0        send                 own input to next; output = own input
  *   op 1..n-2   recvAccumulateSend   output (op)= received; pass it on as is
  *   op n-1      recvAccumulate       output (op)= received
- *
- * Ranks fold the inputs in different orders, so the tuning model uses this
- * program only where order cannot change a bit of the result: 2 ranks
- * (a op b == b op a), integer ops, MIN and MAX.
+ * Ordered (float SUM/PROD at 3+ ranks), every rank must compute the same
+ * expression, so inputs are kept by ring position and folded in that order:
+ *   op 0        send + stash         own input to next and to scratch[ix]
+ *   op 1..n-2   recvStashSend        scratch[ix-op] = received; pass it on
+ *   op n-1      recvStash            scratch[ix+1] = received
+ *   op n        fold                 output = scratch[0] (op) ... scratch[n-1]
  */
 #ifndef GPURING_KERNELS_PROG_GATHER_ALLREDUCE_H
 #define GPURING_KERNELS_PROG_GATHER_ALLREDUCE_H
@@ -20,29 +23,38 @@
 #include "kernels/prog.h"
 
 GPURING_HOSTDEV static inline void
-gpuring_gather_prog_init(gpuring_prog_t *p, size_t base, size_t count, int nranks)
+gpuring_gather_prog_init(gpuring_prog_t *p, size_t base, size_t count, int nranks, int ring_ix,
+                         int ordered)
 {
     p->algo = GPURING_PROG_GATHER;
     p->base = base;
     p->count = count;
     p->chunk = count;
     p->nranks = nranks;
-    p->ring_ix = 0; /* the program is the same at every ring position */
-    p->nops = count > 0 ? (uint64_t)nranks : 0;
+    p->ring_ix = ring_ix;
+    p->ordered = ordered;
+    p->nops = count > 0 ? (uint64_t)(nranks + (ordered ? 1 : 0)) : 0;
 }
 
 GPURING_HOSTDEV static inline void
 gpuring_gather_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
 {
-    if (i == 0) {
-        s->flags = GPURING_PRIM_SRC | GPURING_PRIM_SEND | GPURING_PRIM_DST;
-    } else if (i < (uint64_t)p->nranks - 1) {
-        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_ACC | GPURING_PRIM_SEND;
-    } else {
-        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_ACC;
-    }
+    const int n = p->nranks;
+    const unsigned keep = p->ordered ? GPURING_PRIM_STASH : GPURING_PRIM_ACC;
+
     s->off = p->base;
     s->count = p->count;
+    s->stash = (int)((uint64_t)p->ring_ix + (uint64_t)n - i % (uint64_t)n) % n;
+    if (i == 0) {
+        s->flags = GPURING_PRIM_SRC | GPURING_PRIM_SEND |
+                   (p->ordered ? GPURING_PRIM_STASH : GPURING_PRIM_DST);
+    } else if (i < (uint64_t)n - 1) {
+        s->flags = GPURING_PRIM_RECV | GPURING_PRIM_SEND | keep;
+    } else if (i == (uint64_t)n - 1) {
+        s->flags = GPURING_PRIM_RECV | keep;
+    } else {
+        s->flags = GPURING_PRIM_FOLD;
+    }
 }
 
 #endif /* GPURING_KERNELS_PROG_GATHER_ALLREDUCE_H */

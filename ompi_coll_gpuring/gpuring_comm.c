@@ -218,6 +218,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
         comm_conn_destroy(c, &c->recv[ch]);
     }
     gpuring_graph_free(&c->graph);
+    free(c->scratch);
     free(c);
 }
 
@@ -245,6 +246,18 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     order_free = g->nranks == 2 || type < GPURING_TYPE_FLOAT || op == GPURING_OP_MIN ||
                  op == GPURING_OP_MAX;
     gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
+    if (plan.ordered && c->scratch_bytes < count * es * (size_t)g->nranks) {
+        void *grown = realloc(c->scratch, count * es * (size_t)g->nranks);
+        if (grown == NULL) {
+            /* every rank planned the same: fail rather than diverge */
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "out of memory for %zu B of gather scratch",
+                          count * es * (size_t)g->nranks);
+            c->broken = 1;
+            return GPURING_ERR_NO_MEMORY;
+        }
+        c->scratch = grown;
+        c->scratch_bytes = count * es * (size_t)g->nranks;
+    }
 
     /* each channel runs the program over a contiguous part of the buffers */
     per_channel = GPURING_DIV_UP(count, (size_t)plan.nchannels);
@@ -252,7 +265,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
         size_t n = GPURING_MIN(per_channel, count - base);
         if (plan.algo == GPURING_ALGO_GATHER) {
-            gpuring_gather_prog_init(&c->exec[ch].prog, base, n, g->nranks);
+            gpuring_gather_prog_init(&c->exec[ch].prog, base, n, g->nranks, g->ring_ix[ch],
+                                     plan.ordered);
         } else {
             gpuring_ring_prog_init(&c->exec[ch].prog, base, n, plan.chunk_elems, g->nranks,
                                    g->ring_ix[ch]);
@@ -260,8 +274,10 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
         c->exec[ch].send = &c->send[ch];
         c->exec[ch].recv = &c->recv[ch];
     }
-    args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .type = type, .op = op,
+    args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                                 .type = type, .op = op,
                                  .nchannels = plan.nchannels, .channels = c->exec,
+                                 .scratch = c->scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = gpuring_exec_host_run(&args);

@@ -39,6 +39,8 @@ typedef struct gpuring_comm {
     gpuring_conn_t send[GPURING_MAX_CHANNELS];
     gpuring_conn_t recv[GPURING_MAX_CHANNELS];
     gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
+    void *scratch;           /* ordered GATHER rows, grown on demand */
+    size_t scratch_bytes;
 } gpuring_comm_t;
 
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,

@@ -65,7 +65,9 @@ typedef struct rank_ctx {
     int rank, n, nch;
     size_t count, chunk;
     int in_place;
-    int gather; /* GATHER program instead of RING */
+    int gather; /* GATHER program instead of RING: 1 unordered, 2 ordered */
+    gpuring_type_t type;
+    void *scratch;
     int32_t *send, *recv;
     gpuring_conn_t sendc[MAXC], recvc[MAXC];
     gpuring_exec_channel_t exec[MAXC];
@@ -77,9 +79,9 @@ static void *rank_main(void *arg)
     rank_ctx_t *r = arg;
     size_t per = GPURING_DIV_UP(r->count, (size_t)r->nch);
     gpuring_exec_args_t a = {
-        .sendbuf = r->in_place ? r->recv : r->send, .recvbuf = r->recv,
-        .type = GPURING_TYPE_INT32, .op = GPURING_OP_SUM, .nchannels = r->nch,
-        .channels = r->exec, .timeout = 20.0, .proxy = NULL};
+        .sendbuf = r->in_place ? r->recv : r->send, .recvbuf = r->recv, .count = r->count,
+        .type = r->type, .op = GPURING_OP_SUM, .nchannels = r->nch,
+        .channels = r->exec, .scratch = r->scratch, .timeout = 20.0, .proxy = NULL};
 
     for (int c = 0; c < r->nch; c++) {
         size_t base = GPURING_MIN(r->count, (size_t)c * per);
@@ -87,7 +89,7 @@ static void *rank_main(void *arg)
         int ix = c % 2 ? r->n - 1 - r->rank : r->rank;
         if (r->gather) {
             gpuring_gather_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
-                                     r->n);
+                                     r->n, ix, r->gather == 2);
         } else {
             gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
                                    r->chunk, r->n, ix);
@@ -109,7 +111,9 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
 
     for (int r = 0; r < n; r++) {
         ranks[r] = (rank_ctx_t){.rank = r, .n = n, .nch = nch, .count = count, .chunk = chunk,
-                                .in_place = in_place, .gather = gather};
+                                .in_place = in_place, .gather = gather,
+                                .type = GPURING_TYPE_INT32};
+        ranks[r].scratch = malloc(count * sizeof(int32_t) * (size_t)n);
         ranks[r].send = malloc(count * sizeof(int32_t) + 4);
         ranks[r].recv = malloc(count * sizeof(int32_t) + 4);
     }
@@ -160,6 +164,67 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
         }
         free(ranks[r].send);
         free(ranks[r].recv);
+        free(ranks[r].scratch);
+    }
+    free(ranks);
+}
+
+/*
+ * Ordered gather on floats, where fold order shows in the bits: every rank
+ * must produce exactly ((x0 + x1) + x2) + ... in ring order.
+ */
+static void run_gather_ordered_float(int n, size_t count, int in_place)
+{
+    rank_ctx_t *ranks = calloc((size_t)n, sizeof(*ranks));
+    pthread_t th[MAXR];
+    size_t bad = 0;
+
+    for (int r = 0; r < n; r++) {
+        float *in;
+        ranks[r] = (rank_ctx_t){.rank = r, .n = n, .nch = 1, .count = count, .chunk = count,
+                                .in_place = in_place, .gather = 2, .type = GPURING_TYPE_FLOAT};
+        ranks[r].send = malloc(count * sizeof(float));
+        ranks[r].recv = malloc(count * sizeof(float));
+        ranks[r].scratch = malloc(count * sizeof(float) * (size_t)n);
+        in = (float *)(in_place ? ranks[r].recv : ranks[r].send);
+        /* magnitudes far apart: a different order gives different bits */
+        for (size_t i = 0; i < count; i++) in[i] = (r % 2 ? 1e8f : 1.0f / 3) * (float)(i + r + 1);
+    }
+    for (int r = 0; r < n; r++) {
+        int next = (r + 1) % n;
+        gpuring_conn_handle_t h;
+        if (gpuring_conn_shm_recv_create(&ranks[next].recvc[0], r, 0, count * sizeof(float), 9,
+                                         &h) != GPURING_OK ||
+            gpuring_conn_shm_send_connect(&ranks[r].sendc[0], next, 0, &h) != GPURING_OK) {
+            EXPECT(0, "connection setup");
+            return;
+        }
+        gpuring_conn_shm_unlink(&ranks[next].recvc[0]);
+    }
+    for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, rank_main, &ranks[r]);
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int q = 0; q < n; q++) {
+            float x = (q % 2 ? 1e8f : 1.0f / 3) * (float)(i + q + 1);
+            want = q == 0 ? x : want + x;
+        }
+        for (int r = 0; r < n; r++) {
+            float got = ((float *)ranks[r].recv)[i];
+            if (memcmp(&got, &want, sizeof(float)) != 0 && bad++ < 3) {
+                printf("ordered gather n=%d rank %d [%zu]: %.9g want %.9g\n", n, r, i, got, want);
+            }
+        }
+    }
+    EXPECT(bad == 0, "ordered float gather n=%d count=%zu in_place=%d: %zu not bit-identical",
+           n, count, in_place, bad);
+    for (int r = 0; r < n; r++) {
+        EXPECT(ranks[r].st == GPURING_OK, "rank %d status %d", r, ranks[r].st);
+        gpuring_conn_shm_destroy(&ranks[r].sendc[0]);
+        gpuring_conn_shm_destroy(&ranks[r].recvc[0]);
+        free(ranks[r].send);
+        free(ranks[r].recv);
+        free(ranks[r].scratch);
     }
     free(ranks);
 }
@@ -170,7 +235,7 @@ static void check_gather_program(int n, size_t count)
     gpuring_prog_t p;
     int recvs = 0, sends = 0, acc = 0, bad = 0;
 
-    gpuring_gather_prog_init(&p, 5, count, n);
+    gpuring_gather_prog_init(&p, 5, count, n, 1, 0);
     for (uint64_t i = 0; i < p.nops; i++) {
         gpuring_step_t s;
         gpuring_prog_op(&p, i, &s);
@@ -206,11 +271,16 @@ int main(void)
             /* gather: the whole channel region in one slot */
             run_ring(n, nch, 1, 16, 0, 1, 1);
             run_ring(n, nch, 1000, 1000, nch != 2, 12, 1); /* > NSTEPS calls: wrap-around */
+            run_ring(n, nch, 333, 333, nch == 1, 10, 2);   /* ordered: stash and fold */
         }
     }
     run_ring(7, 2, 100003, 333, 1, 3, 0);                 /* odd sizes everywhere */
     run_ring(8, 1, 2047, 2047, 1, 3, 1);
     run_ring(2, 1, 4 << 20, 128 * 1024, 0, 1, 0);         /* 16 MiB */
+    for (int n = 3; n <= MAXR; n++) {
+        run_gather_ordered_float(n, 257, 0);
+        run_gather_ordered_float(n, 31, 1);
+    }
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
