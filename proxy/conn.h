@@ -83,8 +83,12 @@ struct gpuring_conn {
     struct gpuring_net_conn *net;
 };
 
-/* Bytes of one slot FIFO (ctrl + slots) in memory. */
+/* ---- conn.c: the FIFO layout every transport uses ----------------------- */
+/* Bytes of one FIFO in memory: the ctrl page, then NSTEPS slots. */
 size_t gpuring_conn_fifo_bytes(size_t slot_bytes);
+/* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first). */
+void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
+                         int peer, int channel, size_t slot_bytes, void *fifo);
 
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */

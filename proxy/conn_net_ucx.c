@@ -34,20 +34,27 @@ static const char *dir_str(gpuring_conn_dir_t dir)
 
 /* ---- completion callbacks (lock held: they run inside progress/cancel) ---- */
 
+/* Record a finished operation; a failure (not a cancel) is the async error. */
+static void net_op_finish(gpuring_net_op_t *op, ucs_status_t status, const char *what)
+{
+    gpuring_net_conn_t *net = op->net;
+
+    op->status = status;
+    op->done = 1;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
+                                "net %s rank %d channel %d step %llu failed: %s", what,
+                                net->peer, net->channel, (unsigned long long)op->step,
+                                ucs_status_string(status));
+}
+
 static void net_send_cb(void *request, ucs_status_t status, void *user_data)
 {
     gpuring_net_op_t *op = user_data;
     gpuring_net_conn_t *net = op->net;
 
     (void)request;
-    op->status = status;
-    op->done = 1;
-    if (status != UCS_OK && status != UCS_ERR_CANCELED)
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
-                                "net %s to rank %d channel %d step %llu failed: %s",
-                                op == &net->credit ? "credit send" : "send", net->peer,
-                                net->channel, (unsigned long long)op->step,
-                                ucs_status_string(status));
+    net_op_finish(op, status, op == &net->credit ? "credit send to" : "send to");
 }
 
 static void net_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
@@ -58,14 +65,7 @@ static void net_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_i
 
     (void)request;
     (void)info; /* the executor knows each step's size from its program */
-    op->status = status;
-    op->done = 1;
-    if (status != UCS_OK && status != UCS_ERR_CANCELED)
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
-                                "net %s from rank %d channel %d step %llu failed: %s",
-                                op == &net->credit ? "credit recv" : "recv", net->peer,
-                                net->channel, (unsigned long long)op->step,
-                                ucs_status_string(status));
+    net_op_finish(op, status, op == &net->credit ? "credit recv from" : "recv from");
 }
 
 /* ---- posting ---------------------------------------------------------------- */
@@ -329,23 +329,15 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net->comm_uid = comm_uid;
     net->net_id = net_id;
     net->mem_bytes = bytes;
-    net->ctrl = (gpuring_fifo_ctrl_t *)net->mem;
-    net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes); /* page aligned */
+    net->ctrl = (gpuring_fifo_ctrl_t *)net->mem; /* the layout of gpuring_conn_attach() */
+    net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes);
     for (i = 0; i < GPURING_NSTEPS; i++) {
         net->sizes[i] = slot_bytes;
         net->data[i].net = net;
     }
     net->credit.net = net;
 
-    memset(conn, 0, sizeof(*conn));
-    conn->type = GPURING_CONN_NET;
-    conn->dir = dir;
-    conn->peer = peer;
-    conn->channel = channel;
-    conn->slot_bytes = slot_bytes;
-    conn->slots = net->slots;
-    conn->ctrl = net->ctrl;
-    conn->step = 0;
+    gpuring_conn_attach(conn, GPURING_CONN_NET, dir, peer, channel, slot_bytes, net->mem);
     conn->net = net;
 
     memset(handle_p, 0, sizeof(*handle_p));

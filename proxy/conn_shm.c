@@ -17,22 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GPURING_CTRL_BYTES 4096 /* ctrl on its own page, slots page aligned */
-
-size_t gpuring_conn_fifo_bytes(size_t slot_bytes)
-{
-    return GPURING_CTRL_BYTES + GPURING_NSTEPS * slot_bytes;
-}
-
-static void conn_shm_attach(gpuring_conn_t *conn, void *base, size_t len)
-{
-    conn->shm_base = base;
-    conn->shm_len = len;
-    conn->ctrl = (gpuring_fifo_ctrl_t *)base;
-    conn->slots = (char *)base + GPURING_CTRL_BYTES;
-    conn->step = 0;
-}
-
 static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, void **base_p)
 {
     int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
@@ -66,20 +50,19 @@ gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, in
 {
     static unsigned seq; /* segments this process created: names stay unique */
     size_t len = gpuring_conn_fifo_bytes(slot_bytes);
+    char name[GPURING_SHM_NAME_MAX];
     void *base;
 
-    memset(conn, 0, sizeof(*conn));
-    snprintf(conn->shm_name, sizeof(conn->shm_name), "/gpuring-%d-%llu-%u", (int)getpid(),
+    snprintf(name, sizeof(name), "/gpuring-%d-%llu-%u", (int)getpid(),
              (unsigned long long)comm_uid, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-    GPURING_CHECK(conn_shm_map(conn->shm_name, 1, len, &base));
+    GPURING_CHECK(conn_shm_map(name, 1, len, &base));
     /* a fresh segment reads as zeros: tail = head = 0 */
-    conn_shm_attach(conn, base, len);
-    conn->type = GPURING_CONN_SHM;
-    conn->dir = GPURING_CONN_RECV;
-    conn->peer = peer;
-    conn->channel = channel;
-    conn->slot_bytes = slot_bytes;
+    gpuring_conn_attach(conn, GPURING_CONN_SHM, GPURING_CONN_RECV, peer, channel, slot_bytes,
+                        base);
+    conn->shm_base = base;
+    conn->shm_len = len;
     conn->shm_owner = 1;
+    memcpy(conn->shm_name, name, sizeof(conn->shm_name));
 
     memset(handle_p, 0, sizeof(*handle_p));
     handle_p->peer = peer;
@@ -99,14 +82,11 @@ gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, i
     size_t len = gpuring_conn_fifo_bytes(remote->slot_bytes);
     void *base;
 
-    memset(conn, 0, sizeof(*conn));
     GPURING_CHECK(conn_shm_map(remote->shm_name, 0, len, &base));
-    conn_shm_attach(conn, base, len);
-    conn->type = GPURING_CONN_SHM;
-    conn->dir = GPURING_CONN_SEND;
-    conn->peer = peer;
-    conn->channel = channel;
-    conn->slot_bytes = remote->slot_bytes;
+    gpuring_conn_attach(conn, GPURING_CONN_SHM, GPURING_CONN_SEND, peer, channel,
+                        remote->slot_bytes, base);
+    conn->shm_base = base;
+    conn->shm_len = len;
     memcpy(conn->shm_name, remote->shm_name, sizeof(conn->shm_name));
     GPURING_DEBUG(GPURING_SUBSYS_PROXY, "shm send conn to rank %d channel %d: %s", peer,
                   channel, conn->shm_name);

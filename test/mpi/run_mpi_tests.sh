@@ -51,7 +51,7 @@ FILTER=${GPURING_TEST_FILTER:-}
 KNOWN_OMPI_BUGS="uchar:sum,uint8:sum,ushort:sum,uint16:sum,ulong:min,ulong:max"
 
 # GPURING_MCA_ARGS split on whitespace (paths with spaces are not supported)
-read -r -a USER_MCA <<< "${GPURING_MCA_ARGS:-}"
+source "$HERE/../mca_args.sh"
 if [ ${#USER_MCA[@]} -gt 0 ]; then ACTIVE=1; else ACTIVE=0; fi
 if [ -n "${GPURING_TEST_EXCLUDE+set}" ]; then
     EXCLUDE=$GPURING_TEST_EXCLUDE
@@ -69,28 +69,6 @@ NFAIL=0
 FIRST_RANK_ENV=
 FAILED_NAMES=()
 
-# mca_args NAME VALUE ...: GPURING_MCA_ARGS without the params named here
-# (mpirun refuses a param given twice), then these params.  Result in MCA.
-mca_args() {
-    local -A drop=()
-    local -a set=("$@")
-    local k
-    for ((k = 0; k < ${#set[@]}; k += 2)); do drop[${set[k]}]=1; done
-    MCA=()
-    local w=("${USER_MCA[@]}") n=${#USER_MCA[@]}
-    for ((k = 0; k < n; k++)); do
-        case "${w[k]}" in
-        --mca | -mca | --gmca | -gmca)
-            if ((k + 2 < n)) && [ -n "${drop[${w[k + 1]}]+x}" ]; then
-                k=$((k + 2))
-                continue
-            fi
-            ;;
-        esac
-        MCA+=("${w[k]}")
-    done
-    for ((k = 0; k < ${#set[@]}; k += 2)); do MCA+=(--mca "${set[k]}" "${set[k + 1]}"); done
-}
 
 pass() {
     echo "PASS $1"

@@ -74,28 +74,7 @@ MINB=$(to_bytes "$MINB")
 MAXB=$(to_bytes "$MAXB")
 if ! [[ $FACTOR =~ ^[0-9]+$ ]] || [ "$FACTOR" -lt 2 ]; then echo "factor must be an integer >= 2"; exit 2; fi
 
-read -r -a USER_MCA <<< "${GPURING_MCA_ARGS:-}"
-# mca_args NAME VALUE ...: USER_MCA minus these params, plus these params
-mca_args() {
-    local -A drop=()
-    local -a set=("$@")
-    local k
-    for ((k = 0; k < ${#set[@]}; k += 2)); do drop[${set[k]}]=1; done
-    MCA=()
-    local w=("${USER_MCA[@]}") n=${#USER_MCA[@]}
-    for ((k = 0; k < n; k++)); do
-        case "${w[k]}" in
-        --mca | -mca | --gmca | -gmca)
-            if ((k + 2 < n)) && [ -n "${drop[${w[k + 1]}]+x}" ]; then
-                k=$((k + 2))
-                continue
-            fi
-            ;;
-        esac
-        MCA+=("${w[k]}")
-    done
-    for ((k = 0; k < ${#set[@]}; k += 2)); do MCA+=(--mca "${set[k]}" "${set[k + 1]}"); done
-}
+source "$HERE/../mca_args.sh"
 BASE=(--oversubscribe -np "$NP")
 [ "$(id -u)" = 0 ] && BASE+=(--allow-run-as-root)
 mca_args coll_gpuring_priority 90 coll_gpuring_verbose 3

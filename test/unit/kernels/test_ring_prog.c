@@ -14,20 +14,9 @@
 #include <string.h>
 
 #include "kernels/exec_host.h"
+#include "test/unit/unit_test.h"
 
-static int passed, failed;
 
-#define EXPECT(_cond, ...)                                                     \
-    do {                                                                       \
-        if (_cond) {                                                           \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
-            printf(__VA_ARGS__);                                               \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
 
 #define MAXR 8
 #define MAXC 3
@@ -282,6 +271,5 @@ int main(void)
         run_gather_ordered_float(n, 31, 1);
     }
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return unit_report();
 }

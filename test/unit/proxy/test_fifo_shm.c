@@ -13,20 +13,9 @@
 #include <unistd.h>
 
 #include "proxy/conn.h"
+#include "test/unit/unit_test.h"
 
-static int passed, failed;
 
-#define EXPECT(_cond, ...)                                                     \
-    do {                                                                       \
-        if (_cond) {                                                           \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
-            printf(__VA_ARGS__);                                               \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
 
 #define SLOT 4096
 #define NSTEPS_TEST 100000
@@ -135,6 +124,5 @@ int main(void)
         gpuring_log_config.level = GPURING_LOG_WARN;
     }
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return unit_report();
 }

@@ -30,24 +30,13 @@
 #include "common/gpuring_common.h"
 #include "proxy/conn.h"
 #include "proxy/proxy.h"
+#include "test/unit/unit_test.h"
 
 #define WAIT_TIMEOUT 10.0
 #define PEER_KEY 0x10091ull
 
-static int n_pass, n_fail;
 static int quick;
 
-#define CHECK(_cond, ...)                                                                \
-    do {                                                                                 \
-        if (_cond) {                                                                     \
-            n_pass++;                                                                    \
-        } else {                                                                         \
-            n_fail++;                                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-        }                                                                                \
-    } while (0)
 
 /* ---- a connection pair ---------------------------------------------------- */
 
@@ -310,21 +299,21 @@ static void test_basic(gpuring_proxy_t *proxy)
     double secs;
     int ok;
 
-    CHECK(pair_create(proxy, &p, 0, 64 * 1024, 1, 0, 1) == GPURING_OK, "pair_create");
-    CHECK(p.send.type == GPURING_CONN_NET && p.recv.dir == GPURING_CONN_RECV &&
+    EXPECT(pair_create(proxy, &p, 0, 64 * 1024, 1, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(p.send.type == GPURING_CONN_NET && p.recv.dir == GPURING_CONN_RECV &&
               ((uintptr_t)p.send.slots % 4096) == 0 && ((uintptr_t)p.recv.slots % 4096) == 0 &&
               p.send.ctrl->tail == 0 && p.recv.ctrl->head == 0,
           "conn fields after create");
     ok = run_pairs(proxy, &p, 1, n, 0, 1, &secs);
-    CHECK(ok, "10k varying steps (0 B .. 64 KiB) through one pair");
+    EXPECT(ok, "10k varying steps (0 B .. 64 KiB) through one pair");
     printf("basic: %llu steps of 0..64 KiB in %.2f s (%.0f steps/s)\n", (unsigned long long)n,
            secs, (double)n / secs);
-    CHECK(p.send.ctrl->head == n && p.recv.ctrl->tail == n, "final counters send head %llu recv tail %llu",
+    EXPECT(p.send.ctrl->head == n && p.recv.ctrl->tail == n, "final counters send head %llu recv tail %llu",
           (unsigned long long)p.send.ctrl->head, (unsigned long long)p.recv.ctrl->tail);
-    CHECK(run_pairs(proxy, &p, 1, 1000, 0, 1, NULL), "a second operation continues the steps");
+    EXPECT(run_pairs(proxy, &p, 1, 1000, 0, 1, NULL), "a second operation continues the steps");
     pair_destroy(proxy, &p);
-    CHECK(p.send.net == NULL && p.recv.net == NULL, "destroy clears conn->net");
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error after basic");
+    EXPECT(p.send.net == NULL && p.recv.net == NULL, "destroy clears conn->net");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error after basic");
 }
 
 static void test_continue(gpuring_proxy_t *proxy)
@@ -336,7 +325,7 @@ static void test_continue(gpuring_proxy_t *proxy)
     uint64_t s, n = 100;
     int ok = 1, op;
 
-    CHECK(pair_create(proxy, &p, 3, 4096, 7, 5, 6) == GPURING_OK, "pair_create");
+    EXPECT(pair_create(proxy, &p, 3, 4096, 7, 5, 6) == GPURING_OK, "pair_create");
     xs.conn = &p.send;
     xr = xs;
     xr.conn = &p.recv;
@@ -360,7 +349,7 @@ static void test_continue(gpuring_proxy_t *proxy)
         gpuring_proxy_active_end(proxy);
         usleep(120 * 1000); /* let the thread fall asleep */
     }
-    CHECK(ok, "lock-step single thread, 3 operations with idle gaps: %s %s", xs.msg, xr.msg);
+    EXPECT(ok, "lock-step single thread, 3 operations with idle gaps: %s %s", xs.msg, xr.msg);
     pair_destroy(proxy, &p);
 }
 
@@ -378,7 +367,7 @@ static void test_early_sender(gpuring_proxy_t *proxy)
 
     memset(&p, 0, sizeof(p));
     gpuring_proxy_address(proxy, &addr, &len);
-    CHECK(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, &hs) ==
+    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, &hs) ==
                   GPURING_OK &&
               gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1,
                                       &hr) == GPURING_OK &&
@@ -396,8 +385,8 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     }
     p.send.step = GPURING_NSTEPS;
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
-    CHECK(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
-    CHECK(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, addr, len) == GPURING_OK,
+    EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
+    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, addr, len) == GPURING_OK,
           "connect the receiver late");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
@@ -406,10 +395,10 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     }
     p.recv.step = GPURING_NSTEPS;
     gpuring_proxy_active_end(proxy);
-    CHECK(ok, "early steps landed intact: %s", xr.msg);
-    CHECK(run_pairs(proxy, &p, 1, 500, 0, 1, NULL), "and the pair goes on");
+    EXPECT(ok, "early steps landed intact: %s", xr.msg);
+    EXPECT(run_pairs(proxy, &p, 1, 500, 0, 1, NULL), "and the pair goes on");
     pair_destroy(proxy, &p);
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
 static void test_concurrent(gpuring_proxy_t *proxy)
@@ -419,15 +408,15 @@ static void test_concurrent(gpuring_proxy_t *proxy)
     int ok;
 
     /* same net ids, different communicators; and a second pair in comm 11 */
-    CHECK(pair_create(proxy, &p[0], 0, 32 * 1024, 11, 0, 1) == GPURING_OK, "pair 0");
-    CHECK(pair_create(proxy, &p[1], 0, 32 * 1024, 12, 0, 1) == GPURING_OK, "pair 1");
-    CHECK(pair_create(proxy, &p[2], 1, 32 * 1024, 11, 2, 3) == GPURING_OK, "pair 2");
+    EXPECT(pair_create(proxy, &p[0], 0, 32 * 1024, 11, 0, 1) == GPURING_OK, "pair 0");
+    EXPECT(pair_create(proxy, &p[1], 0, 32 * 1024, 12, 0, 1) == GPURING_OK, "pair 1");
+    EXPECT(pair_create(proxy, &p[2], 1, 32 * 1024, 11, 2, 3) == GPURING_OK, "pair 2");
     ok = run_pairs(proxy, p, 3, n, 0, 1, NULL);
-    CHECK(ok, "3 concurrent pairs (comm uids 11, 12, 11) keep their data apart");
+    EXPECT(ok, "3 concurrent pairs (comm uids 11, 12, 11) keep their data apart");
     pair_destroy(proxy, &p[0]);
     pair_destroy(proxy, &p[2]);
     pair_destroy(proxy, &p[1]);
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
 typedef struct bg_run {
@@ -457,7 +446,7 @@ static void test_connect_while_busy(gpuring_proxy_t *proxy)
     double worst = 0, t0;
     int cycles = 0, ok = 1;
 
-    CHECK(pair_create(proxy, &big, 0, 16 * 1024, 70, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(pair_create(proxy, &big, 0, 16 * 1024, 70, 0, 1) == GPURING_OK, "pair_create");
     pthread_create(&t, NULL, bg_main, &b);
     while (!__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) && ok) {
         t0 = gpuring_time_sec();
@@ -468,8 +457,8 @@ static void test_connect_while_busy(gpuring_proxy_t *proxy)
         cycles++;
     }
     pthread_join(t, NULL);
-    CHECK(ok && b.ok, "create/use/destroy while another pair streams");
-    CHECK(worst < 2.0, "worst create/use/destroy cycle %.3f s", worst);
+    EXPECT(ok && b.ok, "create/use/destroy while another pair streams");
+    EXPECT(worst < 2.0, "worst create/use/destroy cycle %.3f s", worst);
     printf("busy: %d create/use/destroy cycles during a %llu step stream, worst %.1f ms\n",
            cycles, (unsigned long long)b.nsteps, worst * 1e3);
     pair_destroy(proxy, &big);
@@ -504,11 +493,11 @@ static void test_churn(gpuring_proxy_t *proxy)
     }
     fds1 = count_fds();
     thr1 = count_threads();
-    CHECK(ok, "%d create/use/destroy cycles", iters);
-    CHECK(fds0 == fds1, "fds before %d after %d", fds0, fds1);
-    CHECK(thr0 == thr1, "threads before %d after %d", thr0, thr1);
+    EXPECT(ok, "%d create/use/destroy cycles", iters);
+    EXPECT(fds0 == fds1, "fds before %d after %d", fds0, fds1);
+    EXPECT(thr0 == thr1, "threads before %d after %d", thr0, thr1);
     printf("churn: %d cycles, fds %d -> %d, threads %d -> %d\n", iters, fds0, fds1, thr0, thr1);
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
 static void test_bad_args(gpuring_proxy_t *proxy)
@@ -519,23 +508,23 @@ static void test_bad_args(gpuring_proxy_t *proxy)
     size_t len;
 
     gpuring_proxy_address(proxy, &addr, &len);
-    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, &ha) ==
               GPURING_ERR_INVALID,
           "comm uid over 20 bits refused");
-    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, &ha) ==
               GPURING_ERR_INVALID,
           "net id over 11 bits refused");
-    CHECK(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, &ha) ==
               GPURING_OK, "create a");
-    CHECK(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, &hb) ==
+    EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, &hb) ==
               GPURING_OK, "create b");
-    CHECK(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+    EXPECT(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
           "slot size mismatch refused");
-    CHECK(gpuring_conn_net_connect(proxy, &b, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+    EXPECT(gpuring_conn_net_connect(proxy, &b, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
           "same direction refused");
     gpuring_conn_net_destroy(proxy, &a);
     gpuring_conn_net_destroy(proxy, &b);
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
 static void test_idle_cpu(gpuring_proxy_t *proxy)
@@ -544,13 +533,13 @@ static void test_idle_cpu(gpuring_proxy_t *proxy)
     double c0, c1;
 
     /* registered connections, nothing active: the thread must sleep */
-    CHECK(pair_create(proxy, &p, 0, 4096, 40, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(pair_create(proxy, &p, 0, 4096, 40, 0, 1) == GPURING_OK, "pair_create");
     run_pairs(proxy, &p, 1, 100, 0, 1, NULL);
     usleep(200 * 1000);
     c0 = cpu_sec();
     usleep(1000 * 1000);
     c1 = cpu_sec();
-    CHECK(c1 - c0 < 0.05, "idle proxy used %.3f s CPU in 1 s", c1 - c0);
+    EXPECT(c1 - c0 < 0.05, "idle proxy used %.3f s CPU in 1 s", c1 - c0);
     printf("idle: %.4f s CPU over 1 s with 2 connections registered\n", c1 - c0);
     pair_destroy(proxy, &p);
 }
@@ -562,14 +551,14 @@ static void test_bandwidth(gpuring_proxy_t *proxy)
     uint64_t n = quick ? 200 : 4000;
     size_t slot = 512 * 1024;
 
-    CHECK(pair_create(proxy, &p, 0, slot, 50, 0, 1) == GPURING_OK, "pair_create");
-    CHECK(run_pairs(proxy, &p, 1, 100, 1, 0, NULL), "warmup");
+    EXPECT(pair_create(proxy, &p, 0, slot, 50, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(run_pairs(proxy, &p, 1, 100, 1, 0, NULL), "warmup");
     pair_destroy(proxy, &p);
-    CHECK(pair_create(proxy, &p, 0, slot, 51, 0, 1) == GPURING_OK, "pair_create");
-    CHECK(run_pairs(proxy, &p, 1, n, 1, 0, &secs), "512 KiB steps");
+    EXPECT(pair_create(proxy, &p, 0, slot, 51, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(run_pairs(proxy, &p, 1, n, 1, 0, &secs), "512 KiB steps");
     printf("bandwidth: 512 KiB slots, %llu full steps in %.3f s: %.0f steps/s, %.2f GB/s\n",
            (unsigned long long)n, secs, (double)n / secs, (double)n * (double)slot / secs / 1e9);
-    CHECK(run_pairs(proxy, &p, 1, n * 4, 2, 0, &secs), "8 B steps");
+    EXPECT(run_pairs(proxy, &p, 1, n * 4, 2, 0, &secs), "8 B steps");
     printf("small: 512 KiB slots, %llu steps of 8 B in %.3f s: %.0f steps/s (%.1f us/step)\n",
            (unsigned long long)n * 4, secs, (double)n * 4 / secs, secs / (double)(n * 4) * 1e6);
     pair_destroy(proxy, &p);
@@ -585,19 +574,19 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     char msg[256];
     int ok;
 
-    CHECK(pair_create(proxy, &p, 0, 4096, 60, 0, 1) == GPURING_OK, "pair_create");
-    CHECK(run_pairs(proxy, &p, 1, 50, 0, 1, NULL), "transfer before finalize");
+    EXPECT(pair_create(proxy, &p, 0, 4096, 60, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(run_pairs(proxy, &p, 1, 50, 0, 1, NULL), "transfer before finalize");
     gpuring_proxy_finalize();
     gpuring_proxy_finalize(); /* idempotent */
     pair_destroy(NULL, &p);   /* detached by finalize: frees memory only */
-    CHECK(p.send.net == NULL && p.recv.net == NULL, "destroy after finalize");
+    EXPECT(p.send.net == NULL && p.recv.net == NULL, "destroy after finalize");
 
-    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get after finalize");
+    EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get after finalize");
     *proxy_p = proxy;
-    CHECK(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "fresh proxy has no error");
-    CHECK(pair_create(proxy, &q, 0, 4096, 61, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "fresh proxy has no error");
+    EXPECT(pair_create(proxy, &q, 0, 4096, 61, 0, 1) == GPURING_OK, "pair_create");
     ok = run_pairs(proxy, &q, 1, quick ? 200 : 2000, 0, 1, NULL);
-    CHECK(ok, "transfer through the second proxy");
+    EXPECT(ok, "transfer through the second proxy");
 
     /* an oversized step: the proxy records an error naming the step */
     gpuring_proxy_active_begin(proxy);
@@ -612,7 +601,7 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
             ;
     }
     gpuring_proxy_active_end(proxy);
-    CHECK(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
+    EXPECT(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
               strstr(msg, "step") != NULL,
           "oversized step reported: '%s'", msg);
     printf("error message: %s\n", msg);
@@ -717,7 +706,7 @@ static void test_two_process(void)
 
     fflush(stdout);
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        CHECK(0, "socketpair");
+        EXPECT(0, "socketpair");
         return;
     }
     pid = fork();
@@ -727,12 +716,12 @@ static void test_two_process(void)
     }
     close(sv[1]);
 
-    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
-    CHECK(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5,
+    EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
+    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5,
                                   &h) == GPURING_OK,
           "parent create");
     ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid) == 0;
-    CHECK(ok, "two-process connect");
+    EXPECT(ok, "two-process connect");
     if (ok) {
         xs.proxy = proxy;
         xs.conn = &conn;
@@ -740,8 +729,8 @@ static void test_two_process(void)
         gpuring_proxy_active_begin(proxy);
         sender_main(&xs);
         gpuring_proxy_active_end(proxy);
-        CHECK(xs.st == GPURING_OK, "two-process sender: %s", xs.msg);
-        CHECK(xread(sv[0], &result, 1) == 0 && result == 0, "two-process receiver verified");
+        EXPECT(xs.st == GPURING_OK, "two-process sender: %s", xs.msg);
+        EXPECT(xread(sv[0], &result, 1) == 0 && result == 0, "two-process receiver verified");
         printf("two processes: %d steps of 0..64 KiB in %.2f s\n", TWO_PROC_STEPS,
                gpuring_time_sec() - t0);
 
@@ -762,7 +751,7 @@ static void test_two_process(void)
             printf("dead peer: not detected with UCX_TLS=%s; the wait timed out instead\n",
                    getenv("UCX_TLS"));
         } else {
-            CHECK(st == GPURING_ERR_NET && strstr(msg, "rank 1") != NULL,
+            EXPECT(st == GPURING_ERR_NET && strstr(msg, "rank 1") != NULL,
                   "dead peer reported (%s): '%s'", gpuring_status_str(xs.st), msg);
         }
         printf("dead peer: sender stopped after %.2f s with '%s', proxy error '%s'\n",
@@ -771,7 +760,7 @@ static void test_two_process(void)
     t0 = gpuring_time_sec();
     gpuring_conn_net_destroy(proxy, &conn);
     gpuring_proxy_finalize();
-    CHECK(gpuring_time_sec() - t0 < 10.0, "teardown with a dead peer took %.1f s",
+    EXPECT(gpuring_time_sec() - t0 < 10.0, "teardown with a dead peer took %.1f s",
           gpuring_time_sec() - t0);
     if (pid > 0) {
         kill(pid, SIGKILL);
@@ -799,10 +788,10 @@ int main(void)
     /* first, while no UCX is initialized in this process (fork) */
     if (getenv("GPURING_TEST_NO_FORK") == NULL) test_two_process();
 
-    CHECK(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get");
+    EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get");
     if (proxy == NULL) goto out;
-    CHECK(gpuring_proxy_get(NULL, &again) == GPURING_OK && again == proxy, "singleton");
-    CHECK(gpuring_proxy_address(proxy, &addr, &len) == GPURING_OK && len > 0, "address");
+    EXPECT(gpuring_proxy_get(NULL, &again) == GPURING_OK && again == proxy, "singleton");
+    EXPECT(gpuring_proxy_address(proxy, &addr, &len) == GPURING_OK && len > 0, "address");
 
     test_basic(proxy);
     test_continue(proxy);
@@ -817,9 +806,9 @@ int main(void)
     gpuring_proxy_finalize();
     printf("after finalize: threads %d -> %d, fds %d -> %d\n", thr_start, count_threads(),
            fds_start, count_fds());
-    CHECK(count_threads() == thr_start, "no thread left after finalize");
+    EXPECT(count_threads() == thr_start, "no thread left after finalize");
 
 out:
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail == 0 && n_pass > 0 ? 0 : 1;
+    printf("%d passed, %d failed\n", unit_passed, unit_failed);
+    return unit_failed == 0 && unit_passed > 0 ? 0 : 1;
 }

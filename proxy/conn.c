@@ -1,0 +1,29 @@
+/*
+ * conn.c -- what every transport shares: the memory layout of one FIFO
+ * (the ctrl counters on their own page, then NSTEPS page-aligned slots) and
+ * how a connection end is laid over it.
+ */
+#include "proxy/conn.h"
+
+#include <string.h>
+
+#define GPURING_CTRL_BYTES 4096
+
+size_t gpuring_conn_fifo_bytes(size_t slot_bytes)
+{
+    return GPURING_CTRL_BYTES + GPURING_NSTEPS * slot_bytes;
+}
+
+void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
+                         int peer, int channel, size_t slot_bytes, void *fifo)
+{
+    memset(conn, 0, sizeof(*conn));
+    conn->type = type;
+    conn->dir = dir;
+    conn->peer = peer;
+    conn->channel = channel;
+    conn->slot_bytes = slot_bytes;
+    conn->ctrl = (gpuring_fifo_ctrl_t *)fifo;
+    conn->slots = (char *)fifo + GPURING_CTRL_BYTES;
+    conn->step = 0;
+}
