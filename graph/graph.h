@@ -28,10 +28,81 @@ typedef struct gpuring_graph {
     int next[GPURING_MAX_CHANNELS];
 } gpuring_graph_t;
 
-/* ---- topo.c: this process's place in the machine (hwloc) ----------------- */
-/* NUMA node this process is bound to, -1 if not bound to one or unknown. */
-int gpuring_graph_topo_local_numa(void);
+/* ---- topo.c: the machine, from hwloc (seed 002's topology, NCCL's paths) --- */
+
+/* How far apart two ranks of a node are: NCCL's path classes. */
+typedef enum {
+    GPURING_PATH_LOC = 0, /* same device (several ranks on one GPU, or the same NUMA
+                             node for ranks without a GPU) */
+    GPURING_PATH_PIX = 1, /* through one PCI switch */
+    GPURING_PATH_PXB = 2, /* through several PCI switches, same host bridge */
+    GPURING_PATH_PHB = 3, /* through a host bridge (the CPU) of one socket */
+    GPURING_PATH_SYS = 4, /* across sockets (the SMP interconnect) */
+    GPURING_PATH_COUNT
+} gpuring_path_t;
+
+const char *gpuring_path_name(gpuring_path_t path);
+
+/* Where a rank sits in its node, as it publishes it (fixed size, plain bytes). */
+#define GPURING_BUSID_LEN 16
+typedef struct gpuring_topo_loc {
+    int32_t numa;                    /* NUMA node of its CPU binding, -1 unknown */
+    int32_t nic;                     /* index of the nearest NIC in the topology, -1 none */
+    char gpu_busid[GPURING_BUSID_LEN]; /* "0000:07:00.0", "" without a GPU */
+} gpuring_topo_loc_t;
+
+typedef struct gpuring_topo gpuring_topo_t;
+
+/*
+ * Load the topology: from an hwloc XML file when xml_path is non-NULL and
+ * non-empty (tests describe machines that are not here), else this machine.
+ * The process keeps one loaded topology per path; gpuring_graph_topo_finalize()
+ * frees them.
+ */
+gpuring_status_t gpuring_graph_topo_get(const char *xml_path, gpuring_topo_t **topo_p);
 void gpuring_graph_topo_finalize(void);
+/* NUMA node this process is bound to on this machine, -1 if unbound/unknown. */
+int gpuring_graph_topo_local_numa(void);
+
+/*
+ * This process's location.  gpu_busid: the GPU the rank uses, NULL or "" for
+ * none; with a topology loaded from XML and no GPU given, fake_gpu >= 0
+ * picks the fake_gpu-th GPU of the XML (tests: local rank i -> GPU i).
+ */
+void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int fake_gpu,
+                              gpuring_topo_loc_t *loc);
+/* The path class between two locations on the same node. */
+gpuring_path_t gpuring_graph_topo_path(gpuring_topo_t *topo, const gpuring_topo_loc_t *a,
+                                       const gpuring_topo_loc_t *b);
+/* Number of GPUs / NICs the topology has (fixtures, tools). */
+int gpuring_graph_topo_ngpus(gpuring_topo_t *topo);
+int gpuring_graph_topo_nnics(gpuring_topo_t *topo);
+/* The busid of the i-th GPU, "" if none. */
+const char *gpuring_graph_topo_gpu_busid(gpuring_topo_t *topo, int i);
+
+/* ---- ring_order.c: intra-node ring orders per channel (seed 002) ---------- */
+/*
+ * Order the nlocal ranks of one node into a ring for each channel: neighbours
+ * as close as the path classes allow (dist is nlocal x nlocal, row-major),
+ * channels starting from different ranks so their recv/send ranks (the
+ * node's edges to the network) differ.  order: nchannels rows of nlocal
+ * local indices.  Deterministic: every rank of the node computes the same.
+ */
+gpuring_status_t gpuring_graph_ring_order(const gpuring_path_t *dist, int nlocal, int nchannels,
+                                          int *order);
+
+/* ---- tree.c: binary trees over nodes (seed 004, NCCL's btree/dtree) ------- */
+/*
+ * The btree of n nodes: node's parent (-1 for the root) and up to two
+ * children (-1 where absent).
+ */
+void gpuring_graph_btree(int n, int node, int *parent_p, int *child0_p, int *child1_p);
+/*
+ * The double binary tree: tree 0 is the btree; tree 1 is its mirror
+ * (n even) or shift (n odd), so that a node is an inner node in at most one
+ * of the two.  parent/child as for the btree, [tree] indexed.
+ */
+void gpuring_graph_dtree(int n, int node, int parent_p[2], int child0_p[2], int child1_p[2]);
 
 /* ---- graph.c -------------------------------------------------------------- */
 /* Group ranks into (virtual) nodes and build nchannels rings. */
