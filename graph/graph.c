@@ -8,6 +8,13 @@
  * Rings: the ranks of each node in rank order, nodes one after the other, so
  * the recv rank of a node follows the send rank of the previous node.
  * (Topology-aware intra-node orders per channel come with the hwloc graph.)
+ *
+ * Trees (seed 004): inside a node, a chain in the channel's ring order; its
+ * first rank (the head) is the node in the binary tree over nodes: its
+ * parent is the parent node's head, its children the child nodes' heads and
+ * the next rank of the chain.  Channel c uses tree c % 2 of the double
+ * binary tree, so with an even channel count each tree carries half of the
+ * data.
  */
 #include "graph/graph.h"
 
@@ -48,6 +55,76 @@ static gpuring_status_t graph_nodes(const gpuring_peer_info_t *peers, int nranks
         g->node[r] = leader[r] == r ? g->nnodes++ : g->node[leader[r]];
     }
     free(host); free(local); free(leader);
+    return GPURING_OK;
+}
+
+/*
+ * Ring c lists each node's ranks together, starting at a node boundary: a
+ * node's head is its first rank there, and its chain follows the ring.
+ */
+static void graph_chains(const gpuring_graph_t *g, int c, int *head, int *chain_next,
+                         int *chain_prev)
+{
+    const int *ring = g->rings + (size_t)c * (size_t)g->nranks;
+
+    for (int n = 0; n < g->nnodes; n++) head[n] = -1;
+    for (int i = 0; i < g->nranks; i++) {
+        int r = ring[i];
+        if (head[g->node[r]] < 0) head[g->node[r]] = r;
+        chain_prev[r] = i > 0 && g->node[ring[i - 1]] == g->node[r] ? ring[i - 1] : -1;
+        chain_next[r] = i + 1 < g->nranks && g->node[ring[i + 1]] == g->node[r] ? ring[i + 1] : -1;
+    }
+}
+
+static gpuring_status_t graph_trees(gpuring_graph_t *g)
+{
+    int *head = malloc(sizeof(int) * (size_t)g->nnodes);
+    int *next = malloc(sizeof(int) * (size_t)g->nranks);
+    int *prev = malloc(sizeof(int) * (size_t)g->nranks);
+    const int me = g->rank, mynode = g->node[me];
+
+    if (head == NULL || next == NULL || prev == NULL) {
+        free(head); free(next); free(prev);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    g->tree_depth = 0;
+    for (int c = 0; c < g->nchannels; c++) {
+        int parent[2], child0[2], child1[2], t = c % 2;
+        int *kids = g->tree_child[c];
+
+        graph_chains(g, c, head, next, prev);
+        gpuring_graph_dtree(g->nnodes, mynode, parent, child0, child1);
+        g->tree_nchild[c] = 0;
+        if (head[mynode] == me) {
+            g->tree_parent[c] = parent[t] >= 0 ? head[parent[t]] : -1;
+            if (child0[t] >= 0) kids[g->tree_nchild[c]++] = head[child0[t]];
+            if (child1[t] >= 0) kids[g->tree_nchild[c]++] = head[child1[t]];
+        } else {
+            g->tree_parent[c] = prev[me];
+        }
+        if (next[me] >= 0) kids[g->tree_nchild[c]++] = next[me];
+    }
+    /* depth: the node tree's depth plus the longest chain (tuning) */
+    {
+        int maxchain = 0, depth = 0;
+        for (int n = 0; n < g->nnodes; n++) {
+            int len = 0;
+            for (int r = 0; r < g->nranks; r++) len += g->node[r] == n;
+            maxchain = GPURING_MAX(maxchain, len - 1);
+        }
+        for (int n = 0; n < g->nnodes; n++) {
+            int d = 0, x = n, p[2], c0[2], c1[2];
+            for (;;) {
+                gpuring_graph_dtree(g->nnodes, x, p, c0, c1);
+                if (p[0] < 0) break;
+                x = p[0];
+                d++;
+            }
+            depth = GPURING_MAX(depth, d);
+        }
+        g->tree_depth = depth + maxchain;
+    }
+    free(head); free(next); free(prev);
     return GPURING_OK;
 }
 
@@ -92,6 +169,7 @@ gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nrank
         }
     }
     GPURING_CHECK_GOTO(gpuring_graph_rings_check(g), st, err);
+    GPURING_CHECK_GOTO(graph_trees(g), st, err);
     GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "%d ranks on %d nodes, %d channels, prev %d next %d",
                   nranks, g->nnodes, nchannels, g->prev[0], g->next[0]);
     return GPURING_OK;

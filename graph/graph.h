@@ -26,6 +26,12 @@ typedef struct gpuring_graph {
     int ring_ix[GPURING_MAX_CHANNELS]; /* this rank's position in each ring */
     int prev[GPURING_MAX_CHANNELS];
     int next[GPURING_MAX_CHANNELS];
+    /* trees (seed 004): a chain inside each node in the channel's ring order,
+     * node heads joined by the double binary tree, tree (channel % 2) */
+    int tree_parent[GPURING_MAX_CHANNELS];   /* rank, -1 at the root */
+    int tree_child[GPURING_MAX_CHANNELS][3]; /* ranks, nchild of them */
+    int tree_nchild[GPURING_MAX_CHANNELS];
+    int tree_depth;                          /* longest root-to-leaf path, in edges */
 } gpuring_graph_t;
 
 /* ---- topo.c: the machine, from hwloc (seed 002's topology, NCCL's paths) --- */
@@ -100,7 +106,8 @@ void gpuring_graph_btree(int n, int node, int *parent_p, int *child0_p, int *chi
 /*
  * The double binary tree: tree 0 is the btree; tree 1 is its mirror
  * (n even) or shift (n odd), so that a node is an inner node in at most one
- * of the two.  parent/child as for the btree, [tree] indexed.
+ * of the two (for odd n, except node 0, with one child in each).
+ * parent/child as for the btree, [tree] indexed.
  */
 void gpuring_graph_dtree(int n, int node, int parent_p[2], int child0_p[2], int child1_p[2]);
 
@@ -117,7 +124,8 @@ gpuring_status_t gpuring_graph_rings_check(const gpuring_graph_t *graph);
 typedef enum {
     GPURING_ALGO_AUTO = -1,
     GPURING_ALGO_RING = 0,   /* ring allreduce: reduce-scatter + allgather */
-    GPURING_ALGO_GATHER = 1, /* ring allgather + local fold: small, order-free calls */
+    GPURING_ALGO_GATHER = 1, /* ring allgather folded on arrival: small calls */
+    GPURING_ALGO_TREE = 2,   /* reduce up, broadcast down the (double) binary tree */
 } gpuring_algo_t;
 
 /* The algorithm table: id, name, what it is. */
@@ -134,6 +142,7 @@ int gpuring_algo_from_name(const char *name);
 
 typedef struct gpuring_tuning_params {
     gpuring_algo_t algo; /* AUTO, or forced */
+    int trees;           /* tree connections usable (not failed) */
     int nchannels;      /* 0: auto, else forced (<= graph's) */
     size_t chunk_bytes; /* 0: auto (a slot), else forced (<= slot) */
     size_t slot_bytes;
@@ -155,5 +164,7 @@ typedef struct gpuring_plan {
 #define GPURING_TUNING_SCRATCH_MAX (1024 * 1024)
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan);
+/* The model's estimate, in microseconds, of one algorithm for `bytes` (tools, tests). */
+double gpuring_tuning_cost(const gpuring_graph_t *graph, gpuring_algo_t algo, size_t bytes);
 
 #endif /* GPURING_GRAPH_GRAPH_H */

@@ -1,24 +1,34 @@
 /*
  * tuning.c -- how one call runs: algorithm, channels and chunk size for a
- * message size, and the algorithm table.
+ * message size, from a latency + bytes/bandwidth cost model; and the
+ * algorithm table.
  *
- * GATHER moves the whole buffer n-1 times but in n-1 steps; RING moves 1/n
- * of it 2(n-1) times.  Per step a transfer costs a latency; below
- * GPURING_TUNING_GATHER_MAX bytes the latency dominates and GATHER wins
- * (at 2 ranks both move the same bytes, but RING pipelines).  GATHER needs the
- * buffer in one slot; where fold order matters it keeps every input and folds
- * them in ring order, which costs a scratch of nranks * bytes.
- * A channel is worth its synchronization only when it carries enough
- * data: below GPURING_TUNING_BYTES_PER_CHANNEL per channel the call uses
- * fewer.  The chunk is one slot unless forced smaller.  (The latency +
- * bandwidth model over link classes comes with the trees.)
+ * Each algorithm is a number of sequential steps, each costing a link
+ * latency, plus the bytes that cross the slowest link it uses:
+ *   ring    2(n-1) steps on its slowest link    2(n-1)/n * S bytes
+ *   gather  n-1 steps on its slowest link       (n-1) * S bytes
+ *   tree    2(depth over nodes) net steps       2 * S bytes (up, then down)
+ *           + 2(longest chain) intra-node steps
+ * Links are shared memory inside a node and the network between nodes
+ * (virtual nodes included).  The constants are what the host executor
+ * measured on the project's 2-core machines; they only need to order the
+ * algorithms, not predict times.  GATHER needs the buffer in one slot and,
+ * where fold order changes the bits, a scratch of nranks * bytes.  The
+ * decision is logged at debug level (subsystem tuning).
  */
 #include "graph/graph.h"
 
 #include <string.h>
 
 #define GPURING_TUNING_BYTES_PER_CHANNEL (256 * 1024)
-#define GPURING_TUNING_GATHER_MAX (8 * 1024)
+
+/* microseconds per step and bytes per microsecond, per link class */
+#define GPURING_TUNING_SHM_LAT 0.6
+#define GPURING_TUNING_SHM_BW 6000.0
+#define GPURING_TUNING_NET_LAT 6.0
+#define GPURING_TUNING_NET_BW 2000.0
+/* the tree reduces up to three inputs per step and does not overlap its phases */
+#define GPURING_TUNING_TREE_BW_PENALTY 1.2
 
 const gpuring_algo_info_t gpuring_algos[] = {
     {GPURING_ALGO_RING, "ring",
@@ -26,6 +36,9 @@ const gpuring_algo_info_t gpuring_algos[] = {
     {GPURING_ALGO_GATHER, "gather",
      "ring allgather of the whole buffer, folded on arrival (or in ring order where order "
      "matters): n-1 steps, for small messages"},
+    {GPURING_ALGO_TREE, "tree",
+     "reduce up then broadcast down a binary tree over nodes with a chain inside each node; "
+     "even channels use tree 0, odd channels tree 1 of the double binary tree"},
 };
 const int gpuring_nalgos = sizeof(gpuring_algos) / sizeof(gpuring_algos[0]);
 
@@ -38,6 +51,29 @@ int gpuring_algo_from_name(const char *name)
     return -2;
 }
 
+double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_algo_t algo, size_t bytes)
+{
+    const int n = g->nranks;
+    const int net = g->nnodes > 1;
+    const double lat = net ? GPURING_TUNING_NET_LAT : GPURING_TUNING_SHM_LAT;
+    const double bw = net ? GPURING_TUNING_NET_BW : GPURING_TUNING_SHM_BW;
+    const double s = (double)bytes;
+    int node_depth = 0, chain = 0;
+
+    switch (algo) {
+    case GPURING_ALGO_GATHER:
+        return (n - 1) * lat + (n - 1) * s / bw;
+    case GPURING_ALGO_TREE:
+        for (int d = 1; d < g->nnodes; d <<= 1) node_depth++;
+        chain = g->tree_depth - node_depth > 0 ? g->tree_depth - node_depth : 0;
+        return 2.0 * (node_depth * GPURING_TUNING_NET_LAT + chain * GPURING_TUNING_SHM_LAT) +
+               GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
+    case GPURING_ALGO_RING:
+    default:
+        return 2.0 * (n - 1) * lat + 2.0 * (n - 1) / n * s / bw;
+    }
+}
+
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan)
 {
@@ -47,14 +83,22 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
                     (order_free || bytes * (size_t)graph->nranks <= GPURING_TUNING_SCRATCH_MAX);
     int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, graph->nchannels)
                                     : graph->nchannels;
+    double cost[3] = {0, 0, 0};
 
-    if (params->algo == GPURING_ALGO_GATHER && gather_ok) {
-        plan->algo = GPURING_ALGO_GATHER;
-    } else if (params->algo == GPURING_ALGO_AUTO && gather_ok &&
-               bytes <= GPURING_TUNING_GATHER_MAX) {
-        plan->algo = GPURING_ALGO_GATHER;
-    } else {
+    if (params->algo == GPURING_ALGO_AUTO) {
         plan->algo = GPURING_ALGO_RING;
+        for (int a = GPURING_ALGO_RING; a <= GPURING_ALGO_TREE; a++) {
+            if ((a == GPURING_ALGO_GATHER && !gather_ok) || (a == GPURING_ALGO_TREE && !params->trees)) {
+                continue;
+            }
+            cost[a] = gpuring_tuning_cost(graph, (gpuring_algo_t)a, bytes);
+            if (cost[a] < cost[plan->algo]) plan->algo = (gpuring_algo_t)a;
+        }
+    } else if ((params->algo == GPURING_ALGO_GATHER && !gather_ok) ||
+               (params->algo == GPURING_ALGO_TREE && !params->trees)) {
+        plan->algo = GPURING_ALGO_RING; /* forced, but impossible for this call */
+    } else {
+        plan->algo = params->algo;
     }
     if (plan->algo == GPURING_ALGO_GATHER) {
         nch = 1; /* the whole buffer is one step */
@@ -66,6 +110,9 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     plan->ordered = plan->algo == GPURING_ALGO_GATHER && !order_free;
     plan->nchannels = nch;
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
-    GPURING_TRACE(GPURING_SUBSYS_TUNING, "plan: %zu B -> %s, %d channels, %zu elems/step",
-                  bytes, gpuring_algos[plan->algo].name, plan->nchannels, plan->chunk_elems);
+    GPURING_DEBUG(GPURING_SUBSYS_TUNING,
+                  "plan: %zu B -> %s%s, %d channels, %zu elems/step (model us: ring %.1f "
+                  "gather %.1f tree %.1f; 0 = not considered)",
+                  bytes, gpuring_algos[plan->algo].name, plan->ordered ? " (ordered)" : "",
+                  plan->nchannels, plan->chunk_elems, cost[0], cost[1], cost[2]);
 }

@@ -1,20 +1,24 @@
 /*
  * exec_host.c -- the host executor (see exec_host.h).
  *
- * One operation of a program: wait until the recv slot is posted (tail) and
- * the send slot is free (head), then
- *     value = [recv slot] (op) [input block]      (whichever are present)
- * written to [output block] and/or [send slot]; or, for ACC operations,
+ * One operation of a program: wait until every recv connection in the
+ * operation's mask has its slot posted (tail) and every send connection has
+ * a free slot (head), then
+ *     value = [input block] (op) [recv slots...]     (whichever are present)
+ * written to [output block] and/or every [send slot]; or, for ACC operations,
  *     [output block] (op)= [recv slot], [send slot] = [recv slot];
  * or, for STASH operations, [scratch row] = [send slot] = the block; FOLD
- * operations reduce the scratch rows in order into the output.
- * then publish head on the recv connection and tail on the send connection.
+ * operations reduce the scratch rows in order into the output.  Then publish
+ * head on each recv connection and tail on each send connection.
  */
 #include "kernels/exec_host.h"
 
 #include <string.h>
 
 #include "proxy/proxy.h"
+
+#define EXEC_FOR_PEERS(_mask, _i) \
+    for (int _i = 0; _i < GPURING_MAX_PEERS; _i++) if ((_mask) & (1u << _i))
 
 static inline char *conn_slot(const gpuring_conn_t *conn)
 {
@@ -24,13 +28,13 @@ static inline char *conn_slot(const gpuring_conn_t *conn)
 /* Can operation `s` run now without blocking? */
 static inline int exec_op_ready(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
-    if ((s->flags & GPURING_PRIM_RECV) &&
-        GPURING_LOAD_ACQUIRE(&ch->recv->ctrl->tail) <= ch->recv->step) {
-        return 0;
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        if (GPURING_LOAD_ACQUIRE(&ch->recv[i]->ctrl->tail) <= ch->recv[i]->step) return 0;
     }
-    if ((s->flags & GPURING_PRIM_SEND) &&
-        GPURING_LOAD_ACQUIRE(&ch->send->ctrl->head) + GPURING_NSTEPS <= ch->send->step) {
-        return 0;
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        if (GPURING_LOAD_ACQUIRE(&ch->send[i]->ctrl->head) + GPURING_NSTEPS <= ch->send[i]->step) {
+            return 0;
+        }
     }
     return 1;
 }
@@ -53,49 +57,70 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
     }
 }
 
+/* The value of a plain operation, into `first`: input (op) every received slot. */
+static void exec_value(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
+                       const gpuring_step_t *s, const char *src, char *first)
+{
+    const size_t bytes = s->count * gpuring_type_size(a->type);
+    const char *acc = src; /* what `first` holds so far, NULL if nothing yet */
+
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        const char *in = conn_slot(ch->recv[i]);
+        if (acc == NULL) {
+            acc = in;
+            continue;
+        }
+        gpuring_reduce_host(first, acc, in, s->count, a->type, a->op);
+        acc = first;
+    }
+    if (acc != first) memcpy(first, acc, bytes); /* a copy (in place: already there) */
+}
+
 static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
                         const gpuring_step_t *s)
 {
     const size_t es = gpuring_type_size(a->type);
     const size_t bytes = s->count * es;
-    const char *in = (s->flags & GPURING_PRIM_RECV) ? conn_slot(ch->recv) : NULL;
-    const char *src = (s->flags & GPURING_PRIM_SRC) ? (const char *)a->sendbuf + s->off * es : NULL;
+    const char *src = (s->flags & GPURING_PRIM_SRC) ? (const char *)a->sendbuf + s->off * es
+                      : (s->flags & GPURING_PRIM_OUT_SRC) ? (const char *)a->recvbuf + s->off * es
+                                                          : NULL;
     char *dst = (s->flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (char *)a->recvbuf + s->off * es
                                                                   : NULL;
-    char *out = (s->flags & GPURING_PRIM_SEND) ? conn_slot(ch->send) : NULL;
-    /* the first output gets the value, the second a copy of it */
-    char *first = dst != NULL ? dst : out;
-    char *second = dst != NULL ? out : NULL;
+    char *first = dst;
 
     if (s->flags & GPURING_PRIM_FOLD) {
         exec_fold(a, ch, s);
         return;
     }
+    if (first == NULL) {
+        EXEC_FOR_PEERS(s->send_mask, i) {
+            if (first == NULL) first = conn_slot(ch->send[i]);
+        }
+    }
     if (bytes > 0 && (s->flags & GPURING_PRIM_STASH)) {
-        const char *v = in != NULL ? in : src;
+        /* gather, one peer: keep the block, forward it unchanged */
+        const char *v = (s->flags & GPURING_PRIM_RECV) ? conn_slot(ch->recv[0]) : src;
         memcpy(exec_scratch(a, s->stash, s), v, bytes);
-        if (out != NULL) memcpy(out, v, bytes);
+        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), v, bytes);
     } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
-        if (out != NULL) memcpy(out, in, bytes);
+        /* gather, one peer: fold the block in, forward it unchanged */
+        const char *in = conn_slot(ch->recv[0]);
+        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), in, bytes);
         gpuring_reduce_host(dst, dst, in, s->count, a->type, a->op);
     } else if (bytes > 0) {
-        if (in != NULL && src != NULL) {
-            gpuring_reduce_host(first, in, src, s->count, a->type, a->op);
-        } else if (first != (in != NULL ? in : src)) {
-            memcpy(first, in != NULL ? in : src, bytes); /* in place: already there */
-        }
-        if (second != NULL) {
-            memcpy(second, first, bytes);
+        exec_value(a, ch, s, src, first);
+        EXEC_FOR_PEERS(s->send_mask, i) {
+            char *out = conn_slot(ch->send[i]);
+            if (out != first) memcpy(out, first, bytes);
         }
     }
-    if (in != NULL) {
-        GPURING_STORE_RELEASE(&ch->recv->ctrl->head, ++ch->recv->step);
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
-    if (out != NULL) {
-        if (ch->send->type == GPURING_CONN_NET) {
-            gpuring_conn_net_set_step_bytes(ch->send, ch->send->step, bytes);
-        }
-        GPURING_STORE_RELEASE(&ch->send->ctrl->tail, ++ch->send->step);
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        gpuring_conn_t *c = ch->send[i];
+        if (c->type == GPURING_CONN_NET) gpuring_conn_net_set_step_bytes(c, c->step, bytes);
+        GPURING_STORE_RELEASE(&c->ctrl->tail, ++c->step);
     }
 }
 
@@ -108,55 +133,70 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 
         if (ch->next_op >= ch->prog.nops) continue;
         gpuring_prog_op(&ch->prog, ch->next_op, &s);
-        if ((s.flags & GPURING_PRIM_RECV) &&
-            GPURING_LOAD_ACQUIRE(&ch->recv->ctrl->tail) <= ch->recv->step) {
+        EXEC_FOR_PEERS(s.recv_mask, i) {
+            const gpuring_conn_t *r = ch->recv[i];
+            if (GPURING_LOAD_ACQUIRE(&r->ctrl->tail) > r->step) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d waits for step %llu "
                           "from rank %d (%s connection, op %llu of %llu)",
-                          a->timeout, c, (unsigned long long)ch->recv->step, ch->recv->peer,
-                          ch->recv->type == GPURING_CONN_NET ? "net" : "shm",
+                          a->timeout, c, (unsigned long long)r->step, r->peer,
+                          r->type == GPURING_CONN_NET ? "net" : "shm",
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
-        } else {
+        }
+        EXEC_FOR_PEERS(s.send_mask, i) {
+            const gpuring_conn_t *w = ch->send[i];
+            if (GPURING_LOAD_ACQUIRE(&w->ctrl->head) + GPURING_NSTEPS > w->step) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu)",
-                          a->timeout, c, ch->send->peer, (unsigned long long)ch->send->step,
-                          ch->send->type == GPURING_CONN_NET ? "net" : "shm",
+                          a->timeout, c, w->peer, (unsigned long long)w->step,
+                          w->type == GPURING_CONN_NET ? "net" : "shm",
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
         }
     }
 }
 
+void gpuring_exec_host_start(gpuring_exec_args_t *a)
+{
+    for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
+}
+
+int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
+{
+    int progressed = 0, done = 1;
+
+    /* advance every channel as far as its FIFOs allow */
+    for (int c = 0; c < a->nchannels; c++) {
+        gpuring_exec_channel_t *ch = &a->channels[c];
+        gpuring_step_t s;
+
+        while (ch->next_op < ch->prog.nops) {
+            gpuring_prog_op(&ch->prog, ch->next_op, &s);
+            if (!exec_op_ready(ch, &s)) break;
+            exec_op_run(a, ch, &s);
+            ch->next_op++;
+            progressed = 1;
+        }
+        done &= ch->next_op == ch->prog.nops;
+    }
+    *done_p = done;
+    return progressed;
+}
+
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
 {
     gpuring_spin_t spin;
-    int remaining = 0;
+    int done = 0;
 
-    for (int c = 0; c < a->nchannels; c++) {
-        a->channels[c].next_op = 0;
-        remaining += a->channels[c].prog.nops > 0;
-    }
+    gpuring_exec_host_start(a);
     gpuring_spin_init(&spin, a->timeout);
-    while (remaining > 0) {
-        int progressed = 0;
-
-        /* advance every channel as far as its FIFOs allow */
-        for (int c = 0; c < a->nchannels; c++) {
-            gpuring_exec_channel_t *ch = &a->channels[c];
-            gpuring_step_t s;
-
-            while (ch->next_op < ch->prog.nops) {
-                gpuring_prog_op(&ch->prog, ch->next_op, &s);
-                if (!exec_op_ready(ch, &s)) break;
-                exec_op_run(a, ch, &s);
-                progressed = 1;
-                if (++ch->next_op == ch->prog.nops) remaining--;
-            }
-        }
-        if (progressed) {
+    for (;;) {
+        if (gpuring_exec_host_progress(a, &done)) {
+            if (done) return GPURING_OK;
             gpuring_spin_init(&spin, a->timeout);
             continue;
         }
+        if (done) return GPURING_OK;
         /* nothing could move: is the proxy in trouble, or are we stuck? */
         if (a->proxy != NULL) {
             char msg[256];
@@ -171,5 +211,4 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
             return GPURING_ERR_TIMEOUT;
         }
     }
-    return GPURING_OK;
 }

@@ -19,8 +19,9 @@ struct gpuring_proxy;
 
 typedef struct gpuring_exec_channel {
     gpuring_prog_t prog;
-    gpuring_conn_t *send; /* to the next rank in this channel's ring */
-    gpuring_conn_t *recv; /* from the previous rank */
+    /* peer i's connections (prog.h: ring peer 0 = next/prev; tree peer 0 = parent) */
+    gpuring_conn_t *send[GPURING_MAX_PEERS];
+    gpuring_conn_t *recv[GPURING_MAX_PEERS];
     uint64_t next_op;     /* executor state: next operation of prog */
 } gpuring_exec_channel_t;
 
@@ -37,7 +38,15 @@ typedef struct gpuring_exec_args {
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
 } gpuring_exec_args_t;
 
-/* Run every channel's program to completion. */
+/* Run every channel's program to completion (timed, reporting waits). */
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);
+
+/*
+ * The same, in pieces, for a caller that drives many executors from one
+ * thread (the simulation): start, then progress until *done_p.  progress
+ * returns 1 if any operation ran.
+ */
+void gpuring_exec_host_start(gpuring_exec_args_t *args);
+int gpuring_exec_host_progress(gpuring_exec_args_t *args, int *done_p);
 
 #endif /* GPURING_KERNELS_EXEC_HOST_H */

@@ -16,11 +16,19 @@
 #define GPURING_HOSTDEV
 #endif
 
+/*
+ * A channel talks to up to GPURING_MAX_PEERS peers, each through one send and
+ * one recv connection: a ring uses peer 0 (send to next, recv from prev), a
+ * tree uses peer 0 for its parent and peers 1..3 for its children.
+ */
+#define GPURING_MAX_PEERS 4
+
 /* What one operation does; executors combine these. */
 enum {
-    GPURING_PRIM_RECV = 1 << 0, /* read the next slot from the recv connection */
+    GPURING_PRIM_RECV = 1 << 0, /* read the next slot from each recv connection in recv_mask */
     GPURING_PRIM_SRC = 1 << 1,  /* read (and reduce with) the input at off */
-    GPURING_PRIM_SEND = 1 << 2, /* write the result into the next send slot */
+    GPURING_PRIM_SEND = 1 << 2, /* write the result into the next slot of each send
+                                   connection in send_mask */
     GPURING_PRIM_DST = 1 << 3,  /* write the result to the output at off */
     GPURING_PRIM_ACC = 1 << 4,  /* output (op)= received; SEND forwards the received
                                    slot unchanged */
@@ -28,6 +36,8 @@ enum {
                                     `stash`; SEND forwards it unchanged */
     GPURING_PRIM_FOLD = 1 << 6,  /* output = scratch row 0 (op) row 1 (op) ... row n-1,
                                     left to right; no connection */
+    GPURING_PRIM_OUT_SRC = 1 << 7, /* the input is the output buffer at off (a value this
+                                      rank finished earlier) */
 };
 
 typedef struct gpuring_step {
@@ -35,12 +45,15 @@ typedef struct gpuring_step {
     size_t off;   /* element offset in the user buffers */
     size_t count; /* elements, may be 0 (the slot still moves, to keep steps aligned) */
     int stash;    /* STASH: scratch row (a ring position) */
+    unsigned recv_mask; /* RECV: which peers' connections (bit i: peer i) */
+    unsigned send_mask; /* SEND: likewise */
 } gpuring_step_t;
 
 /* One channel's program: which algorithm, and its geometry. */
 typedef enum {
     GPURING_PROG_RING = 0,   /* prog_ring_allreduce.h */
     GPURING_PROG_GATHER = 1, /* prog_gather_allreduce.h */
+    GPURING_PROG_TREE = 2,   /* prog_tree_allreduce.h */
 } gpuring_prog_algo_t;
 
 typedef struct gpuring_prog {
@@ -51,6 +64,8 @@ typedef struct gpuring_prog {
     int nranks;
     int ring_ix;    /* this rank's position in the ring */
     int ordered;    /* GATHER: stash and fold in ring order (scratch of nranks rows) */
+    int has_parent; /* TREE: peer 0 is this rank's parent */
+    int nchildren;  /* TREE: peers 1..nchildren are its children */
     uint64_t nops;  /* operations in the whole program */
 } gpuring_prog_t;
 

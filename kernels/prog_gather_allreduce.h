@@ -55,6 +55,8 @@ gpuring_gather_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
     } else {
         s->flags = GPURING_PRIM_FOLD;
     }
+    s->recv_mask = (s->flags & GPURING_PRIM_RECV) ? 1u : 0u;
+    s->send_mask = (s->flags & GPURING_PRIM_SEND) ? 1u : 0u;
 }
 
 #endif /* GPURING_KERNELS_PROG_GATHER_ALLREDUCE_H */

@@ -8,6 +8,7 @@
 #include "kernels/prog.h"
 #include "kernels/prog_gather_allreduce.h"
 #include "kernels/prog_ring_allreduce.h"
+#include "kernels/prog_tree_allreduce.h"
 
 GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint64_t i,
                                                    gpuring_step_t *s)
@@ -15,6 +16,9 @@ GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint
     switch (p->algo) {
     case GPURING_PROG_GATHER:
         gpuring_gather_prog_op(p, i, s);
+        break;
+    case GPURING_PROG_TREE:
+        gpuring_tree_prog_op(p, i, s);
         break;
     case GPURING_PROG_RING:
     default:

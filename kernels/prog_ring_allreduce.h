@@ -71,6 +71,8 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
         s->flags = GPURING_PRIM_RECV | GPURING_PRIM_DST;
     }
     block %= n;
+    s->recv_mask = (s->flags & GPURING_PRIM_RECV) ? 1u : 0u;
+    s->send_mask = (s->flags & GPURING_PRIM_SEND) ? 1u : 0u;
     first = (size_t)block * blk;
     s->off = p->base + loop_start + first;
     s->count = first >= loop_count ? 0 : (loop_count - first < blk ? loop_count - first : blk);

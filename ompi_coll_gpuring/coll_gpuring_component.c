@@ -87,9 +87,10 @@ static int gpuring_register(void)
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",
-        "Allreduce algorithm: auto (the tuning model decides), ring (reduce-scatter + "
-        "allgather), or gather (ring allgather folded on arrival; used only where the "
-        "reduction order cannot change the result, else ring)",
+        "Allreduce algorithm: auto (a latency + bandwidth model decides per call), ring "
+        "(reduce-scatter + allgather), tree (reduce up, broadcast down the double binary "
+        "tree), or gather (ring allgather of the whole buffer; only for calls that fit one "
+        "slot, others use ring)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->algorithm);
     gpuring_register_int("nchannels",

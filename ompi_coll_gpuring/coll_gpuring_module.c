@@ -188,7 +188,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
 
     if ((int)cfg.algo == -2) {
         GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "coll_gpuring_algorithm '%s' is not auto, ring or gather: gpuring "
+                      "coll_gpuring_algorithm '%s' is not auto, ring, gather or tree: gpuring "
                       "disabled", c->algorithm);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;

@@ -1,6 +1,14 @@
 /*
  * gpuring_comm.c -- communicator setup, teardown and the allreduce path
  * (see gpuring_comm.h).
+ *
+ * Connections are edges {peer, channel, direction, kind}.  A batch of edges
+ * is connected collectively: every rank creates its ends (receivers own the
+ * FIFOs; NET senders their staging), the handles are allgathered, each end
+ * finds its peer's matching handle, connects, and all agree before the shm
+ * names go away.  Ring edges are connected at setup; tree edges at the first
+ * call whose plan is a tree (every rank plans alike, so that call is
+ * collective too).
  */
 #include "ompi_coll_gpuring/gpuring_comm.h"
 
@@ -11,92 +19,122 @@
 /* Next communicator uid of this process; agreed as a max at each setup. */
 static uint64_t comm_uid_next = 1;
 
-/* Connection ids inside one communicator and process (part of UCX tags). */
-static uint32_t comm_net_id(int channel, gpuring_conn_dir_t dir)
+#define COMM_MAX_EDGES ((int)(sizeof(((gpuring_comm_t *)0)->edges) / sizeof(gpuring_comm_edge_t)))
+
+static const char *comm_edge_kind_name(gpuring_edge_kind_t kind)
 {
-    return (uint32_t)(2 * channel + (int)dir);
+    return kind == GPURING_EDGE_RING ? "ring" : kind == GPURING_EDGE_TREE_UP ? "tree up"
+                                                                            : "tree down";
 }
 
-static const gpuring_conn_handle_t *comm_find_handle(const gpuring_conn_handle_t *all,
-                                                     int per_rank, int owner, int peer,
-                                                     int channel, gpuring_conn_dir_t dir)
+static void comm_edge_add(gpuring_comm_t *c, int peer, int channel, gpuring_conn_dir_t dir,
+                          gpuring_edge_kind_t kind)
 {
-    const gpuring_conn_handle_t *h = all + (size_t)owner * (size_t)per_rank;
-    for (int i = 0; i < per_rank; i++) {
-        if (h[i].type != 0 && h[i].peer == peer && h[i].channel == channel &&
-            h[i].dir == (int32_t)dir) {
-            return &h[i];
+    c->edges[c->nconns++] = (gpuring_comm_edge_t){peer, channel, dir, kind};
+}
+
+/* The ring edges of every channel: to next, from prev. */
+static void comm_edges_ring(gpuring_comm_t *c)
+{
+    for (int ch = 0; ch < c->graph.nchannels; ch++) {
+        comm_edge_add(c, c->graph.next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
+        comm_edge_add(c, c->graph.prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
+    }
+}
+
+/* The tree edges of every channel: both ways to the parent and each child. */
+static void comm_edges_tree(gpuring_comm_t *c)
+{
+    const gpuring_graph_t *g = &c->graph;
+
+    for (int ch = 0; ch < g->nchannels; ch++) {
+        if (g->tree_parent[ch] >= 0) {
+            comm_edge_add(c, g->tree_parent[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
+            comm_edge_add(c, g->tree_parent[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_DOWN);
+        }
+        for (int i = 0; i < g->tree_nchild[ch]; i++) {
+            comm_edge_add(c, g->tree_child[ch][i], ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
+            comm_edge_add(c, g->tree_child[ch][i], ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
+        }
+    }
+}
+
+static gpuring_conn_t *comm_conn(gpuring_comm_t *c, int peer, int channel,
+                                 gpuring_conn_dir_t dir, gpuring_edge_kind_t kind)
+{
+    for (int i = 0; i < c->nconns; i++) {
+        const gpuring_comm_edge_t *e = &c->edges[i];
+        if (e->peer == peer && e->channel == channel && e->dir == dir && e->kind == kind) {
+            return &c->conns[i];
         }
     }
     return NULL;
 }
 
-/* Create this rank's ends: every recv, and the local half of NET sends. */
-static gpuring_status_t comm_conns_create(gpuring_comm_t *c, gpuring_conn_handle_t *mine)
+static int comm_same_node(const gpuring_comm_t *c, int peer)
 {
-    const gpuring_graph_t *g = &c->graph;
+    return c->graph.node[peer] == c->graph.node[c->graph.rank];
+}
 
-    for (int ch = 0; ch < g->nchannels; ch++) {
-        int prev = g->prev[ch], next = g->next[ch];
-        gpuring_conn_handle_t *hr = &mine[2 * ch], *hs = &mine[2 * ch + 1];
+/* This rank's end of edge i: receivers create the FIFO, NET senders staging. */
+static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_handle_t *h)
+{
+    const gpuring_comm_edge_t *e = &c->edges[i];
+    gpuring_conn_t *conn = &c->conns[i];
 
-        if (g->node[prev] == g->node[g->rank]) {
-            GPURING_CHECK(gpuring_conn_shm_recv_create(&c->recv[ch], prev, ch, c->cfg.slot_bytes,
-                                                       c->uid, hr));
-        } else {
-            GPURING_CHECK(gpuring_conn_net_create(c->proxy, &c->recv[ch], GPURING_CONN_RECV,
-                                                  prev, ch, c->cfg.slot_bytes, c->uid,
-                                                  comm_net_id(ch, GPURING_CONN_RECV), hr));
-        }
-        if (g->node[next] != g->node[g->rank]) {
-            GPURING_CHECK(gpuring_conn_net_create(c->proxy, &c->send[ch], GPURING_CONN_SEND,
-                                                  next, ch, c->cfg.slot_bytes, c->uid,
-                                                  comm_net_id(ch, GPURING_CONN_SEND), hs));
-        }
+    if (!comm_same_node(c, e->peer)) {
+        GPURING_CHECK(gpuring_conn_net_create(c->proxy, conn, e->dir, e->peer, e->channel,
+                                              c->cfg.slot_bytes, c->uid, (uint32_t)i, h));
+    } else if (e->dir == GPURING_CONN_RECV) {
+        GPURING_CHECK(gpuring_conn_shm_recv_create(conn, e->peer, e->channel, c->cfg.slot_bytes,
+                                                   c->uid, h));
+    } else {
+        return GPURING_OK; /* shm sender: maps the receiver's FIFO at connect */
     }
+    h->kind = (int32_t)e->kind;
     return GPURING_OK;
 }
 
-static gpuring_status_t comm_conns_connect(gpuring_comm_t *c, const gpuring_conn_handle_t *all,
-                                           const gpuring_peer_info_t *peers,
-                                           const char *addrs, size_t addr_stride)
+/* The peer's end of edge i, from the allgathered handles. */
+static const gpuring_conn_handle_t *comm_remote_end(const gpuring_comm_t *c, int i,
+                                                    const gpuring_conn_handle_t *all,
+                                                    int per_rank)
 {
-    const gpuring_graph_t *g = &c->graph;
-    const int per_rank = 2 * g->nchannels;
+    const gpuring_comm_edge_t *e = &c->edges[i];
+    const gpuring_conn_handle_t *h = all + (size_t)e->peer * (size_t)per_rank;
+    const int32_t want_dir = e->dir == GPURING_CONN_SEND ? GPURING_CONN_RECV : GPURING_CONN_SEND;
 
-    for (int ch = 0; ch < g->nchannels; ch++) {
-        int prev = g->prev[ch], next = g->next[ch];
-        const gpuring_conn_handle_t *to_next =
-            comm_find_handle(all, per_rank, next, g->rank, ch, GPURING_CONN_RECV);
-
-        if (to_next == NULL) {
-            GPURING_ERROR(GPURING_SUBSYS_INIT, "rank %d published no connection for channel %d",
-                          next, ch);
-            return GPURING_ERR_INVALID;
-        }
-        if (to_next->type == GPURING_CONN_SHM) {
-            GPURING_CHECK(gpuring_conn_shm_send_connect(&c->send[ch], next, ch, to_next));
-        } else {
-            GPURING_CHECK(gpuring_conn_net_connect(
-                c->proxy, &c->send[ch], to_next,
-                peers[next].host_hash ^ (uint64_t)peers[next].pid, addrs + addr_stride * next,
-                addr_stride));
-        }
-        if (c->recv[ch].type == GPURING_CONN_NET) {
-            const gpuring_conn_handle_t *from_prev =
-                comm_find_handle(all, per_rank, prev, g->rank, ch, GPURING_CONN_SEND);
-            if (from_prev == NULL) {
-                GPURING_ERROR(GPURING_SUBSYS_INIT,
-                              "rank %d published no net send for channel %d", prev, ch);
-                return GPURING_ERR_INVALID;
-            }
-            GPURING_CHECK(gpuring_conn_net_connect(
-                c->proxy, &c->recv[ch], from_prev,
-                peers[prev].host_hash ^ (uint64_t)peers[prev].pid, addrs + addr_stride * prev,
-                addr_stride));
+    for (int k = 0; k < per_rank; k++) {
+        if (h[k].type != 0 && h[k].peer == c->graph.rank && h[k].channel == e->channel &&
+            h[k].dir == want_dir && h[k].kind == (int32_t)e->kind) {
+            return &h[k];
         }
     }
-    return GPURING_OK;
+    GPURING_ERROR(GPURING_SUBSYS_INIT, "rank %d published no %s %s end for channel %d",
+                  e->peer, comm_edge_kind_name(e->kind), want_dir == GPURING_CONN_RECV ? "recv"
+                                                                                     : "send",
+                  e->channel);
+    return NULL;
+}
+
+/* Connect edge i to the peer's end; a shm receiver has nothing to do. */
+static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
+                                         const gpuring_conn_handle_t *all, int per_rank)
+{
+    const gpuring_comm_edge_t *e = &c->edges[i];
+    gpuring_conn_t *conn = &c->conns[i];
+    uint64_t key = c->peers[e->peer].host_hash ^ (uint64_t)c->peers[e->peer].pid;
+    const gpuring_conn_handle_t *remote;
+
+    if (comm_same_node(c, e->peer) && e->dir == GPURING_CONN_RECV) return GPURING_OK;
+    remote = comm_remote_end(c, i, all, per_rank);
+    if (remote == NULL) return GPURING_ERR_INVALID;
+    if (!comm_same_node(c, e->peer)) {
+        return gpuring_conn_net_connect(c->proxy, conn, remote, key,
+                                        c->peer_addrs + c->addr_stride * (size_t)e->peer,
+                                        c->addr_stride);
+    }
+    return gpuring_conn_shm_send_connect(conn, e->peer, e->channel, remote);
 }
 
 static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
@@ -110,49 +148,92 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
 }
 
 /*
- * Exchange UCX addresses if any rank crosses nodes.  Ranks with no NET
- * connection take part with an empty address and never start the proxy.
+ * Connect edges [first, nconns) on every rank: all-or-nothing.  A local
+ * failure still takes part in every exchange; on failure the new ends are
+ * destroyed and nconns goes back to first on every rank.
  */
-static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st,
-                                       char **addrs_p, size_t *stride_p)
+static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_status_t local_st)
 {
-    const gpuring_graph_t *g = &c->graph;
+    gpuring_conn_handle_t *mine, *all;
+    int per_rank, bad_rank = -1, max_local = c->nconns - first;
+    int32_t counts_mine = max_local, *counts;
+    gpuring_status_t st;
+
+    /* every rank publishes as many handles as the rank with the most edges */
+    counts = malloc(sizeof(int32_t) * (size_t)c->boot.size);
+    if (counts == NULL) return GPURING_ERR_NO_MEMORY;
+    st = gpuring_bootstrap_allgather(&c->boot, &counts_mine, counts, sizeof(counts_mine));
+    per_rank = 1;
+    for (int r = 0; st == GPURING_OK && r < c->boot.size; r++) {
+        per_rank = GPURING_MAX(per_rank, counts[r]);
+    }
+    free(counts);
+    if (st != GPURING_OK) return st;
+
+    mine = calloc((size_t)per_rank, sizeof(*mine));
+    all = calloc((size_t)per_rank * (size_t)c->boot.size, sizeof(*all));
+    if (mine == NULL || all == NULL) {
+        free(mine);
+        free(all);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
+        local_st = comm_end_create(c, i, &mine[i - first]);
+    }
+    if (local_st != GPURING_OK) memset(mine, 0, sizeof(*mine) * (size_t)per_rank);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, all,
+                                                   sizeof(*mine) * (size_t)per_rank),
+                       st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank), st, out);
+    for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
+        local_st = comm_end_connect(c, i, all, per_rank);
+    }
+    st = gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank);
+    for (int i = first; i < c->nconns; i++) {
+        if (c->conns[i].type == GPURING_CONN_SHM) gpuring_conn_shm_unlink(&c->conns[i]);
+    }
+out:
+    if (st == GPURING_ERR_REMOTE) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "connecting failed on rank %d", bad_rank);
+    }
+    if (st != GPURING_OK) {
+        for (int i = first; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
+        c->nconns = first;
+    }
+    free(mine);
+    free(all);
+    return st;
+}
+
+/* UCX addresses, when the communicator spans nodes: every rank takes part. */
+static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st)
+{
     const void *addr = NULL;
     size_t addr_len = 0;
-    int need = 0;
 
-    if (g->nnodes == 1) return GPURING_OK;
-    for (int ch = 0; ch < g->nchannels; ch++) {
-        need |= g->node[g->prev[ch]] != g->node[g->rank] ||
-                g->node[g->next[ch]] != g->node[g->rank];
-    }
-    if (need && *local_st == GPURING_OK) {
+    if (c->graph.nnodes == 1) return GPURING_OK;
+    if (*local_st == GPURING_OK) {
         gpuring_proxy_config_t pcfg = {.wait_timeout = c->cfg.wait_timeout};
         *local_st = gpuring_proxy_get(&pcfg, &c->proxy);
-        if (*local_st == GPURING_OK) {
-            *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
-        }
+        if (*local_st == GPURING_OK) *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
         if (*local_st != GPURING_OK) addr_len = 0;
     }
-    return gpuring_bootstrap_allgather_blob(&c->boot, addr, addr_len, (void **)addrs_p, stride_p);
+    return gpuring_bootstrap_allgather_blob(&c->boot, addr, addr_len, (void **)&c->peer_addrs,
+                                            &c->addr_stride);
 }
 
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
                                      const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p)
 {
     gpuring_comm_t *c = calloc(1, sizeof(*c));
-    gpuring_peer_info_t me, *peers = NULL;
-    gpuring_conn_handle_t *mine = NULL, *all = NULL;
-    char *addrs = NULL;
-    size_t addr_stride = 0;
+    gpuring_peer_info_t me;
     gpuring_status_t st, local_st = GPURING_OK;
-    int bad_rank = -1, per_rank;
 
     if (c == NULL) return GPURING_ERR_NO_MEMORY;
     c->cfg = *cfg;
     c->boot = *boot;
-    peers = calloc((size_t)boot->size, sizeof(*peers));
-    if (peers == NULL) {
+    c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
+    if (c->peers == NULL) {
         free(c);
         return GPURING_ERR_NO_MEMORY;
     }
@@ -160,48 +241,26 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     /* 1. peer info; the uid is the largest proposal, so unused by all */
     gpuring_bootstrap_peer_info_local(&me, gpuring_graph_topo_local_numa(),
                                       __atomic_load_n(&comm_uid_next, __ATOMIC_RELAXED));
-    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, peers, sizeof(me)), st, out);
-    for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, peers[r].uid_next);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
+                       out);
+    for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, c->peers[r].uid_next);
     __atomic_store_n(&comm_uid_next, c->uid + 1, __ATOMIC_RELAXED);
 
     /* 2. graph: every rank computes the same one from the same peer info */
-    GPURING_CHECK_GOTO(gpuring_graph_build(peers, boot->size, boot->rank, cfg->ranks_per_node,
+    GPURING_CHECK_GOTO(gpuring_graph_build(c->peers, boot->size, boot->rank, cfg->ranks_per_node,
                                            cfg->nchannels, &c->graph),
                        st, out);
-
-    /* 3. UCX addresses, when the rings cross nodes */
-    GPURING_CHECK_GOTO(comm_net_setup(c, &local_st, &addrs, &addr_stride), st, out);
-
-    /* 4. connection handles: two per channel and rank (recv end, net send end) */
-    per_rank = 2 * c->graph.nchannels;
-    mine = calloc((size_t)per_rank, sizeof(*mine));
-    all = calloc((size_t)per_rank * (size_t)boot->size, sizeof(*all));
-    if (mine == NULL || all == NULL) {
-        st = GPURING_ERR_NO_MEMORY;
+    if (2 * GPURING_MAX_CHANNELS * 5 > COMM_MAX_EDGES) {
+        st = GPURING_ERR_INVALID;
         goto out;
     }
-    if (local_st == GPURING_OK) local_st = comm_conns_create(c, mine);
-    if (local_st != GPURING_OK) memset(mine, 0, sizeof(*mine) * (size_t)per_rank);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, all,
-                                                   sizeof(*mine) * (size_t)per_rank),
-                       st, out);
 
-    /* 5. everyone has its ends: connect, agree, then drop the shm names */
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank), st, failed);
-    local_st = comm_conns_connect(c, all, peers, addrs, addr_stride);
-    st = gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank);
-    for (int ch = 0; ch < c->graph.nchannels; ch++) {
-        if (c->recv[ch].type == GPURING_CONN_SHM) gpuring_conn_shm_unlink(&c->recv[ch]);
-    }
-failed:
-    if (st == GPURING_ERR_REMOTE) {
-        GPURING_INFO(GPURING_SUBSYS_INIT, "communicator setup failed on rank %d", bad_rank);
-    }
+    /* 3. UCX addresses when there is more than one node; 4-5. the rings */
+    GPURING_CHECK_GOTO(comm_net_setup(c, &local_st), st, out);
+    comm_edges_ring(c);
+    st = comm_connect(c, 0, local_st);
+
 out:
-    free(mine);
-    free(all);
-    free(addrs);
-    free(peers);
     if (st != GPURING_OK) {
         gpuring_comm_destroy(c);
         return st;
@@ -213,13 +272,80 @@ out:
 void gpuring_comm_destroy(gpuring_comm_t *c)
 {
     if (c == NULL) return;
-    for (int ch = 0; ch < GPURING_MAX_CHANNELS; ch++) {
-        comm_conn_destroy(c, &c->send[ch]);
-        comm_conn_destroy(c, &c->recv[ch]);
-    }
+    for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
     gpuring_graph_free(&c->graph);
+    free(c->peer_addrs);
+    free(c->peers);
     free(c->scratch);
     free(c);
+}
+
+/* Tree connections at the first tree call; on failure every rank stays on rings. */
+static int comm_trees_ready(gpuring_comm_t *c)
+{
+    int first = c->nconns;
+
+    if (c->tree_state == 0) {
+        comm_edges_tree(c);
+        c->tree_state = comm_connect(c, first, GPURING_OK) == GPURING_OK ? 1 : -1;
+        if (c->tree_state < 0) {
+            GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed: rings only from now on");
+        } else {
+            GPURING_INFO(GPURING_SUBSYS_INIT, "tree connections ready: %d, depth %d",
+                         c->nconns - first, c->graph.tree_depth);
+        }
+    }
+    return c->tree_state > 0;
+}
+
+/* The channel's program and connections for this call. */
+static void comm_channel_setup(gpuring_comm_t *c, const gpuring_plan_t *plan, int ch,
+                               size_t base, size_t n)
+{
+    const gpuring_graph_t *g = &c->graph;
+    gpuring_exec_channel_t *x = &c->exec[ch];
+
+    memset(x->send, 0, sizeof(x->send));
+    memset(x->recv, 0, sizeof(x->recv));
+    if (plan->algo == GPURING_ALGO_TREE) {
+        gpuring_tree_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                               g->tree_parent[ch] >= 0, g->tree_nchild[ch]);
+        if (g->tree_parent[ch] >= 0) {
+            x->send[0] = comm_conn(c, g->tree_parent[ch], ch, GPURING_CONN_SEND,
+                                   GPURING_EDGE_TREE_UP);
+            x->recv[0] = comm_conn(c, g->tree_parent[ch], ch, GPURING_CONN_RECV,
+                                   GPURING_EDGE_TREE_DOWN);
+        }
+        for (int i = 0; i < g->tree_nchild[ch]; i++) {
+            x->send[1 + i] = comm_conn(c, g->tree_child[ch][i], ch, GPURING_CONN_SEND,
+                                       GPURING_EDGE_TREE_DOWN);
+            x->recv[1 + i] = comm_conn(c, g->tree_child[ch][i], ch, GPURING_CONN_RECV,
+                                       GPURING_EDGE_TREE_UP);
+        }
+        return;
+    }
+    if (plan->algo == GPURING_ALGO_GATHER) {
+        gpuring_gather_prog_init(&x->prog, base, n, g->nranks, g->ring_ix[ch], plan->ordered);
+    } else {
+        gpuring_ring_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks, g->ring_ix[ch]);
+    }
+    x->send[0] = comm_conn(c, g->next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
+    x->recv[0] = comm_conn(c, g->prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
+}
+
+static gpuring_status_t comm_scratch(gpuring_comm_t *c, size_t bytes)
+{
+    void *grown;
+
+    if (c->scratch_bytes >= bytes) return GPURING_OK;
+    grown = realloc(c->scratch, bytes);
+    if (grown == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "out of memory for %zu B of gather scratch", bytes);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    c->scratch = grown;
+    c->scratch_bytes = bytes;
+    return GPURING_OK;
 }
 
 gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, void *recvbuf,
@@ -230,7 +356,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
                                   .nchannels = c->cfg.call_nchannels,
                                   .chunk_bytes = c->cfg.chunk_bytes,
-                                  .slot_bytes = c->cfg.slot_bytes};
+                                  .slot_bytes = c->cfg.slot_bytes,
+                                  .trees = c->tree_state >= 0};
     gpuring_plan_t plan;
     gpuring_exec_args_t args;
     size_t per_channel;
@@ -246,33 +373,20 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     order_free = g->nranks == 2 || type < GPURING_TYPE_FLOAT || op == GPURING_OP_MIN ||
                  op == GPURING_OP_MAX;
     gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
-    if (plan.ordered && c->scratch_bytes < count * es * (size_t)g->nranks) {
-        void *grown = realloc(c->scratch, count * es * (size_t)g->nranks);
-        if (grown == NULL) {
-            /* every rank planned the same: fail rather than diverge */
-            GPURING_ERROR(GPURING_SUBSYS_COLL, "out of memory for %zu B of gather scratch",
-                          count * es * (size_t)g->nranks);
-            c->broken = 1;
-            return GPURING_ERR_NO_MEMORY;
-        }
-        c->scratch = grown;
-        c->scratch_bytes = count * es * (size_t)g->nranks;
+    if (plan.algo == GPURING_ALGO_TREE && !comm_trees_ready(c)) {
+        tp.trees = 0; /* every rank saw the same failure */
+        gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
+    }
+    if (plan.ordered && comm_scratch(c, count * es * (size_t)g->nranks) != GPURING_OK) {
+        c->broken = 1; /* every rank planned the same: fail rather than diverge */
+        return GPURING_ERR_NO_MEMORY;
     }
 
     /* each channel runs the program over a contiguous part of the buffers */
     per_channel = GPURING_DIV_UP(count, (size_t)plan.nchannels);
     for (int ch = 0; ch < plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
-        size_t n = GPURING_MIN(per_channel, count - base);
-        if (plan.algo == GPURING_ALGO_GATHER) {
-            gpuring_gather_prog_init(&c->exec[ch].prog, base, n, g->nranks, g->ring_ix[ch],
-                                     plan.ordered);
-        } else {
-            gpuring_ring_prog_init(&c->exec[ch].prog, base, n, plan.chunk_elems, g->nranks,
-                                   g->ring_ix[ch]);
-        }
-        c->exec[ch].send = &c->send[ch];
-        c->exec[ch].recv = &c->recv[ch];
+        comm_channel_setup(c, &plan, ch, base, GPURING_MIN(per_channel, count - base));
     }
     args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
                                  .type = type, .op = op,
@@ -289,10 +403,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
 void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
 {
     int nnet = 0;
-    for (int ch = 0; ch < c->graph.nchannels; ch++) {
-        nnet += c->send[ch].type == GPURING_CONN_NET;
-        nnet += c->recv[ch].type == GPURING_CONN_NET;
-    }
+    for (int i = 0; i < c->nconns; i++) nnet += c->conns[i].type == GPURING_CONN_NET;
     snprintf(buf, len, "%d ranks, %d nodes, %d channels, ring prev %d next %d, %d net conns, "
              "%zu B slots", c->graph.nranks, c->graph.nnodes, c->graph.nchannels,
              c->graph.prev[0], c->graph.next[0], nnet, c->cfg.slot_bytes);

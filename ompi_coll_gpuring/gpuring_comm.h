@@ -29,6 +29,21 @@ typedef struct gpuring_comm_config {
     int ranks_per_node;    /* 0: real hosts */
 } gpuring_comm_config_t;
 
+/* What a connection is for; together with peer, channel and direction it
+ * names the connection on both ends. */
+typedef enum {
+    GPURING_EDGE_RING = 0,      /* ring: to next / from prev */
+    GPURING_EDGE_TREE_UP = 1,   /* tree: child -> parent (reduce) */
+    GPURING_EDGE_TREE_DOWN = 2, /* tree: parent -> child (broadcast) */
+} gpuring_edge_kind_t;
+
+typedef struct gpuring_comm_edge {
+    int peer;
+    int channel;
+    gpuring_conn_dir_t dir;
+    gpuring_edge_kind_t kind;
+} gpuring_comm_edge_t;
+
 typedef struct gpuring_comm {
     gpuring_comm_config_t cfg;
     gpuring_bootstrap_t boot;
@@ -36,8 +51,14 @@ typedef struct gpuring_comm {
     uint64_t uid;            /* unique among this process's communicators: tags */
     gpuring_proxy_t *proxy;  /* set when this rank has a NET connection */
     int broken;              /* a collective failed midway: refuse further calls */
-    gpuring_conn_t send[GPURING_MAX_CHANNELS];
-    gpuring_conn_t recv[GPURING_MAX_CHANNELS];
+    /* connections, one per edge; ring edges at setup, tree edges at first use */
+    int nconns;
+    gpuring_comm_edge_t edges[GPURING_MAX_CHANNELS * 10];
+    gpuring_conn_t conns[GPURING_MAX_CHANNELS * 10];
+    int tree_state;          /* 0 not connected, 1 connected, -1 failed: ring only */
+    char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
+    size_t addr_stride;
+    gpuring_peer_info_t *peers;
     gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;

@@ -58,7 +58,8 @@ typedef struct gpuring_conn_handle {
     int32_t dir;     /* gpuring_conn_dir_t of the publishing side */
     int32_t type;    /* gpuring_conn_type_t */
     uint32_t net_id; /* NET: id of this end at its process (tags) */
-    uint32_t pad;
+    int32_t kind;    /* the caller's label telling apart connections of one channel to
+                        one peer (ring, tree up, tree down); matched, never interpreted */
     uint64_t slot_bytes;
     char shm_name[GPURING_SHM_NAME_MAX]; /* SHM receiver: segment name */
 } gpuring_conn_handle_t;

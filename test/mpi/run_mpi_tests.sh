@@ -151,6 +151,15 @@ run_case() {
                     return
                 fi
                 ;;
+            tree)
+                # the tree really ran: its connections came up on every rank
+                for ((r = 0; r < np; r++)); do
+                    if ! grep -qE "\[gpuring rank $r\] tree connections ready" "$log"; then
+                        fail "$name" "rank $r did not connect its trees" "$log"
+                        return
+                    fi
+                done
+                ;;
             setupfail)
                 # one rank's failure must make every rank fall back
                 for ((r = 0; r < np; r++)); do
@@ -170,6 +179,11 @@ run_case() {
         fi
         local nerr
         nerr=$(grep -ciE '\[gpuring rank [0-9]+\].*(error|warn)' "$log")
+        if [[ $checks == *ready* && $checks != *timeout* && $nerr != 0 ]]; then
+            # a healthy run logs no gpuring warning: a fallback would hide a bug
+            fail "$name" "$nerr gpuring error/warn lines" "$log"
+            return
+        fi
         [ "$nerr" != 0 ] && echo "INFO $name: $nerr gpuring error/warn lines in log"
     fi
     pass "$name (${dt}s, $last)"
@@ -214,6 +228,19 @@ run_case "allreduce_slot4k_nch3_np3_rpn2" 3 2 ready "coll_gpuring_slot_size 4096
     allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
+
+# --- tree and ring forced, 2-6 ranks on 1-3 (virtual) nodes, uneven ones too
+run_case "tree_full_np3_rpn2" 3 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${FULL[@]}"
+run_case "tree_np2_rpn0" 2 0 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
+run_case "tree_np4_rpn2" 4 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${REDUCED[@]}"
+run_case "tree_np5_rpn2_slot4k_nch4" 5 2 ready,tree \
+    "coll_gpuring_algorithm tree coll_gpuring_slot_size 4096 coll_gpuring_nchannels 4" \
+    allreduce_check "${MEDIUM[@]}"
+run_case "tree_np6_rpn2" 6 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
+run_case "tree_np6_rpn4" 6 4 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
+run_case "tree_large_np4_rpn2" 4 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}"
+run_case "ring_np5_rpn2" 5 2 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
+run_case "ring_np6_rpn3" 6 3 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
 
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)

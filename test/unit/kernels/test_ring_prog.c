@@ -83,8 +83,8 @@ static void *rank_main(void *arg)
             gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
                                    r->chunk, r->n, ix);
         }
-        r->exec[c].send = &r->sendc[c];
-        r->exec[c].recv = &r->recvc[c];
+        r->exec[c].send[0] = &r->sendc[c];
+        r->exec[c].recv[0] = &r->recvc[c];
     }
     r->st = gpuring_exec_host_run(&a);
     return NULL;
