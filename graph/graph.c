@@ -21,40 +21,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Ranks sorted by (host hash, rank): each host's ranks are then consecutive. */
+typedef struct graph_host_rank {
+    uint64_t host_hash;
+    int rank;
+} graph_host_rank_t;
+
+static int graph_cmp_host(const void *a, const void *b)
+{
+    const graph_host_rank_t *x = a, *y = b;
+    if (x->host_hash != y->host_hash) return x->host_hash < y->host_hash ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
 static gpuring_status_t graph_nodes(const gpuring_peer_info_t *peers, int nranks,
                                     int ranks_per_node, gpuring_graph_t *g)
 {
-    int *host = malloc(sizeof(int) * (size_t)nranks);   /* first rank on the same host */
-    int *local = malloc(sizeof(int) * (size_t)nranks);  /* index among the host's ranks */
+    graph_host_rank_t *order = malloc(sizeof(*order) * (size_t)nranks);
     int *leader = malloc(sizeof(int) * (size_t)nranks); /* first rank of the same node */
 
-    if (host == NULL || local == NULL || leader == NULL) {
-        free(host); free(local); free(leader);
+    if (order == NULL || leader == NULL) {
+        free(order);
+        free(leader);
         return GPURING_ERR_NO_MEMORY;
     }
-    for (int r = 0; r < nranks; r++) {
-        host[r] = r;
-        local[r] = 0;
-        for (int q = 0; q < r; q++) {
-            if (peers[q].host_hash == peers[r].host_hash) {
-                if (host[r] == r) host[r] = q;
-                local[r]++;
-            }
-        }
+    for (int r = 0; r < nranks; r++) order[r] = (graph_host_rank_t){peers[r].host_hash, r};
+    qsort(order, (size_t)nranks, sizeof(*order), graph_cmp_host);
+    for (int i = 0, local = 0; i < nranks; i++) {
+        int r = order[i].rank;
+        int same_host = i > 0 && order[i - 1].host_hash == order[i].host_hash;
+        local = same_host ? local + 1 : 0;
+        /* a new node at each host, and every ranks_per_node ranks of a host */
+        leader[r] = same_host && (ranks_per_node <= 0 || local % ranks_per_node != 0)
+                        ? leader[order[i - 1].rank]
+                        : r;
     }
+    /* nodes numbered by their lowest rank */
     g->nnodes = 0;
     for (int r = 0; r < nranks; r++) {
-        leader[r] = r;
-        for (int q = 0; q < r; q++) {
-            if (host[q] == host[r] &&
-                (ranks_per_node <= 0 || local[q] / ranks_per_node == local[r] / ranks_per_node)) {
-                leader[r] = q;
-                break;
-            }
-        }
         g->node[r] = leader[r] == r ? g->nnodes++ : g->node[leader[r]];
     }
-    free(host); free(local); free(leader);
+    free(order);
+    free(leader);
     return GPURING_OK;
 }
 
@@ -132,7 +140,6 @@ gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nrank
                                      int ranks_per_node, int nchannels, gpuring_graph_t *g)
 {
     gpuring_status_t st;
-    int pos = 0;
 
     memset(g, 0, sizeof(*g));
     if (nchannels < 1 || nchannels > GPURING_MAX_CHANNELS) {
@@ -151,11 +158,17 @@ gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nrank
     }
     GPURING_CHECK_GOTO(graph_nodes(peers, nranks, ranks_per_node, g), st, err);
 
-    /* ring 0: node by node, ranks of a node in rank order */
-    for (int n = 0; n < g->nnodes; n++) {
-        for (int r = 0; r < nranks; r++) {
-            if (g->node[r] == n) g->rings[pos++] = r;
+    /* ring 0: node by node, ranks of a node in rank order (a counting sort) */
+    {
+        int *start = calloc((size_t)g->nnodes + 1, sizeof(int));
+        if (start == NULL) {
+            st = GPURING_ERR_NO_MEMORY;
+            goto err;
         }
+        for (int r = 0; r < nranks; r++) start[g->node[r] + 1]++;
+        for (int n = 0; n < g->nnodes; n++) start[n + 1] += start[n];
+        for (int r = 0; r < nranks; r++) g->rings[start[g->node[r]]++] = r;
+        free(start);
     }
     for (int c = 0; c < nchannels; c++) {
         int *ring = g->rings + (size_t)c * (size_t)nranks;

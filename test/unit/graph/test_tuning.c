@@ -1,0 +1,86 @@
+/*
+ * test_tuning.c -- the cost model's decisions: trees for small messages on
+ * many nodes, the choice flipping to the ring as messages grow and never
+ * back, the gather only where it may run (one slot, scratch limit), forced
+ * algorithms honoured when possible, channels growing with the size.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "test/unit/unit_test.h"
+
+static void build(int nranks, int per_node, gpuring_graph_t *g)
+{
+    gpuring_peer_info_t *peers = calloc((size_t)nranks, sizeof(*peers));
+    for (int r = 0; r < nranks; r++) peers[r].host_hash = (uint64_t)(r / per_node) + 1;
+    EXPECT(gpuring_graph_build(peers, nranks, 0, 0, 2, g) == GPURING_OK, "build %d", nranks);
+    free(peers);
+}
+
+static gpuring_plan_t plan(const gpuring_graph_t *g, gpuring_algo_t algo, size_t bytes,
+                          int order_free, int trees)
+{
+    gpuring_tuning_params_t p = {.algo = algo, .trees = trees, .nchannels = 0,
+                                 .chunk_bytes = 0, .slot_bytes = 512 * 1024};
+    gpuring_plan_t out;
+    gpuring_tuning_plan(g, &p, bytes / 4, 4, order_free, &out);
+    return out;
+}
+
+int main(void)
+{
+    static const int shapes[][2] = {{4, 1}, {8, 1}, {64, 1}, {64, 8}, {1024, 4}};
+    gpuring_graph_t g;
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int n = shapes[i][0], k = shapes[i][1], flipped = 0, back = 0;
+
+        build(n, k, &g);
+        EXPECT(plan(&g, GPURING_ALGO_AUTO, 64, 0, 1).algo == GPURING_ALGO_TREE || n <= 8,
+               "%d ranks on %d nodes: 64 B should use a tree", n, g.nnodes);
+        for (size_t b = 4; b <= (size_t)1 << 30; b *= 2) {
+            gpuring_algo_t a = plan(&g, GPURING_ALGO_AUTO, b, 0, 1).algo;
+            if (a == GPURING_ALGO_GATHER) continue;
+            if (a == GPURING_ALGO_RING) flipped = 1;
+            if (flipped && a == GPURING_ALGO_TREE) back = 1;
+        }
+        EXPECT(flipped && !back, "%d ranks: tree -> ring as size grows (flipped %d, back %d)", n,
+               flipped, back);
+        EXPECT(plan(&g, GPURING_ALGO_AUTO, (size_t)1 << 30, 0, 1).algo == GPURING_ALGO_RING,
+               "%d ranks: 1 GiB is a ring", n);
+        /* trees unusable (their connections failed): never chosen, not even forced */
+        EXPECT(plan(&g, GPURING_ALGO_AUTO, 64, 0, 0).algo != GPURING_ALGO_TREE &&
+                   plan(&g, GPURING_ALGO_TREE, 64, 0, 0).algo == GPURING_ALGO_RING,
+               "%d ranks: no trees without tree connections", n);
+        gpuring_graph_free(&g);
+    }
+
+    /* gather: chosen for tiny calls on few nodes, only where it may run */
+    build(4, 1, &g);
+    EXPECT(plan(&g, GPURING_ALGO_AUTO, 8, 1, 1).algo == GPURING_ALGO_GATHER,
+           "4 nodes, 8 B: the gather's 3 steps beat the tree's 4");
+    EXPECT(plan(&g, GPURING_ALGO_GATHER, 1 << 20, 1, 1).algo == GPURING_ALGO_RING,
+           "a forced gather larger than a slot runs as a ring");
+    EXPECT(plan(&g, GPURING_ALGO_GATHER, 64, 0, 1).ordered, "order-sensitive gather is ordered");
+    EXPECT(!plan(&g, GPURING_ALGO_GATHER, 64, 1, 1).ordered, "order-free gather is not");
+    EXPECT(plan(&g, GPURING_ALGO_GATHER, 64, 1, 1).nchannels == 1, "gather uses one channel");
+    EXPECT(plan(&g, GPURING_ALGO_TREE, 1 << 24, 0, 1).algo == GPURING_ALGO_TREE,
+           "forced tree honoured");
+    EXPECT(plan(&g, GPURING_ALGO_RING, 8, 1, 1).algo == GPURING_ALGO_RING, "forced ring honoured");
+    /* channels: one for small calls, all of them for large ones */
+    EXPECT(plan(&g, GPURING_ALGO_RING, 4096, 0, 1).nchannels == 1, "4 KiB: one channel");
+    EXPECT(plan(&g, GPURING_ALGO_RING, 64 << 20, 0, 1).nchannels == 2, "64 MiB: both channels");
+    EXPECT(plan(&g, GPURING_ALGO_RING, 64 << 20, 0, 1).chunk_elems == 512 * 1024 / 4,
+           "chunk = one slot");
+    gpuring_graph_free(&g);
+    /* the model's costs: latency counts steps, bandwidth counts bytes */
+    build(64, 1, &g);
+    EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 8) < gpuring_tuning_cost(&g, GPURING_ALGO_RING, 8),
+           "64 nodes, 8 B: tree cheaper");
+    EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_RING, 1 << 30) <
+               gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 1 << 30),
+           "64 nodes, 1 GiB: ring cheaper");
+    gpuring_graph_free(&g);
+    return unit_report();
+}
