@@ -91,12 +91,13 @@ static uint64_t bootstrap_host_hash(void)
     return h;
 }
 
-void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, int numa, uint64_t uid_next)
+void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_next)
 {
     memset(info, 0, sizeof(*info));
     info->host_hash = bootstrap_host_hash();
     info->pid = (int32_t)getpid();
-    info->numa = numa;
+    info->numa = -1;
+    info->nic = -1;
     info->uid_next = uid_next;
 }
 

@@ -53,11 +53,16 @@ typedef struct gpuring_peer_info {
     uint64_t host_hash; /* hash of the host name (+ boot id): groups ranks into hosts */
     int32_t pid;
     int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
+    int32_t nic;        /* nearest NIC in its node's topology, -1 if none */
+    char gpu_busid[16]; /* its GPU's PCI bus id, "" without one */
     uint64_t uid_next;  /* this process's next free communicator uid (for tags) */
 } gpuring_peer_info_t;
 
-/* Fill this process's peer info (numa from the caller: graph/ knows hwloc). */
-void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, int numa, uint64_t uid_next);
+/*
+ * Fill this process's host hash, pid and uid proposal; where it sits in the
+ * node (numa, nic, gpu_busid) is filled by the caller from graph/'s hwloc.
+ */
+void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_next);
 
 /*
  * Exchange variable-length blobs (UCX worker addresses): everyone

@@ -136,8 +136,8 @@ static gpuring_status_t graph_trees(gpuring_graph_t *g)
     return GPURING_OK;
 }
 
-gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nranks, int rank,
-                                     int ranks_per_node, int nchannels, gpuring_graph_t *g)
+gpuring_status_t gpuring_graph_init(const gpuring_peer_info_t *peers, int nranks, int rank,
+                                    int ranks_per_node, int nchannels, gpuring_graph_t *g)
 {
     gpuring_status_t st;
 
@@ -156,38 +156,104 @@ gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nrank
         gpuring_graph_free(g);
         return GPURING_ERR_NO_MEMORY;
     }
-    GPURING_CHECK_GOTO(graph_nodes(peers, nranks, ranks_per_node, g), st, err);
+    st = graph_nodes(peers, nranks, ranks_per_node, g);
+    if (st != GPURING_OK) gpuring_graph_free(g);
+    return st;
+}
 
-    /* ring 0: node by node, ranks of a node in rank order (a counting sort) */
-    {
-        int *start = calloc((size_t)g->nnodes + 1, sizeof(int));
-        if (start == NULL) {
-            st = GPURING_ERR_NO_MEMORY;
-            goto err;
-        }
-        for (int r = 0; r < nranks; r++) start[g->node[r] + 1]++;
-        for (int n = 0; n < g->nnodes; n++) start[n + 1] += start[n];
-        for (int r = 0; r < nranks; r++) g->rings[start[g->node[r]]++] = r;
-        free(start);
+gpuring_status_t gpuring_graph_local_order(const gpuring_graph_t *g, gpuring_topo_t *topo,
+                                           const gpuring_topo_loc_t *locs, int32_t *pos)
+{
+    int nlocal = 0, me = -1;
+    int *local = malloc(sizeof(int) * (size_t)g->nranks);
+    gpuring_path_t *dist = NULL;
+    int *order = NULL;
+    gpuring_status_t st = GPURING_OK;
+
+    if (local == NULL) return GPURING_ERR_NO_MEMORY;
+    for (int r = 0; r < g->nranks; r++) {
+        if (g->node[r] != g->node[g->rank]) continue;
+        if (r == g->rank) me = nlocal;
+        local[nlocal++] = r;
     }
-    for (int c = 0; c < nchannels; c++) {
+    /* default: rank order inside the node */
+    for (int c = 0; c < g->nchannels; c++) pos[c] = me;
+    if (topo == NULL || nlocal < 2) goto out;
+    dist = malloc(sizeof(*dist) * (size_t)nlocal * (size_t)nlocal);
+    order = malloc(sizeof(int) * (size_t)nlocal * (size_t)g->nchannels);
+    if (dist == NULL || order == NULL) {
+        st = GPURING_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < nlocal; i++) {
+        for (int j = 0; j < nlocal; j++) {
+            dist[i * nlocal + j] = gpuring_graph_topo_path(topo, &locs[local[i]], &locs[local[j]]);
+        }
+    }
+    GPURING_CHECK_GOTO(gpuring_graph_ring_order(dist, nlocal, g->nchannels, order), st, out);
+    for (int c = 0; c < g->nchannels; c++) {
+        for (int k = 0; k < nlocal; k++) {
+            if (order[c * nlocal + k] == me) pos[c] = k;
+        }
+    }
+out:
+    free(local);
+    free(dist);
+    free(order);
+    return st;
+}
+
+typedef struct graph_ring_key {
+    int node, pos, rank;
+} graph_ring_key_t;
+
+static int graph_cmp_ring(const void *a, const void *b)
+{
+    const graph_ring_key_t *x = a, *y = b;
+    if (x->node != y->node) return x->node - y->node;
+    if (x->pos != y->pos) return x->pos - y->pos;
+    return x->rank - y->rank;
+}
+
+gpuring_status_t gpuring_graph_connect(gpuring_graph_t *g, const int32_t *pos)
+{
+    const int nranks = g->nranks;
+    graph_ring_key_t *keys = malloc(sizeof(*keys) * (size_t)nranks);
+    gpuring_status_t st;
+
+    if (keys == NULL) return GPURING_ERR_NO_MEMORY;
+    /* ring c: node by node, a node's ranks by their position in its order */
+    for (int c = 0; c < g->nchannels; c++) {
         int *ring = g->rings + (size_t)c * (size_t)nranks;
-        if (c > 0) memcpy(ring, g->rings, sizeof(int) * (size_t)nranks);
+        for (int r = 0; r < nranks; r++) {
+            keys[r] = (graph_ring_key_t){g->node[r], pos ? pos[(size_t)r * g->nchannels + c] : r, r};
+        }
+        qsort(keys, (size_t)nranks, sizeof(*keys), graph_cmp_ring);
+        for (int i = 0; i < nranks; i++) ring[i] = keys[i].rank;
         for (int i = 0; i < nranks; i++) {
-            if (ring[i] == rank) {
+            if (ring[i] == g->rank) {
                 g->ring_ix[c] = i;
                 g->prev[c] = ring[(i + nranks - 1) % nranks];
                 g->next[c] = ring[(i + 1) % nranks];
             }
         }
     }
-    GPURING_CHECK_GOTO(gpuring_graph_rings_check(g), st, err);
-    GPURING_CHECK_GOTO(graph_trees(g), st, err);
+    free(keys);
+    GPURING_CHECK(gpuring_graph_rings_check(g));
+    st = graph_trees(g);
     GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "%d ranks on %d nodes, %d channels, prev %d next %d",
-                  nranks, g->nnodes, nchannels, g->prev[0], g->next[0]);
-    return GPURING_OK;
-err:
-    gpuring_graph_free(g);
+                  nranks, g->nnodes, g->nchannels, g->prev[0], g->next[0]);
+    return st;
+}
+
+gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nranks, int rank,
+                                     int ranks_per_node, int nchannels, gpuring_graph_t *g)
+{
+    gpuring_status_t st;
+
+    GPURING_CHECK(gpuring_graph_init(peers, nranks, rank, ranks_per_node, nchannels, g));
+    st = gpuring_graph_connect(g, NULL);
+    if (st != GPURING_OK) gpuring_graph_free(g);
     return st;
 }
 

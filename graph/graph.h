@@ -112,7 +112,21 @@ void gpuring_graph_btree(int n, int node, int *parent_p, int *child0_p, int *chi
 void gpuring_graph_dtree(int n, int node, int parent_p[2], int child0_p[2], int child1_p[2]);
 
 /* ---- graph.c -------------------------------------------------------------- */
-/* Group ranks into (virtual) nodes and build nchannels rings. */
+/*
+ * Setup runs in three steps, the middle one exchanged between them (NCCL's
+ * graph info allgather):
+ *   init          group ranks into (virtual) nodes
+ *   local_order   this rank's position in its node's ring, per channel, from
+ *                 the path classes between the node's ranks (pos[nchannels])
+ *   connect       rings and trees from every rank's positions (nranks rows of
+ *                 nchannels; NULL: rank order)
+ * build = init + connect(NULL), for tests and the simulation.
+ */
+gpuring_status_t gpuring_graph_init(const gpuring_peer_info_t *peers, int nranks, int rank,
+                                    int ranks_per_node, int nchannels, gpuring_graph_t *graph);
+gpuring_status_t gpuring_graph_local_order(const gpuring_graph_t *graph, gpuring_topo_t *topo,
+                                           const gpuring_topo_loc_t *locs, int32_t *pos);
+gpuring_status_t gpuring_graph_connect(gpuring_graph_t *graph, const int32_t *pos);
 gpuring_status_t gpuring_graph_build(const gpuring_peer_info_t *peers, int nranks, int rank,
                                      int ranks_per_node, int nchannels,
                                      gpuring_graph_t *graph);

@@ -30,6 +30,7 @@ typedef struct mca_coll_gpuring_component {
     size_t slot_size;
     int wait_timeout;
     int ranks_per_node;
+    char *topo_xml;
 
     int output; /* opal_output stream */
 } mca_coll_gpuring_component_t;

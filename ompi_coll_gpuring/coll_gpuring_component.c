@@ -46,6 +46,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .slot_size = 512 * 1024,
     .wait_timeout = 300,
     .ranks_per_node = 0,
+    .topo_xml = NULL,
     .output = -1,
 };
 
@@ -118,6 +119,14 @@ static int gpuring_register(void)
                          "this many ranks, which talk over UCX as separate nodes would (0: real "
                          "hosts)",
                          OPAL_INFO_LVL_9, &c->ranks_per_node);
+    c->topo_xml = "";
+    (void)mca_base_component_var_register(
+        v, "topo_xml",
+        "hwloc XML file describing the node, used instead of this machine's topology to "
+        "order the ranks of a node in each channel's ring (testing; '' = this machine). "
+        "Ranks without a GPU then play the node's GPUs in order",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->topo_xml);
     return OMPI_SUCCESS;
 }
 

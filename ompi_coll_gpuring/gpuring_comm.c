@@ -222,6 +222,65 @@ static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *loca
                                             &c->addr_stride);
 }
 
+/* This rank's peer info: host, pid, uid proposal, and its place in the node. */
+static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *me)
+{
+    gpuring_topo_t *topo = NULL;
+    gpuring_topo_loc_t loc = {.numa = -1, .nic = -1, .gpu_busid = ""};
+
+    gpuring_bootstrap_peer_info_local(me, __atomic_load_n(&comm_uid_next, __ATOMIC_RELAXED));
+    /* without a topology the ranks still run, in rank order */
+    if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) == GPURING_OK) {
+        /* no GPU yet (host buffers): with an XML machine, the i-th rank of a
+         * (virtual) node plays its i-th GPU */
+        int fake = -1;
+        if (c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0') {
+            fake = c->cfg.ranks_per_node > 0 ? c->boot.rank % c->cfg.ranks_per_node
+                                             : c->boot.rank;
+        }
+        gpuring_graph_topo_local(topo, NULL, fake, &loc);
+    }
+    me->numa = loc.numa;
+    me->nic = loc.nic;
+    memcpy(me->gpu_busid, loc.gpu_busid, sizeof(me->gpu_busid));
+    return GPURING_OK;
+}
+
+/* Everyone's position in its node's ring per channel, then rings and trees. */
+static gpuring_status_t comm_graph_connect(gpuring_comm_t *c)
+{
+    const int n = c->boot.size, nch = c->graph.nchannels;
+    gpuring_topo_t *topo = NULL;
+    gpuring_topo_loc_t *locs = calloc((size_t)n, sizeof(*locs));
+    int32_t mine[GPURING_MAX_CHANNELS] = {0};
+    int32_t *pos = calloc((size_t)n * (size_t)nch, sizeof(int32_t));
+    gpuring_status_t st = GPURING_ERR_NO_MEMORY;
+
+    if (pos == NULL) {
+        free(locs);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    if (locs != NULL) {
+        for (int r = 0; r < n; r++) {
+            locs[r].numa = c->peers[r].numa;
+            locs[r].nic = c->peers[r].nic;
+            memcpy(locs[r].gpu_busid, c->peers[r].gpu_busid, sizeof(locs[r].gpu_busid));
+        }
+        if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) != GPURING_OK) topo = NULL;
+        st = gpuring_graph_local_order(&c->graph, topo, locs, mine);
+    }
+    /* every rank takes part in the exchange and the agreement, whatever happened */
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, pos,
+                                                   sizeof(int32_t) * (size_t)nch),
+                       st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, st, NULL), st, out);
+    st = gpuring_graph_connect(&c->graph, pos);
+out:
+    free(locs);
+    free(pos);
+    return st;
+}
+
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
                                      const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p)
 {
@@ -238,22 +297,20 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
         return GPURING_ERR_NO_MEMORY;
     }
 
-    /* 1. peer info; the uid is the largest proposal, so unused by all */
-    gpuring_bootstrap_peer_info_local(&me, gpuring_graph_topo_local_numa(),
-                                      __atomic_load_n(&comm_uid_next, __ATOMIC_RELAXED));
+    /* 1. peer info, with where this rank sits in its node; the uid is the
+     *    largest proposal, so unused by all */
+    GPURING_CHECK_GOTO(comm_peer_info(c, &me), st, out);
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
                        out);
     for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, c->peers[r].uid_next);
     __atomic_store_n(&comm_uid_next, c->uid + 1, __ATOMIC_RELAXED);
 
-    /* 2. graph: every rank computes the same one from the same peer info */
-    GPURING_CHECK_GOTO(gpuring_graph_build(c->peers, boot->size, boot->rank, cfg->ranks_per_node,
-                                           cfg->nchannels, &c->graph),
+    /* 2. graph: nodes, this node's ring orders, everyone's positions (the
+     *    graph info exchange), rings and trees -- the same on every rank */
+    GPURING_CHECK_GOTO(gpuring_graph_init(c->peers, boot->size, boot->rank, cfg->ranks_per_node,
+                                          cfg->nchannels, &c->graph),
                        st, out);
-    if (2 * GPURING_MAX_CHANNELS * 5 > COMM_MAX_EDGES) {
-        st = GPURING_ERR_INVALID;
-        goto out;
-    }
+    GPURING_CHECK_GOTO(comm_graph_connect(c), st, out);
 
     /* 3. UCX addresses when there is more than one node; 4-5. the rings */
     GPURING_CHECK_GOTO(comm_net_setup(c, &local_st), st, out);

@@ -27,6 +27,7 @@ typedef struct gpuring_comm_config {
     size_t chunk_bytes;    /* 0: one slot */
     double wait_timeout;   /* seconds */
     int ranks_per_node;    /* 0: real hosts */
+    const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it

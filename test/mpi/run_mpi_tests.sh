@@ -241,6 +241,10 @@ run_case "tree_np6_rpn4" 6 4 ready,tree "coll_gpuring_algorithm tree" allreduce_
 run_case "tree_large_np4_rpn2" 4 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}"
 run_case "ring_np5_rpn2" 5 2 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "ring_np6_rpn3" 6 3 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
+# topology-aware rings: 8 ranks as two virtual DGX-like nodes (test/fixtures)
+run_case "topo_dgx_np8_rpn4" 8 4 ready,tree \
+    "coll_gpuring_topo_xml $HERE/../fixtures/dgx_like.xml coll_gpuring_algorithm tree" \
+    allreduce_check -t int32,float,double -o sum,max -i -m world,rev -s "$SEED" -q "${XARG[@]}"
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
 
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)
