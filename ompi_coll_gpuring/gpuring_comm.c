@@ -12,12 +12,52 @@
  */
 #include "ompi_coll_gpuring/gpuring_comm.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Next communicator uid of this process; agreed as a max at each setup. */
+/*
+ * Communicator uids (20 bits of every UCX tag) must differ between any two
+ * live communicators a process belongs to.  Each setup reserves a fresh
+ * proposal here (fetch-add), agrees on the largest proposal of all members,
+ * and raises every member's floor past it, so later setups never meet it
+ * again.  What that cannot rule out -- setups running concurrently under
+ * MPI_THREAD_MULTIPLE over overlapping process sets, or 2^20 communicators
+ * later, a wrapped uid -- the registry of live uids catches: a collision
+ * fails this rank's setup, and the agreement makes every rank fall back.
+ */
+#define COMM_UID_BITS 20
 static uint64_t comm_uid_next = 1;
+static unsigned char comm_uid_live[(1u << COMM_UID_BITS) / 8];
+static pthread_mutex_t comm_uid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Claim (claim = 1) or release the uid; claiming a live uid fails. */
+static int comm_uid_mark(uint64_t uid, int claim)
+{
+    unsigned slot = (unsigned)(uid & ((1u << COMM_UID_BITS) - 1));
+    unsigned char bit = (unsigned char)(1u << (slot % 8));
+    int ok = 1;
+
+    pthread_mutex_lock(&comm_uid_lock);
+    if (claim && (comm_uid_live[slot / 8] & bit)) {
+        ok = 0;
+    } else if (claim) {
+        comm_uid_live[slot / 8] |= bit;
+    } else {
+        comm_uid_live[slot / 8] &= (unsigned char)~bit;
+    }
+    pthread_mutex_unlock(&comm_uid_lock);
+    return ok;
+}
+
+static void comm_uid_floor(uint64_t uid)
+{
+    uint64_t cur = __atomic_load_n(&comm_uid_next, __ATOMIC_RELAXED);
+    while (cur <= uid && !__atomic_compare_exchange_n(&comm_uid_next, &cur, uid + 1, 0,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
 
 #define COMM_MAX_EDGES ((int)(sizeof(((gpuring_comm_t *)0)->edges) / sizeof(gpuring_comm_edge_t)))
 
@@ -228,7 +268,7 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     gpuring_topo_t *topo = NULL;
     gpuring_topo_loc_t loc = {.numa = -1, .nic = -1, .gpu_busid = ""};
 
-    gpuring_bootstrap_peer_info_local(me, __atomic_load_n(&comm_uid_next, __ATOMIC_RELAXED));
+    gpuring_bootstrap_peer_info_local(me, __atomic_fetch_add(&comm_uid_next, 1, __ATOMIC_RELAXED));
     /* without a topology the ranks still run, in rank order */
     if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) == GPURING_OK) {
         /* no GPU yet (host buffers): with an XML machine, the i-th rank of a
@@ -303,7 +343,15 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
                        out);
     for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, c->peers[r].uid_next);
-    __atomic_store_n(&comm_uid_next, c->uid + 1, __ATOMIC_RELAXED);
+    comm_uid_floor(c->uid);
+    if (comm_uid_mark(c->uid, 1)) {
+        c->uid_claimed = 1;
+    } else {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "communicator uid %llu is in use in this process "
+                     "(concurrent setups?): this communicator falls back",
+                     (unsigned long long)c->uid);
+        local_st = GPURING_ERR_INVALID; /* reaches the agreement of step 5 */
+    }
 
     /* 2. graph: nodes, this node's ring orders, everyone's positions (the
      *    graph info exchange), rings and trees -- the same on every rank */
@@ -330,6 +378,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
 {
     if (c == NULL) return;
     for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
+    if (c->uid_claimed) comm_uid_mark(c->uid, 0);
     gpuring_graph_free(&c->graph);
     free(c->peer_addrs);
     free(c->peers);

@@ -50,6 +50,7 @@ typedef struct gpuring_comm {
     gpuring_bootstrap_t boot;
     gpuring_graph_t graph;
     uint64_t uid;            /* unique among this process's communicators: tags */
+    int uid_claimed;         /* uid registered as live in this process */
     gpuring_proxy_t *proxy;  /* set when this rank has a NET connection */
     int broken;              /* a collective failed midway: refuse further calls */
     /* connections, one per edge; ring edges at setup, tree edges at first use */
