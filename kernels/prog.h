@@ -69,5 +69,21 @@ typedef struct gpuring_prog {
     uint64_t nops;  /* operations in the whole program */
 } gpuring_prog_t;
 
+/* The fields every program has; each init sets the rest. */
+GPURING_HOSTDEV static inline void
+gpuring_prog_set(gpuring_prog_t *p, gpuring_prog_algo_t algo, size_t base, size_t count,
+                 size_t chunk, int nranks, int ring_ix)
+{
+    p->algo = algo;
+    p->base = base;
+    p->count = count;
+    p->chunk = chunk;
+    p->nranks = nranks;
+    p->ring_ix = ring_ix;
+    p->ordered = 0;
+    p->has_parent = 0;
+    p->nchildren = 0;
+}
+
 #endif /* GPURING_KERNELS_PROG_H */
 

@@ -26,12 +26,7 @@ GPURING_HOSTDEV static inline void
 gpuring_gather_prog_init(gpuring_prog_t *p, size_t base, size_t count, int nranks, int ring_ix,
                          int ordered)
 {
-    p->algo = GPURING_PROG_GATHER;
-    p->base = base;
-    p->count = count;
-    p->chunk = count;
-    p->nranks = nranks;
-    p->ring_ix = ring_ix;
+    gpuring_prog_set(p, GPURING_PROG_GATHER, base, count, count, nranks, ring_ix);
     p->ordered = ordered;
     p->nops = count > 0 ? (uint64_t)(nranks + (ordered ? 1 : 0)) : 0;
 }

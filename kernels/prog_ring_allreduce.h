@@ -30,12 +30,7 @@ gpuring_ring_prog_init(gpuring_prog_t *p, size_t base, size_t count, size_t chun
     size_t loop_elems = (size_t)nranks * chunk;
     uint64_t nloops = (count + loop_elems - 1) / loop_elems;
 
-    p->algo = GPURING_PROG_RING;
-    p->base = base;
-    p->count = count;
-    p->chunk = chunk;
-    p->nranks = nranks;
-    p->ring_ix = ring_ix;
+    gpuring_prog_set(p, GPURING_PROG_RING, base, count, chunk, nranks, ring_ix);
     p->nops = nloops * (uint64_t)(2 * nranks - 1);
 }
 

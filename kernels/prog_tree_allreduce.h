@@ -27,13 +27,7 @@ gpuring_tree_prog_init(gpuring_prog_t *p, size_t base, size_t count, size_t chun
 {
     uint64_t nchunks = (count + chunk - 1) / chunk;
 
-    p->algo = GPURING_PROG_TREE;
-    p->base = base;
-    p->count = count;
-    p->chunk = chunk;
-    p->nranks = nranks;
-    p->ring_ix = 0;
-    p->ordered = 0;
+    gpuring_prog_set(p, GPURING_PROG_TREE, base, count, chunk, nranks, 0);
     p->has_parent = has_parent;
     p->nchildren = nchildren;
     p->nops = 2 * nchunks;

@@ -127,16 +127,21 @@ run_case() {
         return
     fi
     if [ $ACTIVE = 1 ]; then
-        local c r
+        local c r missing
+        # every_rank PATTERN: the first rank whose log has no line "[gpuring rank R]PATTERN"
+        every_rank() {
+            for ((r = 0; r < np; r++)); do
+                grep -qE "\[gpuring rank $r\]$1" "$log" || { echo "$r"; return; }
+            done
+        }
         for c in ${checks//,/ }; do
             case $c in
             ready)
-                for ((r = 0; r < np; r++)); do
-                    if ! grep -qE "\[gpuring rank $r\] comm .* ready:" "$log"; then
-                        fail "$name" "gpuring did not run: no 'ready:' line from rank $r" "$log"
-                        return
-                    fi
-                done
+                missing=$(every_rank " comm .* ready:")
+                if [ -n "$missing" ]; then
+                    fail "$name" "gpuring did not run: no 'ready:' line from rank $missing" "$log"
+                    return
+                fi
                 ;;
             fallback)
                 if ! grep -q "allreduce fallback:" "$log"; then
@@ -153,21 +158,19 @@ run_case() {
                 ;;
             tree)
                 # the tree really ran: its connections came up on every rank
-                for ((r = 0; r < np; r++)); do
-                    if ! grep -qE "\[gpuring rank $r\] tree connections ready" "$log"; then
-                        fail "$name" "rank $r did not connect its trees" "$log"
-                        return
-                    fi
-                done
+                missing=$(every_rank " tree connections ready")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing did not connect its trees" "$log"
+                    return
+                fi
                 ;;
             setupfail)
                 # one rank's failure must make every rank fall back
-                for ((r = 0; r < np; r++)); do
-                    if ! grep -qE "\[gpuring rank $r\].*gpuring setup failed" "$log"; then
-                        fail "$name" "rank $r did not report the failed setup" "$log"
-                        return
-                    fi
-                done
+                missing=$(every_rank ".*gpuring setup failed")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing did not report the failed setup" "$log"
+                    return
+                fi
                 ;;
             esac
         done
