@@ -26,6 +26,7 @@ typedef struct mca_coll_gpuring_component {
     bool host_buffers;
     char *algorithm;
     int nchannels;
+    int channels_per_call;
     size_t chunk_size;
     size_t slot_size;
     int wait_timeout;

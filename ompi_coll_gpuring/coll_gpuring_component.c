@@ -42,6 +42,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .host_buffers = false,
     .algorithm = NULL,
     .nchannels = 2,
+    .channels_per_call = 0,
     .chunk_size = 0,
     .slot_size = 512 * 1024,
     .wait_timeout = 300,
@@ -99,6 +100,10 @@ static int gpuring_register(void)
                          "per communicator, 1-16; each call uses as many as its size makes "
                          "worthwhile",
                          OPAL_INFO_LVL_5, &c->nchannels);
+    gpuring_register_int("channels_per_call",
+                         "Channels every call uses, at most coll_gpuring_nchannels (0: as many "
+                         "as the call's size makes worthwhile, decided by the tuning model)",
+                         OPAL_INFO_LVL_5, &c->channels_per_call);
     (void)mca_base_component_var_register(
         v, "chunk_size",
         "Bytes moved per pipeline step (0: one FIFO slot); smaller chunks pipeline more finely",

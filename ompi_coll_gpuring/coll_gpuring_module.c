@@ -174,7 +174,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     gpuring_comm_config_t cfg = {
         .algo = gpuring_algo_from_name(c->algorithm),
         .nchannels = c->nchannels,
-        .call_nchannels = 0,
+        .call_nchannels = c->channels_per_call,
         .slot_bytes = c->slot_size,
         .chunk_bytes = c->chunk_size,
         .wait_timeout = c->wait_timeout,
