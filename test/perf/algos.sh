@@ -10,7 +10,7 @@
 #              GPURING_PERF_BIN (default: allreduce_perf next to this script)
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-NP=4 RPN=1 MINB=8 MAXB=64M FACTOR=8 REPS=3
+NP=4 RPN=1 MINB=8 MAXB=64M FACTOR=8 REPS=8
 while getopts "n:v:b:e:f:r:" o; do
     case $o in
     n) NP=$OPTARG ;; v) RPN=$OPTARG ;; b) MINB=$OPTARG ;; e) MAXB=$OPTARG ;;
