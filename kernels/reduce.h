@@ -2,14 +2,19 @@
  * reduce.h -- the element types and reduction operators gpuring runs, and
  * the host reduction primitive used by the host executor.
  *
- * The CUDA executor (a later issue) implements the same primitive on the GPU
- * with the same type/op enums, so a step program means the same thing on
- * both.
+ * kernels/reduce_cuda.h implements the same primitive on the GPU with the
+ * same type/op enums and bit-identical results, so a step program means the
+ * same thing on both.
  */
 #ifndef GPURING_KERNELS_REDUCE_H
 #define GPURING_KERNELS_REDUCE_H
 
 #include <stddef.h>
+
+#ifdef __cplusplus /* included by the CUDA sources */
+extern "C" {
+#endif
+
 #include "common/gpuring_common.h"
 
 typedef enum {
@@ -23,6 +28,12 @@ typedef enum {
     GPURING_TYPE_UINT64,
     GPURING_TYPE_FLOAT,
     GPURING_TYPE_DOUBLE,
+    /* 16-bit floats (ieee binary16, and bfloat16 = the top half of a
+     * float), stored as their 16-bit patterns.  appended after DOUBLE so no
+     * existing value moves: use gpuring_type_is_integer(), never a range
+     * test on the enum. */
+    GPURING_TYPE_FLOAT16,
+    GPURING_TYPE_BFLOAT16,
     GPURING_TYPE_COUNT
 } gpuring_type_t;
 
@@ -45,13 +56,27 @@ const char *gpuring_type_name(gpuring_type_t type);
 const char *gpuring_op_name(gpuring_op_t op);
 /* 1 if the op is defined on the type (bitwise/logical ops need integers). */
 int gpuring_op_supported(gpuring_type_t type, gpuring_op_t op);
+/* 1 for the (signed or unsigned) integer types, 0 for floats and unknown. */
+int gpuring_type_is_integer(gpuring_type_t type);
 
 /*
  * dst[i] = a[i] (op) b[i] for i < count.  dst may alias a or b exactly
  * (same pointer); no other overlap.  For commutative ops only, so the order
  * of a and b does not matter.
+ *
+ * float16/bfloat16: sum and prod convert both operands to float (exactly),
+ * do one float operation and round the result to nearest even; a nan
+ * result is the canonical quiet nan 0x7fff (sign and payload are not
+ * kept).  min/max compare the float values and return one operand's bits
+ * unchanged, with the (a < b ? a : b) rule of float min/max.  the result
+ * equals the correctly rounded exact sum or product (float has enough bits
+ * for the double rounding to be harmless).  reduce_host.c has the details.
  */
 void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
                          gpuring_type_t type, gpuring_op_t op);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GPURING_KERNELS_REDUCE_H */

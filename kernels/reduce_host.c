@@ -24,8 +24,22 @@
  *    reassociation), so results are exact relative to that operation.
  *  - band/bor/bxor are bitwise; land/lor/lxor yield 0 or 1, with c truth
  *    values: land = (a && b), lor = (a || b), lxor = (!a != !b).
+ *  - float16 (ieee binary16) and bfloat16 travel as uint16_t bit patterns.
+ *    sum/prod: both operands are widened to float (exact), one float op is
+ *    done, and the float is rounded to nearest even (overflow gives inf,
+ *    tiny results become subnormals or signed zero).  float's 24-bit
+ *    significand is at least 2p+2 for both (p = 11 and 8), so this double
+ *    rounding equals rounding the exact result once.  a nan result is the
+ *    canonical quiet nan 0x7fff, as cuda's conversions produce, so host and
+ *    gpu agree bit for bit (the x86 and gpu float units make different nan
+ *    bits, the conversion erases the difference).  min/max compare the
+ *    widened values with the rules above and store the chosen operand's
+ *    bits unchanged (a nan operand keeps its payload).
+ *    the conversions are written out here, no compiler half type needed;
+ *    kernels/reduce_dev.cuh does the same on the gpu with cuda's types.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/reduce.h"
 
@@ -56,6 +70,94 @@ _Static_assert(sizeof(unsigned int) == 4, "gpuring assumes 32-bit int");
 #define GPURING_REDUCE_OP_LAND(_t, _u, _x, _y) ((_t)(((_x) != 0) & ((_y) != 0)))
 #define GPURING_REDUCE_OP_LOR(_t, _u, _x, _y)  ((_t)(((_x) != 0) | ((_y) != 0)))
 #define GPURING_REDUCE_OP_LXOR(_t, _u, _x, _y) ((_t)(((_x) != 0) ^ ((_y) != 0)))
+
+/* ---- float16 / bfloat16 <-> float -------------------------------------- */
+#define GPURING_REDUCE_F16_CANONICAL_NAN 0x7fffu
+
+static inline float gpuring_reduce_bits_to_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static inline uint32_t gpuring_reduce_float_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+/* binary16 -> float, exact; inf stays inf, a nan keeps its payload */
+static inline float gpuring_reduce_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+
+    if (exp == 0x1fu) { /* inf, nan */
+        return gpuring_reduce_bits_to_float(sign | 0x7f800000u | (man << 13));
+    }
+    if (exp != 0) { /* normal: rebias 15 -> 127 */
+        return gpuring_reduce_bits_to_float(sign | ((exp + 112u) << 23) |
+                                            (man << 13));
+    }
+    /* zero or subnormal: man * 2^-24, exact in float */
+    float mag = (float)man * 0x1p-24f;
+    return sign ? -mag : mag;
+}
+
+/* float -> binary16, round to nearest even */
+static inline uint16_t gpuring_reduce_float_to_half(float f)
+{
+    uint32_t x = gpuring_reduce_float_to_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+
+    if (ax > 0x7f800000u) {
+        return GPURING_REDUCE_F16_CANONICAL_NAN;
+    }
+    /* 65520 = 65504 + half an ulp is a tie, and 65504's last bit is odd */
+    if (ax >= 0x477ff000u) {
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (ax >= 0x38800000u) { /* >= 2^-14: normal result */
+        /* round the 13 dropped bits to even, carry may bump the exponent */
+        uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
+        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+    }
+    if (ax <= 0x33000000u) { /* <= 2^-25: rounds to zero (2^-25 is a tie) */
+        return sign;
+    }
+    /* subnormal result: round(|f| * 2^24) to even; |f| = m * 2^(e-150) */
+    uint32_t e = ax >> 23;                    /* 102 .. 112 */
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;                /* 14 .. 24 */
+    uint32_t q = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (q & 1u))) {
+        q++; /* may become 0x400, the smallest normal: still right */
+    }
+    return (uint16_t)(sign | q);
+}
+
+/* bfloat16 -> float, exact: bfloat16 is the top half of a float */
+static inline float gpuring_reduce_bf16_to_float(uint16_t h)
+{
+    return gpuring_reduce_bits_to_float((uint32_t)h << 16);
+}
+
+/* float -> bfloat16, round to nearest even (overflow carries into inf) */
+static inline uint16_t gpuring_reduce_float_to_bf16(float f)
+{
+    uint32_t x = gpuring_reduce_float_to_bits(f);
+
+    if ((x & 0x7fffffffu) > 0x7f800000u) {
+        return GPURING_REDUCE_F16_CANONICAL_NAN;
+    }
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 
 typedef void (*gpuring_reduce_fn_t)(void *dst, const void *a, const void *b,
                                     size_t count);
@@ -102,6 +204,51 @@ GPURING_REDUCE_INT_FNS(uint64, uint64_t, uint64_t)
 GPURING_REDUCE_ARITH_FNS(float, float, float)
 GPURING_REDUCE_ARITH_FNS(double, double, double)
 
+/*
+ * 16-bit floats: _tn name, _ld/_st the conversions.  sum/prod round the
+ * float result back; min/max pick an operand and keep its bits.  the float
+ * result goes through a variable: c rounds it to float there even where
+ * float arithmetic runs in a wider format.
+ */
+#define GPURING_REDUCE_F16_FN(_tn, _on, _ld, _st, _expr)                     \
+    static void gpuring_reduce_##_tn##_##_on(void *dst, const void *a,       \
+                                             const void *b, size_t count)    \
+    {                                                                        \
+        uint16_t *d = (uint16_t *)dst;                                       \
+        const uint16_t *x = (const uint16_t *)a;                             \
+        const uint16_t *y = (const uint16_t *)b;                             \
+        for (size_t i = 0; i < count; i++) {                                 \
+            const uint16_t xi = x[i], yi = y[i];                             \
+            const float xf = _ld(xi), yf = _ld(yi);                          \
+            d[i] = (_expr);                                                  \
+        }                                                                    \
+    }
+
+static inline float gpuring_reduce_f32_sum(float x, float y)
+{
+    float r = x + y;
+    return r;
+}
+
+static inline float gpuring_reduce_f32_prod(float x, float y)
+{
+    float r = x * y;
+    return r;
+}
+
+#define GPURING_REDUCE_F16_FNS(_tn, _ld, _st)                                \
+    GPURING_REDUCE_F16_FN(_tn, sum, _ld, _st,                                \
+                          _st(gpuring_reduce_f32_sum(xf, yf)))               \
+    GPURING_REDUCE_F16_FN(_tn, prod, _ld, _st,                               \
+                          _st(gpuring_reduce_f32_prod(xf, yf)))              \
+    GPURING_REDUCE_F16_FN(_tn, min, _ld, _st, xf < yf ? xi : yi)             \
+    GPURING_REDUCE_F16_FN(_tn, max, _ld, _st, xf > yf ? xi : yi)
+
+GPURING_REDUCE_F16_FNS(float16, gpuring_reduce_half_to_float,
+                       gpuring_reduce_float_to_half)
+GPURING_REDUCE_F16_FNS(bfloat16, gpuring_reduce_bf16_to_float,
+                       gpuring_reduce_float_to_bf16)
+
 #define GPURING_REDUCE_ARITH_ROW(_tn)                                        \
     [GPURING_OP_SUM] = gpuring_reduce_##_tn##_sum,                           \
     [GPURING_OP_PROD] = gpuring_reduce_##_tn##_prod,                         \
@@ -130,6 +277,8 @@ static const gpuring_reduce_fn_t
         [GPURING_TYPE_UINT64] = { GPURING_REDUCE_INT_ROW(uint64) },
         [GPURING_TYPE_FLOAT] = { GPURING_REDUCE_ARITH_ROW(float) },
         [GPURING_TYPE_DOUBLE] = { GPURING_REDUCE_ARITH_ROW(double) },
+        [GPURING_TYPE_FLOAT16] = { GPURING_REDUCE_ARITH_ROW(float16) },
+        [GPURING_TYPE_BFLOAT16] = { GPURING_REDUCE_ARITH_ROW(bfloat16) },
     };
 
 static const size_t gpuring_reduce_type_sizes[GPURING_TYPE_COUNT] = {
@@ -143,6 +292,8 @@ static const size_t gpuring_reduce_type_sizes[GPURING_TYPE_COUNT] = {
     [GPURING_TYPE_UINT64] = sizeof(uint64_t),
     [GPURING_TYPE_FLOAT] = sizeof(float),
     [GPURING_TYPE_DOUBLE] = sizeof(double),
+    [GPURING_TYPE_FLOAT16] = sizeof(uint16_t),
+    [GPURING_TYPE_BFLOAT16] = sizeof(uint16_t),
 };
 
 static const char *const gpuring_reduce_type_names[GPURING_TYPE_COUNT] = {
@@ -156,6 +307,8 @@ static const char *const gpuring_reduce_type_names[GPURING_TYPE_COUNT] = {
     [GPURING_TYPE_UINT64] = "uint64",
     [GPURING_TYPE_FLOAT] = "float",
     [GPURING_TYPE_DOUBLE] = "double",
+    [GPURING_TYPE_FLOAT16] = "float16",
+    [GPURING_TYPE_BFLOAT16] = "bfloat16",
 };
 
 static const char *const gpuring_reduce_op_names[GPURING_OP_COUNT] = {
@@ -208,6 +361,23 @@ int gpuring_op_supported(gpuring_type_t type, gpuring_op_t op)
         return 0;
     }
     return gpuring_reduce_table[type][op] != NULL;
+}
+
+int gpuring_type_is_integer(gpuring_type_t type)
+{
+    switch (type) {
+    case GPURING_TYPE_INT8:
+    case GPURING_TYPE_UINT8:
+    case GPURING_TYPE_INT16:
+    case GPURING_TYPE_UINT16:
+    case GPURING_TYPE_INT32:
+    case GPURING_TYPE_UINT32:
+    case GPURING_TYPE_INT64:
+    case GPURING_TYPE_UINT64:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,

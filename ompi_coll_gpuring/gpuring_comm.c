@@ -476,7 +476,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     }
     if (count == 0) return GPURING_OK;
     /* the order ranks fold inputs in changes no bit of these results */
-    order_free = g->nranks == 2 || type < GPURING_TYPE_FLOAT || op == GPURING_OP_MIN ||
+    order_free = g->nranks == 2 || gpuring_type_is_integer(type) || op == GPURING_OP_MIN ||
                  op == GPURING_OP_MAX;
     gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
     if (plan.algo == GPURING_ALGO_TREE && !comm_trees_ready(c)) {

@@ -3,8 +3,12 @@
  * the op support table, and gpuring_reduce_host() for every supported
  * (type, op) against an independent scalar reference, over many counts,
  * misaligned pointers, in-place aliasing, guard bytes around dst, and
- * fixed wrap-around / logical / signedness cases.  ends with an
- * informational float-sum throughput line.
+ * fixed wrap-around / logical / signedness cases.  float16 and bfloat16
+ * are checked against the test's own reference (exact decode to double,
+ * one round-to-nearest-even encode, written independently of the library's
+ * bit tricks), on random bit patterns, fixed rounding / overflow /
+ * subnormal / nan cases, and every 16-bit pattern against a set of
+ * operands.  ends with an informational float-sum throughput line.
  *
  * random data is seeded; the seed is printed and GPURING_TEST_SEED sets it.
  * exit status 0 on pass; the last line is "N passed, N failed".
@@ -13,6 +17,7 @@
 
 #include <float.h>
 #include <inttypes.h>
+#include <math.h> /* INFINITY, NAN, signbit: macros only, no libm */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,7 +68,7 @@ static uint64_t test_rng(void)
 }
 
 /* ---- the test's own view of the types (not taken from the library) ----- */
-enum { KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DOUBLE };
+enum { KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DOUBLE, KIND_HALF, KIND_BF16 };
 
 static const struct {
     gpuring_type_t type;
@@ -81,6 +86,8 @@ static const struct {
     { GPURING_TYPE_UINT64, "uint64", 8, KIND_UINT },
     { GPURING_TYPE_FLOAT, "float", 4, KIND_FLOAT },
     { GPURING_TYPE_DOUBLE, "double", 8, KIND_DOUBLE },
+    { GPURING_TYPE_FLOAT16, "float16", 2, KIND_HALF },
+    { GPURING_TYPE_BFLOAT16, "bfloat16", 2, KIND_BF16 },
 };
 #define TEST_NTYPES (sizeof(test_types) / sizeof(test_types[0]))
 
@@ -182,6 +189,111 @@ static double ref_double_op(gpuring_op_t op, double a, double b)
     }
 }
 
+/*
+ * 16-bit floats: decode exactly to double, operate in double, round once to
+ * nearest even.  the double sum is exact for binary16 and correctly rounded
+ * for bfloat16 (53 >= 2*8+2 bits, so rounding twice changes nothing);
+ * products are exact for both.  any nan result encodes as 0x7fff.  only
+ * double arithmetic and integer rounding, no libm.
+ */
+typedef struct {
+    int mbits; /* stored significand bits */
+    int ebits; /* exponent bits */
+} ref_f16_fmt_t;
+
+static const ref_f16_fmt_t ref_fmt_half = { 10, 5 };
+static const ref_f16_fmt_t ref_fmt_bf16 = { 7, 8 };
+
+/* 2^e, exact for any e a double can hold (square and multiply) */
+static double ref_pow2(int e)
+{
+    double r = 1.0, f = e >= 0 ? 2.0 : 0.5;
+    unsigned n = (unsigned)(e >= 0 ? e : -e);
+
+    while (n != 0) {
+        if (n & 1) {
+            r *= f;
+        }
+        f *= f;
+        n >>= 1;
+    }
+    return r;
+}
+
+static double ref_f16_decode(uint16_t h, ref_f16_fmt_t fmt)
+{
+    const int emask = (1 << fmt.ebits) - 1, bias = emask >> 1;
+    const int e = (h >> fmt.mbits) & emask;
+    const int m = h & ((1 << fmt.mbits) - 1);
+    double v;
+
+    if (e == emask) {
+        v = m != 0 ? NAN : INFINITY;
+    } else if (e == 0) {
+        v = (double)m * ref_pow2(1 - bias - fmt.mbits);
+    } else {
+        v = (double)(m + (1 << fmt.mbits)) * ref_pow2(e - bias - fmt.mbits);
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t ref_f16_encode(double v, ref_f16_fmt_t fmt)
+{
+    const int emask = (1 << fmt.ebits) - 1, bias = emask >> 1;
+    const int64_t one = (int64_t)1 << fmt.mbits;
+    const uint16_t sign = signbit(v) ? 0x8000 : 0;
+    const uint16_t inf = (uint16_t)(sign | (emask << fmt.mbits));
+    double a = v < 0 ? -v : v, s, frac;
+    uint64_t bits;
+    int de, qexp, efield;
+    int64_t n;
+
+    if (v != v) {
+        return 0x7fff;
+    }
+    if (a > DBL_MAX) {
+        return inf;
+    }
+    if (a == 0) {
+        return sign;
+    }
+    memcpy(&bits, &a, sizeof(bits)); /* a is a normal double here */
+    de = (int)((bits >> 52) & 0x7ff) - 1023;
+    /* quantum 2^qexp: an ulp at a's binade, never below the subnormal ulp */
+    qexp = (de > 1 - bias ? de : 1 - bias) - fmt.mbits;
+    s = a * ref_pow2(-qexp); /* < 2^(mbits+1), exact */
+    n = (int64_t)s;
+    frac = s - (double)n;
+    if (frac > 0.5 || (frac == 0.5 && (n & 1))) {
+        n++;
+    }
+    if (n == 0) {
+        return sign;
+    }
+    if (n == 2 * one) { /* rounded up into the next binade */
+        n = one;
+        qexp++;
+    }
+    efield = n >= one ? qexp + fmt.mbits + bias : 0;
+    if (efield >= emask) {
+        return inf;
+    }
+    return (uint16_t)(sign | (efield << fmt.mbits) | (int)(n & (one - 1)));
+}
+
+static uint16_t ref_f16_op(gpuring_op_t op, ref_f16_fmt_t fmt, uint16_t a, uint16_t b)
+{
+    double x = ref_f16_decode(a, fmt), y = ref_f16_decode(b, fmt);
+
+    switch (op) {
+    case GPURING_OP_SUM: return ref_f16_encode(x + y, fmt);
+    case GPURING_OP_PROD: return ref_f16_encode(x * y, fmt);
+    case GPURING_OP_MIN: return x < y ? a : b;
+    case GPURING_OP_MAX: return x > y ? a : b;
+    default: abort();
+    }
+}
+
 /* out[i] = a[i] op b[i] with type index ti, for i < count */
 static void ref_reduce(void *out, const void *a, const void *b, size_t count,
                        size_t ti, gpuring_op_t op)
@@ -202,6 +314,12 @@ static void ref_reduce(void *out, const void *a, const void *b, size_t count,
             memcpy(&y, (const char *)b + i * 8, 8);
             r = ref_double_op(op, x, y);
             memcpy((char *)out + i * 8, &r, 8);
+        } else if (kind == KIND_HALF || kind == KIND_BF16) {
+            uint16_t x, y, r;
+            memcpy(&x, (const char *)a + i * 2, 2);
+            memcpy(&y, (const char *)b + i * 2, 2);
+            r = ref_f16_op(op, kind == KIND_HALF ? ref_fmt_half : ref_fmt_bf16, x, y);
+            memcpy((char *)out + i * 2, &r, 2);
         } else {
             uint64_t x = ref_load_int(a, i, size, kind);
             uint64_t y = ref_load_int(b, i, size, kind);
@@ -241,6 +359,18 @@ static void test_fill_one(void *p, size_t i, size_t ti)
     } else if (kind == KIND_DOUBLE) {
         double d = test_rand_real();
         memcpy((char *)p + i * 8, &d, 8);
+    } else if (kind == KIND_HALF || kind == KIND_BF16) {
+        /* any bit pattern (nan, inf, subnormals too); half of them with a
+         * narrower exponent so that sums and products mostly round */
+        uint16_t h = (uint16_t)r;
+        if ((r >> 16) & 1) {
+            if (kind == KIND_HALF) {
+                h = (uint16_t)((h & 0x83ffu) | ((10u + (unsigned)((r >> 20) % 11)) << 10));
+            } else {
+                h = (uint16_t)((h & 0x807fu) | ((117u + (unsigned)((r >> 20) % 21)) << 7));
+            }
+        }
+        memcpy((char *)p + i * 2, &h, 2);
     } else {
         /* a quarter zeros so the logical ops see both truth values */
         if ((r & 3) == 0) {
@@ -614,6 +744,121 @@ static void test_fixed_cases(void)
           L(-1e300, 3.0, -0.0), L(1e300, 2.0, -1.0), L(-1e300, 2.0, -1.0));
     FIXED("float max", GPURING_TYPE_FLOAT, GPURING_OP_MAX, float,
           L(-1e30f, 3.0f), L(1e30f, 2.0f), L(1e30f, 3.0f));
+
+    /* float16 bit patterns: 0x3c00 = 1, 0x1000 = 2^-11 (half an ulp of 1),
+     * 0x7bff = 65504 (max), 0x4c00 = 16, 0x4800 = 8, 0x0001 = 2^-24,
+     * 0x3800 = 0.5, 0x7c00 = inf, 0x7e00 = nan */
+    FIXED("float16 sum ties to even", GPURING_TYPE_FLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x3c00, 0x3c01, 0x3c00, 0xbc01), L(0x1000, 0x1000, 0x1001, 0x9000),
+          L(0x3c00, 0x3c02, 0x3c01, 0xbc02));
+    FIXED("float16 sum overflow", GPURING_TYPE_FLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x7bff, 0x7bff, 0xfbff, 0x7bff), L(0x4c00, 0x4800, 0xcc00, 0x7bff),
+          L(0x7c00, 0x7bff, 0xfc00, 0x7c00));
+    FIXED("float16 sum subnormal", GPURING_TYPE_FLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x0001, 0x03ff, 0x8001, 0x0001, 0x8000),
+          L(0x0001, 0x0001, 0x0001, 0x8002, 0x8000),
+          L(0x0002, 0x0400, 0x0000, 0x8001, 0x8000));
+    FIXED("float16 prod subnormal rounding", GPURING_TYPE_FLOAT16, GPURING_OP_PROD, uint16_t,
+          L(0x0001, 0x0003, 0x0001, 0x0400, 0x0005),
+          L(0x3800, 0x3800, 0xb800, 0x0400, 0x3800),
+          L(0x0000, 0x0002, 0x8000, 0x0000, 0x0002));
+    FIXED("float16 nan results are 0x7fff", GPURING_TYPE_FLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x7e00, 0xfc01, 0x7c00, 0x3c00), L(0x3c00, 0x0000, 0xfc00, 0xfe12),
+          L(0x7fff, 0x7fff, 0x7fff, 0x7fff));
+    FIXED("float16 prod inf * 0", GPURING_TYPE_FLOAT16, GPURING_OP_PROD, uint16_t,
+          L(0x7c00, 0x7bff), L(0x8000, 0x4000), L(0x7fff, 0x7c00));
+    FIXED("float16 min keeps operand bits", GPURING_TYPE_FLOAT16, GPURING_OP_MIN, uint16_t,
+          L(0x7e01, 0x3c00, 0x8000, 0x0000, 0xbc00, 0x0001),
+          L(0x3c00, 0x7e01, 0x0000, 0x8000, 0x3c00, 0x0002),
+          L(0x3c00, 0x7e01, 0x0000, 0x8000, 0xbc00, 0x0001));
+    FIXED("float16 max keeps operand bits", GPURING_TYPE_FLOAT16, GPURING_OP_MAX, uint16_t,
+          L(0xfe01, 0x3c00, 0x0000, 0x7c00), L(0x3c00, 0xfe01, 0x8000, 0x7bff),
+          L(0x3c00, 0xfe01, 0x8000, 0x7c00));
+
+    /* bfloat16: 0x3f80 = 1, 0x3b80 = 2^-8 (half an ulp of 1), 0x7f7f =
+     * max, 0x7b00 = 2^119 (half an ulp of max), 0x0001 = 2^-133,
+     * 0x3f00 = 0.5, 0x7f80 = inf */
+    FIXED("bfloat16 sum ties to even", GPURING_TYPE_BFLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x3f80, 0x3f81, 0x3f80), L(0x3b80, 0x3b80, 0x3b81), L(0x3f80, 0x3f82, 0x3f81));
+    FIXED("bfloat16 sum overflow", GPURING_TYPE_BFLOAT16, GPURING_OP_SUM, uint16_t,
+          L(0x7f7f, 0x7f7f, 0xff7f, 0x7f7f), L(0x7b00, 0x7a80, 0xfb00, 0x7300),
+          L(0x7f80, 0x7f7f, 0xff80, 0x7f7f));
+    FIXED("bfloat16 prod subnormal rounding", GPURING_TYPE_BFLOAT16, GPURING_OP_PROD, uint16_t,
+          L(0x0001, 0x0003, 0x0001, 0x0080, 0x007f),
+          L(0x3f00, 0x3f00, 0xbf00, 0x0080, 0x4000),
+          L(0x0000, 0x0002, 0x8000, 0x0000, 0x00fe));
+    FIXED("bfloat16 nan results are 0x7fff", GPURING_TYPE_BFLOAT16, GPURING_OP_PROD, uint16_t,
+          L(0x7fc1, 0xffc0, 0x7f80, 0xff81), L(0x3f80, 0x0000, 0x0000, 0x3f80),
+          L(0x7fff, 0x7fff, 0x7fff, 0x7fff));
+    FIXED("bfloat16 max keeps operand bits", GPURING_TYPE_BFLOAT16, GPURING_OP_MAX, uint16_t,
+          L(0x7fc1, 0x3f80, 0x8000, 0x0001), L(0x3f80, 0x7fc1, 0x0000, 0x0000),
+          L(0x3f80, 0x7fc1, 0x0000, 0x0001));
+}
+
+/* ---- every 16-bit pattern against a set of operands ----------------------- */
+static void test_f16_all_patterns(void)
+{
+    static const uint16_t half_ops[] = {
+        0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff,
+        0x7c00, 0xfc00, 0x7e00, 0xfd55, 0x3800, 0x4200, 0x1000, 0x1400, 0x5bff, 0x2e66,
+    };
+    static const uint16_t bf16_ops[] = {
+        0x0000, 0x8000, 0x3f80, 0xbf80, 0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0xff7f,
+        0x7f80, 0xff80, 0x7fc0, 0xffa5, 0x3f00, 0x4040, 0x3b80, 0x7b00, 0x5f7f, 0x2e66,
+    };
+    enum { NOPS = sizeof(half_ops) / sizeof(half_ops[0]), NRAND = 6, N = 65536 };
+    uint16_t *all = malloc(N * 2), *same = malloc(N * 2), *got = malloc(N * 2);
+    static const gpuring_op_t ops[] = { GPURING_OP_SUM, GPURING_OP_PROD, GPURING_OP_MIN,
+                                        GPURING_OP_MAX };
+
+    _Static_assert(sizeof(half_ops) == sizeof(bf16_ops), "operand lists differ");
+    if (all == NULL || same == NULL || got == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    for (size_t i = 0; i < N; i++) {
+        all[i] = (uint16_t)i;
+    }
+    for (int t = 0; t < 2; t++) {
+        gpuring_type_t type = t ? GPURING_TYPE_BFLOAT16 : GPURING_TYPE_FLOAT16;
+        ref_f16_fmt_t fmt = t ? ref_fmt_bf16 : ref_fmt_half;
+        for (size_t oi = 0; oi < sizeof(ops) / sizeof(ops[0]); oi++) {
+            for (size_t k = 0; k < NOPS + NRAND; k++) {
+                uint16_t y = k < NOPS ? (t ? bf16_ops[k] : half_ops[k]) : (uint16_t)test_rng();
+                for (int order = 0; order < 2; order++) {
+                    size_t bad = N;
+                    for (size_t i = 0; i < N; i++) {
+                        same[i] = y;
+                    }
+                    /* order 0: pattern op y; order 1: y op pattern */
+                    gpuring_reduce_host(got, order ? same : all, order ? all : same, N, type,
+                                        ops[oi]);
+                    for (size_t i = 0; i < N && bad == N; i++) {
+                        uint16_t x = (uint16_t)i;
+                        uint16_t w = order ? ref_f16_op(ops[oi], fmt, y, x)
+                                           : ref_f16_op(ops[oi], fmt, x, y);
+                        if (got[i] != w) {
+                            bad = i;
+                        }
+                    }
+                    if (bad == N) {
+                        test_result(1, "all patterns");
+                        continue;
+                    }
+                    uint16_t x = (uint16_t)bad;
+                    test_result(0, "%s %s all patterns: 0x%04x %s 0x%04x = 0x%04x, want 0x%04x",
+                                gpuring_type_name(type), gpuring_op_name(ops[oi]),
+                                order ? y : x, gpuring_op_name(ops[oi]), order ? x : y,
+                                got[bad],
+                                order ? ref_f16_op(ops[oi], fmt, y, x)
+                                      : ref_f16_op(ops[oi], fmt, x, y));
+                }
+            }
+        }
+    }
+    free(all);
+    free(same);
+    free(got);
 }
 
 /* ---- names, sizes, support table, no-op paths ---------------------------- */
@@ -658,6 +903,14 @@ static void test_tables(void)
                         got, want);
         }
     }
+    for (size_t ti = 0; ti < TEST_NTYPES; ti++) {
+        int want = test_types[ti].kind == KIND_SINT || test_types[ti].kind == KIND_UINT;
+        test_result(gpuring_type_is_integer(test_types[ti].type) == want,
+                    "gpuring_type_is_integer(%s) != %d", test_types[ti].name, want);
+    }
+    test_result(!gpuring_type_is_integer(GPURING_TYPE_COUNT) &&
+                !gpuring_type_is_integer((gpuring_type_t)-1),
+                "gpuring_type_is_integer(out of range) != 0");
     test_result(!gpuring_op_supported(GPURING_TYPE_COUNT, GPURING_OP_SUM) &&
                 !gpuring_op_supported(GPURING_TYPE_INT32, GPURING_OP_COUNT) &&
                 !gpuring_op_supported((gpuring_type_t)-1, GPURING_OP_SUM) &&
@@ -690,6 +943,14 @@ static void test_noops(void)
         gpuring_reduce_host(dd, da, db, 2, GPURING_TYPE_DOUBLE, int_only[i]);
         test_result(memcmp(dd, poison, sizeof(dd)) == 0,
                     "double %s (unsupported) wrote dst", test_ops[4 + i].name);
+        for (int t = 0; t < 2; t++) {
+            uint16_t ha[4] = { 0x3c00, 1, 2, 3 }, hb[4] = { 0x3c00, 4, 5, 6 }, hd[4];
+            gpuring_type_t ty = t ? GPURING_TYPE_BFLOAT16 : GPURING_TYPE_FLOAT16;
+            memset(hd, TEST_POISON, sizeof(hd));
+            gpuring_reduce_host(hd, ha, hb, 4, ty, int_only[i]);
+            test_result(memcmp(hd, poison, sizeof(hd)) == 0, "%s %s (unsupported) wrote dst",
+                        gpuring_type_name(ty), test_ops[4 + i].name);
+        }
     }
     memset(id, TEST_POISON, sizeof(id));
     gpuring_reduce_host(id, ia, ib, 4, GPURING_TYPE_COUNT, GPURING_OP_SUM);
@@ -769,6 +1030,7 @@ int main(void)
     test_tables();
     test_noops();
     test_fixed_cases();
+    test_f16_all_patterns();
     test_sweep();
     test_throughput();
 
