@@ -41,38 +41,12 @@
 
 #include "kernels/reduce.h"
 #include "kernels/reduce_cuda.h"
-
-/* ---- bookkeeping --------------------------------------------------------- */
-static unsigned long test_passed, test_failed, test_msgs;
-#define TEST_MAX_MSGS 40
-
-static void test_result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void test_result(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ok) {
-        test_passed++;
-        return;
-    }
-    test_failed++;
-    if (test_msgs++ < TEST_MAX_MSGS) {
-        printf("FAIL: ");
-        va_start(ap, fmt);
-        vprintf(fmt, ap);
-        va_end(ap);
-        printf("\n");
-    } else if (test_msgs == TEST_MAX_MSGS + 1) {
-        printf("(further failure messages suppressed)\n");
-    }
-    fflush(stdout);
-}
+#include "test/unit/unit_test.h"
 
 static void test_finish_and_exit(void)
 {
-    printf("%lu passed, %lu failed\n", test_passed, test_failed);
-    exit(test_failed == 0 ? 0 : 1);
+    printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
+    exit(unit_failed == 0 ? 0 : 1);
 }
 
 /* a cuda call the test itself needs: failing it ends the run */
@@ -80,22 +54,11 @@ static void test_finish_and_exit(void)
     do {                                                                               \
         cudaError_t _e = (_call);                                                      \
         if (_e != cudaSuccess) {                                                       \
-            test_result(0, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #_call,           \
+            unit_result(0, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #_call,           \
                         cudaGetErrorName(_e), cudaGetErrorString(_e));                 \
             test_finish_and_exit();                                                    \
         }                                                                              \
     } while (0)
-
-/* ---- rng: splitmix64 ------------------------------------------------------ */
-static uint64_t test_rng_state;
-
-static uint64_t test_rng(void)
-{
-    uint64_t z = (test_rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* ---- random elements -------------------------------------------------------- */
 static void test_store(void *p, size_t i, size_t es, uint64_t bits)
@@ -116,7 +79,7 @@ static void test_store(void *p, size_t i, size_t es, uint64_t bits)
 /* finite value of mixed magnitude, or (1 in 16) a special one */
 static double test_rand_real(int is_double, int *special_p)
 {
-    uint64_t r = test_rng();
+    uint64_t r = unit_rng();
     double v;
 
     *special_p = 0;
@@ -137,7 +100,7 @@ static double test_rand_real(int is_double, int *special_p)
 /* nan (random payload and sign), +-inf, +-0, subnormal, max */
 static uint64_t test_special_bits(int is_double)
 {
-    uint64_t r = test_rng();
+    uint64_t r = unit_rng();
     uint64_t sign = is_double ? (r & 1) << 63 : (r & 1) << 31;
 
     switch ((r >> 1) % 5) {
@@ -156,11 +119,11 @@ static uint64_t test_special_bits(int is_double)
 static void test_fill_one(gpuring_type_t type, void *p, size_t i)
 {
     size_t es = gpuring_type_size(type);
-    uint64_t r = test_rng();
+    uint64_t r = unit_rng();
     int special;
 
     if (gpuring_type_is_integer(type)) {
-        test_store(p, i, es, (r & 3) == 0 ? 0 : test_rng()); /* zeros for land/lor */
+        test_store(p, i, es, (r & 3) == 0 ? 0 : unit_rng()); /* zeros for land/lor */
     } else if (type == GPURING_TYPE_FLOAT) {
         float f = (float)test_rand_real(0, &special);
         uint32_t u;
@@ -194,7 +157,7 @@ static void test_fill(gpuring_type_t type, void *a, void *b, size_t count)
 
     for (size_t i = 0; i < count; i++) {
         test_fill_one(type, a, i);
-        if ((test_rng() & 7) == 0) {
+        if ((unit_rng() & 7) == 0) {
             memcpy((char *)b + i * es, (char *)a + i * es, es);
         } else {
             test_fill_one(type, b, i);
@@ -333,7 +296,7 @@ static void test_case(test_bufs_t *t, gpuring_type_t type, gpuring_op_t op, size
                              t->dev[ia] + TEST_GUARD + oa * es,
                              t->dev[ib] + TEST_GUARD + ob * es, count, type, op, stream);
     if (st != GPURING_OK) {
-        test_result(0, "%s: gpuring_reduce_cuda returned %d (%s)", what, (int)st,
+        unit_result(0, "%s: gpuring_reduce_cuda returned %d (%s)", what, (int)st,
                     gpuring_status_str(st));
         return;
     }
@@ -343,13 +306,13 @@ static void test_case(test_bufs_t *t, gpuring_type_t type, gpuring_op_t op, size
     TEST_CUDA(cudaMemcpy(t->back, t->dev[0], used, cudaMemcpyDeviceToHost));
     if (test_compare(type, op, t->back + TEST_GUARD + off[0] * es, t->want, count, detail,
                      sizeof(detail)) >= 0) {
-        test_result(0, "%s: wrong result, %s", what, detail);
+        unit_result(0, "%s: wrong result, %s", what, detail);
         ok = 0;
     }
     for (size_t i = 0; ok && i < used; i++) {
         size_t lo = TEST_GUARD + off[0] * es, hi = lo + count * es;
         if ((i < lo || i >= hi) && t->back[i] != TEST_POISON_DST) {
-            test_result(0, "%s: dst buffer byte %zu outside [%zu, %zu) written", what, i, lo,
+            unit_result(0, "%s: dst buffer byte %zu outside [%zu, %zu) written", what, i, lo,
                         hi);
             ok = 0;
         }
@@ -361,12 +324,12 @@ static void test_case(test_bufs_t *t, gpuring_type_t type, gpuring_op_t op, size
         }
         TEST_CUDA(cudaMemcpy(t->back, t->dev[i], used, cudaMemcpyDeviceToHost));
         if (memcmp(t->back, t->host[i], used) != 0) {
-            test_result(0, "%s: input buffer %s modified", what, i == 1 ? "a" : "b");
+            unit_result(0, "%s: input buffer %s modified", what, i == 1 ? "a" : "b");
             ok = 0;
         }
     }
     if (ok) {
-        test_result(1, "%s", what);
+        unit_result(1, "%s", what);
     }
 }
 
@@ -399,12 +362,12 @@ static const struct {
 static void test_sweep(cudaStream_t stream)
 {
     test_bufs_t t;
-    unsigned long before = test_failed;
+    unsigned long before = unit_failed;
 
     test_bufs_alloc(&t, test_counts[TEST_NCOUNTS - 1]);
     for (int ti = 0; ti < GPURING_TYPE_COUNT; ti++) {
         gpuring_type_t type = (gpuring_type_t)ti;
-        unsigned long type_failed = test_failed;
+        unsigned long type_failed = unit_failed;
         for (int oi = 0; oi < GPURING_OP_COUNT; oi++) {
             gpuring_op_t op = (gpuring_op_t)oi;
             if (!gpuring_op_supported(type, op)) {
@@ -422,11 +385,11 @@ static void test_sweep(cudaStream_t stream)
             }
         }
         printf("sweep %-8s: %s\n", gpuring_type_name(type),
-               test_failed == type_failed ? "ok" : "FAILED");
+               unit_failed == type_failed ? "ok" : "FAILED");
         fflush(stdout);
     }
     printf("sweep: %lu failed; float/double sum/prod nan results that differ only in nan "
-           "bits (allowed): %lu\n", test_failed - before, test_nan_bit_diffs);
+           "bits (allowed): %lu\n", unit_failed - before, test_nan_bit_diffs);
     test_bufs_free(&t);
 }
 
@@ -447,39 +410,39 @@ static void test_errors(void)
     TEST_CUDA(cudaMemset(d, TEST_POISON_DST, 256));
     memset(poison, TEST_POISON_DST, sizeof(poison));
 
-    test_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_FLOAT, GPURING_OP_BAND, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_FLOAT, GPURING_OP_BAND, NULL) ==
                     GPURING_ERR_NOT_SUPPORTED,
                 "float band: want GPURING_ERR_NOT_SUPPORTED");
-    test_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_FLOAT16, GPURING_OP_LXOR, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_FLOAT16, GPURING_OP_LXOR, NULL) ==
                     GPURING_ERR_NOT_SUPPORTED,
                 "float16 lxor: want GPURING_ERR_NOT_SUPPORTED");
-    test_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_COUNT, GPURING_OP_SUM, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_COUNT, GPURING_OP_SUM, NULL) ==
                     GPURING_ERR_INVALID,
                 "type GPURING_TYPE_COUNT: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(d, a, b, n, (gpuring_type_t)-1, GPURING_OP_SUM, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, n, (gpuring_type_t)-1, GPURING_OP_SUM, NULL) ==
                     GPURING_ERR_INVALID,
                 "type -1: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_INT32, GPURING_OP_COUNT, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, n, GPURING_TYPE_INT32, GPURING_OP_COUNT, NULL) ==
                     GPURING_ERR_INVALID,
                 "op GPURING_OP_COUNT: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(d + 1, a, b, n, GPURING_TYPE_FLOAT, GPURING_OP_SUM, NULL) ==
+    unit_result(gpuring_reduce_cuda(d + 1, a, b, n, GPURING_TYPE_FLOAT, GPURING_OP_SUM, NULL) ==
                     GPURING_ERR_INVALID,
                 "float dst at +1 byte: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(d, a + 2, b, n, GPURING_TYPE_DOUBLE, GPURING_OP_SUM, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a + 2, b, n, GPURING_TYPE_DOUBLE, GPURING_OP_SUM, NULL) ==
                     GPURING_ERR_INVALID,
                 "double a at +2 bytes: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(NULL, a, b, n, GPURING_TYPE_INT8, GPURING_OP_SUM, NULL) ==
+    unit_result(gpuring_reduce_cuda(NULL, a, b, n, GPURING_TYPE_INT8, GPURING_OP_SUM, NULL) ==
                     GPURING_ERR_INVALID,
                 "NULL dst: want GPURING_ERR_INVALID");
-    test_result(gpuring_reduce_cuda(NULL, NULL, NULL, 0, GPURING_TYPE_INT8, GPURING_OP_SUM,
+    unit_result(gpuring_reduce_cuda(NULL, NULL, NULL, 0, GPURING_TYPE_INT8, GPURING_OP_SUM,
                                     NULL) == GPURING_OK,
                 "count 0 with NULL pointers: want GPURING_OK");
-    test_result(gpuring_reduce_cuda(d, a, b, 0, GPURING_TYPE_DOUBLE, GPURING_OP_MAX, NULL) ==
+    unit_result(gpuring_reduce_cuda(d, a, b, 0, GPURING_TYPE_DOUBLE, GPURING_OP_MAX, NULL) ==
                     GPURING_OK,
                 "count 0: want GPURING_OK");
     TEST_CUDA(cudaDeviceSynchronize());
     TEST_CUDA(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost));
-    test_result(memcmp(back, poison, sizeof(back)) == 0, "rejected calls wrote dst");
+    unit_result(memcmp(back, poison, sizeof(back)) == 0, "rejected calls wrote dst");
     TEST_CUDA(cudaGetLastError()); /* no error left behind */
     cudaFree(d);
     cudaFree(a);
@@ -562,7 +525,7 @@ static void test_bandwidth(cudaStream_t stream)
 
         /* in place changes a: put it back first, and time the same data every run */
         st = gpuring_reduce_cuda(dst, x, b, n, runs[r].type, runs[r].op, stream);
-        test_result(st == GPURING_OK, "bandwidth %s: launch returned %d", runs[r].what, (int)st);
+        unit_result(st == GPURING_OK, "bandwidth %s: launch returned %d", runs[r].what, (int)st);
         if (st != GPURING_OK) {
             continue;
         }
@@ -582,7 +545,7 @@ static void test_bandwidth(cudaStream_t stream)
             char detail[128] = "";
             TEST_CUDA(cudaMemcpy(hd, d, bytes, cudaMemcpyDeviceToHost));
             gpuring_reduce_host(hw, ha, hb, n, runs[r].type, runs[r].op);
-            test_result(test_compare(runs[r].type, runs[r].op, hd, hw, n, detail,
+            unit_result(test_compare(runs[r].type, runs[r].op, hd, hw, n, detail,
                                      sizeof(detail)) < 0,
                         "bandwidth %s, 256 MiB: wrong result, %s", runs[r].what, detail);
         }
@@ -628,7 +591,7 @@ int main(void)
     } else {
         seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     }
-    test_rng_state = seed;
+    unit_rng_state = seed;
     printf("test_reduce_cuda: seed %" PRIu64 " (set GPURING_TEST_SEED to repeat)\n", seed);
     TEST_CUDA(cudaGetDevice(&dev));
     TEST_CUDA(cudaGetDeviceProperties(&prop, dev));

@@ -1,14 +1,53 @@
 /*
  * unit_test.h -- the few lines every unit test shares: EXPECT counts a
- * check and prints where it failed; unit_report prints the closing
+ * check and prints where it failed; unit_result does the same for tests
+ * that make thousands of checks (only the first UNIT_MAX_MSGS failures are
+ * printed); unit_rng is a seeded splitmix64; unit_report prints the closing
  * "N passed, N failed" line and gives the exit status.
  */
 #ifndef GPURING_TEST_UNIT_TEST_H
 #define GPURING_TEST_UNIT_TEST_H
 
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
-static int unit_passed, unit_failed;
+static unsigned long unit_passed, unit_failed, unit_msgs;
+static uint64_t unit_rng_state;
+
+#define UNIT_MAX_MSGS 40
+
+static void unit_result(int ok, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), unused));
+
+static void unit_result(int ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ok) {
+        unit_passed++;
+        return;
+    }
+    unit_failed++;
+    if (unit_msgs++ < UNIT_MAX_MSGS) {
+        printf("FAIL: ");
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        printf("\n");
+    } else if (unit_msgs == UNIT_MAX_MSGS + 1) {
+        printf("(further failure messages suppressed)\n");
+    }
+    fflush(stdout);
+}
+
+static inline uint64_t unit_rng(void)
+{
+    uint64_t z = (unit_rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 
 #define EXPECT(_cond, ...)                                                     \
     do {                                                                       \
@@ -24,7 +63,7 @@ static int unit_passed, unit_failed;
 
 static inline int unit_report(void)
 {
-    printf("%d passed, %d failed\n", unit_passed, unit_failed);
+    printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
     return unit_failed != 0;
 }
 

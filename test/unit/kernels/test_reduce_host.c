@@ -26,46 +26,7 @@
 #include <time.h>
 
 #include "kernels/reduce.h"
-
-/* ---- bookkeeping ------------------------------------------------------- */
-static unsigned long test_passed;
-static unsigned long test_failed;
-static unsigned long test_msgs; /* failure messages printed so far */
-#define TEST_MAX_MSGS 40
-
-static void test_result(int ok, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void test_result(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ok) {
-        test_passed++;
-        return;
-    }
-    test_failed++;
-    if (test_msgs++ < TEST_MAX_MSGS) {
-        printf("FAIL: ");
-        va_start(ap, fmt);
-        vprintf(fmt, ap);
-        va_end(ap);
-        printf("\n");
-    } else if (test_msgs == TEST_MAX_MSGS + 1) {
-        printf("(further failure messages suppressed)\n");
-    }
-}
-
-/* ---- rng: splitmix64 ----------------------------------------------------- */
-static uint64_t test_rng_state;
-
-static uint64_t test_rng(void)
-{
-    uint64_t z = (test_rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "test/unit/unit_test.h"
 
 /* ---- the test's own view of the types (not taken from the library) ----- */
 enum { KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_DOUBLE, KIND_HALF, KIND_BF16 };
@@ -332,7 +293,7 @@ static void ref_reduce(void *out, const void *a, const void *b, size_t count,
 /* finite, no nan; mixed magnitudes, some zeros of either sign */
 static double test_rand_real(void)
 {
-    uint64_t r = test_rng();
+    uint64_t r = unit_rng();
     double v;
 
     if ((r & 31) == 0) {
@@ -351,7 +312,7 @@ static void test_fill_one(void *p, size_t i, size_t ti)
 {
     size_t size = test_types[ti].size;
     int kind = test_types[ti].kind;
-    uint64_t r = test_rng();
+    uint64_t r = unit_rng();
 
     if (kind == KIND_FLOAT) {
         float f = (float)test_rand_real();
@@ -376,7 +337,7 @@ static void test_fill_one(void *p, size_t i, size_t ti)
         if ((r & 3) == 0) {
             r = 0;
         } else {
-            r = test_rng();
+            r = unit_rng();
         }
         ref_store_int(p, i, size, r);
     }
@@ -389,7 +350,7 @@ static void test_fill(void *a, void *b, size_t count, size_t ti)
 
     for (size_t i = 0; i < count; i++) {
         test_fill_one(a, i, ti);
-        if ((test_rng() & 7) == 0) {
+        if ((unit_rng() & 7) == 0) {
             memcpy((char *)b + i * size, (char *)a + i * size, size);
         } else {
             test_fill_one(b, i, ti);
@@ -528,27 +489,27 @@ static void test_case(size_t ti, size_t oi, size_t count, const size_t off[3],
     if (memcmp(d, want, count * size) != 0) {
         char detail[128];
         test_describe_mismatch(ti, d, want, count, detail, sizeof(detail));
-        test_result(0, "%s: wrong result, %s", msg, detail);
+        unit_result(0, "%s: wrong result, %s", msg, detail);
         ok = 0;
     }
     lo = (size_t)(d - bd->mem);
     hi = lo + count * size;
     bad = test_guard_check(bd, lo, hi);
     if (ok && bad >= 0) {
-        test_result(0, "%s: dst buffer byte %ld outside [%zu, %zu) written",
+        unit_result(0, "%s: dst buffer byte %ld outside [%zu, %zu) written",
                     msg, bad, lo, hi);
         ok = 0;
     }
     if (ok && ba != bd && memcmp(a_whole, ba->mem, ba->bytes) != 0) {
-        test_result(0, "%s: input a modified", msg);
+        unit_result(0, "%s: input a modified", msg);
         ok = 0;
     }
     if (ok && bb != bd && memcmp(b_whole, bb->mem, bb->bytes) != 0) {
-        test_result(0, "%s: input b modified", msg);
+        unit_result(0, "%s: input b modified", msg);
         ok = 0;
     }
     if (ok) {
-        test_result(1, "%s", msg);
+        unit_result(1, "%s", msg);
     }
     free(a_whole);
     free(b_whole);
@@ -617,11 +578,11 @@ static void test_fixed(const char *what, gpuring_type_t type, gpuring_op_t op,
 
     memset(dst, TEST_POISON, sizeof(dst));
     gpuring_reduce_host(dst, a, b, n, type, op);
-    test_result(memcmp(dst, want, n * size) == 0, "fixed %s", what);
+    unit_result(memcmp(dst, want, n * size) == 0, "fixed %s", what);
 
     memcpy(inplace, a, n * size);
     gpuring_reduce_host(inplace, inplace, b, n, type, op);
-    test_result(memcmp(inplace, want, n * size) == 0, "fixed %s (in place)",
+    unit_result(memcmp(inplace, want, n * size) == 0, "fixed %s (in place)",
                 what);
 }
 
@@ -824,7 +785,7 @@ static void test_f16_all_patterns(void)
         ref_f16_fmt_t fmt = t ? ref_fmt_bf16 : ref_fmt_half;
         for (size_t oi = 0; oi < sizeof(ops) / sizeof(ops[0]); oi++) {
             for (size_t k = 0; k < NOPS + NRAND; k++) {
-                uint16_t y = k < NOPS ? (t ? bf16_ops[k] : half_ops[k]) : (uint16_t)test_rng();
+                uint16_t y = k < NOPS ? (t ? bf16_ops[k] : half_ops[k]) : (uint16_t)unit_rng();
                 for (int order = 0; order < 2; order++) {
                     size_t bad = N;
                     for (size_t i = 0; i < N; i++) {
@@ -842,11 +803,11 @@ static void test_f16_all_patterns(void)
                         }
                     }
                     if (bad == N) {
-                        test_result(1, "all patterns");
+                        unit_result(1, "all patterns");
                         continue;
                     }
                     uint16_t x = (uint16_t)bad;
-                    test_result(0, "%s %s all patterns: 0x%04x %s 0x%04x = 0x%04x, want 0x%04x",
+                    unit_result(0, "%s %s all patterns: 0x%04x %s 0x%04x = 0x%04x, want 0x%04x",
                                 gpuring_type_name(type), gpuring_op_name(ops[oi]),
                                 order ? y : x, gpuring_op_name(ops[oi]), order ? x : y,
                                 got[bad],
@@ -867,26 +828,26 @@ static void test_tables(void)
     for (size_t ti = 0; ti < TEST_NTYPES; ti++) {
         gpuring_type_t t = test_types[ti].type;
         const char *name = gpuring_type_name(t);
-        test_result(gpuring_type_size(t) == test_types[ti].size,
+        unit_result(gpuring_type_size(t) == test_types[ti].size,
                     "gpuring_type_size(%s) = %zu, want %zu",
                     test_types[ti].name, gpuring_type_size(t),
                     test_types[ti].size);
-        test_result(name != NULL && strcmp(name, test_types[ti].name) == 0,
+        unit_result(name != NULL && strcmp(name, test_types[ti].name) == 0,
                     "gpuring_type_name(%d) = %s, want %s", (int)t,
                     name ? name : "(null)", test_types[ti].name);
     }
     for (size_t oi = 0; oi < TEST_NOPS; oi++) {
         const char *name = gpuring_op_name(test_ops[oi].op);
-        test_result(name != NULL && strcmp(name, test_ops[oi].name) == 0,
+        unit_result(name != NULL && strcmp(name, test_ops[oi].name) == 0,
                     "gpuring_op_name(%d) = %s, want %s", (int)test_ops[oi].op,
                     name ? name : "(null)", test_ops[oi].name);
     }
-    test_result(gpuring_type_size(GPURING_TYPE_COUNT) == 0,
+    unit_result(gpuring_type_size(GPURING_TYPE_COUNT) == 0,
                 "gpuring_type_size(GPURING_TYPE_COUNT) != 0");
-    test_result(gpuring_type_name(GPURING_TYPE_COUNT) != NULL &&
+    unit_result(gpuring_type_name(GPURING_TYPE_COUNT) != NULL &&
                 gpuring_type_name((gpuring_type_t)-1) != NULL,
                 "gpuring_type_name(invalid) returned NULL");
-    test_result(gpuring_op_name(GPURING_OP_COUNT) != NULL &&
+    unit_result(gpuring_op_name(GPURING_OP_COUNT) != NULL &&
                 gpuring_op_name((gpuring_op_t)-1) != NULL,
                 "gpuring_op_name(invalid) returned NULL");
 
@@ -898,20 +859,20 @@ static void test_tables(void)
             int want = is_int || !test_ops[oi].int_only;
             int got = gpuring_op_supported(test_types[ti].type,
                                            test_ops[oi].op);
-            test_result(got == want, "gpuring_op_supported(%s, %s) = %d, "
+            unit_result(got == want, "gpuring_op_supported(%s, %s) = %d, "
                         "want %d", test_types[ti].name, test_ops[oi].name,
                         got, want);
         }
     }
     for (size_t ti = 0; ti < TEST_NTYPES; ti++) {
         int want = test_types[ti].kind == KIND_SINT || test_types[ti].kind == KIND_UINT;
-        test_result(gpuring_type_is_integer(test_types[ti].type) == want,
+        unit_result(gpuring_type_is_integer(test_types[ti].type) == want,
                     "gpuring_type_is_integer(%s) != %d", test_types[ti].name, want);
     }
-    test_result(!gpuring_type_is_integer(GPURING_TYPE_COUNT) &&
+    unit_result(!gpuring_type_is_integer(GPURING_TYPE_COUNT) &&
                 !gpuring_type_is_integer((gpuring_type_t)-1),
                 "gpuring_type_is_integer(out of range) != 0");
-    test_result(!gpuring_op_supported(GPURING_TYPE_COUNT, GPURING_OP_SUM) &&
+    unit_result(!gpuring_op_supported(GPURING_TYPE_COUNT, GPURING_OP_SUM) &&
                 !gpuring_op_supported(GPURING_TYPE_INT32, GPURING_OP_COUNT) &&
                 !gpuring_op_supported((gpuring_type_t)-1, GPURING_OP_SUM) &&
                 !gpuring_op_supported(GPURING_TYPE_INT32, (gpuring_op_t)-1),
@@ -937,18 +898,18 @@ static void test_noops(void)
         double da[2] = { 1, 2 }, db[2] = { 3, 4 }, dd[2];
         memset(fd, TEST_POISON, sizeof(fd));
         gpuring_reduce_host(fd, fa, fb, 4, GPURING_TYPE_FLOAT, int_only[i]);
-        test_result(memcmp(fd, poison, sizeof(fd)) == 0,
+        unit_result(memcmp(fd, poison, sizeof(fd)) == 0,
                     "float %s (unsupported) wrote dst", test_ops[4 + i].name);
         memset(dd, TEST_POISON, sizeof(dd));
         gpuring_reduce_host(dd, da, db, 2, GPURING_TYPE_DOUBLE, int_only[i]);
-        test_result(memcmp(dd, poison, sizeof(dd)) == 0,
+        unit_result(memcmp(dd, poison, sizeof(dd)) == 0,
                     "double %s (unsupported) wrote dst", test_ops[4 + i].name);
         for (int t = 0; t < 2; t++) {
             uint16_t ha[4] = { 0x3c00, 1, 2, 3 }, hb[4] = { 0x3c00, 4, 5, 6 }, hd[4];
             gpuring_type_t ty = t ? GPURING_TYPE_BFLOAT16 : GPURING_TYPE_FLOAT16;
             memset(hd, TEST_POISON, sizeof(hd));
             gpuring_reduce_host(hd, ha, hb, 4, ty, int_only[i]);
-            test_result(memcmp(hd, poison, sizeof(hd)) == 0, "%s %s (unsupported) wrote dst",
+            unit_result(memcmp(hd, poison, sizeof(hd)) == 0, "%s %s (unsupported) wrote dst",
                         gpuring_type_name(ty), test_ops[4 + i].name);
         }
     }
@@ -956,14 +917,14 @@ static void test_noops(void)
     gpuring_reduce_host(id, ia, ib, 4, GPURING_TYPE_COUNT, GPURING_OP_SUM);
     gpuring_reduce_host(id, ia, ib, 4, GPURING_TYPE_INT32, GPURING_OP_COUNT);
     gpuring_reduce_host(id, ia, ib, 4, (gpuring_type_t)-1, GPURING_OP_SUM);
-    test_result(memcmp(id, poison, sizeof(id)) == 0,
+    unit_result(memcmp(id, poison, sizeof(id)) == 0,
                 "invalid type/op wrote dst");
 
     /* count 0 touches nothing, not even the pointers */
     gpuring_reduce_host(NULL, NULL, NULL, 0, GPURING_TYPE_INT32,
                         GPURING_OP_SUM);
     gpuring_reduce_host(id, ia, ib, 0, GPURING_TYPE_INT32, GPURING_OP_SUM);
-    test_result(memcmp(id, poison, sizeof(id)) == 0, "count 0 wrote dst");
+    unit_result(memcmp(id, poison, sizeof(id)) == 0, "count 0 wrote dst");
 }
 
 /* ---- informational throughput --------------------------------------------- */
@@ -1023,7 +984,7 @@ int main(void)
     } else {
         seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     }
-    test_rng_state = seed;
+    unit_rng_state = seed;
     printf("test_reduce_host: seed %" PRIu64 " (set GPURING_TEST_SEED to "
            "repeat)\n", seed);
 
@@ -1034,6 +995,6 @@ int main(void)
     test_sweep();
     test_throughput();
 
-    printf("%lu passed, %lu failed\n", test_passed, test_failed);
-    return test_failed == 0 ? 0 : 1;
+    printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
+    return unit_failed == 0 ? 0 : 1;
 }

@@ -809,6 +809,6 @@ int main(void)
     EXPECT(count_threads() == thr_start, "no thread left after finalize");
 
 out:
-    printf("%d passed, %d failed\n", unit_passed, unit_failed);
+    printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
     return unit_failed == 0 && unit_passed > 0 ? 0 : 1;
 }
