@@ -34,6 +34,7 @@ typedef struct mca_coll_gpuring_component {
     char *topo_xml;
 
     int output; /* opal_output stream */
+    uint64_t fallbacks; /* calls handed to the component below (atomic) */
 } mca_coll_gpuring_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_component;

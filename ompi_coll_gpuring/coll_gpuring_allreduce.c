@@ -128,5 +128,6 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     return OMPI_SUCCESS;
 
 fallback:
+    __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks, 1, __ATOMIC_RELAXED);
     return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.allreduce_module);
 }

@@ -179,6 +179,20 @@ static int gpuring_open(void)
 static int gpuring_close(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    gpuring_comm_stats_t st;
+
+    /* what this process did, as NCCL_DEBUG=INFO users expect to see */
+    gpuring_comm_stats_get(&st);
+    if (st.calls[0] + st.calls[1] + st.calls[2] + c->fallbacks > 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL,
+                     "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, gather "
+                     "%llu; %.3f GB), %llu handed to the component below",
+                     (unsigned long long)(st.calls[0] + st.calls[1] + st.calls[2]),
+                     (unsigned long long)st.calls[GPURING_ALGO_RING],
+                     (unsigned long long)st.calls[GPURING_ALGO_TREE],
+                     (unsigned long long)st.calls[GPURING_ALGO_GATHER], st.bytes / 1e9,
+                     (unsigned long long)c->fallbacks);
+    }
 
     gpuring_proxy_finalize();
     gpuring_graph_topo_finalize();

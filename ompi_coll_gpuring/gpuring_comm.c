@@ -59,6 +59,15 @@ static void comm_uid_floor(uint64_t uid)
     }
 }
 
+/* process-wide counters (atomics: communicators may run in several threads) */
+static gpuring_comm_stats_t comm_stats;
+
+void gpuring_comm_stats_get(gpuring_comm_stats_t *stats)
+{
+    for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&comm_stats.calls[a], __ATOMIC_RELAXED);
+    stats->bytes = __atomic_load_n(&comm_stats.bytes, __ATOMIC_RELAXED);
+}
+
 #define COMM_MAX_EDGES ((int)(sizeof(((gpuring_comm_t *)0)->edges) / sizeof(gpuring_comm_edge_t)))
 
 static const char *comm_edge_kind_name(gpuring_edge_kind_t kind)
@@ -502,8 +511,13 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = gpuring_exec_host_run(&args);
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
-    if (st != GPURING_OK) c->broken = 1;
-    return st;
+    if (st != GPURING_OK) {
+        c->broken = 1;
+        return st;
+    }
+    __atomic_fetch_add(&comm_stats.calls[plan.algo], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&comm_stats.bytes, (uint64_t)(count * es), __ATOMIC_RELAXED);
+    return GPURING_OK;
 }
 
 void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)

@@ -75,6 +75,14 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, const void *sendbu
                                         void *recvbuf, size_t count, gpuring_type_t type,
                                         gpuring_op_t op);
 
+/* What this process ran through gpuring, for the closing summary. */
+typedef struct gpuring_comm_stats {
+    uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
+    uint64_t bytes;
+} gpuring_comm_stats_t;
+
+void gpuring_comm_stats_get(gpuring_comm_stats_t *stats);
+
 /* One line describing the communicator, for the "ready" log. */
 void gpuring_comm_describe(const gpuring_comm_t *comm, char *buf, size_t len);
 

@@ -142,6 +142,12 @@ run_case() {
                     fail "$name" "gpuring did not run: no 'ready:' line from rank $missing" "$log"
                     return
                 fi
+                # and ran calls: the closing summary counts them
+                missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing ran no allreduce in gpuring (summary line)" "$log"
+                    return
+                fi
                 ;;
             fallback)
                 if ! grep -q "allreduce fallback:" "$log"; then
