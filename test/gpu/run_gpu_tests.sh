@@ -1,6 +1,7 @@
 #!/bin/sh
-# run_gpu_tests.sh -- gpuring's GPU tests: test/gpu/test_reduce_cuda today (the
-# CUDA reduction kernels against the host primitive, plus a bandwidth table);
+# run_gpu_tests.sh -- gpuring's GPU tests: test/gpu/test_reduce_cuda (the CUDA
+# reduction kernels against the host primitive, plus a bandwidth table) and
+# test/gpu/test_exec_cuda (the CUDA executor: n ranks on one GPU);
 # the MPI tests on device buffers go here later.  Not run by make check: CI has
 # no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
 # none failed.  Without a GPU: "SKIP: no GPU (...)", "0 passed, 0 failed",
@@ -8,15 +9,15 @@
 #
 # On the GPU machine.  The device tool copies the working tree (tracked files
 # and untracked ones git does not ignore), not the build, so either
-#   a) build here and carry the binary: `make check` (or
-#      `make test/gpu/test_reduce_cuda`) builds test/gpu/test_reduce_cuda,
-#      which needs nothing but libc there (the CUDA runtime is linked
+#   a) build here and carry the binaries: `make check` (or
+#      `make test/gpu/test_reduce_cuda test/gpu/test_exec_cuda`) builds them;
+#      they need nothing but libc there (the CUDA runtime is linked
 #      statically; no MPI, UCX or hwloc); then run
 #          run(command="test/gpu/run_gpu_tests.sh",
-#              carry=["test/gpu/test_reduce_cuda"])
+#              carry=["test/gpu/test_reduce_cuda", "test/gpu/test_exec_cuda"])
 #   b) or let it build there: when no built binary is found (or
-#      GPURING_GPU_REBUILD=1), this script compiles a standalone
-#      test_reduce_cuda with that machine's nvcc, from the sources alone (no
+#      GPURING_GPU_REBUILD=1), this script compiles standalone ones
+#      with that machine's nvcc, from the sources alone (no
 #      configure: that machine has no Open MPI headers, UCX or hwloc), for the
 #      GPU's own architecture (GPURING_CUDA_ARCH=90 to choose), into a
 #      temporary directory.  run(command="test/gpu/run_gpu_tests.sh").
@@ -64,8 +65,14 @@ find_nvcc() {
     fi
 }
 
-bin="$builddir/test/gpu/test_reduce_cuda"
-if [ "${GPURING_GPU_REBUILD:-0}" = 1 ] || [ ! -x "$bin" ]; then
+# find_or_build NAME SOURCES...: sets $bin to the built NAME, or to a standalone build
+find_or_build() {
+    name=$1
+    shift
+    bin="$builddir/test/gpu/$name"
+    if [ "${GPURING_GPU_REBUILD:-0}" != 1 ] && [ -x "$bin" ]; then
+        return 0
+    fi
     nvcc=$(find_nvcc)
     if [ -z "$nvcc" ]; then
         if [ -z "$smi" ]; then
@@ -81,19 +88,27 @@ if [ "${GPURING_GPU_REBUILD:-0}" = 1 ] || [ ! -x "$bin" ]; then
                head -n 1 | tr -d ' .')
     fi
     arch=${arch:-90}
-    echo "building a standalone test_reduce_cuda for sm_$arch with $nvcc"
+    echo "building a standalone $name for sm_$arch with $nvcc"
+    srcs=""
+    for s in "$@"; do srcs="$srcs $top/$s"; done
+    # shellcheck disable=SC2086
     if ! "$nvcc" -O3 -I"$top" -DGPURING_HAVE_CUDA=1 \
             -gencode "arch=compute_$arch,code=sm_$arch" \
-            -o "$tmp/test_reduce_cuda" \
-            "$top/test/gpu/test_reduce_cuda.c" "$top/kernels/reduce_host.c" \
-            "$top/common/gpuring_common.c" "$top/kernels/reduce_cuda.cu" >"$tmp/build.log" 2>&1; then
-        cat "$tmp/build.log"
-        echo "FAIL: building test_reduce_cuda"
+            -o "$tmp/$name" $srcs -lpthread >"$tmp/build-$name.log" 2>&1; then
+        cat "$tmp/build-$name.log"
+        echo "FAIL: building $name"
         total_fail=$((total_fail + 1))
         finish
     fi
-    bin="$tmp/test_reduce_cuda"
-fi
+    bin="$tmp/$name"
+}
+
+find_or_build test_reduce_cuda test/gpu/test_reduce_cuda.c kernels/reduce_host.c \
+    common/gpuring_common.c kernels/reduce_cuda.cu
+bin_reduce=$bin
+find_or_build test_exec_cuda test/gpu/test_exec_cuda.c kernels/reduce_host.c \
+    common/gpuring_common.c proxy/conn.c kernels/exec_cuda.cu
+bin_exec=$bin
 
 # ---- run one test program, add its "N passed, N failed" line to the totals -------
 # exit 77 from a test means no usable CUDA device: the whole run is a SKIP
@@ -126,7 +141,8 @@ run_test() {
     fi
 }
 
-run_test test_reduce_cuda "$bin"
+run_test test_reduce_cuda "$bin_reduce"
+run_test test_exec_cuda "$bin_exec"
 # later: MPI tests on device buffers (test/mpi/... with --mca coll_gpuring_...)
 
 finish

@@ -1,0 +1,751 @@
+/*
+ * exec_cuda.cu -- the CUDA executor (kernels/exec_cuda.h).
+ *
+ * One kernel per call, one block per channel.  A block runs its channel's
+ * program op by op (gpuring_prog_op, the same pure function as the host
+ * executor), with the FIFO contract of proxy/conn.h:
+ *
+ *   thread 0   wait: every recv in the op's mask has tail > step, every send
+ *              has head + NSTEPS > step (volatile loads, polling the
+ *              host-mapped abort flag now and then), then a system fence so
+ *              the slots are read/written after the counters were seen
+ *   barrier
+ *   all        compute (one function per flag family, below)
+ *   barrier
+ *   thread 0   system fence (every thread's slot and output writes, made
+ *              visible to thread 0 by the barrier, are ordered before the
+ *              counters), then head = ++step on each recv, tail = ++step on
+ *              each send, then the channel's progress counter (next op)
+ *
+ * Step counters live in shared memory, start from the connections' `step`
+ * values (kernel parameter) and are only written by thread 0 between the
+ * two barriers' far sides.  The host never reads them back: it walks the
+ * programs itself (exec_cuda_walk, the same rules) to know the final steps.
+ *
+ * The compute of one op, as exec_host.c's exec_op_run:
+ *   plain   value = [input] (op) recv slot (op) ...   (peer order, left to right)
+ *           written to [output] and every send slot   -- exec_reduce_copy
+ *   ACC     output (op)= recv slot; send slot = recv slot   -- exec_accumulate
+ *   STASH   scratch row = send slot = recv slot or input    -- exec_reduce_copy
+ *   FOLD    output = row 0 (op) row 1 ... (op) row n-1      -- exec_fold
+ * Each is a fused loop: every element is read from all inputs and written
+ * to all outputs by one thread, so an output may alias an input (in place).
+ * 16-byte packs where every pointer shares its offset modulo 16, else
+ * element by element; the per-element operators are reduce_dev.cuh's.
+ *
+ * The host side validates (SHM connections only, see exec_cuda.h), launches
+ * with cudaLaunchKernel, polls cudaStreamQuery under a gpuring_spin_t that
+ * restarts whenever a channel's progress counter moves, and on timeout sets
+ * the abort flag, waits briefly for the kernel to leave, and reports what
+ * each unfinished channel was waiting for (the kernel records it on abort).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.h"
+#include "kernels/exec_cuda.h"
+#include "kernels/reduce_dev.cuh"
+
+#define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
+#define EXEC_CUDA_ABORT_WAIT_SEC 1.0  /* after abort: how long the kernel gets to leave */
+#define EXEC_CUDA_POOL 64             /* concurrent calls per process */
+
+#define EXEC_FOR_PEERS(_mask, _i) \
+    for (int _i = 0; _i < GPURING_MAX_PEERS; _i++) if ((_mask) & (1u << _i))
+
+/* ---- what the kernel gets ------------------------------------------------------ */
+typedef struct exec_cuda_conn {
+    char *slots;                        /* device-accessible */
+    volatile gpuring_fifo_ctrl_t *ctrl; /* device-accessible */
+    uint64_t step;                      /* the connection's step at launch */
+    uint64_t slot_bytes;
+} exec_cuda_conn_t;
+
+typedef struct exec_cuda_chan {
+    gpuring_prog_t prog;
+    exec_cuda_conn_t send[GPURING_MAX_PEERS];
+    exec_cuda_conn_t recv[GPURING_MAX_PEERS];
+} exec_cuda_chan_t;
+
+/* what an aborted channel was waiting for: kind << 8 | peer */
+enum { EXEC_WAIT_RECV = 1, EXEC_WAIT_SEND = 2 };
+
+/* host-mapped, one per call in flight (a slab entry, see the pool below) */
+typedef struct exec_cuda_status {
+    volatile int abort;                                  /* host -> kernel */
+    volatile uint32_t wait[GPURING_EXEC_CUDA_MAX_CHANNELS];     /* kernel, on abort */
+    volatile uint64_t progress[GPURING_EXEC_CUDA_MAX_CHANNELS]; /* kernel: next op */
+} exec_cuda_status_t;
+
+#define EXEC_CUDA_STATUS_STRIDE 256 /* bytes per slab entry */
+
+typedef struct exec_cuda_desc {
+    const char *sendbuf;
+    char *recvbuf;
+    char *scratch;
+    size_t count;               /* elements of the whole call: scratch row length */
+    exec_cuda_status_t *status; /* device pointer of the call's status entry */
+    int nchannels;
+    exec_cuda_chan_t ch[GPURING_EXEC_CUDA_MAX_CHANNELS];
+} exec_cuda_desc_t;
+
+static_assert(sizeof(exec_cuda_status_t) <= EXEC_CUDA_STATUS_STRIDE, "status entry too large");
+/* kernel parameters: 4 KiB, or 32 KiB since CUDA 12.1 (Volta and newer) */
+#if CUDART_VERSION >= 12010
+static_assert(sizeof(exec_cuda_desc_t) <= 32764, "exec_cuda_desc_t exceeds the parameter space");
+#else
+static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the parameter space");
+#endif
+
+/* ---- device: the FIFO protocol (thread 0) ------------------------------------------ */
+/* Wait until op s may run; 0 if the host aborted first (the reason is recorded). */
+static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
+                                const uint64_t *rstep, const uint64_t *sstep,
+                                exec_cuda_status_t *st, int c)
+{
+    unsigned polls = 0;
+
+    EXEC_FOR_PEERS(s.recv_mask, i) {
+        while (ch->recv[i].ctrl->tail <= rstep[i]) {
+            if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+                st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
+                return 0;
+            }
+        }
+    }
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
+            if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+                st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
+                return 0;
+            }
+        }
+    }
+    __threadfence_system(); /* acquire: slot accesses come after the counters were seen */
+    return 1;
+}
+
+/* Publish op s: the slots were consumed (head) and filled (tail). */
+static __device__ void exec_publish(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
+                                    uint64_t *rstep, uint64_t *sstep, exec_cuda_status_t *st,
+                                    int c, uint64_t next_op)
+{
+    __threadfence_system(); /* release: the block's writes (seen through the barrier) first */
+    EXEC_FOR_PEERS(s.recv_mask, i) {
+        ch->recv[i].ctrl->head = ++rstep[i];
+    }
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        ch->send[i].ctrl->tail = ++sstep[i];
+    }
+    st->progress[c] = next_op;
+}
+
+/* ---- device: element loops ----------------------------------------------------------- */
+/*
+ * [0, count) as a scalar head, 16-byte packs and a scalar tail: packs only
+ * when all n pointers sit at the same offset modulo 16 (a multiple of the
+ * element size); otherwise all scalar (head = body_end = count).
+ */
+typedef struct exec_split {
+    size_t head, npacks, body_end;
+} exec_split_t;
+
+template <typename T>
+static __device__ __forceinline__ exec_split_t exec_split(const void *const *ptrs, int n,
+                                                          size_t count)
+{
+    const uintptr_t mis = (uintptr_t)ptrs[0] & 15u;
+    exec_split_t sp = { count, 0, count };
+    size_t head;
+
+    if (mis % sizeof(T) != 0) return sp;
+    for (int k = 1; k < n; k++) {
+        if (((uintptr_t)ptrs[k] & 15u) != mis) return sp;
+    }
+    head = mis == 0 ? 0 : (16u - mis) / sizeof(T);
+    if (head > count) head = count;
+    sp.head = head;
+    sp.npacks = (count - head) / (sizeof(uint4) / sizeof(T));
+    sp.body_end = head + sp.npacks * (sizeof(uint4) / sizeof(T));
+    return sp;
+}
+
+/* scalar index j of the split (0 .. head + tail - 1) -> element index */
+static __device__ __forceinline__ size_t exec_scalar_ix(const exec_split_t &sp, size_t j)
+{
+    return j < sp.head ? j : sp.body_end + (j - sp.head);
+}
+
+static __device__ __forceinline__ size_t exec_nscalar(const exec_split_t &sp, size_t count)
+{
+    return sp.head + (count - sp.body_end);
+}
+
+template <typename T>
+static __device__ __forceinline__ const uint4 *exec_pk(const T *p, const exec_split_t &sp)
+{
+    return reinterpret_cast<const uint4 *>(p + sp.head);
+}
+
+template <typename T>
+static __device__ __forceinline__ uint4 *exec_pk(T *p, const exec_split_t &sp)
+{
+    return reinterpret_cast<uint4 *>(p + sp.head);
+}
+
+#define EXEC_MAX_IO (1 + GPURING_MAX_PEERS)
+
+/*
+ * out[*] = in[0] (op) in[1] (op) ... (op) in[nin-1], left to right, for
+ * count elements.  NCCL's reduceCopy behind its send / recvReduceSend /
+ * recvReduceCopySend / recvCopySend / recv primitives (and copySend for
+ * STASH); nin 1 is a copy.
+ */
+template <typename T, typename Op>
+static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *out, int nout,
+                                        size_t count)
+{
+    const void *ptrs[2 * EXEC_MAX_IO];
+    const size_t tid = threadIdx.x, nth = blockDim.x;
+
+    for (int k = 0; k < nin; k++) ptrs[k] = in[k];
+    for (int k = 0; k < nout; k++) ptrs[nin + k] = out[k];
+    const exec_split_t sp = exec_split<T>(ptrs, nin + nout, count);
+
+    for (size_t p = tid; p < sp.npacks; p += nth) {
+        uint4 v = exec_pk(in[0], sp)[p];
+        for (int k = 1; k < nin; k++) v = gpuring_dev_pack_apply<T, Op>(v, exec_pk(in[k], sp)[p]);
+        for (int k = 0; k < nout; k++) exec_pk(out[k], sp)[p] = v;
+    }
+    for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
+        const size_t i = exec_scalar_ix(sp, j);
+        T v = in[0][i];
+        for (int k = 1; k < nin; k++) v = Op::apply(v, in[k][i]);
+        for (int k = 0; k < nout; k++) out[k][i] = v;
+    }
+}
+
+/*
+ * dst (op)= recv; fwd (if any) = recv, unchanged.  The gather's
+ * recvAccumulate(Send): NCCL has no such primitive (its one-shot allreduce
+ * reduces all peers' buffers at once); closest is recvReduceCopySend with
+ * the received value, not the sum, forwarded.
+ */
+template <typename T, typename Op>
+static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t count)
+{
+    const void *ptrs[3] = { dst, recv, fwd != NULL ? fwd : dst };
+    const size_t tid = threadIdx.x, nth = blockDim.x;
+    const exec_split_t sp = exec_split<T>(ptrs, 3, count);
+
+    for (size_t p = tid; p < sp.npacks; p += nth) {
+        const uint4 r = exec_pk(recv, sp)[p];
+        if (fwd != NULL) exec_pk(fwd, sp)[p] = r;
+        exec_pk(dst, sp)[p] = gpuring_dev_pack_apply<T, Op>(exec_pk((const T *)dst, sp)[p], r);
+    }
+    for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
+        const size_t i = exec_scalar_ix(sp, j);
+        const T r = recv[i];
+        if (fwd != NULL) fwd[i] = r;
+        dst[i] = Op::apply(dst[i], r);
+    }
+}
+
+/*
+ * dst = row 0 (op) row 1 (op) ... (op) row nrows-1, rows `stride` elements
+ * apart: the ordered gather's final fold, the same expression on every
+ * rank.  No connection; NCCL's nearest is a local multi-source reduceCopy.
+ */
+template <typename T, typename Op>
+static __device__ void exec_fold(T *dst, const T *rows, size_t stride, int nrows, size_t count)
+{
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+        T v = rows[i];
+        for (int r = 1; r < nrows; r++) v = Op::apply(v, rows[(size_t)r * stride + i]);
+        dst[i] = v;
+    }
+}
+
+template <typename T>
+static __device__ __forceinline__ T *exec_slot(const exec_cuda_conn_t &c, uint64_t step)
+{
+    return reinterpret_cast<T *>(c.slots + (step % GPURING_NSTEPS) * c.slot_bytes);
+}
+
+/* The compute of one op (all threads), as exec_host.c's exec_op_run. */
+template <typename T, typename Op>
+static __device__ void exec_op(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                               const gpuring_step_t &s, const uint64_t *rstep,
+                               const uint64_t *sstep)
+{
+    const T *src = (s.flags & GPURING_PRIM_SRC) ? (const T *)d.sendbuf + s.off
+                   : (s.flags & GPURING_PRIM_OUT_SRC) ? (const T *)d.recvbuf + s.off
+                                                      : NULL;
+    T *dst = (s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (T *)d.recvbuf + s.off : NULL;
+    const T *in[EXEC_MAX_IO];
+    T *out[EXEC_MAX_IO];
+    int nin = 0, nout = 0;
+
+    if (s.count == 0) return;
+    if (s.flags & GPURING_PRIM_FOLD) {
+        exec_fold<T, Op>((T *)d.recvbuf + s.off, (const T *)d.scratch + s.off, d.count,
+                         ch->prog.nranks, s.count);
+        return;
+    }
+    if (s.flags & GPURING_PRIM_STASH) {
+        /* recvCopySend / copySend into the scratch row: keep the block, forward it */
+        in[nin++] = (s.flags & GPURING_PRIM_RECV) ? exec_slot<T>(ch->recv[0], rstep[0]) : src;
+        out[nout++] = (T *)d.scratch + (size_t)s.stash * d.count + s.off;
+        if (s.flags & GPURING_PRIM_SEND) out[nout++] = exec_slot<T>(ch->send[0], sstep[0]);
+        exec_reduce_copy<T, Op>(in, nin, out, nout, s.count);
+        return;
+    }
+    if (s.flags & GPURING_PRIM_ACC) {
+        exec_accumulate<T, Op>(dst, exec_slot<T>(ch->recv[0], rstep[0]),
+                               (s.flags & GPURING_PRIM_SEND) ? exec_slot<T>(ch->send[0], sstep[0])
+                                                             : NULL,
+                               s.count);
+        return;
+    }
+    /* plain: input first, then the recv slots in peer order; output, then send slots */
+    if (src != NULL) in[nin++] = src;
+    EXEC_FOR_PEERS(s.recv_mask, i) in[nin++] = exec_slot<T>(ch->recv[i], rstep[i]);
+    /* a lone input copied onto itself (in-place gather op 0): no write */
+    if (dst != NULL && !(nin == 1 && (const T *)dst == in[0])) out[nout++] = dst;
+    EXEC_FOR_PEERS(s.send_mask, i) out[nout++] = exec_slot<T>(ch->send[i], sstep[i]);
+    if (nin > 0 && nout > 0) exec_reduce_copy<T, Op>(in, nin, out, nout, s.count);
+}
+
+/* One block per channel: the channel's whole program. */
+template <typename T, typename Op>
+__global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
+    exec_cuda_kernel(const __grid_constant__ exec_cuda_desc_t d)
+{
+    __shared__ uint64_t rstep[GPURING_MAX_PEERS], sstep[GPURING_MAX_PEERS];
+    __shared__ int aborted;
+    const int c = blockIdx.x;
+    const exec_cuda_chan_t *ch = &d.ch[c];
+    const gpuring_prog_t prog = ch->prog;
+    exec_cuda_status_t *st = d.status;
+
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            rstep[i] = ch->recv[i].step;
+            sstep[i] = ch->send[i].step;
+        }
+        aborted = 0;
+    }
+    __syncthreads();
+    for (uint64_t op = 0; op < prog.nops; op++) {
+        gpuring_step_t s;
+
+        gpuring_prog_op(&prog, op, &s);
+        if (threadIdx.x == 0 && !exec_wait(ch, s, rstep, sstep, st, c)) aborted = 1;
+        __syncthreads();
+        if (aborted) return;
+        exec_op<T, Op>(d, ch, s, rstep, sstep);
+        __syncthreads();
+        if (threadIdx.x == 0) exec_publish(ch, s, rstep, sstep, st, c, op + 1);
+    }
+}
+
+/* ---- host: kernel choice (signed integers folded as in reduce_cuda.cu) ------------- */
+template <typename S, typename U> static const void *exec_cuda_int_fn(gpuring_op_t op)
+{
+    switch (op) {
+    case GPURING_OP_SUM: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_sum<U> >;
+    case GPURING_OP_PROD: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_prod<U> >;
+    case GPURING_OP_MIN: return (const void *)exec_cuda_kernel<S, gpuring_dev_op_min<S> >;
+    case GPURING_OP_MAX: return (const void *)exec_cuda_kernel<S, gpuring_dev_op_max<S> >;
+    case GPURING_OP_BAND: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_band<U> >;
+    case GPURING_OP_BOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_bor<U> >;
+    case GPURING_OP_BXOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_bxor<U> >;
+    case GPURING_OP_LAND: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_land<U> >;
+    case GPURING_OP_LOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_lor<U> >;
+    case GPURING_OP_LXOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_lxor<U> >;
+    default: return NULL;
+    }
+}
+
+template <typename T> static const void *exec_cuda_float_fn(gpuring_op_t op)
+{
+    switch (op) {
+    case GPURING_OP_SUM: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_sum<T> >;
+    case GPURING_OP_PROD: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_prod<T> >;
+    case GPURING_OP_MIN: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_min<T> >;
+    case GPURING_OP_MAX: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_max<T> >;
+    default: return NULL;
+    }
+}
+
+static const void *exec_cuda_fn(gpuring_type_t type, gpuring_op_t op)
+{
+    switch (type) {
+    case GPURING_TYPE_INT8: return exec_cuda_int_fn<int8_t, uint8_t>(op);
+    case GPURING_TYPE_UINT8: return exec_cuda_int_fn<uint8_t, uint8_t>(op);
+    case GPURING_TYPE_INT16: return exec_cuda_int_fn<int16_t, uint16_t>(op);
+    case GPURING_TYPE_UINT16: return exec_cuda_int_fn<uint16_t, uint16_t>(op);
+    case GPURING_TYPE_INT32: return exec_cuda_int_fn<int32_t, uint32_t>(op);
+    case GPURING_TYPE_UINT32: return exec_cuda_int_fn<uint32_t, uint32_t>(op);
+    case GPURING_TYPE_INT64: return exec_cuda_int_fn<int64_t, uint64_t>(op);
+    case GPURING_TYPE_UINT64: return exec_cuda_int_fn<uint64_t, uint64_t>(op);
+    case GPURING_TYPE_FLOAT: return exec_cuda_float_fn<float>(op);
+    case GPURING_TYPE_DOUBLE: return exec_cuda_float_fn<double>(op);
+    case GPURING_TYPE_FLOAT16: return exec_cuda_float_fn<__half>(op);
+    case GPURING_TYPE_BFLOAT16: return exec_cuda_float_fn<__nv_bfloat16>(op);
+    default: return NULL;
+    }
+}
+
+/* ---- host: the status pool (mapped, pinned, allocated once, never freed) ----------- */
+static pthread_mutex_t exec_cuda_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *exec_cuda_pool_host;  /* EXEC_CUDA_POOL entries */
+static char *exec_cuda_pool_dev;   /* the same, as the device sees it */
+static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
+
+extern "C" gpuring_status_t gpuring_exec_cuda_init(void)
+{
+    gpuring_status_t st = GPURING_OK;
+    void *host = NULL, *dev = NULL;
+
+    pthread_mutex_lock(&exec_cuda_pool_lock);
+    if (exec_cuda_pool_host == NULL) {
+        GPURING_CUDA_CHECK_GOTO(cudaHostAlloc(&host, (size_t)EXEC_CUDA_POOL *
+                                                         EXEC_CUDA_STATUS_STRIDE,
+                                              cudaHostAllocMapped | cudaHostAllocPortable),
+                                st, out);
+        memset(host, 0, (size_t)EXEC_CUDA_POOL * EXEC_CUDA_STATUS_STRIDE);
+        GPURING_CUDA_CHECK_GOTO(cudaHostGetDevicePointer(&dev, host, 0), st, out_free);
+        exec_cuda_pool_host = (char *)host;
+        exec_cuda_pool_dev = (char *)dev;
+    }
+    goto out;
+out_free:
+    (void)cudaFreeHost(host);
+out:
+    pthread_mutex_unlock(&exec_cuda_pool_lock);
+    return st;
+}
+
+/* An entry for one call: host view in *host_p, device view in *dev_p; -1 if none left. */
+static int exec_cuda_pool_get(exec_cuda_status_t **host_p, exec_cuda_status_t **dev_p)
+{
+    int ix = -1;
+
+    pthread_mutex_lock(&exec_cuda_pool_lock);
+    for (int i = 0; i < EXEC_CUDA_POOL && ix < 0; i++) {
+        if (!exec_cuda_pool_used[i]) {
+            exec_cuda_pool_used[i] = 1;
+            ix = i;
+        }
+    }
+    pthread_mutex_unlock(&exec_cuda_pool_lock);
+    if (ix < 0) return -1;
+    *host_p = (exec_cuda_status_t *)(exec_cuda_pool_host + (size_t)ix * EXEC_CUDA_STATUS_STRIDE);
+    *dev_p = (exec_cuda_status_t *)(exec_cuda_pool_dev + (size_t)ix * EXEC_CUDA_STATUS_STRIDE);
+    return ix;
+}
+
+static void exec_cuda_pool_put(int ix)
+{
+    pthread_mutex_lock(&exec_cuda_pool_lock);
+    exec_cuda_pool_used[ix] = 0;
+    pthread_mutex_unlock(&exec_cuda_pool_lock);
+}
+
+/* ---- host: walking a program (the kernel's step rules) ------------------------------ */
+typedef struct exec_cuda_walk {
+    uint64_t recv_steps[GPURING_MAX_PEERS]; /* slots taken from each recv connection */
+    uint64_t send_steps[GPURING_MAX_PEERS]; /* slots posted to each send connection */
+    unsigned recv_used, send_used;          /* peers whose connections any op uses */
+    size_t max_slot_count;                  /* largest op count that moves a slot */
+    int folds;                              /* a FOLD or STASH op: the scratch is read */
+} exec_cuda_walk_t;
+
+static void exec_cuda_walk(const gpuring_prog_t *p, uint64_t upto, exec_cuda_walk_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    for (uint64_t op = 0; op < upto; op++) {
+        gpuring_step_t s;
+
+        gpuring_prog_op(p, op, &s);
+        EXEC_FOR_PEERS(s.recv_mask, i) w->recv_steps[i]++;
+        EXEC_FOR_PEERS(s.send_mask, i) w->send_steps[i]++;
+        w->recv_used |= s.recv_mask;
+        w->send_used |= s.send_mask;
+        if ((s.recv_mask | s.send_mask) != 0) w->max_slot_count = GPURING_MAX(w->max_slot_count, s.count);
+        if (s.flags & (GPURING_PRIM_FOLD | GPURING_PRIM_STASH)) w->folds = 1;
+    }
+}
+
+/* Is connection end `conn` (peer i of channel c) usable by the kernel? */
+static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const char *dir, int c,
+                                             int i, size_t need_bytes)
+{
+    if (conn == NULL || conn->slots == NULL || conn->ctrl == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d has no %s connection to "
+                      "peer %d, which its program uses", c, dir, i);
+        return GPURING_ERR_INVALID;
+    }
+    if (conn->type != GPURING_CONN_SHM) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
+                      "is not shared memory: NET connections are not supported by the CUDA "
+                      "executor yet", c, dir, conn->peer);
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    if (conn->slot_bytes < need_bytes) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
+                      "has %zu-byte slots, the program moves %zu bytes", c, dir, conn->peer,
+                      conn->slot_bytes, need_bytes);
+        return GPURING_ERR_INVALID;
+    }
+    return GPURING_OK;
+}
+
+static void exec_cuda_fill_conn(exec_cuda_conn_t *d, const gpuring_conn_t *conn)
+{
+    d->slots = conn->slots;
+    d->ctrl = conn->ctrl;
+    d->step = conn->step;
+    d->slot_bytes = conn->slot_bytes;
+}
+
+/* Validate args; fill the kernel's descriptor and each channel's full walk. */
+static gpuring_status_t exec_cuda_prepare(const gpuring_exec_args_t *a, exec_cuda_desc_t *d,
+                                          exec_cuda_walk_t *walks, uint64_t *total_ops_p)
+{
+    const size_t es = gpuring_type_size(a->type);
+    const gpuring_conn_t *seen[GPURING_EXEC_CUDA_MAX_CHANNELS * 2 * GPURING_MAX_PEERS];
+    int nseen = 0;
+
+    if (es == 0 || (unsigned)a->op >= (unsigned)GPURING_OP_COUNT || a->nchannels < 0 ||
+        (a->nchannels > 0 && a->channels == NULL)) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: invalid type %d, op %d or %d channels",
+                      (int)a->type, (int)a->op, a->nchannels);
+        return GPURING_ERR_INVALID;
+    }
+    if (!gpuring_op_supported(a->type, a->op)) {
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "exec_cuda: op %s not defined on type %s",
+                      gpuring_op_name(a->op), gpuring_type_name(a->type));
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    if (a->nchannels > GPURING_EXEC_CUDA_MAX_CHANNELS) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: %d channels, at most %d", a->nchannels,
+                      GPURING_EXEC_CUDA_MAX_CHANNELS);
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    if (((uintptr_t)a->sendbuf | (uintptr_t)a->recvbuf | (uintptr_t)a->scratch) % es != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: buffers %p, %p, %p not aligned to "
+                      "%zu-byte %s elements", a->sendbuf, a->recvbuf, a->scratch, es,
+                      gpuring_type_name(a->type));
+        return GPURING_ERR_INVALID;
+    }
+
+    memset(d, 0, sizeof(*d));
+    d->sendbuf = (const char *)a->sendbuf;
+    d->recvbuf = (char *)a->recvbuf;
+    d->scratch = (char *)a->scratch;
+    d->count = a->count;
+    d->nchannels = a->nchannels;
+    *total_ops_p = 0;
+    for (int c = 0; c < a->nchannels; c++) {
+        const gpuring_exec_channel_t *ch = &a->channels[c];
+        exec_cuda_walk_t *w = &walks[c];
+
+        exec_cuda_walk(&ch->prog, ch->prog.nops, w);
+        *total_ops_p += ch->prog.nops;
+        if (ch->prog.nops > 0 && (a->recvbuf == NULL || (a->sendbuf == NULL && a->count > 0))) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: NULL buffer");
+            return GPURING_ERR_INVALID;
+        }
+        if (w->folds && a->scratch == NULL) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d folds in order but "
+                          "there is no scratch", c);
+            return GPURING_ERR_INVALID;
+        }
+        d->ch[c].prog = ch->prog;
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            const gpuring_conn_t *pair[2] = { (w->recv_used >> i & 1u) ? ch->recv[i] : NULL,
+                                              (w->send_used >> i & 1u) ? ch->send[i] : NULL };
+            for (int k = 0; k < 2; k++) {
+                if (!((k == 0 ? w->recv_used : w->send_used) >> i & 1u)) continue;
+                GPURING_CHECK(exec_cuda_check_conn(pair[k], k == 0 ? "recv" : "send", c, i,
+                                                   w->max_slot_count * es));
+                for (int j = 0; j < nseen; j++) {
+                    if (seen[j] == pair[k]) {
+                        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: a connection to rank "
+                                      "%d is used twice (channel %d, peer %d)", pair[k]->peer,
+                                      c, i);
+                        return GPURING_ERR_INVALID;
+                    }
+                }
+                seen[nseen++] = pair[k];
+                exec_cuda_fill_conn(k == 0 ? &d->ch[c].recv[i] : &d->ch[c].send[i], pair[k]);
+            }
+        }
+    }
+    return GPURING_OK;
+}
+
+/* Channel c of the call ended at op n (of its program): steps and next_op follow. */
+static void exec_cuda_account(const gpuring_exec_args_t *a, int c, uint64_t n,
+                              const exec_cuda_walk_t *full)
+{
+    gpuring_exec_channel_t *ch = &a->channels[c];
+    exec_cuda_walk_t part;
+    const exec_cuda_walk_t *w = full;
+
+    if (n != ch->prog.nops) {
+        exec_cuda_walk(&ch->prog, n, &part);
+        w = &part;
+    }
+    EXEC_FOR_PEERS(full->recv_used, i) ch->recv[i]->step += w->recv_steps[i];
+    EXEC_FOR_PEERS(full->send_used, i) ch->send[i]->step += w->send_steps[i];
+    ch->next_op = n;
+}
+
+/* Name what each unfinished channel waits for (after accounting: steps are current). */
+static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
+{
+    for (int c = 0; c < a->nchannels; c++) {
+        const gpuring_exec_channel_t *ch = &a->channels[c];
+        const uint32_t w = st->wait[c];
+        const int i = (int)(w & 0xffu);
+        const unsigned long long op = ch->next_op, nops = ch->prog.nops;
+
+        if (ch->next_op >= ch->prog.nops) continue;
+        if ((w >> 8) == EXEC_WAIT_RECV && i < GPURING_MAX_PEERS) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce timed out after %.0f s: channel %d waits for step %llu "
+                          "from rank %d (shm connection, op %llu of %llu, cuda executor)",
+                          a->timeout, c, (unsigned long long)ch->recv[i]->step,
+                          ch->recv[i]->peer, op, nops);
+        } else if ((w >> 8) == EXEC_WAIT_SEND && i < GPURING_MAX_PEERS) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce timed out after %.0f s: channel %d waits for rank %d to "
+                          "free a slot for step %llu (shm connection, op %llu of %llu, cuda "
+                          "executor)", a->timeout, c, ch->send[i]->peer,
+                          (unsigned long long)ch->send[i]->step, op, nops);
+        } else {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce timed out after %.0f s: channel %d stopped at op %llu of "
+                          "%llu (cuda executor; the kernel did not say what it waits for)",
+                          a->timeout, c, op, nops);
+        }
+    }
+}
+
+static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchannels)
+{
+    uint64_t sum = 0;
+    for (int c = 0; c < nchannels; c++) sum += st->progress[c];
+    return sum;
+}
+
+/* Poll the stream until it is idle or `timeout` passes without progress. */
+static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
+                                  int nchannels, double timeout, int *timed_out_p)
+{
+    gpuring_spin_t spin;
+    uint64_t seen = exec_cuda_progress_sum(st, nchannels);
+
+    *timed_out_p = 0;
+    gpuring_spin_init(&spin, timeout);
+    for (;;) {
+        cudaError_t err = cudaStreamQuery(stream);
+        uint64_t now;
+
+        if (err != cudaErrorNotReady) return err;
+        now = exec_cuda_progress_sum(st, nchannels);
+        if (now != seen) {
+            seen = now;
+            gpuring_spin_init(&spin, timeout);
+            continue;
+        }
+        if (gpuring_spin_tick(&spin) != GPURING_OK) {
+            *timed_out_p = 1;
+            return cudaErrorNotReady;
+        }
+    }
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, void *stream_v)
+{
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    exec_cuda_desc_t desc; /* about 5 KiB; host threads have the stack for it */
+    exec_cuda_walk_t walks[GPURING_EXEC_CUDA_MAX_CHANNELS];
+    exec_cuda_status_t *st, *st_dev;
+    uint64_t total_ops;
+    const void *fn;
+    void *params[1] = { &desc };
+    gpuring_status_t rc;
+    cudaError_t err;
+    int ix, timed_out = 0, exited = 1;
+
+    if (a == NULL) return GPURING_ERR_INVALID;
+    GPURING_CHECK(exec_cuda_prepare(a, &desc, walks, &total_ops));
+    fn = exec_cuda_fn(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED; /* gpuring_op_supported said yes */
+    if (total_ops == 0) {
+        for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
+        return GPURING_OK;
+    }
+
+    GPURING_CHECK(gpuring_exec_cuda_init());
+    ix = exec_cuda_pool_get(&st, &st_dev);
+    if (ix < 0) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: more than %d calls in flight",
+                      EXEC_CUDA_POOL);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    st->abort = 0;
+    for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
+        st->wait[c] = 0;
+        st->progress[c] = 0;
+    }
+    __sync_synchronize();
+    desc.status = st_dev;
+
+    err = cudaLaunchKernel(fn, dim3((unsigned)a->nchannels), dim3(GPURING_EXEC_CUDA_THREADS),
+                           params, 0, stream);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* reported here: do not leave it to the next caller */
+        GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_cuda)");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: %s %s, %d channels failed to launch",
+                      gpuring_type_name(a->type), gpuring_op_name(a->op), a->nchannels);
+        exec_cuda_pool_put(ix);
+        return GPURING_ERR_CUDA;
+    }
+
+    err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, &timed_out);
+    if (timed_out) {
+        /* tell the kernel to leave its waits, give it a moment */
+        st->abort = 1;
+        __sync_synchronize();
+        err = exec_cuda_poll(stream, st, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, &exited);
+        exited = !exited;
+    }
+    rc = timed_out ? GPURING_ERR_TIMEOUT : GPURING_OK;
+    if (err != cudaSuccess && err != cudaErrorNotReady) {
+        GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_cuda)");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: the %s %s kernel failed",
+                      gpuring_type_name(a->type), gpuring_op_name(a->op));
+        rc = GPURING_ERR_CUDA;
+    }
+    for (int c = 0; c < a->nchannels; c++) {
+        uint64_t n = st->progress[c];
+        exec_cuda_account(a, c, n <= a->channels[c].prog.nops ? n : 0, &walks[c]);
+    }
+    if (timed_out) exec_cuda_report_stall(a, st);
+    if (exited) {
+        exec_cuda_pool_put(ix);
+    } else {
+        /* still running: its status entry stays taken for good */
+        GPURING_WARN(GPURING_SUBSYS_KERNEL, "exec_cuda: the kernel did not stop %.1f s after "
+                     "the abort; the stream stays busy", EXEC_CUDA_ABORT_WAIT_SEC);
+    }
+    return rc;
+}

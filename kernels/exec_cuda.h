@@ -1,0 +1,75 @@
+/*
+ * exec_cuda.h -- the CUDA executor: the step programs of kernels/prog_ops.h
+ * run by one GPU kernel, one thread block per channel, over the same
+ * connections (proxy/conn.h) and the same arguments as the host executor
+ * (kernels/exec_host.h), whose semantics it follows op for op.
+ *
+ * Plain C; needs no CUDA header.  Built only when configure found the
+ * toolkit (GPURING_HAVE_CUDA).  Not yet called from the MPI path.
+ *
+ * What the caller guarantees:
+ *  - sendbuf, recvbuf and scratch are device-accessible memory of the
+ *    current device (device, managed or mapped pinned host memory).  The
+ *    scratch (ordered GATHER: FOLD reads it) is best device memory.
+ *  - every connection a program uses is SHM-type and its `slots` and `ctrl`
+ *    are device-accessible pointers: host memory mapped with
+ *    cudaHostAlloc(cudaHostAllocMapped) or cudaHostRegister (and, where they
+ *    differ, the pointer from cudaHostGetDevicePointer), or device memory.
+ *    NET connections need the proxy (gpuring_conn_net_set_step_bytes before
+ *    each tail) and are not supported yet: GPURING_ERR_NOT_SUPPORTED, logged.
+ *  - no connection serves two channels (each block owns its connections),
+ *    and nothing else uses these connections while the call runs.
+ *  - every peer's executor (host or CUDA) runs at the same time: the kernel
+ *    blocks on its FIFOs.  Co-residency is the caller's concern when peers
+ *    share a GPU (one block per channel, GPURING_EXEC_CUDA_THREADS threads).
+ */
+#ifndef GPURING_KERNELS_EXEC_CUDA_H
+#define GPURING_KERNELS_EXEC_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/exec_host.h"
+
+/* threads of the block that runs one channel */
+#define GPURING_EXEC_CUDA_THREADS 512
+/* channels one call runs (the descriptor is a kernel parameter) */
+#define GPURING_EXEC_CUDA_MAX_CHANNELS 16
+
+/*
+ * Run every channel's program to completion on `stream` (a cudaStream_t;
+ * NULL: the calling thread's default stream) and wait for it: launches one
+ * kernel (one block per channel), then polls the stream with
+ * cudaStreamQuery.  args->timeout is the time without progress (no channel
+ * finishing an operation) after which the kernel is told to stop (a
+ * host-mapped abort flag its waits poll): GPURING_ERR_TIMEOUT, with one
+ * GPURING_ERROR line per unfinished channel naming what it waits for.
+ *
+ * On return (any status) every used connection's `step` and every
+ * channel's `next_op` say how far the kernel got, as after the host
+ * executor.  After anything but GPURING_OK the FIFOs' state is the peers'
+ * business (an aborted collective: tear the connections down).
+ *
+ * Returns GPURING_OK, GPURING_ERR_INVALID (bad arguments, NULL or shared
+ * connection, no scratch for a FOLD), GPURING_ERR_NOT_SUPPORTED (a NET
+ * connection, op undefined on the type, too many channels),
+ * GPURING_ERR_TIMEOUT, GPURING_ERR_NO_MEMORY, or GPURING_ERR_CUDA (launch
+ * failure or a fault in the kernel; logged).
+ */
+gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream);
+
+/*
+ * Allocate the executor's process-wide mapped host memory (the per-call
+ * abort flag and progress counters) now rather than on the first run.
+ * Idempotent and thread-safe.  Page-locked allocation may synchronise the
+ * device, so call it before kernels that wait on each other are in flight
+ * (communicator creation; a test, before launching its ranks).
+ */
+gpuring_status_t gpuring_exec_cuda_init(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPURING_KERNELS_EXEC_CUDA_H */

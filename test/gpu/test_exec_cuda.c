@@ -1,0 +1,476 @@
+/*
+ * test_exec_cuda.c -- the CUDA executor (kernels/exec_cuda.h) on a real GPU:
+ * n "ranks" (2..8) in one process, on one GPU, each rank's executor called
+ * from its own thread on its own stream (every kernel is a few blocks, so
+ * all ranks' kernels are resident together).  The FIFOs are mapped pinned
+ * host memory laid out by gpuring_conn_attach, one per receiver, seen by
+ * both ends as with shared memory.
+ *
+ * Ring, gather (ordered and unordered) and tree programs over 1..3
+ * channels (rings: identity or reversed order; trees: heaps of arity 2 or
+ * 3 rooted at different ranks), int32 sum, float sum (integer values, so
+ * every summation order gives the same bits) and float16 max (normal
+ * numbers only: no zeros or nans, whose max depends on order); counts 1,
+ * 17, 4099 and 2^20 (gather: what fits one slot), in place and not; each
+ * configuration runs twice over the same FIFOs, so the second run starts
+ * from the first one's step counters.  Every rank's result must equal the
+ * gpuring_reduce_host() reference bit for bit.
+ *
+ * Then: a NET connection is refused (GPURING_ERR_NOT_SUPPORTED), and a
+ * timeout: one rank is never launched, every other one must return
+ * GPURING_ERR_TIMEOUT within its timeout + 2 s.
+ *
+ * Without a usable GPU: "SKIP: no CUDA device (reason)", exit 77.
+ * Otherwise the last line is "N passed, N failed".  GPURING_TEST_SEED sets
+ * the seed.  Run by test/gpu/run_gpu_tests.sh, not by make check.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/exec_cuda.h"
+#include "kernels/reduce.h"
+#include "test/unit/unit_test.h"
+
+#define T_MAXR 8
+#define T_MAXCH 3
+#define T_SLOT_BYTES (32u * 1024u)
+#define T_MAXCOUNT ((size_t)1 << 20)
+#define T_TIMEOUT 20.0 /* seconds without progress: a hang fails, slowly */
+
+typedef enum { T_RING, T_TREE, T_GATHER_U, T_GATHER_O } t_algo_t;
+static const char *t_algo_name[] = { "ring", "tree", "gather", "gather-ordered" };
+
+/* one FIFO (receiver-owned), mapped: host view and device view */
+typedef struct t_fifo {
+    char *host, *dev;
+} t_fifo_t;
+
+typedef struct t_rank {
+    /* connections: ring peer 0; tree peer 0 = parent, 1..3 = children */
+    gpuring_conn_t ring_send[T_MAXCH], ring_recv[T_MAXCH];
+    gpuring_conn_t tree_send[T_MAXCH][GPURING_MAX_PEERS], tree_recv[T_MAXCH][GPURING_MAX_PEERS];
+    gpuring_exec_channel_t ch[T_MAXCH];
+    gpuring_exec_args_t args;
+    cudaStream_t stream;
+    void *d_in, *d_out, *d_scratch;
+    gpuring_status_t st;
+    double secs;
+} t_rank_t;
+
+static t_rank_t ranks[T_MAXR];
+static t_fifo_t ring_fifo[T_MAXCH][T_MAXR];      /* into rank r on ring c */
+static t_fifo_t up_fifo[T_MAXCH][T_MAXR];        /* r -> its parent, at the parent */
+static t_fifo_t down_fifo[T_MAXCH][T_MAXR];      /* parent -> r, at r */
+static unsigned char *h_in[T_MAXR], *h_ref, *h_out;
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void finish_and_exit(void)
+{
+    exit(unit_report());
+}
+
+#define TEST_CUDA(_call)                                                               \
+    do {                                                                               \
+        cudaError_t _e = (_call);                                                      \
+        if (_e != cudaSuccess) {                                                       \
+            unit_result(0, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #_call,           \
+                        cudaGetErrorName(_e), cudaGetErrorString(_e));                 \
+            finish_and_exit();                                                         \
+        }                                                                              \
+    } while (0)
+
+/* ---- topology: ring positions and heap trees, per channel ------------------------- */
+static int ring_pos(int n, int c, int r) { return c % 2 == 0 ? r : (n - r) % n; }
+static int ring_rank(int n, int c, int pos) { return c % 2 == 0 ? pos : (n - pos) % n; }
+static int tree_arity(int c) { return c % 2 == 0 ? 2 : 3; }
+static int tree_v(int n, int c, int r) { return (r + c) % n; } /* heap index of rank r */
+static int tree_rank(int n, int c, int v) { return (v - c % n + n) % n; }
+static int tree_parent(int n, int c, int r)
+{
+    int v = tree_v(n, c, r);
+    return v == 0 ? -1 : tree_rank(n, c, (v - 1) / tree_arity(c));
+}
+static int tree_nchildren(int n, int c, int r)
+{
+    int k = tree_arity(c), first = tree_v(n, c, r) * k + 1, nc = n - first;
+    return nc < 0 ? 0 : (nc > k ? k : nc);
+}
+/* peer slot (1..) of child r at its parent */
+static int tree_slot(int n, int c, int r) { return 1 + (tree_v(n, c, r) - 1) % tree_arity(c); }
+
+static void fifo_alloc(t_fifo_t *f)
+{
+    void *h, *d;
+    size_t bytes = gpuring_conn_fifo_bytes(T_SLOT_BYTES);
+
+    TEST_CUDA(cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    TEST_CUDA(cudaHostGetDevicePointer(&d, h, 0));
+    memset(h, 0, bytes);
+    f->host = h;
+    f->dev = d;
+}
+
+static void fifo_link(t_fifo_t *f, gpuring_conn_t *s, int sender, gpuring_conn_t *r,
+                      int receiver, int c)
+{
+    memset(f->host, 0, 4096); /* the ctrl page: tail = head = 0 */
+    gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, c, T_SLOT_BYTES,
+                        f->dev);
+    gpuring_conn_attach(r, GPURING_CONN_SHM, GPURING_CONN_RECV, sender, c, T_SLOT_BYTES,
+                        f->dev);
+}
+
+/* Fresh FIFOs and connections (step 0) for n ranks. */
+static void links_reset(int n)
+{
+    for (int r = 0; r < T_MAXR; r++) { /* no connection left from an earlier n */
+        memset(ranks[r].ring_send, 0, sizeof(ranks[r].ring_send));
+        memset(ranks[r].ring_recv, 0, sizeof(ranks[r].ring_recv));
+        memset(ranks[r].tree_send, 0, sizeof(ranks[r].tree_send));
+        memset(ranks[r].tree_recv, 0, sizeof(ranks[r].tree_recv));
+    }
+    for (int r = 0; r < n; r++) {
+        for (int c = 0; c < T_MAXCH; c++) {
+            int next = ring_rank(n, c, (ring_pos(n, c, r) + 1) % n), p = tree_parent(n, c, r);
+            fifo_link(&ring_fifo[c][next], &ranks[r].ring_send[c], r, &ranks[next].ring_recv[c],
+                      next, c);
+            if (p >= 0) {
+                int slot = tree_slot(n, c, r);
+                fifo_link(&up_fifo[c][r], &ranks[r].tree_send[c][0], r,
+                          &ranks[p].tree_recv[c][slot], p, c);
+                fifo_link(&down_fifo[c][r], &ranks[p].tree_send[c][slot], p,
+                          &ranks[r].tree_recv[c][0], r, c);
+            }
+        }
+    }
+}
+
+/* ---- one configuration ------------------------------------------------------------- */
+typedef struct t_cfg {
+    t_algo_t algo;
+    int n, nch, inplace;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    size_t count, chunk;
+    double timeout;
+    int skip_rank; /* -1: all run */
+} t_cfg_t;
+
+static void setup_channels(const t_cfg_t *cfg)
+{
+    size_t per = GPURING_DIV_UP(cfg->count, (size_t)cfg->nch);
+
+    for (int r = 0; r < cfg->n; r++) {
+        t_rank_t *x = &ranks[r];
+        for (int c = 0; c < cfg->nch; c++) {
+            gpuring_exec_channel_t *e = &x->ch[c];
+            size_t base = GPURING_MIN(cfg->count, (size_t)c * per);
+            size_t cnt = GPURING_MIN(per, cfg->count - base);
+
+            memset(e, 0, sizeof(*e));
+            switch (cfg->algo) {
+            case T_RING:
+                gpuring_ring_prog_init(&e->prog, base, cnt, cfg->chunk, cfg->n,
+                                       ring_pos(cfg->n, c, r));
+                break;
+            case T_GATHER_U:
+            case T_GATHER_O:
+                gpuring_gather_prog_init(&e->prog, base, cnt, cfg->n, ring_pos(cfg->n, c, r),
+                                         cfg->algo == T_GATHER_O);
+                break;
+            case T_TREE:
+                gpuring_tree_prog_init(&e->prog, base, cnt, cfg->chunk, cfg->n,
+                                       tree_parent(cfg->n, c, r) >= 0,
+                                       tree_nchildren(cfg->n, c, r));
+                break;
+            }
+            if (cfg->algo == T_TREE) {
+                for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+                    e->send[i] = &x->tree_send[c][i];
+                    e->recv[i] = &x->tree_recv[c][i];
+                }
+            } else {
+                e->send[0] = &x->ring_send[c];
+                e->recv[0] = &x->ring_recv[c];
+            }
+        }
+        x->args = (gpuring_exec_args_t){
+            .sendbuf = cfg->inplace ? x->d_out : x->d_in, .recvbuf = x->d_out,
+            .count = cfg->count, .type = cfg->type, .op = cfg->op, .nchannels = cfg->nch,
+            .channels = x->ch, .scratch = x->d_scratch, .timeout = cfg->timeout};
+    }
+}
+
+static void *rank_main(void *arg)
+{
+    t_rank_t *x = arg;
+    double t0 = now_sec();
+
+    if (cudaSetDevice(0) != cudaSuccess) {
+        x->st = GPURING_ERR_CUDA;
+        return NULL;
+    }
+    x->st = gpuring_exec_cuda_run(&x->args, x->stream);
+    x->secs = now_sec() - t0;
+    return NULL;
+}
+
+/* Run every rank but cfg->skip_rank, each on its own thread; wait for all. */
+static void run_ranks(const t_cfg_t *cfg)
+{
+    pthread_t th[T_MAXR];
+
+    for (int r = 0; r < cfg->n; r++) {
+        if (r == cfg->skip_rank) continue;
+        if (pthread_create(&th[r], NULL, rank_main, &ranks[r]) != 0) {
+            unit_result(0, "pthread_create");
+            finish_and_exit();
+        }
+    }
+    for (int r = 0; r < cfg->n; r++) {
+        if (r != cfg->skip_rank) pthread_join(th[r], NULL);
+    }
+}
+
+/* random inputs and their reduction, rank 0 (op) rank 1 (op) ... */
+static void make_inputs(const t_cfg_t *cfg)
+{
+    const size_t es = gpuring_type_size(cfg->type);
+
+    for (int r = 0; r < cfg->n; r++) {
+        for (size_t i = 0; i < cfg->count; i++) {
+            uint64_t z = unit_rng();
+            unsigned char *p = h_in[r] + i * es;
+            if (cfg->type == GPURING_TYPE_FLOAT) {
+                float f = (float)((int)(z % 1001) - 500);
+                memcpy(p, &f, 4);
+            } else if (cfg->type == GPURING_TYPE_FLOAT16) {
+                /* normal numbers: exponent 1..30 */
+                uint16_t h = (uint16_t)(((z & 1) << 15) | ((1 + (z >> 1) % 30) << 10) |
+                                        ((z >> 8) & 0x3ff));
+                memcpy(p, &h, 2);
+            } else {
+                uint32_t u = (uint32_t)z;
+                memcpy(p, &u, 4);
+            }
+        }
+    }
+    memcpy(h_ref, h_in[0], cfg->count * es);
+    for (int r = 1; r < cfg->n; r++) {
+        gpuring_reduce_host(h_ref, h_ref, h_in[r], cfg->count, cfg->type, cfg->op);
+    }
+}
+
+static void upload(const t_cfg_t *cfg)
+{
+    const size_t bytes = cfg->count * gpuring_type_size(cfg->type);
+
+    for (int r = 0; r < cfg->n; r++) {
+        TEST_CUDA(cudaMemcpy(cfg->inplace ? ranks[r].d_out : ranks[r].d_in, h_in[r], bytes,
+                             cudaMemcpyHostToDevice));
+        if (!cfg->inplace) TEST_CUDA(cudaMemset(ranks[r].d_out, 0xa5, bytes));
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
+static void describe(const t_cfg_t *cfg, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s n=%d ch=%d %s %s count=%zu chunk=%zu %s", t_algo_name[cfg->algo],
+             cfg->n, cfg->nch, gpuring_type_name(cfg->type), gpuring_op_name(cfg->op),
+             cfg->count, cfg->chunk, cfg->inplace ? "in-place" : "out-of-place");
+}
+
+static void check_results(const t_cfg_t *cfg, int pass)
+{
+    const size_t es = gpuring_type_size(cfg->type), bytes = cfg->count * es;
+    char what[200];
+
+    describe(cfg, what, sizeof(what));
+    for (int r = 0; r < cfg->n; r++) {
+        size_t bad = 0, first = 0;
+
+        unit_result(ranks[r].st == GPURING_OK, "%s run %d: rank %d returned %s", what, pass, r,
+                    gpuring_status_str(ranks[r].st));
+        if (ranks[r].st != GPURING_OK) continue;
+        TEST_CUDA(cudaMemcpy(h_out, ranks[r].d_out, bytes, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < cfg->count; i++) {
+            if (memcmp(h_out + i * es, h_ref + i * es, es) != 0) {
+                if (bad++ == 0) first = i;
+            }
+        }
+        unit_result(bad == 0, "%s run %d: rank %d: %zu wrong elements, first at %zu", what,
+                    pass, r, bad, first);
+        if (!cfg->inplace) {
+            TEST_CUDA(cudaMemcpy(h_out, ranks[r].d_in, bytes, cudaMemcpyDeviceToHost));
+            unit_result(memcmp(h_out, h_in[r], bytes) == 0, "%s run %d: rank %d's input changed",
+                        what, pass, r);
+        }
+    }
+}
+
+static void run_config(const t_cfg_t *cfg)
+{
+    links_reset(cfg->n);
+    make_inputs(cfg);
+    for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
+        setup_channels(cfg);
+        upload(cfg);
+        run_ranks(cfg);
+        check_results(cfg, pass);
+    }
+}
+
+/* ---- error paths ----------------------------------------------------------------------- */
+static void test_refusals(void)
+{
+    t_cfg_t cfg = {.algo = T_RING, .n = 2, .nch = 1, .type = GPURING_TYPE_INT32,
+                   .op = GPURING_OP_SUM, .count = 17, .chunk = 8192, .timeout = T_TIMEOUT,
+                   .skip_rank = -1};
+    gpuring_status_t st;
+
+    links_reset(cfg.n);
+    setup_channels(&cfg);
+    ranks[0].ring_send[0].type = GPURING_CONN_NET;
+    st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
+    unit_result(st == GPURING_ERR_NOT_SUPPORTED, "NET connection: %s, want not supported",
+                gpuring_status_str(st));
+    ranks[0].ring_send[0].type = GPURING_CONN_SHM;
+    ranks[0].ch[0].recv[0] = NULL;
+    st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
+    unit_result(st == GPURING_ERR_INVALID, "missing connection: %s, want invalid",
+                gpuring_status_str(st));
+    ranks[0].args.type = GPURING_TYPE_FLOAT;
+    ranks[0].args.op = GPURING_OP_BXOR;
+    st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
+    unit_result(st == GPURING_ERR_NOT_SUPPORTED, "float bxor: %s, want not supported",
+                gpuring_status_str(st));
+}
+
+static void test_timeout(void)
+{
+    t_cfg_t cfg = {.algo = T_RING, .n = 4, .nch = 2, .type = GPURING_TYPE_INT32,
+                   .op = GPURING_OP_SUM, .count = 4099, .chunk = 1000, .timeout = 1.0,
+                   .skip_rank = 2};
+
+    links_reset(cfg.n);
+    make_inputs(&cfg);
+    setup_channels(&cfg);
+    upload(&cfg);
+    run_ranks(&cfg);
+    for (int r = 0; r < cfg.n; r++) {
+        if (r == cfg.skip_rank) continue;
+        unit_result(ranks[r].st == GPURING_ERR_TIMEOUT, "timeout: rank %d returned %s", r,
+                    gpuring_status_str(ranks[r].st));
+        unit_result(ranks[r].secs < cfg.timeout + 2.0, "timeout: rank %d took %.2f s", r,
+                    ranks[r].secs);
+    }
+    /* the aborted kernels are gone: the GPU still works */
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
+int main(void)
+{
+    static const int ns[] = { 2, 3, 4, 5, 8 };
+    static const size_t counts[] = { 1, 17, 4099, T_MAXCOUNT };
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+    };
+    const char *env = getenv("GPURING_TEST_SEED");
+    uint64_t seed;
+    unsigned long idx = 0;
+    int ndev = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (err != cudaSuccess) {
+        printf("SKIP: no CUDA device (cudaGetDeviceCount: %s: %s)\n", cudaGetErrorName(err),
+               cudaGetErrorString(err));
+        return 77;
+    }
+    if (ndev == 0) {
+        printf("SKIP: no CUDA device (cudaGetDeviceCount found 0 devices)\n");
+        return 77;
+    }
+    seed = (env != NULL && *env != '\0') ? strtoull(env, NULL, 0)
+                                         : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    unit_rng_state = seed;
+    printf("seed %llu (GPURING_TEST_SEED)\n", (unsigned long long)seed);
+
+    /* everything allocated before any rank runs: allocations may synchronise */
+    TEST_CUDA(cudaSetDevice(0));
+    if (gpuring_exec_cuda_init() != GPURING_OK) {
+        unit_result(0, "gpuring_exec_cuda_init failed");
+        finish_and_exit();
+    }
+    for (int c = 0; c < T_MAXCH; c++) {
+        for (int r = 0; r < T_MAXR; r++) {
+            fifo_alloc(&ring_fifo[c][r]);
+            fifo_alloc(&up_fifo[c][r]);
+            fifo_alloc(&down_fifo[c][r]);
+        }
+    }
+    for (int r = 0; r < T_MAXR; r++) {
+        TEST_CUDA(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_in, T_MAXCOUNT * 4));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_out, T_MAXCOUNT * 4));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_scratch, (size_t)T_MAXR * T_SLOT_BYTES * T_MAXCH));
+        h_in[r] = malloc(T_MAXCOUNT * 4);
+        if (h_in[r] == NULL) finish_and_exit();
+    }
+    h_ref = malloc(T_MAXCOUNT * 4);
+    h_out = malloc(T_MAXCOUNT * 4);
+    if (h_ref == NULL || h_out == NULL) finish_and_exit();
+
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        for (int algo = T_RING; algo <= T_GATHER_O; algo++) {
+            for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+                    for (int inplace = 0; inplace < 2; inplace++, idx++) {
+                        t_cfg_t cfg = {.algo = (t_algo_t)algo, .n = ns[ni],
+                                       .nch = 1 + (int)(idx % T_MAXCH), .inplace = inplace,
+                                       .type = tops[ti].type, .op = tops[ti].op,
+                                       .count = counts[ci], .timeout = T_TIMEOUT,
+                                       .skip_rank = -1};
+                        const size_t es = gpuring_type_size(cfg.type);
+                        size_t per = GPURING_DIV_UP(cfg.count, (size_t)cfg.nch);
+
+                        cfg.chunk = (idx / T_MAXCH) % 2 ? 1000 : T_SLOT_BYTES / es;
+                        /* the gather moves a channel's whole region in one slot */
+                        if ((algo == T_GATHER_U || algo == T_GATHER_O) &&
+                            per * es > T_SLOT_BYTES) {
+                            continue;
+                        }
+                        run_config(&cfg);
+                    }
+                }
+            }
+        }
+        printf("n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed, unit_failed);
+    }
+    test_refusals();
+    test_timeout();
+    /* and after the timeout, a normal run still works */
+    {
+        t_cfg_t cfg = {.algo = T_TREE, .n = 8, .nch = 3, .type = GPURING_TYPE_INT32,
+                       .op = GPURING_OP_SUM, .count = 4099, .chunk = 1000,
+                       .timeout = T_TIMEOUT, .skip_rank = -1};
+        run_config(&cfg);
+    }
+    return unit_report();
+}
