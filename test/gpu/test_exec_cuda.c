@@ -37,7 +37,7 @@
 
 #include "kernels/exec_cuda.h"
 #include "kernels/reduce.h"
-#include "test/unit/unit_test.h"
+#include "test/gpu/gpu_test.h"
 
 #define T_MAXR 8
 #define T_MAXCH 3
@@ -77,21 +77,6 @@ static double now_sec(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-static void finish_and_exit(void)
-{
-    exit(unit_report());
-}
-
-#define TEST_CUDA(_call)                                                               \
-    do {                                                                               \
-        cudaError_t _e = (_call);                                                      \
-        if (_e != cudaSuccess) {                                                       \
-            unit_result(0, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #_call,           \
-                        cudaGetErrorName(_e), cudaGetErrorString(_e));                 \
-            finish_and_exit();                                                         \
-        }                                                                              \
-    } while (0)
 
 /* ---- topology: ring positions and heap trees, per channel ------------------------- */
 static int ring_pos(int n, int c, int r) { return c % 2 == 0 ? r : (n - r) % n; }
@@ -238,7 +223,7 @@ static void run_ranks(const t_cfg_t *cfg)
         if (r == cfg->skip_rank) continue;
         if (pthread_create(&th[r], NULL, rank_main, &ranks[r]) != 0) {
             unit_result(0, "pthread_create");
-            finish_and_exit();
+            gpu_test_exit();
         }
     }
     for (int r = 0; r < cfg->n; r++) {
@@ -391,32 +376,18 @@ int main(void)
         { GPURING_TYPE_FLOAT, GPURING_OP_SUM },
         { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
     };
-    const char *env = getenv("GPURING_TEST_SEED");
     uint64_t seed;
     unsigned long idx = 0;
-    int ndev = 0;
-    cudaError_t err = cudaGetDeviceCount(&ndev);
 
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (err != cudaSuccess) {
-        printf("SKIP: no CUDA device (cudaGetDeviceCount: %s: %s)\n", cudaGetErrorName(err),
-               cudaGetErrorString(err));
-        return 77;
-    }
-    if (ndev == 0) {
-        printf("SKIP: no CUDA device (cudaGetDeviceCount found 0 devices)\n");
-        return 77;
-    }
-    seed = (env != NULL && *env != '\0') ? strtoull(env, NULL, 0)
-                                         : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    unit_rng_state = seed;
+    if (gpu_test_device_or_skip() != 0) return 77;
+    seed = unit_rng_seed();
     printf("seed %llu (GPURING_TEST_SEED)\n", (unsigned long long)seed);
 
     /* everything allocated before any rank runs: allocations may synchronise */
     TEST_CUDA(cudaSetDevice(0));
     if (gpuring_exec_cuda_init() != GPURING_OK) {
         unit_result(0, "gpuring_exec_cuda_init failed");
-        finish_and_exit();
+        gpu_test_exit();
     }
     for (int c = 0; c < T_MAXCH; c++) {
         for (int r = 0; r < T_MAXR; r++) {
@@ -431,11 +402,11 @@ int main(void)
         TEST_CUDA(cudaMalloc(&ranks[r].d_out, T_MAXCOUNT * 4));
         TEST_CUDA(cudaMalloc(&ranks[r].d_scratch, (size_t)T_MAXR * T_SLOT_BYTES * T_MAXCH));
         h_in[r] = malloc(T_MAXCOUNT * 4);
-        if (h_in[r] == NULL) finish_and_exit();
+        if (h_in[r] == NULL) gpu_test_exit();
     }
     h_ref = malloc(T_MAXCOUNT * 4);
     h_out = malloc(T_MAXCOUNT * 4);
-    if (h_ref == NULL || h_out == NULL) finish_and_exit();
+    if (h_ref == NULL || h_out == NULL) gpu_test_exit();
 
     for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
         for (int algo = T_RING; algo <= T_GATHER_O; algo++) {

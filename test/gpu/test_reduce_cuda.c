@@ -41,24 +41,7 @@
 
 #include "kernels/reduce.h"
 #include "kernels/reduce_cuda.h"
-#include "test/unit/unit_test.h"
-
-static void test_finish_and_exit(void)
-{
-    printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
-    exit(unit_failed == 0 ? 0 : 1);
-}
-
-/* a cuda call the test itself needs: failing it ends the run */
-#define TEST_CUDA(_call)                                                               \
-    do {                                                                               \
-        cudaError_t _e = (_call);                                                      \
-        if (_e != cudaSuccess) {                                                       \
-            unit_result(0, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #_call,           \
-                        cudaGetErrorName(_e), cudaGetErrorString(_e));                 \
-            test_finish_and_exit();                                                    \
-        }                                                                              \
-    } while (0)
+#include "test/gpu/gpu_test.h"
 
 /* ---- random elements -------------------------------------------------------- */
 static void test_store(void *p, size_t i, size_t es, uint64_t bits)
@@ -567,31 +550,14 @@ static void test_bandwidth(cudaStream_t stream)
 
 int main(void)
 {
-    const char *env = getenv("GPURING_TEST_SEED");
     struct cudaDeviceProp prop;
     cudaStream_t stream;
-    cudaError_t err;
     uint64_t seed;
     int ndev = 0, dev = 0, rt = 0, drv = 0;
 
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    err = cudaGetDeviceCount(&ndev);
-    if (err != cudaSuccess) {
-        printf("SKIP: no CUDA device (cudaGetDeviceCount: %s: %s)\n", cudaGetErrorName(err),
-               cudaGetErrorString(err));
-        return 77;
-    }
-    if (ndev == 0) {
-        printf("SKIP: no CUDA device (cudaGetDeviceCount found 0 devices)\n");
-        return 77;
-    }
-
-    if (env != NULL && *env != '\0') {
-        seed = strtoull(env, NULL, 0);
-    } else {
-        seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    }
-    unit_rng_state = seed;
+    if (gpu_test_device_or_skip() != 0) return 77;
+    TEST_CUDA(cudaGetDeviceCount(&ndev));
+    seed = unit_rng_seed();
     printf("test_reduce_cuda: seed %" PRIu64 " (set GPURING_TEST_SEED to repeat)\n", seed);
     TEST_CUDA(cudaGetDevice(&dev));
     TEST_CUDA(cudaGetDeviceProperties(&prop, dev));
@@ -606,6 +572,6 @@ int main(void)
     test_bandwidth(stream);
 
     TEST_CUDA(cudaStreamDestroy(stream));
-    test_finish_and_exit();
+    gpu_test_exit();
     return 0;
 }

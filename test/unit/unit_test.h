@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 static unsigned long unit_passed, unit_failed, unit_msgs;
 static uint64_t unit_rng_state;
@@ -39,6 +41,17 @@ static void unit_result(int ok, const char *fmt, ...)
         printf("(further failure messages suppressed)\n");
     }
     fflush(stdout);
+}
+
+/* Seed unit_rng from GPURING_TEST_SEED, else from the clock; returns the seed. */
+static uint64_t unit_rng_seed(void) __attribute__((unused));
+static uint64_t unit_rng_seed(void)
+{
+    const char *env = getenv("GPURING_TEST_SEED");
+    unit_rng_state = (env != NULL && *env != '\0')
+                         ? strtoull(env, NULL, 0)
+                         : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    return unit_rng_state;
 }
 
 static inline uint64_t unit_rng(void)

@@ -976,15 +976,8 @@ static void test_throughput(void)
 
 int main(void)
 {
-    const char *env = getenv("GPURING_TEST_SEED");
-    uint64_t seed;
+    uint64_t seed = unit_rng_seed();
 
-    if (env != NULL && *env != '\0') {
-        seed = strtoull(env, NULL, 0);
-    } else {
-        seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    }
-    unit_rng_state = seed;
     printf("test_reduce_host: seed %" PRIu64 " (set GPURING_TEST_SEED to "
            "repeat)\n", seed);
 
