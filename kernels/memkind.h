@@ -10,7 +10,6 @@ typedef enum {
     GPURING_MEM_HOST,    /* ordinary or pinned host memory */
     GPURING_MEM_DEVICE,  /* cudaMalloc / cudaMallocAsync */
     GPURING_MEM_MANAGED, /* cudaMallocManaged */
-    GPURING_MEM_UNKNOWN, /* the driver answered something we do not handle */
 } gpuring_mem_kind_t;
 
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr);

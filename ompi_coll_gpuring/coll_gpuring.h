@@ -78,8 +78,6 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
-/* Verbose-level log on the component's stream, rank in the prefix. */
-#define GPURING_MCA_LOG(_lvl, ...) GPURING_LOG(_lvl, GPURING_SUBSYS_COLL, __VA_ARGS__)
 
 END_C_DECLS
 

@@ -68,8 +68,6 @@ void gpuring_comm_stats_get(gpuring_comm_stats_t *stats)
     stats->bytes = __atomic_load_n(&comm_stats.bytes, __ATOMIC_RELAXED);
 }
 
-#define COMM_MAX_EDGES ((int)(sizeof(((gpuring_comm_t *)0)->edges) / sizeof(gpuring_comm_edge_t)))
-
 static const char *comm_edge_kind_name(gpuring_edge_kind_t kind)
 {
     return kind == GPURING_EDGE_RING ? "ring" : kind == GPURING_EDGE_TREE_UP ? "tree up"

@@ -45,6 +45,10 @@ typedef struct gpuring_comm_edge {
     gpuring_edge_kind_t kind;
 } gpuring_comm_edge_t;
 
+/* Edges one rank can have per channel: ring next and prev, tree parent both
+ * ways, and up to three children both ways. */
+#define GPURING_COMM_EDGES_PER_CHANNEL (2 + 2 + 2 * 3)
+
 typedef struct gpuring_comm {
     gpuring_comm_config_t cfg;
     gpuring_bootstrap_t boot;
@@ -55,8 +59,8 @@ typedef struct gpuring_comm {
     int broken;              /* a collective failed midway: refuse further calls */
     /* connections, one per edge; ring edges at setup, tree edges at first use */
     int nconns;
-    gpuring_comm_edge_t edges[GPURING_MAX_CHANNELS * 10];
-    gpuring_conn_t conns[GPURING_MAX_CHANNELS * 10];
+    gpuring_comm_edge_t edges[GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL];
+    gpuring_conn_t conns[GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL];
     int tree_state;          /* 0 not connected, 1 connected, -1 failed: ring only */
     char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
     size_t addr_stride;
