@@ -117,11 +117,7 @@ static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch
     EXEC_FOR_PEERS(s->recv_mask, i) {
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
-    EXEC_FOR_PEERS(s->send_mask, i) {
-        gpuring_conn_t *c = ch->send[i];
-        if (c->type == GPURING_CONN_NET) gpuring_conn_net_set_step_bytes(c, c->step, bytes);
-        GPURING_STORE_RELEASE(&c->ctrl->tail, ++c->step);
-    }
+    EXEC_FOR_PEERS(s->send_mask, i) gpuring_conn_post(ch->send[i], bytes);
 }
 
 /* Name what a stalled channel waits for, and for whom. */

@@ -6,7 +6,8 @@
  *   tail  steps the sender has posted   (written by the sender side)
  *   head  steps the receiver consumed   (written by the receiver side)
  * The sender may write step s into slot s % NSTEPS once head + NSTEPS > s,
- * then publishes tail = s + 1 (release).  The receiver waits for tail > s
+ * records the step's byte count in size[s % NSTEPS], then publishes
+ * tail = s + 1 (release): gpuring_conn_post().  The receiver waits for tail > s
  * (acquire), uses the slot, then publishes head = s + 1 (release).
  *
  * An executor sees every connection the same way, through gpuring_conn_t:
@@ -37,12 +38,19 @@ typedef enum {
     GPURING_CONN_RECV = 1,
 } gpuring_conn_dir_t;
 
-/* Counters on separate cache lines: the sender writes tail, the receiver head. */
+/*
+ * Counters on separate cache lines: the sender writes tail, the receiver
+ * head.  size[] is the byte count of each slot's latest step, written by the
+ * sender before its tail: the length of the UCX message on NET connections
+ * (the proxy reads it), informational on the others.  It lives here, not in
+ * the transport, so a GPU kernel writing the FIFO records it the same way.
+ */
 typedef struct gpuring_fifo_ctrl {
     uint64_t tail;
     char pad0[GPURING_CACHELINE - sizeof(uint64_t)];
     uint64_t head;
     char pad1[GPURING_CACHELINE - sizeof(uint64_t)];
+    uint64_t size[GPURING_NSTEPS];
 } gpuring_fifo_ctrl_t;
 
 typedef struct gpuring_conn gpuring_conn_t;
@@ -83,6 +91,13 @@ struct gpuring_conn {
     int shm_owner;             /* 1 on the receiver, which created it */
     struct gpuring_net_conn *net;
 };
+
+/* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step: post it. */
+static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes)
+{
+    conn->ctrl->size[conn->step % GPURING_NSTEPS] = bytes;
+    GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
+}
 
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */
 /* Bytes of one FIFO in memory: the ctrl page, then NSTEPS slots. */

@@ -2,8 +2,8 @@
  * conn_net_ucx.c -- NET connections: host staging slots moved by the proxy
  * thread over UCX tagged messages.
  *
- * Send end: the executor writes slot s % NSTEPS, records the byte count with
- * gpuring_conn_net_set_step_bytes() and publishes ctrl->tail.  The thread
+ * Send end: the executor writes slot s % NSTEPS, records the byte count in
+ * ctrl->size[] and publishes ctrl->tail (gpuring_conn_post).  The thread
  * sends step s once tail > s and the receiver's credit allows it
  * (s < remote_head + NSTEPS); when sends complete (in order) it publishes
  * ctrl->head = completed steps, so the executor may reuse the slot.
@@ -15,8 +15,7 @@
  * head to the sender as a credit: at most one credit in flight, always the
  * latest value.
  *
- * Everything here except gpuring_conn_net_set_step_bytes runs with the
- * proxy lock held (the thread's pass, or create/connect/destroy taking it).
+ * Everything here runs with the proxy lock held (the thread's pass, or create/connect/destroy taking it).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -103,7 +102,7 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
 {
     unsigned slot = (unsigned)(step % GPURING_NSTEPS);
     gpuring_net_op_t *op = &net->data[slot];
-    size_t bytes = net->sizes[slot];
+    size_t bytes = (size_t)net->ctrl->size[slot]; /* written before the tail we saw */
     ucp_request_param_t param;
 
     if (bytes > net->slot_bytes) {
@@ -208,7 +207,6 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
 
         if (!op->done) break;
         if (op_retire(op) != UCS_OK) net->failed = 1;
-        net->sizes[slot] = net->slot_bytes; /* default for the slot's next step */
         net->done++;
     }
     if (net->done != done0 && !net->failed) GPURING_STORE_RELEASE(&net->ctrl->head, net->done);
@@ -331,10 +329,7 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net->mem_bytes = bytes;
     net->ctrl = (gpuring_fifo_ctrl_t *)net->mem; /* the layout of gpuring_conn_attach() */
     net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes);
-    for (i = 0; i < GPURING_NSTEPS; i++) {
-        net->sizes[i] = slot_bytes;
-        net->data[i].net = net;
-    }
+    for (i = 0; i < GPURING_NSTEPS; i++) net->data[i].net = net;
     net->credit.net = net;
 
     gpuring_conn_attach(conn, GPURING_CONN_NET, dir, peer, channel, slot_bytes, net->mem);
@@ -396,11 +391,6 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
                   dir_str(net->dir), net->peer, net->channel, GPURING_NSTEPS, net->slot_bytes,
                   (unsigned long long)net->comm_uid, net->net_id, net->remote_net_id);
     return GPURING_OK;
-}
-
-void gpuring_conn_net_set_step_bytes(gpuring_conn_t *conn, uint64_t step, size_t bytes)
-{
-    conn->net->sizes[step % GPURING_NSTEPS] = bytes;
 }
 
 /* ---- teardown ------------------------------------------------------------------------ */

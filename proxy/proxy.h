@@ -3,8 +3,8 @@
  * progress thread that drives every inter-node (NET) connection of every
  * communicator in this process.  Seed 003 describes NCCL's equivalent.
  *
- * Only the proxy thread moves data over UCX.  The executors (host now, CUDA
- * later) never call UCX: they write a slot and publish tail on a send
+ * Only the proxy thread moves data over UCX.  The executors (host, CUDA)
+ * never call UCX: they write a slot and post it (size, tail) on a send
  * connection, or wait for tail and publish head on a receive connection,
  * exactly as on a shared-memory connection (proxy/conn.h).  The thread:
  *   send side: sees ctrl->tail move past what it sent and the receiver's
@@ -71,15 +71,6 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
  * and owed credits to complete; cancels pre-posted receives.
  */
 void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
-
-/*
- * Executors call it on NET send connections before publishing tail: step
- * `step` (slot step % NSTEPS) carries `bytes` bytes (0 .. slot_bytes), the
- * length of the UCX message.  Call it after the slot wait (head + NSTEPS >
- * step), between writing the slot and publishing tail = step + 1; a step
- * without a call is sent as a full slot.  Not for SHM or receive connections.
- */
-void gpuring_conn_net_set_step_bytes(gpuring_conn_t *conn, uint64_t step, size_t bytes);
 
 /* An operation using NET connections starts / ends: keeps the thread spinning. */
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);

@@ -76,8 +76,6 @@ typedef struct gpuring_net_conn {
     gpuring_fifo_ctrl_t *ctrl;
     ucp_ep_h ep; /* cached per peer process, not owned */
 
-    /* send side: bytes of each slot's step, written by the executor */
-    size_t sizes[GPURING_NSTEPS];
     uint64_t sent;        /* steps handed to UCX */
     uint64_t done;        /* steps whose send completed, in order (= ctrl->head) */
     uint64_t remote_head; /* latest credit from the receiver */

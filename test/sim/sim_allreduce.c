@@ -75,8 +75,11 @@ static void sim_deliver(sim_t *sim)
         sim_link_t *l = &sim->links[i];
         uint64_t tail = l->s->ctrl->tail;
         for (uint64_t st = l->r->ctrl->tail; st < tail; st++) {
-            size_t off = (st % GPURING_NSTEPS) * l->s->slot_bytes;
-            memcpy(l->r->slots + off, l->s->slots + off, l->s->slot_bytes);
+            /* only the bytes the sender said it wrote, as the UCX proxy sends */
+            const unsigned slot = (unsigned)(st % GPURING_NSTEPS);
+            const size_t off = slot * l->s->slot_bytes, bytes = l->s->ctrl->size[slot];
+            memcpy(l->r->slots + off, l->s->slots + off, GPURING_MIN(bytes, l->s->slot_bytes));
+            l->r->ctrl->size[slot] = bytes;
         }
         l->r->ctrl->tail = tail;
         l->s->ctrl->head = l->r->ctrl->head;

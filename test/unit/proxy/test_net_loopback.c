@@ -180,10 +180,8 @@ static void *sender_main(void *arg)
             if (x->st != GPURING_OK) return NULL;
         }
         fill(x, c->slots + (s % GPURING_NSTEPS) * c->slot_bytes, s, n);
-        gpuring_conn_net_set_step_bytes(c, s, n);
-        GPURING_STORE_RELEASE(&c->ctrl->tail, s + 1);
+        gpuring_conn_post(c, n);
     }
-    c->step = end;
     /* every send completed: head reaches the last step */
     if (x->nsteps > 0) x->st = wait_gt(x, &c->ctrl->head, end - 1, "final send head");
     return NULL;
@@ -340,8 +338,7 @@ static void test_continue(gpuring_proxy_t *proxy)
                 ok = 0;
             if (!ok) break;
             fill(&xs, p.send.slots + (s % GPURING_NSTEPS) * 4096, s, b);
-            gpuring_conn_net_set_step_bytes(&p.send, s, b);
-            GPURING_STORE_RELEASE(&p.send.ctrl->tail, s + 1);
+            gpuring_conn_post(&p.send, b);
             if (wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") != GPURING_OK) ok = 0;
             if (ok && !verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * 4096, s, b)) ok = 0;
             GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
@@ -380,10 +377,8 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     for (s = 0; s < GPURING_NSTEPS; s++) {
         size_t b = step_bytes(&xs, s);
         fill(&xs, p.send.slots + s * slot, s, b);
-        gpuring_conn_net_set_step_bytes(&p.send, s, b);
-        GPURING_STORE_RELEASE(&p.send.ctrl->tail, s + 1);
+        gpuring_conn_post(&p.send, b);
     }
-    p.send.step = GPURING_NSTEPS;
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
     EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
     EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, addr, len) == GPURING_OK,
@@ -591,8 +586,7 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     /* an oversized step: the proxy records an error naming the step */
     gpuring_proxy_active_begin(proxy);
     q.send.slots[0] = 1;
-    gpuring_conn_net_set_step_bytes(&q.send, q.send.ctrl->tail, 4097);
-    GPURING_STORE_RELEASE(&q.send.ctrl->tail, q.send.ctrl->tail + 1);
+    gpuring_conn_post(&q.send, 4097);
     {
         gpuring_spin_t spin;
         gpuring_spin_init(&spin, WAIT_TIMEOUT);
