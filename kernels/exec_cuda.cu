@@ -49,6 +49,15 @@
 #include "kernels/exec_cuda.h"
 #include "kernels/reduce_dev.cuh"
 
+/*
+ * The proxy's failure report, polled while NET connections are in use.
+ * A weak reference: test/gpu/test_exec_cuda links this file without the
+ * proxy (and never sets args->proxy); in the component it resolves to
+ * proxy/proxy_thread.c's definition (proxy/proxy.h).
+ */
+extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, char *msg,
+                                                size_t len) __attribute__((weak));
+
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
 #define EXEC_CUDA_ABORT_WAIT_SEC 1.0  /* after abort: how long the kernel gets to leave */
 #define EXEC_CUDA_POOL 64             /* concurrent calls per process */
@@ -128,11 +137,15 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
     return 1;
 }
 
-/* Publish op s: the slots were consumed (head) and filled (tail). */
+/* Publish op s: the slots were consumed (head) and filled (size, tail:
+ * gpuring_conn_post's order, which the NET proxy relies on). */
 static __device__ void exec_publish(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
-                                    uint64_t *rstep, uint64_t *sstep, exec_cuda_status_t *st,
-                                    int c, uint64_t next_op)
+                                    uint64_t bytes, uint64_t *rstep, uint64_t *sstep,
+                                    exec_cuda_status_t *st, int c, uint64_t next_op)
 {
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        ch->send[i].ctrl->size[sstep[i] % GPURING_NSTEPS] = bytes;
+    }
     __threadfence_system(); /* release: the block's writes (seen through the barrier) first */
     EXEC_FOR_PEERS(s.recv_mask, i) {
         ch->recv[i].ctrl->head = ++rstep[i];
@@ -348,7 +361,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         if (aborted) return;
         exec_op<T, Op>(d, ch, s, rstep, sstep);
         __syncthreads();
-        if (threadIdx.x == 0) exec_publish(ch, s, rstep, sstep, st, c, op + 1);
+        if (threadIdx.x == 0) exec_publish(ch, s, s.count * sizeof(T), rstep, sstep, st, c, op + 1);
     }
 }
 
@@ -490,11 +503,11 @@ static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const c
                       "peer %d, which its program uses", c, dir, i);
         return GPURING_ERR_INVALID;
     }
-    if (conn->type != GPURING_CONN_SHM) {
-        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
-                      "is not shared memory: NET connections are not supported by the CUDA "
-                      "executor yet", c, dir, conn->peer);
-        return GPURING_ERR_NOT_SUPPORTED;
+    if (conn->type == GPURING_CONN_NET && conn->mapped_host == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s net connection to rank "
+                      "%d is not mapped for the device (gpuring_conn_map_device)", c, dir,
+                      conn->peer);
+        return GPURING_ERR_INVALID;
     }
     if (conn->slot_bytes < need_bytes) {
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
@@ -607,6 +620,12 @@ static void exec_cuda_account(const gpuring_exec_args_t *a, int c, uint64_t n,
     ch->next_op = n;
 }
 
+static const char *exec_cuda_conn_name(const gpuring_conn_t *conn)
+{
+    return conn->type == GPURING_CONN_NET ? "net" : conn->type == GPURING_CONN_IPC ? "cuda ipc"
+                                                                                 : "shm";
+}
+
 /* Name what each unfinished channel waits for (after accounting: steps are current). */
 static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
@@ -620,15 +639,16 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
         if ((w >> 8) == EXEC_WAIT_RECV && i < GPURING_MAX_PEERS) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d waits for step %llu "
-                          "from rank %d (shm connection, op %llu of %llu, cuda executor)",
+                          "from rank %d (%s connection, op %llu of %llu, cuda executor)",
                           a->timeout, c, (unsigned long long)ch->recv[i]->step,
-                          ch->recv[i]->peer, op, nops);
+                          ch->recv[i]->peer, exec_cuda_conn_name(ch->recv[i]), op, nops);
         } else if ((w >> 8) == EXEC_WAIT_SEND && i < GPURING_MAX_PEERS) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d waits for rank %d to "
-                          "free a slot for step %llu (shm connection, op %llu of %llu, cuda "
+                          "free a slot for step %llu (%s connection, op %llu of %llu, cuda "
                           "executor)", a->timeout, c, ch->send[i]->peer,
-                          (unsigned long long)ch->send[i]->step, op, nops);
+                          (unsigned long long)ch->send[i]->step,
+                          exec_cuda_conn_name(ch->send[i]), op, nops);
         } else {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d stopped at op %llu of "
@@ -645,14 +665,19 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
     return sum;
 }
 
-/* Poll the stream until it is idle or `timeout` passes without progress. */
+/*
+ * Poll the stream until it is idle, `timeout` passes without progress
+ * (*stop_p = GPURING_ERR_TIMEOUT) or the proxy, when there is one, reports
+ * a failure (*stop_p = its status, logged): NET peers never answer then.
+ */
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
-                                  int nchannels, double timeout, int *timed_out_p)
+                                  int nchannels, double timeout, struct gpuring_proxy *proxy,
+                                  gpuring_status_t *stop_p)
 {
     gpuring_spin_t spin;
     uint64_t seen = exec_cuda_progress_sum(st, nchannels);
 
-    *timed_out_p = 0;
+    *stop_p = GPURING_OK;
     gpuring_spin_init(&spin, timeout);
     for (;;) {
         cudaError_t err = cudaStreamQuery(stream);
@@ -665,8 +690,16 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
             gpuring_spin_init(&spin, timeout);
             continue;
         }
+        if (proxy != NULL && gpuring_proxy_error != NULL) {
+            char msg[256];
+            *stop_p = gpuring_proxy_error(proxy, msg, sizeof(msg));
+            if (*stop_p != GPURING_OK) {
+                GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
+                return cudaErrorNotReady;
+            }
+        }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            *timed_out_p = 1;
+            *stop_p = GPURING_ERR_TIMEOUT;
             return cudaErrorNotReady;
         }
     }
@@ -681,9 +714,9 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     uint64_t total_ops;
     const void *fn;
     void *params[1] = { &desc };
-    gpuring_status_t rc;
+    gpuring_status_t rc, stop, abort_stop;
     cudaError_t err;
-    int ix, timed_out = 0, exited = 1;
+    int ix, exited = 1;
 
     if (a == NULL) return GPURING_ERR_INVALID;
     GPURING_CHECK(exec_cuda_prepare(a, &desc, walks, &total_ops));
@@ -720,15 +753,16 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         return GPURING_ERR_CUDA;
     }
 
-    err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, &timed_out);
-    if (timed_out) {
+    err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, a->proxy, &stop);
+    if (stop != GPURING_OK) {
         /* tell the kernel to leave its waits, give it a moment */
         st->abort = 1;
         __sync_synchronize();
-        err = exec_cuda_poll(stream, st, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, &exited);
-        exited = !exited;
+        err = exec_cuda_poll(stream, st, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, NULL,
+                             &abort_stop);
+        exited = abort_stop == GPURING_OK;
     }
-    rc = timed_out ? GPURING_ERR_TIMEOUT : GPURING_OK;
+    rc = stop;
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_cuda)");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: the %s %s kernel failed",
@@ -739,7 +773,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         uint64_t n = st->progress[c];
         exec_cuda_account(a, c, n <= a->channels[c].prog.nops ? n : 0, &walks[c]);
     }
-    if (timed_out) exec_cuda_report_stall(a, st);
+    if (stop == GPURING_ERR_TIMEOUT) exec_cuda_report_stall(a, st);
     if (exited) {
         exec_cuda_pool_put(ix);
     } else {

@@ -4,19 +4,19 @@
  * connections (proxy/conn.h) and the same arguments as the host executor
  * (kernels/exec_host.h), whose semantics it follows op for op.
  *
- * Plain C; needs no CUDA header.  Built only when configure found the
- * toolkit (GPURING_HAVE_CUDA).  Not yet called from the MPI path.
+ * Plain C; needs no CUDA header.  Built when configure found the toolkit
+ * (kernels/device_none.c refuses otherwise).  gpuring_comm_allreduce calls it
+ * for device buffers, over the device plane's connections.
  *
  * What the caller guarantees:
  *  - sendbuf, recvbuf and scratch are device-accessible memory of the
  *    current device (device, managed or mapped pinned host memory).  The
  *    scratch (ordered GATHER: FOLD reads it) is best device memory.
- *  - every connection a program uses is SHM-type and its `slots` and `ctrl`
- *    are device-accessible pointers: host memory mapped with
- *    cudaHostAlloc(cudaHostAllocMapped) or cudaHostRegister (and, where they
- *    differ, the pointer from cudaHostGetDevicePointer), or device memory.
- *    NET connections need the proxy (gpuring_conn_net_set_step_bytes before
- *    each tail) and are not supported yet: GPURING_ERR_NOT_SUPPORTED, logged.
+ *  - every connection a program uses has device-accessible `slots` and
+ *    `ctrl`: SHM or IPC FIFOs in device memory or mapped host memory, and
+ *    NET ends mapped with gpuring_conn_map_device (their proxy reads the
+ *    sizes and tails the kernel posts; args->proxy names it, and its
+ *    failures abort the kernel like a timeout does).
  *  - no connection serves two channels (each block owns its connections),
  *    and nothing else uses these connections while the call runs.
  *  - every peer's executor (host or CUDA) runs at the same time: the kernel

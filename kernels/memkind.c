@@ -12,6 +12,7 @@
 /* From the CUDA driver API (cuda.h), which the build may not have. */
 #define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define GPURING_CU_MEMORYTYPE_DEVICE 2
 #define GPURING_CU_MEMORYTYPE_UNIFIED 4
 
@@ -29,11 +30,14 @@ static void memkind_lookup(void)
     }
 }
 
-gpuring_mem_kind_t gpuring_mem_kind(const void *ptr)
+gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
 {
     unsigned int type = 0, managed = 0;
+    int ordinal = -1;
+    gpuring_mem_kind_t kind = GPURING_MEM_HOST;
 
     pthread_once(&memkind_once, memkind_lookup);
+    if (device_p != NULL) *device_p = -1;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
     /* host memory CUDA never saw makes the driver answer an error */
     if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0) {
@@ -41,12 +45,16 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr)
     }
     if (memkind_get_attr(&managed, GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED, (uintptr_t)ptr) == 0 &&
         managed) {
-        return GPURING_MEM_MANAGED;
+        kind = GPURING_MEM_MANAGED;
+    } else if (type == GPURING_CU_MEMORYTYPE_DEVICE || type == GPURING_CU_MEMORYTYPE_UNIFIED) {
+        kind = GPURING_MEM_DEVICE;
     }
-    if (type == GPURING_CU_MEMORYTYPE_DEVICE || type == GPURING_CU_MEMORYTYPE_UNIFIED) {
-        return GPURING_MEM_DEVICE;
+    if (kind != GPURING_MEM_HOST && device_p != NULL &&
+        memkind_get_attr(&ordinal, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         (uintptr_t)ptr) == 0) {
+        *device_p = ordinal;
     }
-    return GPURING_MEM_HOST;
+    return kind;
 }
 
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind)

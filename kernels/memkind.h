@@ -12,7 +12,9 @@ typedef enum {
     GPURING_MEM_MANAGED, /* cudaMallocManaged */
 } gpuring_mem_kind_t;
 
-gpuring_mem_kind_t gpuring_mem_kind(const void *ptr);
+/* The kind of memory at ptr; for device and managed memory, the CUDA device
+ * ordinal it belongs to in *device_p (may be NULL; -1 for host memory). */
+gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p);
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
 
 #endif /* GPURING_KERNELS_MEMKIND_H */

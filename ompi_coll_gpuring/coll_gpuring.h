@@ -24,6 +24,7 @@ typedef struct mca_coll_gpuring_component {
     int verbose;
     char *verbose_subsys;
     bool host_buffers;
+    bool managed_buffers;
     char *algorithm;
     int nchannels;
     int channels_per_call;

@@ -1,12 +1,14 @@
 /*
  * coll_gpuring_allreduce.c -- the MPI_Allreduce entry point.
  *
- * checks (datatype, op, memory) -> lazy communicator setup -> gpuring
- * allreduce; anything gpuring does not handle goes to the saved allreduce of
- * the component below, with the reason logged at verbose level 3.  Every
- * check depends only on arguments MPI requires to match across ranks (and
- * the memory kind, which CUDA-aware MPI users keep alike on every rank), so
- * all ranks take the same path.
+ * checks (datatype, op, memory) -> lazy communicator setup -> the plane of
+ * the buffers' memory (host executor, or the CUDA executor with the device
+ * connections made at the first device call) -> gpuring allreduce; anything
+ * gpuring does not handle goes to the saved allreduce of the component
+ * below, with the reason logged at verbose level 3.  Every check depends
+ * only on arguments MPI requires to match across ranks (and the memory
+ * kind, which CUDA-aware MPI users keep alike on every rank), so all ranks
+ * take the same path.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -81,8 +83,10 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_type_t type;
     gpuring_op_t gop;
     gpuring_mem_kind_t kind;
+    gpuring_plane_t plane = GPURING_PLANE_HOST;
     gpuring_comm_t *gcomm;
     gpuring_status_t st;
+    int device, rdevice;
 
     if (!gpuring_map_op(op, &gop)) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
@@ -97,27 +101,42 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     if (count == 0) {
         return OMPI_SUCCESS; /* nothing to reduce, nothing to set up */
     }
-    kind = gpuring_mem_kind(src);
-    if (kind != gpuring_mem_kind(rbuf)) {
+    kind = gpuring_mem_kind(src, &device);
+    if (kind != gpuring_mem_kind(rbuf, &rdevice) || device != rdevice) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: send and receive buffers are "
-                     "different kinds of memory");
+                     "different kinds of memory or on different GPUs");
         goto fallback;
     }
-    if (kind != GPURING_MEM_HOST) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: %s memory is not handled yet",
-                     gpuring_mem_kind_name(kind));
+    if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: managed memory (set "
+                     "coll_gpuring_managed_buffers=1 to run it in gpuring)");
         goto fallback;
     }
-    if (!mca_coll_gpuring_component.host_buffers) {
+    if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: host buffers (set "
                      "coll_gpuring_host_buffers=1 to run them in gpuring)");
+        goto fallback;
+    }
+    if (kind != GPURING_MEM_HOST && device < 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: the CUDA driver names no GPU "
+                     "for this %s memory", gpuring_mem_kind_name(kind));
         goto fallback;
     }
     gcomm = mca_coll_gpuring_comm_get(m);
     if (gcomm == NULL) {
         goto fallback; /* setup failed or disabled: logged there */
     }
-    st = gpuring_comm_allreduce(gcomm, src, rbuf, (size_t)count, type, gop);
+    if (kind != GPURING_MEM_HOST) {
+        plane = GPURING_PLANE_DEVICE;
+        st = gpuring_comm_device_ready(gcomm, device);
+        if (st == GPURING_ERR_NOT_SUPPORTED) {
+            GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no device connections on "
+                         "comm %s", comm->c_name);
+            goto fallback;
+        }
+        if (st != GPURING_OK) return mca_coll_gpuring_status_to_ompi(st);
+    }
+    st = gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop);
     if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "allreduce of %d %s on comm %s failed: %s; the communicator cannot be "

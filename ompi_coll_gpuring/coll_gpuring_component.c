@@ -86,6 +86,13 @@ static int gpuring_register(void)
         "host benchmarks)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->host_buffers);
+    (void)mca_base_component_var_register(
+        v, "managed_buffers",
+        "Run MPI_Allreduce on CUDA managed memory (cudaMallocManaged) with the CUDA kernels, "
+        "as device memory of the GPU it belongs to, instead of handing it to the component "
+        "below (off by default: pages may migrate to the GPU on every call)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->managed_buffers);
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",
@@ -186,11 +193,13 @@ static int gpuring_close(void)
     if (st.calls[0] + st.calls[1] + st.calls[2] + c->fallbacks > 0) {
         GPURING_INFO(GPURING_SUBSYS_COLL,
                      "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, gather "
-                     "%llu; %.3f GB), %llu handed to the component below",
+                     "%llu; %llu on device buffers; %.3f GB), %llu handed to the component "
+                     "below",
                      (unsigned long long)(st.calls[0] + st.calls[1] + st.calls[2]),
                      (unsigned long long)st.calls[GPURING_ALGO_RING],
                      (unsigned long long)st.calls[GPURING_ALGO_TREE],
-                     (unsigned long long)st.calls[GPURING_ALGO_GATHER], st.bytes / 1e9,
+                     (unsigned long long)st.calls[GPURING_ALGO_GATHER],
+                     (unsigned long long)st.device_calls, st.bytes / 1e9,
                      (unsigned long long)c->fallbacks);
     }
 

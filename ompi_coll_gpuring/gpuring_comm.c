@@ -2,14 +2,21 @@
  * gpuring_comm.c -- communicator setup, teardown and the allreduce path
  * (see gpuring_comm.h).
  *
- * Connections are edges {peer, channel, direction, kind}.  A batch of edges
- * is connected collectively: every rank creates its ends (receivers own the
- * FIFOs; NET senders their staging), the handles are allgathered, each end
- * finds its peer's matching handle, connects, and all agree before the shm
- * names go away.  Ring edges are connected at setup; tree edges at the first
- * call whose plan is a tree (every rank plans alike, so that call is
- * collective too).
+ * Connections are edges {peer, channel, direction, kind, plane}.  A batch
+ * of edges is connected collectively: every rank creates its ends
+ * (receivers own the FIFOs; NET senders their staging), the handles are
+ * allgathered, each end finds its peer's matching handle, connects, and all
+ * agree before the shm names go away.  Host-plane ring edges are connected
+ * at setup, device-plane ring edges at the first call on device buffers,
+ * tree edges at the plane's first call whose plan is a tree (every rank
+ * plans alike, so those calls are collective too).
+ *
+ * Transport per edge: same node -> shm (host plane) or CUDA IPC (device
+ * plane); another node -> net, whose host FIFO the device plane maps for the
+ * GPU (pinned host staging).
  */
+#include "kernels/device.h"
+#include "kernels/exec_cuda.h"
 #include "ompi_coll_gpuring/gpuring_comm.h"
 
 #include <pthread.h>
@@ -65,6 +72,7 @@ static gpuring_comm_stats_t comm_stats;
 void gpuring_comm_stats_get(gpuring_comm_stats_t *stats)
 {
     for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&comm_stats.calls[a], __ATOMIC_RELAXED);
+    stats->device_calls = __atomic_load_n(&comm_stats.device_calls, __ATOMIC_RELAXED);
     stats->bytes = __atomic_load_n(&comm_stats.bytes, __ATOMIC_RELAXED);
 }
 
@@ -74,44 +82,58 @@ static const char *comm_edge_kind_name(gpuring_edge_kind_t kind)
                                                                             : "tree down";
 }
 
-static void comm_edge_add(gpuring_comm_t *c, int peer, int channel, gpuring_conn_dir_t dir,
-                          gpuring_edge_kind_t kind)
+static const char *comm_plane_name(gpuring_plane_t plane)
 {
-    c->edges[c->nconns++] = (gpuring_comm_edge_t){peer, channel, dir, kind};
+    return plane == GPURING_PLANE_HOST ? "host" : "device";
+}
+
+static void comm_edge_add(gpuring_comm_t *c, gpuring_plane_t plane, int peer, int channel,
+                          gpuring_conn_dir_t dir, gpuring_edge_kind_t kind)
+{
+    c->edges[c->nconns++] = (gpuring_comm_edge_t){peer, channel, dir, kind, plane};
+}
+
+/* The label a handle carries so both ends match the same edge. */
+static int32_t comm_edge_label(const gpuring_comm_edge_t *e)
+{
+    return (int32_t)e->kind | (int32_t)e->plane << 8;
 }
 
 /* The ring edges of every channel: to next, from prev. */
-static void comm_edges_ring(gpuring_comm_t *c)
+static void comm_edges_ring(gpuring_comm_t *c, gpuring_plane_t plane)
 {
     for (int ch = 0; ch < c->graph.nchannels; ch++) {
-        comm_edge_add(c, c->graph.next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
-        comm_edge_add(c, c->graph.prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
+        comm_edge_add(c, plane, c->graph.next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
+        comm_edge_add(c, plane, c->graph.prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
     }
 }
 
 /* The tree edges of every channel: both ways to the parent and each child. */
-static void comm_edges_tree(gpuring_comm_t *c)
+static void comm_edges_tree(gpuring_comm_t *c, gpuring_plane_t plane)
 {
     const gpuring_graph_t *g = &c->graph;
 
     for (int ch = 0; ch < g->nchannels; ch++) {
-        if (g->tree_parent[ch] >= 0) {
-            comm_edge_add(c, g->tree_parent[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
-            comm_edge_add(c, g->tree_parent[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_DOWN);
+        const int parent = g->tree_parent[ch];
+        if (parent >= 0) {
+            comm_edge_add(c, plane, parent, ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
+            comm_edge_add(c, plane, parent, ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_DOWN);
         }
         for (int i = 0; i < g->tree_nchild[ch]; i++) {
-            comm_edge_add(c, g->tree_child[ch][i], ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
-            comm_edge_add(c, g->tree_child[ch][i], ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
+            const int child = g->tree_child[ch][i];
+            comm_edge_add(c, plane, child, ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
+            comm_edge_add(c, plane, child, ch, GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
         }
     }
 }
 
-static gpuring_conn_t *comm_conn(gpuring_comm_t *c, int peer, int channel,
-                                 gpuring_conn_dir_t dir, gpuring_edge_kind_t kind)
+static gpuring_conn_t *comm_conn(gpuring_comm_t *c, gpuring_plane_t plane, int peer,
+                                 int channel, gpuring_conn_dir_t dir, gpuring_edge_kind_t kind)
 {
     for (int i = 0; i < c->nconns; i++) {
         const gpuring_comm_edge_t *e = &c->edges[i];
-        if (e->peer == peer && e->channel == channel && e->dir == dir && e->kind == kind) {
+        if (e->peer == peer && e->channel == channel && e->dir == dir && e->kind == kind &&
+            e->plane == plane) {
             return &c->conns[i];
         }
     }
@@ -132,13 +154,18 @@ static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_h
     if (!comm_same_node(c, e->peer)) {
         GPURING_CHECK(gpuring_conn_net_create(c->proxy, conn, e->dir, e->peer, e->channel,
                                               c->cfg.slot_bytes, c->uid, (uint32_t)i, h));
-    } else if (e->dir == GPURING_CONN_RECV) {
+        /* the GPU writes and polls the host FIFO the proxy serves */
+        if (e->plane == GPURING_PLANE_DEVICE) GPURING_CHECK(gpuring_conn_map_device(conn));
+    } else if (e->dir == GPURING_CONN_SEND) {
+        return GPURING_OK; /* same-node sender: opens the receiver's FIFO at connect */
+    } else if (e->plane == GPURING_PLANE_DEVICE) {
+        GPURING_CHECK(gpuring_conn_ipc_recv_create(conn, e->peer, e->channel, c->cfg.slot_bytes,
+                                                   c->dev.stream, h));
+    } else {
         GPURING_CHECK(gpuring_conn_shm_recv_create(conn, e->peer, e->channel, c->cfg.slot_bytes,
                                                    c->uid, h));
-    } else {
-        return GPURING_OK; /* shm sender: maps the receiver's FIFO at connect */
     }
-    h->kind = (int32_t)e->kind;
+    h->kind = comm_edge_label(e);
     return GPURING_OK;
 }
 
@@ -153,14 +180,13 @@ static const gpuring_conn_handle_t *comm_remote_end(const gpuring_comm_t *c, int
 
     for (int k = 0; k < per_rank; k++) {
         if (h[k].type != 0 && h[k].peer == c->graph.rank && h[k].channel == e->channel &&
-            h[k].dir == want_dir && h[k].kind == (int32_t)e->kind) {
+            h[k].dir == want_dir && h[k].kind == comm_edge_label(e)) {
             return &h[k];
         }
     }
-    GPURING_ERROR(GPURING_SUBSYS_INIT, "rank %d published no %s %s end for channel %d",
-                  e->peer, comm_edge_kind_name(e->kind), want_dir == GPURING_CONN_RECV ? "recv"
-                                                                                     : "send",
-                  e->channel);
+    GPURING_ERROR(GPURING_SUBSYS_INIT, "rank %d published no %s %s %s end for channel %d",
+                  e->peer, comm_plane_name(e->plane), comm_edge_kind_name(e->kind),
+                  want_dir == GPURING_CONN_RECV ? "recv" : "send", e->channel);
     return NULL;
 }
 
@@ -181,6 +207,9 @@ static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
                                         c->peer_addrs + c->addr_stride * (size_t)e->peer,
                                         c->addr_stride);
     }
+    if (e->plane == GPURING_PLANE_DEVICE) {
+        return gpuring_conn_ipc_send_connect(conn, e->peer, e->channel, remote);
+    }
     return gpuring_conn_shm_send_connect(conn, e->peer, e->channel, remote);
 }
 
@@ -189,7 +218,10 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
     if (conn->type == GPURING_CONN_SHM) {
         gpuring_conn_shm_destroy(conn);
     } else if (conn->type == GPURING_CONN_NET) {
+        gpuring_conn_unmap_device(conn); /* before the host FIFO goes */
         gpuring_conn_net_destroy(c->proxy, conn);
+    } else if (conn->type == GPURING_CONN_IPC) {
+        gpuring_conn_ipc_destroy(conn);
     }
     conn->type = 0;
 }
@@ -338,6 +370,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     if (c == NULL) return GPURING_ERR_NO_MEMORY;
     c->cfg = *cfg;
     c->boot = *boot;
+    c->dev.ordinal = -1;
     c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
     if (c->peers == NULL) {
         free(c);
@@ -369,8 +402,9 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
 
     /* 3. UCX addresses when there is more than one node; 4-5. the rings */
     GPURING_CHECK_GOTO(comm_net_setup(c, &local_st), st, out);
-    comm_edges_ring(c);
+    comm_edges_ring(c, GPURING_PLANE_HOST);
     st = comm_connect(c, 0, local_st);
+    c->ring_state[GPURING_PLANE_HOST] = st == GPURING_OK ? 1 : -1;
 
 out:
     if (st != GPURING_OK) {
@@ -384,7 +418,10 @@ out:
 void gpuring_comm_destroy(gpuring_comm_t *c)
 {
     if (c == NULL) return;
+    if (c->dev.ordinal >= 0) (void)gpuring_device_use(c->dev.ordinal);
     for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
+    gpuring_device_free(c->dev.scratch);
+    gpuring_device_stream_destroy(c->dev.stream);
     if (c->uid_claimed) comm_uid_mark(c->uid, 0);
     gpuring_graph_free(&c->graph);
     free(c->peer_addrs);
@@ -393,27 +430,83 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     free(c);
 }
 
-/* Tree connections at the first tree call; on failure every rank stays on rings. */
-static int comm_trees_ready(gpuring_comm_t *c)
+/* Connect the plane's ring (ring = 1) or tree edges: every rank, all or nothing. */
+static int comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t plane, int ring,
+                              gpuring_status_t local_st)
 {
-    int first = c->nconns;
+    const int first = c->nconns;
+    int nipc = 0, nnet = 0;
 
-    if (c->tree_state == 0) {
-        comm_edges_tree(c);
-        c->tree_state = comm_connect(c, first, GPURING_OK) == GPURING_OK ? 1 : -1;
-        if (c->tree_state < 0) {
-            GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed: rings only from now on");
-        } else {
-            GPURING_INFO(GPURING_SUBSYS_INIT, "tree connections ready: %d, depth %d",
-                         c->nconns - first, c->graph.tree_depth);
-        }
+    if (ring) {
+        comm_edges_ring(c, plane);
+    } else {
+        comm_edges_tree(c, plane);
     }
-    return c->tree_state > 0;
+    if (comm_connect(c, first, local_st) != GPURING_OK) return -1;
+    for (int i = first; i < c->nconns; i++) {
+        nipc += c->conns[i].type == GPURING_CONN_IPC;
+        nnet += c->conns[i].type == GPURING_CONN_NET;
+    }
+    if (!ring) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "tree connections ready (%s buffers): %d, depth %d",
+                     comm_plane_name(plane), c->nconns - first, c->graph.tree_depth);
+    } else {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "device connections ready on GPU %d: %d cuda ipc, "
+                     "%d net (pinned host staging)", c->dev.ordinal, nipc, nnet);
+    }
+    return 1;
 }
 
-/* The channel's program and connections for this call. */
-static void comm_channel_setup(gpuring_comm_t *c, const gpuring_plan_t *plan, int ch,
-                               size_t base, size_t n)
+/* Tree connections at the plane's first tree call; on failure every rank stays on rings. */
+static int comm_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane)
+{
+    if (c->tree_state[plane] == 0) {
+        c->tree_state[plane] = comm_plane_connect(c, plane, 0, GPURING_OK);
+        if (c->tree_state[plane] < 0) {
+            GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed (%s buffers): rings "
+                         "only from now on", comm_plane_name(plane));
+        }
+    }
+    return c->tree_state[plane] > 0;
+}
+
+gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *c, int ordinal)
+{
+    gpuring_status_t local_st = GPURING_OK;
+
+    if (c->ring_state[GPURING_PLANE_DEVICE] < 0) return GPURING_ERR_NOT_SUPPORTED;
+    if (c->ring_state[GPURING_PLANE_DEVICE] > 0) {
+        if (ordinal == c->dev.ordinal) return gpuring_device_use(ordinal);
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "device buffers on GPU %d, but this communicator's "
+                      "device connections are on GPU %d: keep each rank's buffers of one "
+                      "communicator on one GPU", ordinal, c->dev.ordinal);
+        return GPURING_ERR_INVALID;
+    }
+    if (!gpuring_device_built()) {
+        /* the same build on every rank (the same component), so the same answer */
+        GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers: this gpuring was built without "
+                     "CUDA (configure --with-cuda)");
+        c->ring_state[GPURING_PLANE_DEVICE] = -1;
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    /* the plane's CUDA state, then its rings; a local failure still connects (and agrees) */
+    c->dev.ordinal = ordinal;
+    local_st = gpuring_device_use(ordinal);
+    if (local_st == GPURING_OK) local_st = gpuring_device_stream_create(&c->dev.stream);
+    if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
+    c->ring_state[GPURING_PLANE_DEVICE] = comm_plane_connect(c, GPURING_PLANE_DEVICE, 1,
+                                                             local_st);
+    if (c->ring_state[GPURING_PLANE_DEVICE] < 0) {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
+                     "communicator go to the component below");
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    return GPURING_OK;
+}
+
+/* The channel's program and the plane's connections for this call. */
+static void comm_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
+                               const gpuring_plan_t *plan, int ch, size_t base, size_t n)
 {
     const gpuring_graph_t *g = &c->graph;
     gpuring_exec_channel_t *x = &c->exec[ch];
@@ -424,15 +517,15 @@ static void comm_channel_setup(gpuring_comm_t *c, const gpuring_plan_t *plan, in
         gpuring_tree_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
                                g->tree_parent[ch] >= 0, g->tree_nchild[ch]);
         if (g->tree_parent[ch] >= 0) {
-            x->send[0] = comm_conn(c, g->tree_parent[ch], ch, GPURING_CONN_SEND,
+            x->send[0] = comm_conn(c, plane, g->tree_parent[ch], ch, GPURING_CONN_SEND,
                                    GPURING_EDGE_TREE_UP);
-            x->recv[0] = comm_conn(c, g->tree_parent[ch], ch, GPURING_CONN_RECV,
+            x->recv[0] = comm_conn(c, plane, g->tree_parent[ch], ch, GPURING_CONN_RECV,
                                    GPURING_EDGE_TREE_DOWN);
         }
         for (int i = 0; i < g->tree_nchild[ch]; i++) {
-            x->send[1 + i] = comm_conn(c, g->tree_child[ch][i], ch, GPURING_CONN_SEND,
+            x->send[1 + i] = comm_conn(c, plane, g->tree_child[ch][i], ch, GPURING_CONN_SEND,
                                        GPURING_EDGE_TREE_DOWN);
-            x->recv[1 + i] = comm_conn(c, g->tree_child[ch][i], ch, GPURING_CONN_RECV,
+            x->recv[1 + i] = comm_conn(c, plane, g->tree_child[ch][i], ch, GPURING_CONN_RECV,
                                        GPURING_EDGE_TREE_UP);
         }
         return;
@@ -442,27 +535,41 @@ static void comm_channel_setup(gpuring_comm_t *c, const gpuring_plan_t *plan, in
     } else {
         gpuring_ring_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks, g->ring_ix[ch]);
     }
-    x->send[0] = comm_conn(c, g->next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
-    x->recv[0] = comm_conn(c, g->prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
+    x->send[0] = comm_conn(c, plane, g->next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
+    x->recv[0] = comm_conn(c, plane, g->prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
 }
 
-static gpuring_status_t comm_scratch(gpuring_comm_t *c, size_t bytes)
+/* The ordered gather's rows, in the plane's memory (contents not kept). */
+static gpuring_status_t comm_scratch(gpuring_comm_t *c, gpuring_plane_t plane, size_t bytes,
+                                     void **scratch_p)
 {
-    void *grown;
+    void **buf = plane == GPURING_PLANE_HOST ? &c->scratch : &c->dev.scratch;
+    size_t *have = plane == GPURING_PLANE_HOST ? &c->scratch_bytes : &c->dev.scratch_bytes;
+    gpuring_status_t st = GPURING_OK;
 
-    if (c->scratch_bytes >= bytes) return GPURING_OK;
-    grown = realloc(c->scratch, bytes);
-    if (grown == NULL) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "out of memory for %zu B of gather scratch", bytes);
-        return GPURING_ERR_NO_MEMORY;
+    if (*have < bytes) {
+        if (plane == GPURING_PLANE_HOST) {
+            free(*buf);
+            *buf = malloc(bytes);
+            if (*buf == NULL) st = GPURING_ERR_NO_MEMORY;
+        } else {
+            gpuring_device_free(*buf);
+            *buf = NULL;
+            st = gpuring_device_alloc(bytes, buf);
+        }
+        *have = st == GPURING_OK ? bytes : 0;
+        if (st != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of gather scratch (%s)",
+                          bytes, comm_plane_name(plane));
+        }
     }
-    c->scratch = grown;
-    c->scratch_bytes = bytes;
-    return GPURING_OK;
+    *scratch_p = *buf;
+    return st;
 }
 
-gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, void *recvbuf,
-                                        size_t count, gpuring_type_t type, gpuring_op_t op)
+gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane,
+                                        const void *sendbuf, void *recvbuf, size_t count,
+                                        gpuring_type_t type, gpuring_op_t op)
 {
     const gpuring_graph_t *g = &c->graph;
     const size_t es = gpuring_type_size(type);
@@ -470,9 +577,10 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
                                   .nchannels = c->cfg.call_nchannels,
                                   .chunk_bytes = c->cfg.chunk_bytes,
                                   .slot_bytes = c->cfg.slot_bytes,
-                                  .trees = c->tree_state >= 0};
+                                  .trees = c->tree_state[plane] >= 0};
     gpuring_plan_t plan;
     gpuring_exec_args_t args;
+    void *scratch = NULL;
     size_t per_channel;
     int order_free;
     gpuring_status_t st;
@@ -482,15 +590,21 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
         return GPURING_ERR_INVALID;
     }
     if (count == 0) return GPURING_OK;
+    if (c->ring_state[plane] <= 0) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
+                      comm_plane_name(plane));
+        return GPURING_ERR_INVALID;
+    }
     /* the order ranks fold inputs in changes no bit of these results */
     order_free = g->nranks == 2 || gpuring_type_is_integer(type) || op == GPURING_OP_MIN ||
                  op == GPURING_OP_MAX;
     gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
-    if (plan.algo == GPURING_ALGO_TREE && !comm_trees_ready(c)) {
+    if (plan.algo == GPURING_ALGO_TREE && !comm_trees_ready(c, plane)) {
         tp.trees = 0; /* every rank saw the same failure */
         gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
     }
-    if (plan.ordered && comm_scratch(c, count * es * (size_t)g->nranks) != GPURING_OK) {
+    if (plan.ordered &&
+        comm_scratch(c, plane, count * es * (size_t)g->nranks, &scratch) != GPURING_OK) {
         c->broken = 1; /* every rank planned the same: fail rather than diverge */
         return GPURING_ERR_NO_MEMORY;
     }
@@ -499,21 +613,25 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, const void *sendbuf, 
     per_channel = GPURING_DIV_UP(count, (size_t)plan.nchannels);
     for (int ch = 0; ch < plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
-        comm_channel_setup(c, &plan, ch, base, GPURING_MIN(per_channel, count - base));
+        comm_channel_setup(c, plane, &plan, ch, base, GPURING_MIN(per_channel, count - base));
     }
     args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
                                  .type = type, .op = op,
                                  .nchannels = plan.nchannels, .channels = c->exec,
-                                 .scratch = c->scratch,
+                                 .scratch = scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
-    st = gpuring_exec_host_run(&args);
+    st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
+                                     : gpuring_exec_cuda_run(&args, c->dev.stream);
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
     if (st != GPURING_OK) {
         c->broken = 1;
         return st;
     }
     __atomic_fetch_add(&comm_stats.calls[plan.algo], 1, __ATOMIC_RELAXED);
+    if (plane == GPURING_PLANE_DEVICE) {
+        __atomic_fetch_add(&comm_stats.device_calls, 1, __ATOMIC_RELAXED);
+    }
     __atomic_fetch_add(&comm_stats.bytes, (uint64_t)(count * es), __ATOMIC_RELAXED);
     return GPURING_OK;
 }

@@ -8,6 +8,15 @@
  * -> connect -> agreement.  Every rank takes part in every exchange even
  * after a local failure, and the final agreement makes the result
  * all-or-nothing, so a failed setup never leaves a rank waiting.
+ *
+ * Connections come in two planes, one per executor.  The host plane (shm
+ * and net FIFOs in host memory, the host executor) has its rings connected
+ * at setup.  The device plane (CUDA IPC FIFOs in device memory inside a
+ * node, net FIFOs mapped for the GPU between nodes, the CUDA executor) is
+ * connected at the first call on device buffers, with the communicator's
+ * CUDA stream; trees of either plane at the plane's first tree call.  Each
+ * of those calls is collective (every rank plans alike), and all-or-nothing
+ * in the same way.
  */
 #ifndef GPURING_COMM_H
 #define GPURING_COMM_H
@@ -38,16 +47,34 @@ typedef enum {
     GPURING_EDGE_TREE_DOWN = 2, /* tree: parent -> child (broadcast) */
 } gpuring_edge_kind_t;
 
+/* Which executor, and so which memory, a connection serves. */
+typedef enum {
+    GPURING_PLANE_HOST = 0,   /* host buffers: shm, net */
+    GPURING_PLANE_DEVICE = 1, /* device buffers: cuda ipc, net mapped for the GPU */
+    GPURING_PLANE_COUNT = 2,
+} gpuring_plane_t;
+
 typedef struct gpuring_comm_edge {
     int peer;
     int channel;
     gpuring_conn_dir_t dir;
     gpuring_edge_kind_t kind;
+    gpuring_plane_t plane;
 } gpuring_comm_edge_t;
 
-/* Edges one rank can have per channel: ring next and prev, tree parent both
- * ways, and up to three children both ways. */
+/* Edges one rank can have per channel and plane: ring next and prev, tree
+ * parent both ways, and up to three children both ways. */
 #define GPURING_COMM_EDGES_PER_CHANNEL (2 + 2 + 2 * 3)
+#define GPURING_COMM_MAX_EDGES \
+    (GPURING_PLANE_COUNT * GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL)
+
+/* The device plane's CUDA state. */
+typedef struct gpuring_comm_device {
+    int ordinal;        /* the GPU the plane was connected on, -1 before */
+    void *stream;       /* private non-blocking stream: every device call runs on it */
+    void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
+    size_t scratch_bytes;
+} gpuring_comm_device_t;
 
 typedef struct gpuring_comm {
     gpuring_comm_config_t cfg;
@@ -57,11 +84,15 @@ typedef struct gpuring_comm {
     int uid_claimed;         /* uid registered as live in this process */
     gpuring_proxy_t *proxy;  /* set when this rank has a NET connection */
     int broken;              /* a collective failed midway: refuse further calls */
-    /* connections, one per edge; ring edges at setup, tree edges at first use */
+    /* connections, one per edge, connected plane by plane (see above) */
     int nconns;
-    gpuring_comm_edge_t edges[GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL];
-    gpuring_conn_t conns[GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL];
-    int tree_state;          /* 0 not connected, 1 connected, -1 failed: ring only */
+    gpuring_comm_edge_t edges[GPURING_COMM_MAX_EDGES];
+    gpuring_conn_t conns[GPURING_COMM_MAX_EDGES];
+    /* per plane: 0 not connected, 1 connected, -1 failed (rings: the plane
+     * falls back; trees: rings only) */
+    int ring_state[GPURING_PLANE_COUNT];
+    int tree_state[GPURING_PLANE_COUNT];
+    gpuring_comm_device_t dev;
     char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
     size_t addr_stride;
     gpuring_peer_info_t *peers;
@@ -74,14 +105,33 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
                                      const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p);
 void gpuring_comm_destroy(gpuring_comm_t *comm);
 
-/* Blocking allreduce; sendbuf == recvbuf means in place. */
-gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, const void *sendbuf,
-                                        void *recvbuf, size_t count, gpuring_type_t type,
-                                        gpuring_op_t op);
+/*
+ * Collective, at a call on device buffers of GPU `ordinal` (memkind's):
+ * connect the device plane if it is not yet.  GPURING_OK: device calls run
+ * (gpuring_comm_allreduce with GPURING_PLANE_DEVICE).
+ * GPURING_ERR_NOT_SUPPORTED: they fall back, on every rank alike (no CUDA in
+ * this build, or the plane failed on some rank: logged).  GPURING_ERR_INVALID:
+ * this rank's buffers are on another GPU than the plane's (logged) -- a
+ * rank-local condition, so an error rather than a fallback that would leave
+ * the other ranks waiting in gpuring.
+ */
+gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *comm, int ordinal);
+
+/*
+ * Blocking allreduce on buffers of the plane's memory (host, or device
+ * memory of the GPU the device plane was made on); sendbuf == recvbuf means
+ * in place.  Device calls run on the communicator's stream and return when
+ * the result is in recvbuf; the caller's streams must have finished writing
+ * sendbuf.
+ */
+gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                        const void *sendbuf, void *recvbuf, size_t count,
+                                        gpuring_type_t type, gpuring_op_t op);
 
 /* What this process ran through gpuring, for the closing summary. */
 typedef struct gpuring_comm_stats {
     uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
+    uint64_t device_calls; /* of those, on device buffers */
     uint64_t bytes;
 } gpuring_comm_stats_t;
 

@@ -27,3 +27,13 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
     conn->slots = (char *)fifo + GPURING_CTRL_BYTES;
     conn->step = 0;
 }
+
+void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t *handle_p)
+{
+    memset(handle_p, 0, sizeof(*handle_p));
+    handle_p->peer = conn->peer;
+    handle_p->channel = conn->channel;
+    handle_p->dir = conn->dir;
+    handle_p->type = conn->type;
+    handle_p->slot_bytes = conn->slot_bytes;
+}

@@ -18,6 +18,12 @@
  *   NET  (proxy/conn_net_ucx.c): each side has local slots and ctrl; the
  *        proxy thread moves slots sender -> receiver over UCX and advances
  *        the receiver's tail and the sender's head (credits).
+ *   IPC  (proxy/conn_cuda.c): slots and ctrl live in the receiver's device
+ *        memory, opened by the sender through a CUDA IPC handle; only GPU
+ *        kernels touch them.
+ * For a GPU kernel, a NET end's host FIFO is registered with CUDA and
+ * `slots`/`ctrl` point at its device view (gpuring_conn_map_device); the
+ * proxy keeps using the host view.
  */
 #ifndef GPURING_PROXY_CONN_H
 #define GPURING_PROXY_CONN_H
@@ -31,6 +37,7 @@
 typedef enum {
     GPURING_CONN_SHM = 1,
     GPURING_CONN_NET = 2,
+    GPURING_CONN_IPC = 3,
 } gpuring_conn_type_t;
 
 typedef enum {
@@ -60,6 +67,7 @@ typedef struct gpuring_conn gpuring_conn_t;
  * the connection-handle allgather).  Fixed size, plain bytes.
  */
 #define GPURING_SHM_NAME_MAX 64
+#define GPURING_IPC_HANDLE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
 typedef struct gpuring_conn_handle {
     int32_t peer;    /* the rank at the other end */
     int32_t channel;
@@ -69,7 +77,10 @@ typedef struct gpuring_conn_handle {
     int32_t kind;    /* the caller's label telling apart connections of one channel to
                         one peer (ring, tree up, tree down); matched, never interpreted */
     uint64_t slot_bytes;
-    char shm_name[GPURING_SHM_NAME_MAX]; /* SHM receiver: segment name */
+    union {
+        char shm_name[GPURING_SHM_NAME_MAX];            /* SHM receiver: segment name */
+        unsigned char ipc[GPURING_IPC_HANDLE_BYTES];    /* IPC receiver: cudaIpcMemHandle_t */
+    } where;
 } gpuring_conn_handle_t;
 
 struct gpuring_net_conn; /* proxy/conn_net_ucx.c */
@@ -90,6 +101,8 @@ struct gpuring_conn {
     char shm_name[GPURING_SHM_NAME_MAX];
     int shm_owner;             /* 1 on the receiver, which created it */
     struct gpuring_net_conn *net;
+    void *ipc_fifo;            /* IPC: the receiver's allocation, or the sender's opened view */
+    void *mapped_host;         /* mapped for kernels: the registered host FIFO (NULL: not) */
 };
 
 /* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step: post it. */
@@ -105,6 +118,9 @@ size_t gpuring_conn_fifo_bytes(size_t slot_bytes);
 /* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first). */
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
                          int peer, int channel, size_t slot_bytes, void *fifo);
+/* The handle of an attached end: zeroed, then its peer, channel, direction,
+ * type and slot size; the transport adds what is its own. */
+void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t *handle_p);
 
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */
@@ -117,5 +133,22 @@ gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, i
 /* Receiver, once every sender mapped (after a bootstrap agreement): unlink the name. */
 void gpuring_conn_shm_unlink(gpuring_conn_t *conn);
 void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
+
+/* ---- CUDA (proxy/conn_cuda.c; conn_cuda_none.c refuses without the toolkit) ---- */
+/* Receiver: a FIFO in device memory of the current device, its counters
+ * zeroed on `stream` (a cudaStream_t) before return; the handle carries the
+ * IPC handle. */
+gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
+                                              size_t slot_bytes, void *stream,
+                                              gpuring_conn_handle_t *handle_p);
+/* Sender (another process, same node): open the receiver's FIFO. */
+gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, int channel,
+                                               const gpuring_conn_handle_t *remote);
+void gpuring_conn_ipc_destroy(gpuring_conn_t *conn);
+/* A host FIFO end (NET staging) made device-accessible: registered as mapped
+ * pinned memory, `slots`/`ctrl` switched to the device view.  unmap restores
+ * the host view; call it before the transport frees the memory. */
+gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn);
+void gpuring_conn_unmap_device(gpuring_conn_t *conn);
 
 #endif /* GPURING_PROXY_CONN_H */

@@ -335,13 +335,8 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     gpuring_conn_attach(conn, GPURING_CONN_NET, dir, peer, channel, slot_bytes, net->mem);
     conn->net = net;
 
-    memset(handle_p, 0, sizeof(*handle_p));
-    handle_p->peer = peer;
-    handle_p->channel = channel;
-    handle_p->dir = dir;
-    handle_p->type = GPURING_CONN_NET;
+    gpuring_conn_handle_init(conn, handle_p);
     handle_p->net_id = net_id;
-    handle_p->slot_bytes = slot_bytes;
     return GPURING_OK;
 }
 

@@ -64,13 +64,8 @@ gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, in
     conn->shm_owner = 1;
     memcpy(conn->shm_name, name, sizeof(conn->shm_name));
 
-    memset(handle_p, 0, sizeof(*handle_p));
-    handle_p->peer = peer;
-    handle_p->channel = channel;
-    handle_p->dir = GPURING_CONN_RECV;
-    handle_p->type = GPURING_CONN_SHM;
-    handle_p->slot_bytes = slot_bytes;
-    memcpy(handle_p->shm_name, conn->shm_name, sizeof(handle_p->shm_name));
+    gpuring_conn_handle_init(conn, handle_p);
+    memcpy(handle_p->where.shm_name, conn->shm_name, sizeof(handle_p->where.shm_name));
     GPURING_DEBUG(GPURING_SUBSYS_PROXY, "shm recv conn from rank %d channel %d: %s, %zu B slots",
                   peer, channel, conn->shm_name, slot_bytes);
     return GPURING_OK;
@@ -82,12 +77,12 @@ gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, i
     size_t len = gpuring_conn_fifo_bytes(remote->slot_bytes);
     void *base;
 
-    GPURING_CHECK(conn_shm_map(remote->shm_name, 0, len, &base));
+    GPURING_CHECK(conn_shm_map(remote->where.shm_name, 0, len, &base));
     gpuring_conn_attach(conn, GPURING_CONN_SHM, GPURING_CONN_SEND, peer, channel,
                         remote->slot_bytes, base);
     conn->shm_base = base;
     conn->shm_len = len;
-    memcpy(conn->shm_name, remote->shm_name, sizeof(conn->shm_name));
+    memcpy(conn->shm_name, remote->where.shm_name, sizeof(conn->shm_name));
     GPURING_DEBUG(GPURING_SUBSYS_PROXY, "shm send conn to rank %d channel %d: %s", peer,
                   channel, conn->shm_name);
     return GPURING_OK;

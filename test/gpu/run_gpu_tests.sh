@@ -1,9 +1,10 @@
 #!/bin/sh
 # run_gpu_tests.sh -- gpuring's GPU tests: test/gpu/test_reduce_cuda (the CUDA
-# reduction kernels against the host primitive, plus a bandwidth table) and
-# test/gpu/test_exec_cuda (the CUDA executor: n ranks on one GPU);
-# the MPI tests on device buffers go here later.  Not run by make check: CI has
-# no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
+# reduction kernels against the host primitive, plus a bandwidth table),
+# test/gpu/test_exec_cuda (the CUDA executor: n ranks on one GPU), then the MPI
+# tests on device buffers (test/mpi/allreduce_check -d through gpuring at 2-4
+# ranks on the one GPU, with and without virtual nodes, ring/tree/auto) and
+# test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
 # none failed.  Without a GPU: "SKIP: no GPU (...)", "0 passed, 0 failed",
 # exit 0.
 #
@@ -21,6 +22,13 @@
 #      configure: that machine has no Open MPI headers, UCX or hwloc), for the
 #      GPU's own architecture (GPURING_CUDA_ARCH=90 to choose), into a
 #      temporary directory.  run(command="test/gpu/run_gpu_tests.sh").
+# The MPI tests need Open MPI there: test/gpu/pack_for_gpu.sh (run here first)
+# fills .gpu-carry/ with Debian's Open MPI/UCX/hwloc .debs, the component and
+# the test binaries; carry it:
+#          run(command="GPURING_GPU_OUT=$OUT test/gpu/run_gpu_tests.sh",
+#              carry=[".gpu-carry"])
+# (the kernel tests then come from .gpu-carry/bin too).  Without .gpu-carry and
+# without an mpirun on the PATH, the MPI tests are skipped with a message.
 # Logs: GPURING_GPU_OUT=DIR (e.g. $OUT on the device machine) gets a copy of
 # each test's output.  GPURING_TEST_SEED is passed on to the tests.
 #
@@ -29,6 +37,8 @@
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${GPURING_BUILDDIR:-$top}
+carry="$top/.gpu-carry"
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_gpu.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -70,6 +80,7 @@ find_or_build() {
     name=$1
     shift
     bin="$builddir/test/gpu/$name"
+    [ -x "$carry/bin/$name" ] && bin="$carry/bin/$name"
     if [ "${GPURING_GPU_REBUILD:-0}" != 1 ] && [ -x "$bin" ]; then
         return 0
     fi
@@ -143,6 +154,71 @@ run_test() {
 
 run_test test_reduce_cuda "$bin_reduce"
 run_test test_exec_cuda "$bin_exec"
-# later: MPI tests on device buffers (test/mpi/... with --mca coll_gpuring_...)
+
+# ---- MPI on device buffers ---------------------------------------------------------
+# Open MPI: the carried .debs unpacked into a private root, or the machine's own
+mpirun=""
+component_dir="$builddir/.libs"
+mpibin="$builddir/test"
+if [ -d "$carry/debs" ]; then
+    root="$tmp/root"
+    mkdir -p "$root"
+    for d in "$carry"/debs/*.deb; do dpkg-deb -x "$d" "$root" || total_fail=$((total_fail + 1)); done
+    lib="$root/usr/lib/x86_64-linux-gnu"
+    export OPAL_PREFIX="$root/usr" OPAL_SYSCONFDIR="$root/etc/openmpi"
+    export OPAL_LIBDIR="$lib/openmpi/lib" OPAL_PKGLIBDIR="$lib/openmpi/lib/openmpi3"
+    export OPAL_DATADIR="$root/usr/share" OPAL_PKGDATADIR="$root/usr/share/openmpi"
+    export PMIX_INSTALL_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+    export UCX_MODULE_DIR="$lib/ucx"
+    export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    mpirun="$root/usr/bin/mpiexec.openmpi"
+    pkglibdir="$lib/openmpi/lib/openmpi3"
+    component_dir="$carry/component"
+    mpibin="$carry/bin"
+elif command -v mpirun >/dev/null 2>&1 && [ -x "$builddir/test/mpi/allreduce_check" ]; then
+    mpirun=$(command -v mpirun)
+    pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+    mpibin="$builddir/test/mpi"
+fi
+check_bin="$mpibin/allreduce_check"
+perf_bin="$mpibin/allreduce_perf"
+[ -x "$check_bin" ] || check_bin="$builddir/test/mpi/allreduce_check"
+[ -x "$perf_bin" ] || perf_bin="$builddir/test/perf/allreduce_perf"
+
+# mpi_test NAME NP "MCA ARGS" PROGRAM ARGS...: gpuring must have run on device
+# buffers on every rank (its finalize summary says how many device calls)
+mpi_test() {
+    name=$1 np=$2 mca=$3
+    shift 3
+    # shellcheck disable=SC2086
+    run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        timeout 600 "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        --mca mca_base_component_path "$pkglibdir:$component_dir" \
+        --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
+        --mca coll_gpuring_wait_timeout 60 $mca "$@"
+    ran=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$tmp/$name.log")
+    if [ "$ran" -ne "$np" ]; then
+        echo "FAIL: $name: $ran of $np ranks ran device calls in gpuring (see the log)"
+        total_fail=$((total_fail + 1))
+    fi
+}
+
+if [ -z "$mpirun" ]; then
+    echo "MPI tests on device buffers SKIPPED: no .gpu-carry/debs (run test/gpu/pack_for_gpu.sh" \
+         "here and carry .gpu-carry) and no mpirun on this machine"
+else
+    # every type and op, counts 0 .. 65537, in place, dup and split communicators
+    mpi_test mpi_2ranks 2 "" "$check_bin" -q -i -m world,dup,split
+    # non-power-of-two, one node (cuda ipc) and two virtual nodes (net: pinned staging)
+    mpi_test mpi_3ranks 3 "" "$check_bin" -q -i -m world,rev
+    mpi_test mpi_3ranks_2nodes 3 "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i
+    for algo in ring tree; do
+        mpi_test "mpi_4ranks_2nodes_$algo" 4 \
+            "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \
+            "$check_bin" -q -t int32,float,double,uint8 -L
+    done
+    # bandwidth on device memory (a benchmark, not a pass/fail test)
+    mpi_test perf_2ranks_device 2 "" "$perf_bin" -m device -b 8 -e 268435456
+fi
 
 finish

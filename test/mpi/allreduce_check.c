@@ -43,6 +43,11 @@
  *   -s SEED   seed (default 1)
  *   -r N      repeat the whole matrix N times (default 1)
  *   -q        quiet: mismatches and the final line only
+ *   -d        device buffers: send and receive buffers (with their guards and
+ *             misalignment) are cudaMalloc'd copies of the host ones, copied
+ *             in before and back after each call; the checks run on the
+ *             copies.  Needs libcudart and a GPU (local rank i uses GPU i
+ *             mod count); a rank that cannot set it up fails the run.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -50,6 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "test/cuda_dl.h"
 
 #define MAX_LIST 64
 #define GUARD 3 /* guard elements before and after recvbuf (misaligns it) */
@@ -406,7 +413,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d]\n");
 }
 
 typedef struct {
@@ -442,9 +449,9 @@ int main(int argc, char **argv)
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
-    int bad = 0, opt;
+    int bad = 0, opt, device = 0;
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -500,6 +507,7 @@ int main(int argc, char **argv)
         case 's': seed = strtoull(optarg, NULL, 0); break;
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
+        case 'd': device = 1; break;
         default: bad = 1; break;
         }
     }
@@ -548,6 +556,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: out of memory\n", g_world_rank);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
+    /* device mode: the call sees these; every case copies in and back */
+    char *dsendraw = NULL, *drecvraw = NULL;
+    if (device) {
+        MPI_Comm node;
+        int lrank;
+        char err[256];
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world_rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_free(&node);
+        if (test_cuda_load(lrank, err, sizeof err) != 0 ||
+            cu.malloc_((void **)&dsendraw, maxbytes) != 0 || cu.malloc_((void **)&drecvraw, maxbytes) != 0) {
+            fprintf(stderr, "rank %d: device buffers: %s\n", g_world_rank,
+                    cu.lib ? "cudaMalloc failed" : err);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
     double t_start = MPI_Wtime();
 
     for (int rep = 0; rep < reps; rep++)
@@ -586,8 +610,24 @@ int main(int argc, char **argv)
                         if (ip) fill_send(recvbuf, t, oi, &gp, my_base, count);
                         else fill_send(sendbuf, t, oi, &gp, my_base, count);
 
-                        int rc = MPI_Allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, t->dt,
+                        int rc;
+                        if (device) {
+                            const size_t span = (count + 2 * GUARD) * es;
+                            cu.memcpy_(dsendraw, sendraw, span, TEST_CUDA_H2D);
+                            cu.memcpy_(drecvraw, recvraw, span, TEST_CUDA_H2D);
+                            rc = MPI_Allreduce(ip ? MPI_IN_PLACE : dsendraw + (sendbuf - sendraw),
+                                               drecvraw + (recvbuf - recvraw), (int)count, t->dt,
                                                g_ops[oi].op, comm);
+                            if (cu.memcpy_(sendraw, dsendraw, span, TEST_CUDA_D2H) != 0 ||
+                                cu.memcpy_(recvraw, drecvraw, span, TEST_CUDA_D2H) != 0) {
+                                fprintf(stderr, "rank %d: cudaMemcpy back failed (a fault in the "
+                                        "allreduce?)\n", g_world_rank);
+                                MPI_Abort(MPI_COMM_WORLD, 3);
+                            }
+                        } else {
+                            rc = MPI_Allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, t->dt,
+                                               g_ops[oi].op, comm);
+                        }
                         char where[200];
                         snprintf(where, sizeof where, "rank %d comm %s(%d/%d) type %s op %s count %zu%s",
                                  g_world_rank, comms[c].name, crank, csize, t->name, g_ops[oi].name, count,
@@ -682,6 +722,10 @@ int main(int argc, char **argv)
     free(desc);
     free(sendraw);
     free(recvraw);
+    if (device) {
+        cu.free_(dsendraw);
+        cu.free_(drecvraw);
+    }
     free(expbuf);
     MPI_Finalize();
     return verdict;

@@ -26,50 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- CUDA runtime, loaded at run time ------------------------------------ */
-typedef int (*cuda_malloc_fn)(void **, size_t);
-typedef int (*cuda_free_fn)(void *);
-typedef int (*cuda_memcpy_fn)(void *, const void *, size_t, int);
-typedef int (*cuda_sync_fn)(void);
-typedef int (*cuda_set_device_fn)(int);
-typedef int (*cuda_get_device_count_fn)(int *);
-typedef const char *(*cuda_error_string_fn)(int);
-enum { CUDA_H2D = 1, CUDA_D2H = 2 };
-
-static struct {
-    void *lib;
-    cuda_malloc_fn malloc_;
-    cuda_free_fn free_;
-    cuda_memcpy_fn memcpy_;
-    cuda_sync_fn sync;
-    cuda_set_device_fn set_device;
-    cuda_get_device_count_fn get_device_count;
-    cuda_error_string_fn error_string;
-} cu;
-
-static int cuda_load(char *err, size_t errlen)
-{
-    static const char *names[] = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so.13", NULL};
-    for (int k = 0; names[k] && !cu.lib; k++) cu.lib = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
-    if (!cu.lib) {
-        snprintf(err, errlen, "cannot dlopen libcudart.so (%s)", dlerror());
-        return -1;
-    }
-#define SYM(field, name)                                                         \
-    do {                                                                         \
-        *(void **)&cu.field = dlsym(cu.lib, name);                               \
-        if (!cu.field) { snprintf(err, errlen, "libcudart lacks %s", name); return -1; } \
-    } while (0)
-    SYM(malloc_, "cudaMalloc");
-    SYM(free_, "cudaFree");
-    SYM(memcpy_, "cudaMemcpy");
-    SYM(sync, "cudaDeviceSynchronize");
-    SYM(set_device, "cudaSetDevice");
-    SYM(get_device_count, "cudaGetDeviceCount");
-    SYM(error_string, "cudaGetErrorString");
-#undef SYM
-    return 0;
-}
+#include "test/cuda_dl.h"
 
 /* ---- types and ops ---------------------------------------------------------- */
 typedef enum { T_FLOAT, T_DOUBLE, T_INT8, T_UINT8, T_INT32, T_UINT32, T_INT64, T_UINT64 } tid_t;
@@ -235,25 +192,16 @@ int main(int argc, char **argv)
     int setup_ok = hsend && hrecv;
     char err[256] = "out of host memory";
     if (setup_ok && device) {
-        setup_ok = cuda_load(err, sizeof err) == 0;
-        if (setup_ok) {
-            int ndev = 0, rc = cu.get_device_count(&ndev);
-            if (rc != 0 || ndev < 1) {
-                snprintf(err, sizeof err, "no CUDA device (cudaGetDeviceCount: %d %s, count %d)", rc,
-                         cu.error_string ? cu.error_string(rc) : "", ndev);
-                setup_ok = 0;
-            } else {
-                MPI_Comm node;
-                int lrank;
-                MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-                MPI_Comm_rank(node, &lrank);
-                MPI_Comm_free(&node);
-                cu.set_device(lrank % ndev);
-                if (cu.malloc_(&sendbuf, bytes_alloc) != 0 || cu.malloc_(&recvbuf, bytes_alloc) != 0) {
-                    snprintf(err, sizeof err, "cudaMalloc of %zu bytes failed", bytes_alloc);
-                    setup_ok = 0;
-                }
-            }
+        MPI_Comm node;
+        int lrank;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_free(&node);
+        setup_ok = test_cuda_load(lrank, err, sizeof err) == 0;
+        if (setup_ok &&
+            (cu.malloc_(&sendbuf, bytes_alloc) != 0 || cu.malloc_(&recvbuf, bytes_alloc) != 0)) {
+            snprintf(err, sizeof err, "cudaMalloc of %zu bytes failed", bytes_alloc);
+            setup_ok = 0;
         }
     } else {
         sendbuf = hsend;
@@ -291,8 +239,8 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < count; i++)
             store(hsend, t, i, op == O_PROD ? 1.0 : (op == O_SUM && inplace ? 0.0 : value(op, t, rank, i, nranks)));
         if (device) {
-            cu.memcpy_(sendbuf, hsend, bytes, CUDA_H2D);
-            cu.memcpy_(recvbuf, hsend, bytes, CUDA_H2D);
+            cu.memcpy_(sendbuf, hsend, bytes, TEST_CUDA_H2D);
+            cu.memcpy_(recvbuf, hsend, bytes, TEST_CUDA_H2D);
         } else if (inplace) {
             memcpy(recvbuf, hsend, bytes);
         }
@@ -311,13 +259,13 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < count; i++) store(hsend, t, i, value(op, t, rank, i, nranks));
             for (size_t i = 0; i < count; i++) store(hrecv, t, i, -3.0); /* poison */
             if (device) {
-                cu.memcpy_(sendbuf, hsend, bytes, CUDA_H2D);
-                cu.memcpy_(recvbuf, inplace ? hsend : hrecv, bytes, CUDA_H2D);
+                cu.memcpy_(sendbuf, hsend, bytes, TEST_CUDA_H2D);
+                cu.memcpy_(recvbuf, inplace ? hsend : hrecv, bytes, TEST_CUDA_H2D);
             } else if (inplace) {
                 memcpy(recvbuf, hsend, bytes);
             }
             MPI_Allreduce(inplace ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
-            if (device) cu.memcpy_(hrecv, recvbuf, bytes, CUDA_D2H);
+            if (device) cu.memcpy_(hrecv, recvbuf, bytes, TEST_CUDA_D2H);
             for (size_t i = 0; i < count; i++) {
                 double e = value(op, t, 0, i, nranks);
                 for (int r = 1; r < nranks; r++) e = fold(op, e, value(op, t, r, i, nranks));

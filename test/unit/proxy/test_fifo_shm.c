@@ -97,7 +97,7 @@ int main(void)
            (unsigned long long)overrun);
     waitpid(pid, &status, 0);
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sender exit status %d", status);
-    snprintf(path, sizeof(path), "/dev/shm%s", h.shm_name);
+    snprintf(path, sizeof(path), "/dev/shm%s", h.where.shm_name);
     EXPECT(access(path, F_OK) != 0, "%s still exists after unlink", path);
 
     /* nobody sends: a timed wait reports instead of hanging */
@@ -117,7 +117,7 @@ int main(void)
     {
         gpuring_conn_t c2;
         gpuring_conn_handle_t missing = h;
-        strcpy(missing.shm_name, "/gpuring-test-missing");
+        strcpy(missing.where.shm_name, "/gpuring-test-missing");
         gpuring_log_config.level = 0; /* the error line is expected */
         EXPECT(gpuring_conn_shm_send_connect(&c2, 0, 0, &missing) == GPURING_ERR_SYSTEM,
                "connect to a missing segment fails");

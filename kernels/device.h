@@ -1,0 +1,36 @@
+/*
+ * device.h -- the few CUDA runtime services the communicator layer needs
+ * around the CUDA executor: which device a call runs on, a private stream,
+ * device memory for scratch.  Plain C, no CUDA header.
+ *
+ * kernels/device_cuda.c implements them when configure found the toolkit;
+ * kernels/device_none.c otherwise, where gpuring_device_built() is 0 and
+ * every call returns GPURING_ERR_NOT_SUPPORTED (the communicator then never
+ * offers device buffers to gpuring: they go to the component below).
+ *
+ * gpuring's CUDA runtime is its own static copy (Makefile.am): its notion of
+ * the current device is per thread and separate from the application's, so
+ * every entry point that touches the GPU first makes the buffer's device
+ * current with gpuring_device_use().
+ */
+#ifndef GPURING_KERNELS_DEVICE_H
+#define GPURING_KERNELS_DEVICE_H
+
+#include <stddef.h>
+#include "common/gpuring_common.h"
+
+/* 1 when this build has the CUDA executor. */
+int gpuring_device_built(void);
+
+/* Make `device` (an ordinal, as memkind reports it) current for this thread. */
+gpuring_status_t gpuring_device_use(int device);
+
+/* A non-blocking stream (no implicit sync with the legacy default stream). */
+gpuring_status_t gpuring_device_stream_create(void **stream_p);
+void gpuring_device_stream_destroy(void *stream);
+
+/* Device memory of the current device; free takes NULL. */
+gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
+void gpuring_device_free(void *ptr);
+
+#endif /* GPURING_KERNELS_DEVICE_H */

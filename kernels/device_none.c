@@ -1,0 +1,45 @@
+/*
+ * device_none.c -- kernels/device.h and kernels/exec_cuda.h in a build
+ * without the CUDA toolkit: gpuring_device_built() is 0 and the rest is
+ * refused, so device buffers go to the component below.
+ */
+#include "kernels/device.h"
+#include "kernels/exec_cuda.h"
+
+int gpuring_device_built(void)
+{
+    return 0;
+}
+
+gpuring_status_t gpuring_device_use(int device)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+gpuring_status_t gpuring_device_stream_create(void **stream_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+void gpuring_device_stream_destroy(void *stream)
+{
+}
+
+gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+void gpuring_device_free(void *ptr)
+{
+}
+
+gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+gpuring_status_t gpuring_exec_cuda_init(void)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}

@@ -1,0 +1,70 @@
+/*
+ * cuda_dl.h -- the CUDA runtime for the MPI test programs, opened with
+ * dlopen at run time: the programs build and run without CUDA, and need it
+ * only when asked for device buffers.  Header-only (static functions).
+ *
+ * test_cuda_load() opens libcudart and picks the GPU of local rank
+ * `local_rank` (round robin: several ranks may share one GPU).
+ */
+#ifndef GPURING_TEST_CUDA_DL_H
+#define GPURING_TEST_CUDA_DL_H
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+
+enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2 }; /* cudaMemcpyKind */
+
+static struct {
+    void *lib;
+    int (*malloc_)(void **, size_t);
+    int (*free_)(void *);
+    int (*memcpy_)(void *, const void *, size_t, int);
+    int (*sync)(void);
+    int (*set_device)(int);
+    int (*get_device_count)(int *);
+    const char *(*error_string)(int);
+} cu;
+
+static int test_cuda_load(int local_rank, char *err, size_t errlen)
+{
+    static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                  "libcudart.so.11.0", NULL};
+    int ndev = 0, rc;
+
+    for (int k = 0; names[k] && !cu.lib; k++) cu.lib = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
+    if (!cu.lib) {
+        snprintf(err, errlen, "cannot dlopen libcudart.so (%s)", dlerror());
+        return -1;
+    }
+#define TEST_CUDA_SYM(field, name)                                                          \
+    do {                                                                                    \
+        *(void **)&cu.field = dlsym(cu.lib, name);                                          \
+        if (!cu.field) {                                                                    \
+            snprintf(err, errlen, "libcudart lacks %s", name);                              \
+            return -1;                                                                      \
+        }                                                                                   \
+    } while (0)
+    TEST_CUDA_SYM(malloc_, "cudaMalloc");
+    TEST_CUDA_SYM(free_, "cudaFree");
+    TEST_CUDA_SYM(memcpy_, "cudaMemcpy");
+    TEST_CUDA_SYM(sync, "cudaDeviceSynchronize");
+    TEST_CUDA_SYM(set_device, "cudaSetDevice");
+    TEST_CUDA_SYM(get_device_count, "cudaGetDeviceCount");
+    TEST_CUDA_SYM(error_string, "cudaGetErrorString");
+#undef TEST_CUDA_SYM
+    rc = cu.get_device_count(&ndev);
+    if (rc != 0 || ndev < 1) {
+        snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %d %s, count %d)", rc,
+                 cu.error_string(rc), ndev);
+        return -1;
+    }
+    rc = cu.set_device(local_rank % ndev);
+    if (rc != 0) {
+        snprintf(err, errlen, "cudaSetDevice(%d): %s", local_rank % ndev, cu.error_string(rc));
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* GPURING_TEST_CUDA_DL_H */

@@ -1,0 +1,53 @@
+#!/bin/sh
+# pack_for_gpu.sh -- run HERE (the build machine, with Debian's package
+# archive), before calling the GPU machine: fills .gpu-carry/ (ignored by
+# git) with what test/gpu/run_gpu_tests.sh needs there and cannot get there
+# (the GPU machine has no package registry and no Open MPI):
+#   .gpu-carry/debs/        Debian 12's Open MPI 4.1.4, UCX, hwloc, PMIx and
+#                           the libraries they load (apt-get download; no
+#                           libc, libstdc++ or other base packages: the GPU
+#                           machine's own are newer and compatible)
+#   .gpu-carry/component/   mca_coll_gpuring.so, as built here
+#   .gpu-carry/bin/         allreduce_check, allreduce_perf, test_reduce_cuda,
+#                           test_exec_cuda, as built here
+# About 40 MB.  Then, with the device tool:
+#   run(command="GPURING_GPU_OUT=$OUT test/gpu/run_gpu_tests.sh", carry=[".gpu-carry"])
+# run_gpu_tests.sh unpacks the .debs with dpkg-deb -x into a temporary root
+# and points Open MPI at it (OPAL_PREFIX and friends, LD_LIBRARY_PATH).
+#
+# Usage: test/gpu/pack_for_gpu.sh   (after make check; GPURING_BUILDDIR names the
+# build tree when it is not the source tree)
+set -eu
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+builddir=${GPURING_BUILDDIR:-$top}
+out="$top/.gpu-carry"
+
+# the runtime closure of Debian 12's libopenmpi3 + openmpi-bin, less base packages
+pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 libhwloc15 libhwloc-plugins libpmix2
+      libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libpsm-infinipath1 libpsm2-2
+      libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200 libnuma1
+      libpciaccess0 libxnvctrl0 libmunge2 libxml2 libicu72 libx11-6 libx11-data libxext6
+      libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 ocl-icd-libopencl1 libltdl7"
+
+for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/perf/allreduce_perf \
+         test/gpu/test_reduce_cuda test/gpu/test_exec_cuda; do
+    if [ ! -f "$builddir/$f" ]; then
+        echo "pack_for_gpu: $builddir/$f is not built (run make check first)" >&2
+        exit 1
+    fi
+done
+
+rm -rf "$out"
+mkdir -p "$out/debs" "$out/component" "$out/bin"
+# shellcheck disable=SC2086
+(cd "$out/debs" && apt-get download $pkgs >/dev/null 2>"$out/debs.err") || {
+    cat "$out/debs.err" >&2
+    echo "pack_for_gpu: apt-get download failed (run apt-get update?)" >&2
+    exit 1
+}
+rm -f "$out/debs.err"
+cp "$builddir/.libs/mca_coll_gpuring.so" "$out/component/"
+cp "$builddir/test/mpi/allreduce_check" "$builddir/test/perf/allreduce_perf" \
+   "$builddir/test/gpu/test_reduce_cuda" "$builddir/test/gpu/test_exec_cuda" "$out/bin/"
+echo "pack_for_gpu: $(du -sh "$out" | cut -f1) in $out"
