@@ -284,6 +284,40 @@ out:
     return st;
 }
 
+/*
+ * Connect the plane's ring (ring = 1) or tree edges: every rank, all or
+ * nothing.  Records the outcome in the plane's ring or tree state (1 or -1).
+ */
+static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t plane, int ring,
+                                           gpuring_status_t local_st)
+{
+    const int first = c->nconns;
+    int *state = ring ? &c->ring_state[plane] : &c->tree_state[plane];
+    int nipc = 0, nnet = 0;
+    gpuring_status_t st;
+
+    if (ring) {
+        comm_edges_ring(c, plane);
+    } else {
+        comm_edges_tree(c, plane);
+    }
+    st = comm_connect(c, first, local_st);
+    *state = st == GPURING_OK ? 1 : -1;
+    if (st != GPURING_OK) return st;
+    for (int i = first; i < c->nconns; i++) {
+        nipc += c->conns[i].type == GPURING_CONN_IPC;
+        nnet += c->conns[i].type == GPURING_CONN_NET;
+    }
+    if (!ring) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "tree connections ready (%s buffers): %d, depth %d",
+                     comm_plane_name(plane), c->nconns - first, c->graph.tree_depth);
+    } else if (plane == GPURING_PLANE_DEVICE) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "device connections ready on GPU %d: %d cuda ipc, "
+                     "%d net (pinned host staging)", c->dev.ordinal, nipc, nnet);
+    } /* the host plane's rings: the communicator's "ready" line says it */
+    return GPURING_OK;
+}
+
 /* UCX addresses, when the communicator spans nodes: every rank takes part. */
 static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st)
 {
@@ -402,9 +436,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
 
     /* 3. UCX addresses when there is more than one node; 4-5. the rings */
     GPURING_CHECK_GOTO(comm_net_setup(c, &local_st), st, out);
-    comm_edges_ring(c, GPURING_PLANE_HOST);
-    st = comm_connect(c, 0, local_st);
-    c->ring_state[GPURING_PLANE_HOST] = st == GPURING_OK ? 1 : -1;
+    st = comm_plane_connect(c, GPURING_PLANE_HOST, 1, local_st);
 
 out:
     if (st != GPURING_OK) {
@@ -430,42 +462,13 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     free(c);
 }
 
-/* Connect the plane's ring (ring = 1) or tree edges: every rank, all or nothing. */
-static int comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t plane, int ring,
-                              gpuring_status_t local_st)
-{
-    const int first = c->nconns;
-    int nipc = 0, nnet = 0;
-
-    if (ring) {
-        comm_edges_ring(c, plane);
-    } else {
-        comm_edges_tree(c, plane);
-    }
-    if (comm_connect(c, first, local_st) != GPURING_OK) return -1;
-    for (int i = first; i < c->nconns; i++) {
-        nipc += c->conns[i].type == GPURING_CONN_IPC;
-        nnet += c->conns[i].type == GPURING_CONN_NET;
-    }
-    if (!ring) {
-        GPURING_INFO(GPURING_SUBSYS_INIT, "tree connections ready (%s buffers): %d, depth %d",
-                     comm_plane_name(plane), c->nconns - first, c->graph.tree_depth);
-    } else {
-        GPURING_INFO(GPURING_SUBSYS_INIT, "device connections ready on GPU %d: %d cuda ipc, "
-                     "%d net (pinned host staging)", c->dev.ordinal, nipc, nnet);
-    }
-    return 1;
-}
-
 /* Tree connections at the plane's first tree call; on failure every rank stays on rings. */
 static int comm_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane)
 {
-    if (c->tree_state[plane] == 0) {
-        c->tree_state[plane] = comm_plane_connect(c, plane, 0, GPURING_OK);
-        if (c->tree_state[plane] < 0) {
-            GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed (%s buffers): rings "
-                         "only from now on", comm_plane_name(plane));
-        }
+    if (c->tree_state[plane] == 0 &&
+        comm_plane_connect(c, plane, 0, GPURING_OK) != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed (%s buffers): rings "
+                     "only from now on", comm_plane_name(plane));
     }
     return c->tree_state[plane] > 0;
 }
@@ -494,9 +497,7 @@ gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *c, int ordinal)
     local_st = gpuring_device_use(ordinal);
     if (local_st == GPURING_OK) local_st = gpuring_device_stream_create(&c->dev.stream);
     if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
-    c->ring_state[GPURING_PLANE_DEVICE] = comm_plane_connect(c, GPURING_PLANE_DEVICE, 1,
-                                                             local_st);
-    if (c->ring_state[GPURING_PLANE_DEVICE] < 0) {
+    if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
                      "communicator go to the component below");
         return GPURING_ERR_NOT_SUPPORTED;
