@@ -28,8 +28,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
     for ((k = 0; k < ${#ALGOS[@]}; k++)); do
         a=${ALGOS[(k + rep) % ${#ALGOS[@]}]} # rotate who goes first
         mca_args coll_gpuring_algorithm "$a" coll_gpuring_ranks_per_node "$RPN"
-        while read -r size _ _ _ time _; do
-            [[ $size =~ ^[0-9]+$ ]] || continue
+        while read -r size count _ _ time _; do
+            [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
             key="$a.$size"
             if [ -z "${BEST[$key]:-}" ] || awk -v x="$time" -v y="${BEST[$key]}" 'BEGIN{exit !(x < y)}'; then
                 BEST[$key]=$time

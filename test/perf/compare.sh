@@ -116,7 +116,7 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> fills arrays
     fi
     local size count type op time algbw busbw wrong
     while read -r size count type op time algbw busbw wrong; do
-        [[ $size =~ ^[0-9]+$ ]] || continue
+        [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
         if [ "$wrong" != 0 ] && [ "$wrong" != N/A ]; then
             STATUS=1
             if [ "$cfg" = gpuring ]; then G_WRONG[$size]=$wrong; else T_WRONG[$size]=$wrong; fi
