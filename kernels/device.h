@@ -33,4 +33,21 @@ void gpuring_device_stream_destroy(void *stream);
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
 void gpuring_device_free(void *ptr);
 
+/*
+ * GPUDirect RDMA (a NIC writing device memory, NET slots in device memory):
+ * the NIC's writes may become visible to a kernel out of order with the
+ * completion the proxy saw.  remote_writes tells, for `device`, whether its
+ * kernels see them in order natively (GPURING_DEVICE_WRITES_ORDERED), only
+ * after gpuring_device_flush_remote_writes() (GPURING_DEVICE_WRITES_FLUSH),
+ * or not reliably at all (GPURING_DEVICE_WRITES_UNORDERED: do not land data
+ * there).  The flush acts on the current device.
+ */
+typedef enum {
+    GPURING_DEVICE_WRITES_UNORDERED = 0,
+    GPURING_DEVICE_WRITES_FLUSH = 1,
+    GPURING_DEVICE_WRITES_ORDERED = 2,
+} gpuring_device_writes_t;
+gpuring_device_writes_t gpuring_device_remote_writes(int device);
+gpuring_status_t gpuring_device_flush_remote_writes(void);
+
 #endif /* GPURING_KERNELS_DEVICE_H */

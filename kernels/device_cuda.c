@@ -60,3 +60,26 @@ void gpuring_device_free(void *ptr)
         (void)cudaGetLastError();
     }
 }
+
+gpuring_device_writes_t gpuring_device_remote_writes(int device)
+{
+    int ordering = 0, flush = 0;
+
+    if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&flush, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return GPURING_DEVICE_WRITES_UNORDERED;
+    }
+    if (ordering >= cudaGPUDirectRDMAWritesOrderingOwner) return GPURING_DEVICE_WRITES_ORDERED;
+    return (flush & cudaFlushGPUDirectRDMAWritesOptionHost) ? GPURING_DEVICE_WRITES_FLUSH
+                                                            : GPURING_DEVICE_WRITES_UNORDERED;
+}
+
+gpuring_status_t gpuring_device_flush_remote_writes(void)
+{
+    GPURING_CUDA_CHECK(cudaDeviceFlushGPUDirectRDMAWrites(
+        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner));
+    return GPURING_OK;
+}

@@ -34,6 +34,16 @@ void gpuring_device_free(void *ptr)
 {
 }
 
+gpuring_device_writes_t gpuring_device_remote_writes(int device)
+{
+    return GPURING_DEVICE_WRITES_UNORDERED;
+}
+
+gpuring_status_t gpuring_device_flush_remote_writes(void)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream)
 {
     return GPURING_ERR_NOT_SUPPORTED;

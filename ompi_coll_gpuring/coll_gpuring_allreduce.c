@@ -83,7 +83,7 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_type_t type;
     gpuring_op_t gop;
     gpuring_mem_kind_t kind;
-    gpuring_plane_t plane = GPURING_PLANE_HOST;
+    gpuring_plane_t plane;
     gpuring_comm_t *gcomm;
     gpuring_status_t st;
     int device, rdevice;
@@ -126,22 +126,25 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     if (gcomm == NULL) {
         goto fallback; /* setup failed or disabled: logged there */
     }
-    if (kind != GPURING_MEM_HOST) {
-        plane = GPURING_PLANE_DEVICE;
-        st = gpuring_comm_device_ready(gcomm, device);
-        if (st == GPURING_ERR_NOT_SUPPORTED) {
-            GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no device connections on "
-                         "comm %s", comm->c_name);
-            goto fallback;
-        }
-        if (st != GPURING_OK) return mca_coll_gpuring_status_to_ompi(st);
+    plane = kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
+    st = gpuring_comm_plane_ready(gcomm, plane, device);
+    if (st == GPURING_ERR_NOT_SUPPORTED) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no %s connections on comm %s",
+                     plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
+        goto fallback;
     }
+    if (st != GPURING_OK) return mca_coll_gpuring_status_to_ompi(st);
     st = gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop);
     if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
-                      "allreduce of %d %s on comm %s failed: %s; the communicator cannot be "
-                      "used by gpuring any more",
-                      count, gpuring_type_name(type), comm->c_name, gpuring_status_str(st));
+                      "allreduce of %d %s on %s buffers on comm %s failed: %s; the "
+                      "communicator cannot be used by gpuring any more%s",
+                      count, gpuring_type_name(type), gpuring_mem_kind_name(kind), comm->c_name,
+                      gpuring_status_str(st),
+                      st != GPURING_ERR_TIMEOUT ? ""
+                      : " (a peer that did not make the matching call, or made it with "
+                        "buffers of another memory kind -- host on some ranks, device on "
+                        "others -- is waited for until the timeout)");
         return mca_coll_gpuring_status_to_ompi(st);
     }
     return OMPI_SUCCESS;

@@ -40,6 +40,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .verbose = 0,
     .verbose_subsys = NULL,
     .host_buffers = false,
+    .net_gpu_direct = true,
     .algorithm = NULL,
     .nchannels = 2,
     .channels_per_call = 0,
@@ -93,6 +94,14 @@ static int gpuring_register(void)
         "below (off by default: pages may migrate to the GPU on every call)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->managed_buffers);
+    (void)mca_base_component_var_register(
+        v, "net_gpu_direct",
+        "Device buffers across nodes: keep the UCX slots in GPU memory (GPU-direct) when this "
+        "process's UCX moves CUDA memory and the GPU orders or can flush a NIC's writes; "
+        "false (or either missing) stages them in pinned host memory the kernels reach "
+        "directly.  The verbose log says which mode each communicator uses",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->net_gpu_direct);
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",

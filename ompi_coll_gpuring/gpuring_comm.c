@@ -6,14 +6,15 @@
  * of edges is connected collectively: every rank creates its ends
  * (receivers own the FIFOs; NET senders their staging), the handles are
  * allgathered, each end finds its peer's matching handle, connects, and all
- * agree before the shm names go away.  Host-plane ring edges are connected
- * at setup, device-plane ring edges at the first call on device buffers,
- * tree edges at the plane's first call whose plan is a tree (every rank
- * plans alike, so those calls are collective too).
+ * agree before the shm names go away.  A plane's ring edges are connected
+ * at the first call on its memory, its tree edges at its first call whose
+ * plan is a tree (every rank plans alike, so those calls are collective
+ * too).
  *
  * Transport per edge: same node -> shm (host plane) or CUDA IPC (device
- * plane); another node -> net, whose host FIFO the device plane maps for the
- * GPU (pinned host staging).
+ * plane); another node -> net, whose ctrl page (and host slots: pinned host
+ * staging) the device plane maps for the GPU, or whose slots are device
+ * memory (GPU-direct).
  */
 #include "kernels/device.h"
 #include "kernels/exec_cuda.h"
@@ -152,9 +153,12 @@ static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_h
     gpuring_conn_t *conn = &c->conns[i];
 
     if (!comm_same_node(c, e->peer)) {
+        const int device = e->plane == GPURING_PLANE_DEVICE ? c->dev.net_device : -1;
+
         GPURING_CHECK(gpuring_conn_net_create(c->proxy, conn, e->dir, e->peer, e->channel,
-                                              c->cfg.slot_bytes, c->uid, (uint32_t)i, h));
-        /* the GPU writes and polls the host FIFO the proxy serves */
+                                              c->cfg.slot_bytes, c->uid, (uint32_t)i, device,
+                                              h));
+        /* the GPU writes and polls the host ctrl (and slots) the proxy serves */
         if (e->plane == GPURING_PLANE_DEVICE) GPURING_CHECK(gpuring_conn_map_device(conn));
     } else if (e->dir == GPURING_CONN_SEND) {
         return GPURING_OK; /* same-node sender: opens the receiver's FIFO at connect */
@@ -313,8 +317,15 @@ static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t pl
                      comm_plane_name(plane), c->nconns - first, c->graph.tree_depth);
     } else if (plane == GPURING_PLANE_DEVICE) {
         GPURING_INFO(GPURING_SUBSYS_INIT, "device connections ready on GPU %d: %d cuda ipc, "
-                     "%d net (pinned host staging)", c->dev.ordinal, nipc, nnet);
-    } /* the host plane's rings: the communicator's "ready" line says it */
+                     "%d net (%s%s%s)", c->dev.ordinal, nipc, nnet,
+                     c->dev.net_device >= 0 ? "GPU-direct: slots in device memory"
+                                            : "pinned host staging",
+                     c->dev.net_staging_why != NULL ? ": " : "",
+                     c->dev.net_staging_why != NULL ? c->dev.net_staging_why : "");
+    } else {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "host connections ready: %d shm, %d net",
+                     c->nconns - first - nnet, nnet);
+    }
     return GPURING_OK;
 }
 
@@ -405,6 +416,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     c->cfg = *cfg;
     c->boot = *boot;
     c->dev.ordinal = -1;
+    c->dev.net_device = -1;
     c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
     if (c->peers == NULL) {
         free(c);
@@ -434,9 +446,10 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
                        st, out);
     GPURING_CHECK_GOTO(comm_graph_connect(c), st, out);
 
-    /* 3. UCX addresses when there is more than one node; 4-5. the rings */
+    /* 3. UCX addresses when there is more than one node; 4. all agree.
+     *    Connections come with each plane's first call. */
     GPURING_CHECK_GOTO(comm_net_setup(c, &local_st), st, out);
-    st = comm_plane_connect(c, GPURING_PLANE_HOST, 1, local_st);
+    st = gpuring_bootstrap_agree(&c->boot, local_st, NULL);
 
 out:
     if (st != GPURING_OK) {
@@ -473,7 +486,34 @@ static int comm_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane)
     return c->tree_state[plane] > 0;
 }
 
-gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *c, int ordinal)
+/* Where the device plane's NET slots live: this process's choice, each end its own. */
+static void comm_device_net_slots(gpuring_comm_t *c)
+{
+    c->dev.net_device = -1;
+    c->dev.net_staging_why = NULL;
+    if (c->proxy == NULL) return; /* one node: no NET connection */
+    if (!c->cfg.net_gpu_direct) {
+        c->dev.net_staging_why = "coll_gpuring_net_gpu_direct is 0";
+    } else if (gpuring_proxy_gpu_direct(c->proxy, c->dev.ordinal, &c->dev.net_staging_why)) {
+        c->dev.net_device = c->dev.ordinal;
+    }
+}
+
+/* The host plane's rings, at the first call on host buffers. */
+static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
+{
+    if (c->ring_state[GPURING_PLANE_HOST] < 0) return GPURING_ERR_NOT_SUPPORTED;
+    if (c->ring_state[GPURING_PLANE_HOST] > 0) return GPURING_OK;
+    if (comm_plane_connect(c, GPURING_PLANE_HOST, 1, GPURING_OK) != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "host connections failed: host buffers on this "
+                     "communicator go to the component below");
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    return GPURING_OK;
+}
+
+/* The device plane: CUDA state, where NET slots live, then its rings. */
+static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
 {
     gpuring_status_t local_st = GPURING_OK;
 
@@ -497,12 +537,18 @@ gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *c, int ordinal)
     local_st = gpuring_device_use(ordinal);
     if (local_st == GPURING_OK) local_st = gpuring_device_stream_create(&c->dev.stream);
     if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
+    comm_device_net_slots(c);
     if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
                      "communicator go to the component below");
         return GPURING_ERR_NOT_SUPPORTED;
     }
     return GPURING_OK;
+}
+
+gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *c, gpuring_plane_t plane, int ordinal)
+{
+    return plane == GPURING_PLANE_HOST ? comm_host_ready(c) : comm_device_ready(c, ordinal);
 }
 
 /* The channel's program and the plane's connections for this call. */
@@ -639,9 +685,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
 
 void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
 {
-    int nnet = 0;
-    for (int i = 0; i < c->nconns; i++) nnet += c->conns[i].type == GPURING_CONN_NET;
-    snprintf(buf, len, "%d ranks, %d nodes, %d channels, ring prev %d next %d, %d net conns, "
-             "%zu B slots", c->graph.nranks, c->graph.nnodes, c->graph.nchannels,
-             c->graph.prev[0], c->graph.next[0], nnet, c->cfg.slot_bytes);
+    snprintf(buf, len, "%d ranks, %d nodes, %d channels, ring prev %d next %d, %zu B slots",
+             c->graph.nranks, c->graph.nnodes, c->graph.nchannels, c->graph.prev[0],
+             c->graph.next[0], c->cfg.slot_bytes);
 }

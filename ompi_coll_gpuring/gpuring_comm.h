@@ -2,21 +2,23 @@
  * gpuring_comm.h -- gpuring's per-communicator state and its collectives,
  * with no Open MPI type in sight: coll_gpuring_*.c translate MPI to this.
  *
- * Setup (gpuring_comm_create) is NCCL's initTransportsRank over
- * bootstrap_mpi: peer info allgather -> graph (nodes, rings) -> UCX address
- * allgather when there is more than one node -> connection handle allgather
- * -> connect -> agreement.  Every rank takes part in every exchange even
- * after a local failure, and the final agreement makes the result
- * all-or-nothing, so a failed setup never leaves a rank waiting.
+ * Setup (gpuring_comm_create) is the first half of NCCL's
+ * initTransportsRank over bootstrap_mpi: peer info allgather -> graph
+ * (nodes, rings, trees) -> UCX address allgather when there is more than one
+ * node -> agreement.  Every rank takes part in every exchange even after a
+ * local failure, and the final agreement makes the result all-or-nothing,
+ * so a failed setup never leaves a rank waiting.
  *
- * Connections come in two planes, one per executor.  The host plane (shm
- * and net FIFOs in host memory, the host executor) has its rings connected
- * at setup.  The device plane (CUDA IPC FIFOs in device memory inside a
- * node, net FIFOs mapped for the GPU between nodes, the CUDA executor) is
- * connected at the first call on device buffers, with the communicator's
- * CUDA stream; trees of either plane at the plane's first tree call.  Each
- * of those calls is collective (every rank plans alike), and all-or-nothing
- * in the same way.
+ * Connections (the second half: connection handle allgather -> connect ->
+ * agreement) come in two planes, one per executor, each connected at the
+ * communicator's first call on its memory (gpuring_comm_plane_ready): the
+ * host plane (shm and net FIFOs in host memory, the host executor) and the
+ * device plane (CUDA IPC FIFOs in device memory inside a node, net FIFOs
+ * the GPU reaches between nodes, the CUDA executor, the communicator's CUDA
+ * stream).  Trees of either plane at the plane's first tree call.  Each of
+ * those calls is collective (every rank plans alike), and all-or-nothing in
+ * the same way; a communicator only ever used on device buffers never makes
+ * host FIFOs.
  */
 #ifndef GPURING_COMM_H
 #define GPURING_COMM_H
@@ -36,6 +38,7 @@ typedef struct gpuring_comm_config {
     size_t chunk_bytes;    /* 0: one slot */
     double wait_timeout;   /* seconds */
     int ranks_per_node;    /* 0: real hosts */
+    int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
 } gpuring_comm_config_t;
 
@@ -74,6 +77,8 @@ typedef struct gpuring_comm_device {
     void *stream;       /* private non-blocking stream: every device call runs on it */
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
     size_t scratch_bytes;
+    int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
+    const char *net_staging_why; /* why not GPU-direct, for the log */
 } gpuring_comm_device_t;
 
 typedef struct gpuring_comm {
@@ -106,16 +111,17 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
 void gpuring_comm_destroy(gpuring_comm_t *comm);
 
 /*
- * Collective, at a call on device buffers of GPU `ordinal` (memkind's):
- * connect the device plane if it is not yet.  GPURING_OK: device calls run
- * (gpuring_comm_allreduce with GPURING_PLANE_DEVICE).
- * GPURING_ERR_NOT_SUPPORTED: they fall back, on every rank alike (no CUDA in
- * this build, or the plane failed on some rank: logged).  GPURING_ERR_INVALID:
- * this rank's buffers are on another GPU than the plane's (logged) -- a
- * rank-local condition, so an error rather than a fallback that would leave
- * the other ranks waiting in gpuring.
+ * Collective, at a call on the plane's memory (device buffers: of GPU
+ * `ordinal`, memkind's; host buffers: ordinal unused): connect the plane if
+ * it is not yet.  GPURING_OK: the call runs (gpuring_comm_allreduce on that
+ * plane).  GPURING_ERR_NOT_SUPPORTED: such calls fall back, on every rank
+ * alike (no CUDA in this build, or the plane failed on some rank: logged).
+ * GPURING_ERR_INVALID: this rank's device buffers are on another GPU than
+ * the plane's (logged) -- a rank-local condition, so an error rather than a
+ * fallback that would leave the other ranks waiting in gpuring.
  */
-gpuring_status_t gpuring_comm_device_ready(gpuring_comm_t *comm, int ordinal);
+gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                          int ordinal);
 
 /*
  * Blocking allreduce on buffers of the plane's memory (host, or device

@@ -17,7 +17,9 @@
  *        shared memory segment, mapped by the sender; no thread in between.
  *   NET  (proxy/conn_net_ucx.c): each side has local slots and ctrl; the
  *        proxy thread moves slots sender -> receiver over UCX and advances
- *        the receiver's tail and the sender's head (credits).
+ *        the receiver's tail and the sender's head (credits).  ctrl is host
+ *        memory; the slots too (host staging), or device memory when UCX
+ *        moves CUDA memory itself (GPU-direct, `slots_device`).
  *   IPC  (proxy/conn_cuda.c): slots and ctrl live in the receiver's device
  *        memory, opened by the sender through a CUDA IPC handle; only GPU
  *        kernels touch them.
@@ -103,6 +105,7 @@ struct gpuring_conn {
     struct gpuring_net_conn *net;
     void *ipc_fifo;            /* IPC: the receiver's allocation, or the sender's opened view */
     void *mapped_host;         /* mapped for kernels: the registered host FIFO (NULL: not) */
+    int slots_device;          /* NET GPU-direct: slots are device memory, only ctrl is host */
 };
 
 /* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step: post it. */
@@ -145,9 +148,11 @@ gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, in
 gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, int channel,
                                                const gpuring_conn_handle_t *remote);
 void gpuring_conn_ipc_destroy(gpuring_conn_t *conn);
-/* A host FIFO end (NET staging) made device-accessible: registered as mapped
- * pinned memory, `slots`/`ctrl` switched to the device view.  unmap restores
- * the host view; call it before the transport frees the memory. */
+/* A NET end made device-accessible: its host memory (the whole FIFO, or
+ * only the ctrl page when the slots are device memory) registered as mapped
+ * pinned memory, `ctrl` (and host `slots`) switched to the device view.
+ * unmap restores the host view; call it before the transport frees the
+ * memory. */
 gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn);
 void gpuring_conn_unmap_device(gpuring_conn_t *conn);
 

@@ -11,7 +11,9 @@
  *
  * Mapped: a NET end's FIFO is host memory the proxy thread reads and UCX
  * writes; registered with cudaHostRegister(Mapped) the kernel reaches it
- * over PCIe/C2C, which is NCCL's pinned host staging (seed 003).
+ * over PCIe/C2C, which is NCCL's pinned host staging (seed 003).  With
+ * GPU-direct slots (conn->slots_device) only the ctrl page is host memory,
+ * and only it is mapped.
  */
 #include <assert.h>
 #include <string.h>
@@ -106,7 +108,8 @@ void gpuring_conn_ipc_destroy(gpuring_conn_t *conn)
 gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn)
 {
     void *host = conn->ctrl, *dev = NULL; /* the FIFO starts with its ctrl page */
-    const size_t bytes = gpuring_conn_fifo_bytes(conn->slot_bytes);
+    const size_t bytes = conn->slots_device ? sizeof(gpuring_fifo_ctrl_t)
+                                            : gpuring_conn_fifo_bytes(conn->slot_bytes);
     gpuring_status_t st;
 
     if (conn->mapped_host != NULL) return GPURING_OK;
@@ -115,7 +118,7 @@ gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn)
     GPURING_CUDA_CHECK_GOTO(cudaHostGetDevicePointer(&dev, host, 0), st, out_unregister);
     conn->mapped_host = host;
     conn->ctrl = (gpuring_fifo_ctrl_t *)dev;
-    conn->slots = (char *)dev + ((char *)conn->slots - (char *)host);
+    if (!conn->slots_device) conn->slots = (char *)dev + ((char *)conn->slots - (char *)host);
     return GPURING_OK;
 
 out_unregister:
@@ -129,7 +132,7 @@ void gpuring_conn_unmap_device(gpuring_conn_t *conn)
     cudaError_t err;
 
     if (host == NULL) return;
-    conn->slots = host + (conn->slots - (char *)conn->ctrl);
+    if (!conn->slots_device) conn->slots = host + (conn->slots - (char *)conn->ctrl);
     conn->ctrl = (gpuring_fifo_ctrl_t *)host;
     conn->mapped_host = NULL;
     err = cudaHostUnregister(host);

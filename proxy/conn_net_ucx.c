@@ -15,6 +15,12 @@
  * head to the sender as a credit: at most one credit in flight, always the
  * latest value.
  *
+ * Slots in device memory (GPU-direct, created with a device ordinal): UCX
+ * sends from and receives into them itself; ctrl stays host memory the
+ * thread reads.  Where the GPU does not order a NIC's writes natively, the
+ * thread flushes them (gpuring_device_flush_remote_writes) before it
+ * publishes the tail that lets the kernel read them.
+ *
  * Everything here runs with the proxy lock held (the thread's pass, or create/connect/destroy taking it).
  */
 #define _GNU_SOURCE
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/device.h"
 #include "proxy/proxy_internal.h"
 
 #define GPURING_PAGE 4096
@@ -29,6 +36,17 @@
 static const char *dir_str(gpuring_conn_dir_t dir)
 {
     return dir == GPURING_CONN_SEND ? "send" : "recv";
+}
+
+/* The op params every data send/recv shares: its callback, and the memory
+ * type of the slots so UCX need not detect it. */
+static void data_param(gpuring_net_op_t *op, ucp_request_param_t *param)
+{
+    memset(param, 0, sizeof(*param));
+    param->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                          UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param->user_data = op;
+    param->memory_type = op->net->device >= 0 ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 }
 
 /* ---- completion callbacks (lock held: they run inside progress/cancel) ---- */
@@ -113,10 +131,8 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
                                 net->slot_bytes);
         bytes = net->slot_bytes;
     }
-    memset(&param, 0, sizeof(param));
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    data_param(op, &param);
     param.cb.send = net_send_cb;
-    param.user_data = op;
     op_begin(op, step);
     op_posted(op,
               ucp_tag_send_nbx(net->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
@@ -132,10 +148,8 @@ static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
     gpuring_net_op_t *op = &net->data[slot];
     ucp_request_param_t param;
 
-    memset(&param, 0, sizeof(param));
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    data_param(op, &param);
     param.cb.recv = net_recv_cb;
-    param.user_data = op;
     op_begin(op, step);
     op_posted(op,
               ucp_tag_recv_nbx(net->proxy->worker,
@@ -246,6 +260,17 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
         if (op_retire(op) != UCS_OK) net->failed = 1;
         net->landed++;
     }
+    if (net->landed != landed0 && !net->failed && net->flush) {
+        /* the NIC's writes into device slots, visible to the kernel before the tail */
+        if (gpuring_device_use(net->device) != GPURING_OK ||
+            gpuring_device_flush_remote_writes() != GPURING_OK) {
+            gpuring_proxy_set_error(net->proxy, GPURING_ERR_CUDA,
+                                    "net recv from rank %d channel %d: cannot flush GPUDirect "
+                                    "RDMA writes on GPU %d",
+                                    net->peer, net->channel, net->device);
+            net->failed = 1;
+        }
+    }
     if (net->landed != landed0 && !net->failed)
         GPURING_STORE_RELEASE(&net->ctrl->tail, net->landed);
 
@@ -278,12 +303,34 @@ int gpuring_net_conn_progress(gpuring_net_conn_t *net)
 
 /* ---- create / connect -------------------------------------------------------------- */
 
+/* The slots in `device`'s memory; only the ctrl page stays in net->mem. */
+static gpuring_status_t net_slots_on_device(gpuring_net_conn_t *net, int device)
+{
+    void *slots = NULL;
+    gpuring_device_writes_t writes;
+
+    GPURING_CHECK(gpuring_device_use(device));
+    writes = gpuring_device_remote_writes(device);
+    if (writes == GPURING_DEVICE_WRITES_UNORDERED) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d: GPU %d can neither "
+                      "order nor flush GPUDirect RDMA writes; its slots must be host memory",
+                      dir_str(net->dir), net->peer, net->channel, device);
+        return GPURING_ERR_INVALID;
+    }
+    GPURING_CHECK(gpuring_device_alloc(GPURING_NSTEPS * net->slot_bytes, &slots));
+    net->device = device;
+    net->flush = writes == GPURING_DEVICE_WRITES_FLUSH;
+    net->slots = slots;
+    return GPURING_OK;
+}
+
 gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                          gpuring_conn_dir_t dir, int peer, int channel,
                                          size_t slot_bytes, uint64_t comm_uid, uint32_t net_id,
-                                         gpuring_conn_handle_t *handle_p)
+                                         int device, gpuring_conn_handle_t *handle_p)
 {
     gpuring_net_conn_t *net;
+    gpuring_status_t st;
     size_t bytes;
     int i, rc;
 
@@ -303,8 +350,10 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
 
     net = calloc(1, sizeof(*net));
     if (net == NULL) return GPURING_ERR_NO_MEMORY;
-    bytes = gpuring_conn_fifo_bytes(slot_bytes);
-    if (bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
+    net->device = -1;
+    /* host staging: ctrl + slots; GPU-direct: the ctrl page alone */
+    bytes = device >= 0 ? GPURING_PAGE : gpuring_conn_fifo_bytes(slot_bytes);
+    if (device < 0 && bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "gpuring_conn_fifo_bytes(%zu) = %zu is too small",
                       slot_bytes, bytes);
         free(net);
@@ -331,8 +380,17 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes);
     for (i = 0; i < GPURING_NSTEPS; i++) net->data[i].net = net;
     net->credit.net = net;
+    if (device >= 0) {
+        st = net_slots_on_device(net, device);
+        if (st != GPURING_OK) {
+            gpuring_net_conn_free(net);
+            return st;
+        }
+    }
 
     gpuring_conn_attach(conn, GPURING_CONN_NET, dir, peer, channel, slot_bytes, net->mem);
+    conn->slots = net->slots;
+    conn->slots_device = net->device >= 0;
     conn->net = net;
 
     gpuring_conn_handle_init(conn, handle_p);
@@ -381,9 +439,13 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
     pthread_mutex_unlock(&proxy->lock);
 
     GPURING_DEBUG(GPURING_SUBSYS_NET,
-                  "net %s conn to rank %d channel %d connected: mode host staging, %d x %zu B "
-                  "slots, comm uid %llu, net id %u -> %u",
-                  dir_str(net->dir), net->peer, net->channel, GPURING_NSTEPS, net->slot_bytes,
+                  "net %s conn to rank %d channel %d connected: %s, %d x %zu B slots, comm uid "
+                  "%llu, net id %u -> %u",
+                  dir_str(net->dir), net->peer, net->channel,
+                  net->device < 0 ? "host slots"
+                  : net->flush    ? "GPU-direct (device slots, RDMA writes flushed)"
+                                  : "GPU-direct (device slots)",
+                  GPURING_NSTEPS, net->slot_bytes,
                   (unsigned long long)net->comm_uid, net->net_id, net->remote_net_id);
     return GPURING_OK;
 }
@@ -392,6 +454,8 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
 
 void gpuring_net_conn_free(gpuring_net_conn_t *net)
 {
+    if (net->device >= 0 && gpuring_device_use(net->device) == GPURING_OK)
+        gpuring_device_free(net->slots);
     free(net->mem);
     free(net);
 }

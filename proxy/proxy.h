@@ -48,14 +48,26 @@ gpuring_status_t gpuring_proxy_address(gpuring_proxy_t *proxy, const void **addr
                                        size_t *len_p);
 
 /*
- * Create this end of a NET connection: local slots + ctrl (page aligned,
- * zeroed counters), net_id chosen by the caller (unique among this comm's
- * connections in this process), handle filled for the peer.
+ * Can NET slots live in GPU `device`'s memory (GPU-direct)?  Yes when this
+ * process's UCX context moves CUDA memory (ucp_context_query memory types)
+ * and the GPU orders or can flush the NIC's writes into it
+ * (kernels/device.h).  Otherwise *why_p says why not, for the log.
+ */
+int gpuring_proxy_gpu_direct(gpuring_proxy_t *proxy, int device, const char **why_p);
+
+/*
+ * Create this end of a NET connection: local ctrl (page aligned, zeroed
+ * counters) and slots -- host memory with it when device < 0, else in
+ * `device`'s memory (only where gpuring_proxy_gpu_direct() said yes) --
+ * net_id chosen by the caller (unique among this comm's connections in this
+ * process), handle filled for the peer.  The two ends choose their slots'
+ * memory independently.
  */
 gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                          gpuring_conn_dir_t dir, int peer, int channel,
                                          size_t slot_bytes, uint64_t comm_uid,
-                                         uint32_t net_id, gpuring_conn_handle_t *handle_p);
+                                         uint32_t net_id, int device,
+                                         gpuring_conn_handle_t *handle_p);
 /*
  * Connect to the other end, given its handle and its process's worker
  * address.  peer_key identifies the peer process (endpoints are cached per

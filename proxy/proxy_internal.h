@@ -70,9 +70,11 @@ typedef struct gpuring_net_conn {
     uint32_t net_id;        /* this end (tags landing here) */
     uint32_t remote_net_id; /* the other end */
 
-    void *mem; /* ctrl + slots, one page aligned allocation */
+    void *mem; /* ctrl + slots, one page aligned allocation (GPU-direct: ctrl only) */
     size_t mem_bytes;
-    char *slots;
+    char *slots;    /* in mem, or device memory of `device` */
+    int device;     /* GPU-direct: the slots' device ordinal; -1: host slots */
+    int flush;      /* GPU-direct: flush RDMA writes before publishing tail */
     gpuring_fifo_ctrl_t *ctrl;
     ucp_ep_h ep; /* cached per peer process, not owned */
 
@@ -111,6 +113,7 @@ struct gpuring_proxy {
     double wait_timeout;
 
     ucp_context_h context;
+    int cuda_memory; /* the context moves CUDA memory (a CUDA transport is loaded) */
     ucp_worker_h worker;
     ucp_address_t *address;
     size_t address_len;

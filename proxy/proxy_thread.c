@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/device.h"
 #include "proxy/proxy_internal.h"
 
 #define GPURING_PROXY_SLEEP_NS (50 * 1000 * 1000) /* idle timed wait */
@@ -348,6 +349,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     pthread_condattr_t cattr;
     ucp_config_t *config = NULL;
     ucp_params_t params;
+    ucp_context_attr_t cattr_ctx;
     ucp_worker_params_t wparams;
     ucp_worker_attr_t wattr;
     ucs_status_t us;
@@ -380,6 +382,11 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
         proxy->context = NULL;
         goto fail;
     }
+
+    memset(&cattr_ctx, 0, sizeof(cattr_ctx));
+    cattr_ctx.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(proxy->context, &cattr_ctx) == UCS_OK)
+        proxy->cuda_memory = (cattr_ctx.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 
     memset(&wparams, 0, sizeof(wparams));
     wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -414,8 +421,10 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     }
     proxy->thread_started = 1;
     GPURING_DEBUG(GPURING_SUBSYS_PROXY,
-                  "proxy started: UCX %s, worker address %zu bytes, wait timeout %.1f s",
-                  ucp_get_version_string(), proxy->address_len, proxy->wait_timeout);
+                  "proxy started: UCX %s (%s CUDA memory), worker address %zu bytes, wait "
+                  "timeout %.1f s",
+                  ucp_get_version_string(), proxy->cuda_memory ? "moves" : "does not move",
+                  proxy->address_len, proxy->wait_timeout);
     *proxy_p = proxy;
     return GPURING_OK;
 
@@ -457,4 +466,16 @@ gpuring_status_t gpuring_proxy_address(gpuring_proxy_t *proxy, const void **addr
     *addr_p = proxy->address;
     *len_p = proxy->address_len;
     return GPURING_OK;
+}
+
+int gpuring_proxy_gpu_direct(gpuring_proxy_t *proxy, int device, const char **why_p)
+{
+    const char *why = NULL;
+
+    if (!proxy->cuda_memory)
+        why = "UCX has no CUDA memory support (no cuda transport loaded)";
+    else if (gpuring_device_remote_writes(device) == GPURING_DEVICE_WRITES_UNORDERED)
+        why = "the GPU can neither order nor flush GPUDirect RDMA writes";
+    if (why_p != NULL) *why_p = why;
+    return why == NULL;
 }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/gpuring_common.h"
+#include "kernels/device.h"
 #include "proxy/conn.h"
 #include "proxy/proxy.h"
 #include "test/unit/unit_test.h"
@@ -56,10 +57,10 @@ static gpuring_status_t pair_create(gpuring_proxy_t *proxy, pair_t *p, int chann
     memset(p, 0, sizeof(*p));
     GPURING_CHECK(gpuring_proxy_address(proxy, &addr, &len));
     GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, channel,
-                                               slot_bytes, comm_uid, send_id, &hs),
+                                               slot_bytes, comm_uid, send_id, -1, &hs),
                        st, fail);
     GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, channel,
-                                               slot_bytes, comm_uid, recv_id, &hr),
+                                               slot_bytes, comm_uid, recv_id, -1, &hr),
                        st, fail);
     /* the receiver connects first, as a real peer may; order must not matter */
     GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->recv, &hs, PEER_KEY, addr, len), st,
@@ -364,9 +365,9 @@ static void test_early_sender(gpuring_proxy_t *proxy)
 
     memset(&p, 0, sizeof(p));
     gpuring_proxy_address(proxy, &addr, &len);
-    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, &hs) ==
+    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, -1, &hs) ==
                   GPURING_OK &&
-              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1,
+              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1, -1,
                                       &hr) == GPURING_OK &&
               gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, addr, len) == GPURING_OK,
           "create + connect the sender only");
@@ -482,7 +483,7 @@ static void test_churn(gpuring_proxy_t *proxy)
             gpuring_conn_net_destroy(proxy, &p.send);
         }
         /* created but never connected */
-        if (gpuring_conn_net_create(proxy, &lone, GPURING_CONN_RECV, 1, 0, 4096, 22, 9, &h) ==
+        if (gpuring_conn_net_create(proxy, &lone, GPURING_CONN_RECV, 1, 0, 4096, 22, 9, -1, &h) ==
             GPURING_OK)
             gpuring_conn_net_destroy(proxy, &lone);
     }
@@ -503,15 +504,15 @@ static void test_bad_args(gpuring_proxy_t *proxy)
     size_t len;
 
     gpuring_proxy_address(proxy, &addr, &len);
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, -1, &ha) ==
               GPURING_ERR_INVALID,
           "comm uid over 20 bits refused");
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, -1, &ha) ==
               GPURING_ERR_INVALID,
           "net id over 11 bits refused");
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, -1, &ha) ==
               GPURING_OK, "create a");
-    EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, &hb) ==
+    EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, -1, &hb) ==
               GPURING_OK, "create b");
     EXPECT(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
           "slot size mismatch refused");
@@ -519,6 +520,33 @@ static void test_bad_args(gpuring_proxy_t *proxy)
           "same direction refused");
     gpuring_conn_net_destroy(proxy, &a);
     gpuring_conn_net_destroy(proxy, &b);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+/* GPU-direct slots: refused cleanly where there is no GPU, device memory where there is one. */
+static void test_device_slots(gpuring_proxy_t *proxy)
+{
+    gpuring_conn_t a;
+    gpuring_conn_handle_t ha;
+    const char *why = NULL;
+    gpuring_status_t st;
+    int have_gpu = gpuring_device_use(0) == GPURING_OK;
+
+    EXPECT(gpuring_proxy_gpu_direct(proxy, 0, &why) || why != NULL,
+           "gpu_direct answers no with a reason (%s)", why ? why : "yes");
+    if (!have_gpu)
+        EXPECT(!gpuring_proxy_gpu_direct(proxy, 0, NULL), "no GPU: no GPU-direct");
+    memset(&a, 0, sizeof(a));
+    st = gpuring_conn_net_create(proxy, &a, GPURING_CONN_RECV, 0, 0, 4096, 31, 0, 0, &ha);
+    if (!have_gpu) {
+        EXPECT(st != GPURING_OK && a.net == NULL && a.slots == NULL,
+               "no GPU: device slots refused (status %d), the conn untouched", (int)st);
+    } else {
+        EXPECT(st == GPURING_OK && a.slots_device && a.slots != NULL &&
+                   (char *)a.slots != (char *)a.ctrl + sizeof(gpuring_fifo_ctrl_t),
+               "GPU 0: slots in device memory, apart from the host ctrl (status %d)", (int)st);
+        if (st == GPURING_OK) gpuring_conn_net_destroy(proxy, &a);
+    }
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
@@ -667,7 +695,7 @@ static int child_main(int fd)
     char result;
 
     if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
-    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7,
+    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7, -1,
                                 &h) != GPURING_OK)
         return 3;
     if (exchange_and_connect(proxy, fd, &conn, &h, 0x1000) != 0) return 4;
@@ -711,7 +739,7 @@ static void test_two_process(void)
     close(sv[1]);
 
     EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
-    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5,
+    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5, -1,
                                   &h) == GPURING_OK,
           "parent create");
     ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid) == 0;
@@ -792,6 +820,7 @@ int main(void)
     test_early_sender(proxy);
     test_concurrent(proxy);
     test_bad_args(proxy);
+    test_device_slots(proxy);
     test_connect_while_busy(proxy);
     test_churn(proxy);
     test_idle_cpu(proxy);
