@@ -209,7 +209,8 @@ static __device__ __forceinline__ uint4 *exec_pk(T *p, const exec_split_t &sp)
     return reinterpret_cast<uint4 *>(p + sp.head);
 }
 
-#define EXEC_MAX_IO (1 + GPURING_MAX_PEERS)
+/* inputs or outputs of one reduce-copy: a FIFO op's, or a direct call's ranks */
+#define EXEC_MAX_IO GPURING_MAX(1 + GPURING_MAX_PEERS, GPURING_EXEC_DIRECT_MAX_RANKS)
 
 /*
  * out[*] = in[0] (op) in[1] (op) ... (op) in[nin-1], left to right, for
@@ -365,50 +366,90 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     }
 }
 
+/* ---- the direct allreduce's kernel (exec_cuda.h) ---------------------------------- */
+typedef struct exec_direct_desc {
+    const char *in[GPURING_EXEC_DIRECT_MAX_RANKS];
+    char *out[GPURING_EXEC_DIRECT_MAX_RANKS];
+    int nranks;
+    size_t count;     /* elements of the share */
+    size_t per_block; /* elements per block: a multiple of 16 bytes */
+} exec_direct_desc_t;
+
+/* Block b: elements [b * per_block, +per_block) of the share, all ranks in, all out. */
+template <typename T, typename Op>
+__global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
+    exec_direct_kernel(const __grid_constant__ exec_direct_desc_t d)
+{
+    const size_t first = (size_t)blockIdx.x * d.per_block;
+    const T *in[GPURING_EXEC_DIRECT_MAX_RANKS];
+    T *out[GPURING_EXEC_DIRECT_MAX_RANKS];
+
+    if (first >= d.count) return;
+    for (int r = 0; r < d.nranks; r++) {
+        in[r] = reinterpret_cast<const T *>(d.in[r]) + first;
+        out[r] = reinterpret_cast<T *>(d.out[r]) + first;
+    }
+    exec_reduce_copy<T, Op>(in, d.nranks, out, d.nranks, min(d.per_block, d.count - first));
+}
+
 /* ---- host: kernel choice (signed integers folded as in reduce_cuda.cu) ------------- */
-template <typename S, typename U> static const void *exec_cuda_int_fn(gpuring_op_t op)
+/* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's or the direct one's */
+struct exec_fifo_kernels {
+    template <typename T, typename Op> static const void *fn()
+    {
+        return (const void *)exec_cuda_kernel<T, Op>;
+    }
+};
+struct exec_direct_kernels {
+    template <typename T, typename Op> static const void *fn()
+    {
+        return (const void *)exec_direct_kernel<T, Op>;
+    }
+};
+
+template <typename K, typename S, typename U> static const void *exec_cuda_int_fn(gpuring_op_t op)
 {
     switch (op) {
-    case GPURING_OP_SUM: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_sum<U> >;
-    case GPURING_OP_PROD: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_prod<U> >;
-    case GPURING_OP_MIN: return (const void *)exec_cuda_kernel<S, gpuring_dev_op_min<S> >;
-    case GPURING_OP_MAX: return (const void *)exec_cuda_kernel<S, gpuring_dev_op_max<S> >;
-    case GPURING_OP_BAND: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_band<U> >;
-    case GPURING_OP_BOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_bor<U> >;
-    case GPURING_OP_BXOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_bxor<U> >;
-    case GPURING_OP_LAND: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_land<U> >;
-    case GPURING_OP_LOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_lor<U> >;
-    case GPURING_OP_LXOR: return (const void *)exec_cuda_kernel<U, gpuring_dev_op_lxor<U> >;
+    case GPURING_OP_SUM: return K::template fn<U, gpuring_dev_op_sum<U> >();
+    case GPURING_OP_PROD: return K::template fn<U, gpuring_dev_op_prod<U> >();
+    case GPURING_OP_MIN: return K::template fn<S, gpuring_dev_op_min<S> >();
+    case GPURING_OP_MAX: return K::template fn<S, gpuring_dev_op_max<S> >();
+    case GPURING_OP_BAND: return K::template fn<U, gpuring_dev_op_band<U> >();
+    case GPURING_OP_BOR: return K::template fn<U, gpuring_dev_op_bor<U> >();
+    case GPURING_OP_BXOR: return K::template fn<U, gpuring_dev_op_bxor<U> >();
+    case GPURING_OP_LAND: return K::template fn<U, gpuring_dev_op_land<U> >();
+    case GPURING_OP_LOR: return K::template fn<U, gpuring_dev_op_lor<U> >();
+    case GPURING_OP_LXOR: return K::template fn<U, gpuring_dev_op_lxor<U> >();
     default: return NULL;
     }
 }
 
-template <typename T> static const void *exec_cuda_float_fn(gpuring_op_t op)
+template <typename K, typename T> static const void *exec_cuda_float_fn(gpuring_op_t op)
 {
     switch (op) {
-    case GPURING_OP_SUM: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_sum<T> >;
-    case GPURING_OP_PROD: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_prod<T> >;
-    case GPURING_OP_MIN: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_min<T> >;
-    case GPURING_OP_MAX: return (const void *)exec_cuda_kernel<T, gpuring_dev_op_max<T> >;
+    case GPURING_OP_SUM: return K::template fn<T, gpuring_dev_op_sum<T> >();
+    case GPURING_OP_PROD: return K::template fn<T, gpuring_dev_op_prod<T> >();
+    case GPURING_OP_MIN: return K::template fn<T, gpuring_dev_op_min<T> >();
+    case GPURING_OP_MAX: return K::template fn<T, gpuring_dev_op_max<T> >();
     default: return NULL;
     }
 }
 
-static const void *exec_cuda_fn(gpuring_type_t type, gpuring_op_t op)
+template <typename K> static const void *exec_cuda_fn(gpuring_type_t type, gpuring_op_t op)
 {
     switch (type) {
-    case GPURING_TYPE_INT8: return exec_cuda_int_fn<int8_t, uint8_t>(op);
-    case GPURING_TYPE_UINT8: return exec_cuda_int_fn<uint8_t, uint8_t>(op);
-    case GPURING_TYPE_INT16: return exec_cuda_int_fn<int16_t, uint16_t>(op);
-    case GPURING_TYPE_UINT16: return exec_cuda_int_fn<uint16_t, uint16_t>(op);
-    case GPURING_TYPE_INT32: return exec_cuda_int_fn<int32_t, uint32_t>(op);
-    case GPURING_TYPE_UINT32: return exec_cuda_int_fn<uint32_t, uint32_t>(op);
-    case GPURING_TYPE_INT64: return exec_cuda_int_fn<int64_t, uint64_t>(op);
-    case GPURING_TYPE_UINT64: return exec_cuda_int_fn<uint64_t, uint64_t>(op);
-    case GPURING_TYPE_FLOAT: return exec_cuda_float_fn<float>(op);
-    case GPURING_TYPE_DOUBLE: return exec_cuda_float_fn<double>(op);
-    case GPURING_TYPE_FLOAT16: return exec_cuda_float_fn<__half>(op);
-    case GPURING_TYPE_BFLOAT16: return exec_cuda_float_fn<__nv_bfloat16>(op);
+    case GPURING_TYPE_INT8: return exec_cuda_int_fn<K, int8_t, uint8_t>(op);
+    case GPURING_TYPE_UINT8: return exec_cuda_int_fn<K, uint8_t, uint8_t>(op);
+    case GPURING_TYPE_INT16: return exec_cuda_int_fn<K, int16_t, uint16_t>(op);
+    case GPURING_TYPE_UINT16: return exec_cuda_int_fn<K, uint16_t, uint16_t>(op);
+    case GPURING_TYPE_INT32: return exec_cuda_int_fn<K, int32_t, uint32_t>(op);
+    case GPURING_TYPE_UINT32: return exec_cuda_int_fn<K, uint32_t, uint32_t>(op);
+    case GPURING_TYPE_INT64: return exec_cuda_int_fn<K, int64_t, uint64_t>(op);
+    case GPURING_TYPE_UINT64: return exec_cuda_int_fn<K, uint64_t, uint64_t>(op);
+    case GPURING_TYPE_FLOAT: return exec_cuda_float_fn<K, float>(op);
+    case GPURING_TYPE_DOUBLE: return exec_cuda_float_fn<K, double>(op);
+    case GPURING_TYPE_FLOAT16: return exec_cuda_float_fn<K, __half>(op);
+    case GPURING_TYPE_BFLOAT16: return exec_cuda_float_fn<K, __nv_bfloat16>(op);
     default: return NULL;
     }
 }
@@ -661,6 +702,7 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
 static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchannels)
 {
     uint64_t sum = 0;
+    if (st == NULL) return 0; /* a kernel that reports no progress */
     for (int c = 0; c < nchannels; c++) sum += st->progress[c];
     return sum;
 }
@@ -720,7 +762,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
 
     if (a == NULL) return GPURING_ERR_INVALID;
     GPURING_CHECK(exec_cuda_prepare(a, &desc, walks, &total_ops));
-    fn = exec_cuda_fn(a->type, a->op);
+    fn = exec_cuda_fn<exec_fifo_kernels>(a->type, a->op);
     if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED; /* gpuring_op_supported said yes */
     if (total_ops == 0) {
         for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
@@ -782,4 +824,76 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
                      "the abort; the stream stays busy", EXEC_CUDA_ABORT_WAIT_SEC);
     }
     return rc;
+}
+
+/* ---- host: the direct allreduce ------------------------------------------------------ */
+#define EXEC_DIRECT_MIN_BLOCK_BYTES (64 * 1024) /* less per block is not worth a block */
+#define EXEC_DIRECT_BLOCKS_PER_SM 4
+
+extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *a,
+                                                     void *stream_v)
+{
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    const size_t es = a != NULL ? gpuring_type_size(a->type) : 0;
+    exec_direct_desc_t d;
+    void *params[1] = { &d };
+    const void *fn;
+    size_t blocks, pack_elems;
+    int device = 0, sms = 0;
+    gpuring_status_t stop;
+    cudaError_t err;
+
+    if (a == NULL || es == 0 || a->nranks < 1 || a->nranks > GPURING_EXEC_DIRECT_MAX_RANKS) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct: invalid type or %d ranks",
+                      a != NULL ? a->nranks : 0);
+        return GPURING_ERR_INVALID;
+    }
+    fn = exec_cuda_fn<exec_direct_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
+    if (a->count == 0) return GPURING_OK;
+
+    memset(&d, 0, sizeof(d));
+    d.nranks = a->nranks;
+    d.count = a->count;
+    for (int r = 0; r < a->nranks; r++) {
+        if (a->in[r] == NULL || a->out[r] == NULL ||
+            ((uintptr_t)a->in[r] | (uintptr_t)a->out[r]) % es != 0) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct: rank %d's buffers %p, %p "
+                          "are NULL or not aligned to %zu-byte elements", r, a->in[r],
+                          a->out[r], es);
+            return GPURING_ERR_INVALID;
+        }
+        d.in[r] = (const char *)a->in[r];
+        d.out[r] = (char *)a->out[r];
+    }
+    /* blocks: enough to fill the GPU, none with less than a worthwhile share */
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    pack_elems = sizeof(uint4) / es;
+    blocks = GPURING_DIV_UP(a->count * es, (size_t)EXEC_DIRECT_MIN_BLOCK_BYTES);
+    blocks = GPURING_MAX((size_t)1, GPURING_MIN(blocks, (size_t)sms * EXEC_DIRECT_BLOCKS_PER_SM));
+    d.per_block = GPURING_DIV_UP(GPURING_DIV_UP(a->count, blocks), pack_elems) * pack_elems;
+    blocks = GPURING_DIV_UP(a->count, d.per_block);
+
+    err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
+                           stream);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct)");
+        return GPURING_ERR_CUDA;
+    }
+    err = exec_cuda_poll(stream, NULL, 0, a->timeout, NULL, &stop);
+    if (stop == GPURING_ERR_TIMEOUT) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: the direct "
+                      "kernel (%zu %s, %d ranks) did not finish", a->timeout, a->count,
+                      gpuring_type_name(a->type), a->nranks);
+        return GPURING_ERR_TIMEOUT;
+    }
+    if (err != cudaSuccess) {
+        GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_direct)");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct: the %s %s kernel failed",
+                      gpuring_type_name(a->type), gpuring_op_name(a->op));
+        return GPURING_ERR_CUDA;
+    }
+    return GPURING_OK;
 }

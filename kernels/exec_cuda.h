@@ -60,6 +60,32 @@ extern "C" {
 gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream);
 
 /*
+ * The direct allreduce's kernel (no FIFO, no program): this rank's share
+ * of the call, `count` elements, reduced from every rank's send buffer and
+ * written to every rank's receive buffer, all mapped here (CUDA IPC, see
+ * proxy/ipc_buf.h):
+ *     out[r][i] = in[0][i] (op) in[1][i] (op) ... (op) in[nranks-1][i]
+ * for every r, left to right in rank order, so every rank's result has the
+ * same bits.  in[r] and out[r] point at the share's first element; they may
+ * be equal (in place).  The kernel waits on nothing, fills the GPU (as many
+ * blocks as the share keeps busy), and the call returns once the stream
+ * drained (GPURING_ERR_TIMEOUT if that takes longer than `timeout`: a GPU
+ * the ranks time-slice may be slow, never stuck).
+ */
+#define GPURING_EXEC_DIRECT_MAX_RANKS 8
+typedef struct gpuring_exec_direct_args {
+    int nranks;
+    const void *in[GPURING_EXEC_DIRECT_MAX_RANKS];
+    void *out[GPURING_EXEC_DIRECT_MAX_RANKS];
+    size_t count;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    double timeout; /* seconds; 0: forever */
+} gpuring_exec_direct_args_t;
+
+gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args, void *stream);
+
+/*
  * Allocate the executor's process-wide mapped host memory (the per-call
  * abort flag and progress counters) now rather than on the first run.
  * Idempotent and thread-safe.  Page-locked allocation may synchronise the

@@ -12,7 +12,11 @@
 /* From the CUDA driver API (cuda.h), which the build may not have. */
 #define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define GPURING_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define GPURING_CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 10
+#define GPURING_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define GPURING_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 #define GPURING_CU_MEMORYTYPE_DEVICE 2
 #define GPURING_CU_MEMORYTYPE_UNIFIED 4
 
@@ -55,6 +59,33 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
         *device_p = ordinal;
     }
     return kind;
+}
+
+int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p)
+{
+    unsigned long long buffer_id = 0;
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    int capable = 0;
+
+    pthread_once(&memkind_once, memkind_lookup);
+    if (memkind_get_attr == NULL || ptr == NULL) return -1;
+    if (memkind_get_attr(&base, GPURING_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (uintptr_t)ptr) !=
+            0 ||
+        memkind_get_attr(&bytes, GPURING_CU_POINTER_ATTRIBUTE_RANGE_SIZE, (uintptr_t)ptr) != 0 ||
+        memkind_get_attr(&buffer_id, GPURING_CU_POINTER_ATTRIBUTE_BUFFER_ID, (uintptr_t)ptr) != 0) {
+        return -1;
+    }
+    /* older drivers do not know the attribute: then only IPC itself can tell */
+    if (memkind_get_attr(&capable, GPURING_CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                         (uintptr_t)ptr) != 0) {
+        capable = 1;
+    }
+    range_p->base = base;
+    range_p->bytes = bytes;
+    range_p->buffer_id = buffer_id;
+    range_p->ipc_capable = capable != 0;
+    return 0;
 }
 
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind)

@@ -6,6 +6,9 @@
 #ifndef GPURING_KERNELS_MEMKIND_H
 #define GPURING_KERNELS_MEMKIND_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 typedef enum {
     GPURING_MEM_HOST,    /* ordinary or pinned host memory */
     GPURING_MEM_DEVICE,  /* cudaMalloc / cudaMallocAsync */
@@ -16,5 +19,16 @@ typedef enum {
  * ordinal it belongs to in *device_p (may be NULL; -1 for host memory). */
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p);
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
+
+/* The device allocation ptr lies in, as CUDA IPC needs it. */
+typedef struct gpuring_mem_range {
+    uintptr_t base;     /* start of the allocation */
+    size_t bytes;       /* its size */
+    uint64_t buffer_id; /* unique in this process for the process's life */
+    int ipc_capable;    /* cudaIpcGetMemHandle works on it (cudaMalloc; not pools, not VMM) */
+} gpuring_mem_range_t;
+
+/* 0 and *range_p filled, or -1: not device memory the driver can describe. */
+int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p);
 
 #endif /* GPURING_KERNELS_MEMKIND_H */

@@ -26,6 +26,7 @@ typedef struct mca_coll_gpuring_component {
     bool host_buffers;
     bool managed_buffers;
     bool net_gpu_direct;
+    bool direct;
     char *algorithm;
     int nchannels;
     int channels_per_call;

@@ -11,6 +11,7 @@
 #include "opal/util/output.h"
 
 #include "graph/graph.h"
+#include "proxy/ipc_buf.h"
 #include "proxy/proxy.h"
 
 const char *mca_coll_gpuring_component_version_string =
@@ -41,6 +42,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .verbose_subsys = NULL,
     .host_buffers = false,
     .net_gpu_direct = true,
+    .direct = true,
     .algorithm = NULL,
     .nchannels = 2,
     .channels_per_call = 0,
@@ -102,6 +104,15 @@ static int gpuring_register(void)
         "directly.  The verbose log says which mode each communicator uses",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->net_gpu_direct);
+    (void)mca_base_component_var_register(
+        v, "direct",
+        "Device buffers with every rank on one node: each rank reduces its share of the buffer "
+        "straight from every rank's send buffer, mapped through CUDA IPC, into every rank's "
+        "receive buffer (no FIFOs; no kernel waits for another, which ranks sharing a GPU "
+        "need).  false, or buffers CUDA IPC cannot share (stream-ordered pools, VMM): the "
+        "ring/tree programs over the FIFOs",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->direct);
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",
@@ -196,22 +207,24 @@ static int gpuring_close(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_comm_stats_t st;
+    uint64_t calls;
 
     /* what this process did, as NCCL_DEBUG=INFO users expect to see */
     gpuring_comm_stats_get(&st);
-    if (st.calls[0] + st.calls[1] + st.calls[2] + c->fallbacks > 0) {
+    calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_calls;
+    if (calls + c->fallbacks > 0) {
         GPURING_INFO(GPURING_SUBSYS_COLL,
                      "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, gather "
-                     "%llu; %llu on device buffers; %.3f GB), %llu handed to the component "
-                     "below",
-                     (unsigned long long)(st.calls[0] + st.calls[1] + st.calls[2]),
-                     (unsigned long long)st.calls[GPURING_ALGO_RING],
+                     "%llu, direct %llu; %llu on device buffers; %.3f GB), %llu handed to the "
+                     "component below",
+                     (unsigned long long)calls, (unsigned long long)st.calls[GPURING_ALGO_RING],
                      (unsigned long long)st.calls[GPURING_ALGO_TREE],
                      (unsigned long long)st.calls[GPURING_ALGO_GATHER],
-                     (unsigned long long)st.device_calls, st.bytes / 1e9,
-                     (unsigned long long)c->fallbacks);
+                     (unsigned long long)st.direct_calls, (unsigned long long)st.device_calls,
+                     st.bytes / 1e9, (unsigned long long)c->fallbacks);
     }
 
+    gpuring_ipc_buf_finalize();
     gpuring_proxy_finalize();
     gpuring_graph_topo_finalize();
     gpuring_log_config.sink = NULL;

@@ -180,6 +180,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         .wait_timeout = c->wait_timeout,
         .ranks_per_node = c->ranks_per_node,
         .net_gpu_direct = c->net_gpu_direct,
+        .direct = c->direct,
         .topo_xml = c->topo_xml,
     };
     gpuring_status_t st;

@@ -39,6 +39,7 @@ typedef struct gpuring_comm_config {
     double wait_timeout;   /* seconds */
     int ranks_per_node;    /* 0: real hosts */
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
+    int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
 } gpuring_comm_config_t;
 
@@ -79,6 +80,7 @@ typedef struct gpuring_comm_device {
     size_t scratch_bytes;
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
     const char *net_staging_why; /* why not GPU-direct, for the log */
+    int direct_state;   /* direct allreduce: 0 not tried, 1 ran, -1 off for good (agreed) */
 } gpuring_comm_device_t;
 
 typedef struct gpuring_comm {
@@ -128,7 +130,13 @@ gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t 
  * memory of the GPU the device plane was made on); sendbuf == recvbuf means
  * in place.  Device calls run on the communicator's stream and return when
  * the result is in recvbuf; the caller's streams must have finished writing
- * sendbuf.
+ * sendbuf.  Device calls with every rank on one node take the direct
+ * allreduce when every rank's buffers can be shared by CUDA IPC: each rank
+ * reduces its share of the buffer straight from all ranks' send buffers
+ * into all ranks' receive buffers, so no kernel ever waits for another
+ * (ranks sharing one GPU time-slice it, and a kernel waiting for another
+ * process's would wait a time slice per step).  Otherwise the step programs
+ * over the plane's FIFOs.
  */
 gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, gpuring_plane_t plane,
                                         const void *sendbuf, void *recvbuf, size_t count,
@@ -137,7 +145,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, gpuring_plane_t pl
 /* What this process ran through gpuring, for the closing summary. */
 typedef struct gpuring_comm_stats {
     uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
-    uint64_t device_calls; /* of those, on device buffers */
+    uint64_t direct_calls; /* device buffers, one node: the direct allreduce */
+    uint64_t device_calls; /* of all those, on device buffers */
     uint64_t bytes;
 } gpuring_comm_stats_t;
 

@@ -185,11 +185,13 @@ perf_bin="$mpibin/allreduce_perf"
 [ -x "$check_bin" ] || check_bin="$builddir/test/mpi/allreduce_check"
 [ -x "$perf_bin" ] || perf_bin="$builddir/test/perf/allreduce_perf"
 
-# mpi_test NAME NP "MCA ARGS" PROGRAM ARGS...: gpuring must have run on device
-# buffers on every rank (its finalize summary says how many device calls)
+# mpi_test NAME NP WANT "MCA ARGS" PROGRAM ARGS...: gpuring must have run on
+# device buffers on every rank (its finalize summary says how many device
+# calls), through the direct allreduce (WANT=direct: every call) or the FIFO
+# programs (WANT=fifo: no direct call)
 mpi_test() {
-    name=$1 np=$2 mca=$3
-    shift 3
+    name=$1 np=$2 want=$3 mca=$4
+    shift 4
     # shellcheck disable=SC2086
     run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         timeout 600 "$mpirun" -n "$np" --oversubscribe --bind-to none \
@@ -201,24 +203,40 @@ mpi_test() {
         echo "FAIL: $name: $ran of $np ranks ran device calls in gpuring (see the log)"
         total_fail=$((total_fail + 1))
     fi
+    if [ "$want" = direct ]; then
+        ran=$(grep -c "allreduce summary: \([0-9]*\) calls .*, direct \1;" "$tmp/$name.log")
+    else
+        ran=$(grep -c "allreduce summary: .*, direct 0;" "$tmp/$name.log")
+    fi
+    if [ "$ran" -ne "$np" ]; then
+        echo "FAIL: $name: $ran of $np ranks ran every call $want (see the summary lines)"
+        total_fail=$((total_fail + 1))
+    fi
 }
 
 if [ -z "$mpirun" ]; then
     echo "MPI tests on device buffers SKIPPED: no .gpu-carry/debs (run test/gpu/pack_for_gpu.sh" \
          "here and carry .gpu-carry) and no mpirun on this machine"
 else
-    # every type and op, counts 0 .. 65537, in place, dup and split communicators
-    mpi_test mpi_2ranks 2 "" "$check_bin" -q -i -m world,dup,split
-    # non-power-of-two, one node (cuda ipc) and two virtual nodes (net: pinned staging)
-    mpi_test mpi_3ranks 3 "" "$check_bin" -q -i -m world,rev
-    mpi_test mpi_3ranks_2nodes 3 "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i
+    # every type and op, counts 0 .. 65537, in place, dup and split communicators:
+    # one node, so the direct allreduce; then the same over the cuda ipc FIFOs
+    mpi_test mpi_2ranks 2 direct "" "$check_bin" -q -i -m world,dup,split
+    mpi_test mpi_2ranks_fifo 2 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -m world,split
+    # non-power-of-two, one node and two virtual nodes (net: staging or GPU-direct)
+    mpi_test mpi_3ranks 3 direct "" "$check_bin" -q -i -m world,rev
+    mpi_test mpi_3ranks_fifo 3 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -m world,rev
+    mpi_test mpi_3ranks_2nodes 3 fifo "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i
     for algo in ring tree; do
-        mpi_test "mpi_4ranks_2nodes_$algo" 4 \
+        mpi_test "mpi_4ranks_2nodes_$algo" 4 fifo \
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \
             "$check_bin" -q -t int32,float,double,uint8 -L
     done
-    # bandwidth on device memory (a benchmark, not a pass/fail test)
-    mpi_test perf_2ranks_device 2 "" "$perf_bin" -m device -b 8 -e 268435456
+    # bandwidth on device memory (a benchmark; its rows are checked too): the
+    # direct allreduce and the FIFO ring.  Debian's Open MPI is not CUDA-aware,
+    # so there is no tuned column: compare with test_reduce_cuda's copy bandwidth
+    mpi_test perf_2ranks_direct 2 direct "" "$perf_bin" -m device -b 8 -e 268435456
+    mpi_test perf_2ranks_fifo 2 fifo "--mca coll_gpuring_direct 0" \
+        "$perf_bin" -m device -b 8 -e 268435456
 fi
 
 finish

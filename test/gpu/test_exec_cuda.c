@@ -16,6 +16,10 @@
  * from the first one's step counters.  Every rank's result must equal the
  * gpuring_reduce_host() reference bit for bit.
  *
+ * The direct kernel (no FIFOs): n ranks' buffers, each rank's share in
+ * turn, every output checked against the same reference, in place or not,
+ * aligned, misaligned alike and misaligned per rank.
+ *
  * Then: a NET connection is refused (GPURING_ERR_NOT_SUPPORTED), and a
  * timeout: one rank is never launched, every other one must return
  * GPURING_ERR_TIMEOUT within its timeout + 2 s.
@@ -319,6 +323,87 @@ static void run_config(const t_cfg_t *cfg)
     }
 }
 
+/* ---- the direct kernel (gpuring_exec_cuda_direct) ---------------------------------------- */
+/*
+ * n ranks' buffers in one process: rank r's call reduces its share (split
+ * as gpuring_comm.c splits it: multiples of 16 bytes) from every input into
+ * every output.  The calls run one after another: the direct kernel waits
+ * on nothing.  `mis` shifts rank r's buffers by (r * mis) elements: 0 keeps
+ * them 16-byte aligned (packs), 1 misaligns them differently per rank
+ * (element by element), -1 shifts every rank alike by one element (a
+ * scalar head, then packs).
+ */
+static void run_direct(int n, gpuring_type_t type, gpuring_op_t op, size_t count, int inplace,
+                       int mis)
+{
+    const size_t es = gpuring_type_size(type), bytes = count * es;
+    const size_t pack = 16 / es, share = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)n), pack) * pack;
+    t_cfg_t cfg = {.n = n, .type = type, .op = op, .count = count, .inplace = inplace};
+    char *in[T_MAXR], *out[T_MAXR], what[160];
+
+    snprintf(what, sizeof(what), "direct n=%d %s %s count=%zu %s mis=%d", n,
+             gpuring_type_name(type), gpuring_op_name(op), count,
+             inplace ? "in-place" : "out-of-place", mis);
+    make_inputs(&cfg);
+    for (int r = 0; r < n; r++) {
+        const size_t off = (mis < 0 ? 1 : (size_t)(r * mis) % pack) * es;
+        out[r] = (char *)ranks[r].d_out + off;
+        in[r] = inplace ? out[r] : (char *)ranks[r].d_in + off;
+        TEST_CUDA(cudaMemcpy(in[r], h_in[r], bytes, cudaMemcpyHostToDevice));
+        if (!inplace) TEST_CUDA(cudaMemset(out[r], 0xa5, bytes));
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+    for (int me = 0; me < n; me++) {
+        const size_t first = GPURING_MIN(count, (size_t)me * share);
+        gpuring_exec_direct_args_t a = {.nranks = n, .count = GPURING_MIN(share, count - first),
+                                        .type = type, .op = op, .timeout = T_TIMEOUT};
+        gpuring_status_t st;
+
+        for (int r = 0; r < n; r++) {
+            a.in[r] = in[r] + first * es;
+            a.out[r] = out[r] + first * es;
+        }
+        st = gpuring_exec_cuda_direct(&a, ranks[me].stream);
+        unit_result(st == GPURING_OK, "%s: rank %d returned %s", what, me,
+                    gpuring_status_str(st));
+    }
+    for (int r = 0; r < n; r++) {
+        size_t bad = 0, firstbad = 0;
+
+        TEST_CUDA(cudaMemcpy(h_out, out[r], bytes, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < count; i++) {
+            if (memcmp(h_out + i * es, h_ref + i * es, es) != 0 && bad++ == 0) firstbad = i;
+        }
+        unit_result(bad == 0, "%s: rank %d: %zu wrong elements, first at %zu", what, r, bad,
+                    firstbad);
+        if (!inplace) {
+            TEST_CUDA(cudaMemcpy(h_out, in[r], bytes, cudaMemcpyDeviceToHost));
+            unit_result(memcmp(h_out, h_in[r], bytes) == 0, "%s: rank %d's input changed", what,
+                        r);
+        }
+    }
+}
+
+static void test_direct(void)
+{
+    static const int ns[] = { 2, 3, 5, 8 };
+    static const size_t counts[] = { 1, 17, 4099, T_MAXCOUNT - 8 };
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+    };
+    unsigned long idx = 0;
+
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+        for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++)
+            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++, idx++)
+                for (int inplace = 0; inplace < 2; inplace++)
+                    run_direct(ns[ni], tops[ti].type, tops[ti].op, counts[ci], inplace,
+                               (int)(idx % 3) - 1);
+    printf("direct done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
+}
+
 /* ---- error paths ----------------------------------------------------------------------- */
 static void test_refusals(void)
 {
@@ -434,6 +519,7 @@ int main(void)
         }
         printf("n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed, unit_failed);
     }
+    test_direct();
     test_refusals();
     test_timeout();
     /* and after the timeout, a normal run still works */
