@@ -22,12 +22,34 @@
 /* 1 when this build has the CUDA executor. */
 int gpuring_device_built(void);
 
+/*
+ * The calling thread's current CUDA context, as the driver holds it for
+ * every runtime in the process (the application's too): gpuring_device_use
+ * changes it, so every entry point that may call it saves the application's
+ * first and restores it on the way out.
+ */
+typedef struct gpuring_device_saved {
+    int valid;
+    void *ctx; /* CUcontext; NULL: none was current */
+} gpuring_device_saved_t;
+gpuring_device_saved_t gpuring_device_save(void);
+void gpuring_device_restore(gpuring_device_saved_t saved);
+
 /* Make `device` (an ordinal, as memkind reports it) current for this thread. */
 gpuring_status_t gpuring_device_use(int device);
 
 /* A non-blocking stream (no implicit sync with the legacy default stream). */
 gpuring_status_t gpuring_device_stream_create(void **stream_p);
 void gpuring_device_stream_destroy(void *stream);
+
+/*
+ * Make `stream` wait for the work queued so far on the current device's
+ * legacy default stream -- what a plain cudaMemcpy or <<<>>> launch of the
+ * application queues -- through *event_p (created on first use; destroy
+ * with gpuring_device_event_destroy).
+ */
+gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p);
+void gpuring_device_event_destroy(void *event);
 
 /* Device memory of the current device; free takes NULL. */
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);

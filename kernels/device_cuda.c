@@ -3,6 +3,9 @@
  */
 #include "kernels/device.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda_check.h"
@@ -10,6 +13,41 @@
 int gpuring_device_built(void)
 {
     return 1;
+}
+
+/* cuCtxGetCurrent / cuCtxSetCurrent of the driver the application loaded */
+typedef int (*device_ctx_get_fn)(void **ctx);
+typedef int (*device_ctx_set_fn)(void *ctx);
+static pthread_once_t device_ctx_once = PTHREAD_ONCE_INIT;
+static device_ctx_get_fn device_ctx_get;
+static device_ctx_set_fn device_ctx_set;
+
+static void device_ctx_lookup(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    if (lib == NULL) return; /* only device buffers bring us here, and they need it */
+    device_ctx_get = (device_ctx_get_fn)dlsym(lib, "cuCtxGetCurrent");
+    device_ctx_set = (device_ctx_set_fn)dlsym(lib, "cuCtxSetCurrent");
+    if (device_ctx_get == NULL || device_ctx_set == NULL) device_ctx_get = NULL;
+}
+
+gpuring_device_saved_t gpuring_device_save(void)
+{
+    gpuring_device_saved_t s = {0, NULL};
+
+    pthread_once(&device_ctx_once, device_ctx_lookup);
+    if (device_ctx_get != NULL && device_ctx_get(&s.ctx) == 0) s.valid = 1;
+    return s;
+}
+
+void gpuring_device_restore(gpuring_device_saved_t saved)
+{
+    void *cur = NULL;
+
+    if (!saved.valid || device_ctx_get == NULL) return;
+    if (device_ctx_get(&cur) == 0 && cur == saved.ctx) return;
+    (void)device_ctx_set(saved.ctx);
 }
 
 gpuring_status_t gpuring_device_use(int device)
@@ -41,6 +79,24 @@ void gpuring_device_stream_destroy(void *stream)
         GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "cudaStreamDestroy: %s", cudaGetErrorName(err));
         (void)cudaGetLastError();
     }
+}
+
+gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p)
+{
+    if (*event_p == NULL) {
+        cudaEvent_t ev;
+        GPURING_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        *event_p = ev;
+    }
+    GPURING_CUDA_CHECK(cudaEventRecord((cudaEvent_t)*event_p, cudaStreamLegacy));
+    GPURING_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)*event_p, 0));
+    return GPURING_OK;
+}
+
+void gpuring_device_event_destroy(void *event)
+{
+    if (event != NULL && cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
+        (void)cudaGetLastError(); /* at teardown the context may already be gone */
 }
 
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)

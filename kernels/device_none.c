@@ -11,6 +11,25 @@ int gpuring_device_built(void)
     return 0;
 }
 
+gpuring_device_saved_t gpuring_device_save(void)
+{
+    gpuring_device_saved_t s = {0, NULL};
+    return s;
+}
+
+void gpuring_device_restore(gpuring_device_saved_t saved)
+{
+}
+
+gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+void gpuring_device_event_destroy(void *event)
+{
+}
+
 gpuring_status_t gpuring_device_use(int device)
 {
     return GPURING_ERR_NOT_SUPPORTED;

@@ -33,7 +33,7 @@
  * 16-byte packs where every pointer shares its offset modulo 16, else
  * element by element; the per-element operators are reduce_dev.cuh's.
  *
- * The host side validates (SHM connections only, see exec_cuda.h), launches
+ * The host side validates (every connection device-reachable, see exec_cuda.h), launches
  * with cudaLaunchKernel, polls cudaStreamQuery under a gpuring_spin_t that
  * restarts whenever a channel's progress counter moves, and on timeout sets
  * the abort flag, waits briefly for the kernel to leave, and reports what
@@ -460,12 +460,43 @@ static char *exec_cuda_pool_host;  /* EXEC_CUDA_POOL entries */
 static char *exec_cuda_pool_dev;   /* the same, as the device sees it */
 static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
 
+/*
+ * Load every kernel variant into the current device's context now.  With
+ * lazy loading (CUDA's default since 12.2) the first launch of a variant
+ * loads it, which may wait for the whole context to go idle -- forever, if
+ * a kernel of another call is spinning on a peer at that moment.  Lock held.
+ */
+static uint64_t exec_cuda_loaded; /* devices (bit per ordinal < 64) already loaded */
+
+static gpuring_status_t exec_cuda_load_kernels(void)
+{
+    int device = 0;
+
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    if (device < 64 && (exec_cuda_loaded >> device & 1u)) return GPURING_OK;
+    for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
+        for (int o = 0; o < GPURING_OP_COUNT; o++) {
+            const void *fns[2] = {
+                exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
+                exec_cuda_fn<exec_direct_kernels>((gpuring_type_t)t, (gpuring_op_t)o) };
+            for (int k = 0; k < 2; k++) {
+                cudaFuncAttributes attr;
+                if (fns[k] != NULL) GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
+            }
+        }
+    }
+    if (device < 64) exec_cuda_loaded |= (uint64_t)1 << device;
+    return GPURING_OK;
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_init(void)
 {
     gpuring_status_t st = GPURING_OK;
     void *host = NULL, *dev = NULL;
 
     pthread_mutex_lock(&exec_cuda_pool_lock);
+    st = exec_cuda_load_kernels();
+    if (st != GPURING_OK) goto out;
     if (exec_cuda_pool_host == NULL) {
         GPURING_CUDA_CHECK_GOTO(cudaHostAlloc(&host, (size_t)EXEC_CUDA_POOL *
                                                          EXEC_CUDA_STATUS_STRIDE,
@@ -548,6 +579,13 @@ static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const c
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s net connection to rank "
                       "%d is not mapped for the device (gpuring_conn_map_device)", c, dir,
                       conn->peer);
+        return GPURING_ERR_INVALID;
+    }
+    if (((uintptr_t)conn->slots | conn->slot_bytes) % 16 != 0) {
+        /* a misaligned access would kill the application's CUDA context */
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
+                      "has slots at %p of %zu bytes: not 16-byte aligned", c, dir, conn->peer,
+                      (void *)conn->slots, conn->slot_bytes);
         return GPURING_ERR_INVALID;
     }
     if (conn->slot_bytes < need_bytes) {

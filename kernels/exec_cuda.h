@@ -52,8 +52,8 @@ extern "C" {
  * business (an aborted collective: tear the connections down).
  *
  * Returns GPURING_OK, GPURING_ERR_INVALID (bad arguments, NULL or shared
- * connection, no scratch for a FOLD), GPURING_ERR_NOT_SUPPORTED (a NET
- * connection, op undefined on the type, too many channels),
+ * connection, a NET end not mapped for the device, no scratch for a FOLD),
+ * GPURING_ERR_NOT_SUPPORTED (op undefined on the type, too many channels),
  * GPURING_ERR_TIMEOUT, GPURING_ERR_NO_MEMORY, or GPURING_ERR_CUDA (launch
  * failure or a fault in the kernel; logged).
  */
@@ -87,10 +87,12 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
 
 /*
  * Allocate the executor's process-wide mapped host memory (the per-call
- * abort flag and progress counters) now rather than on the first run.
- * Idempotent and thread-safe.  Page-locked allocation may synchronise the
- * device, so call it before kernels that wait on each other are in flight
- * (communicator creation; a test, before launching its ranks).
+ * abort flag and progress counters), and load every kernel into the
+ * current device's context, now rather than on the first run.  Idempotent
+ * and thread-safe.  Page-locked allocation and module loading may
+ * synchronise the device, so call it before kernels that wait on each
+ * other are in flight (communicator creation; a test, before launching its
+ * ranks).
  */
 gpuring_status_t gpuring_exec_cuda_init(void);
 

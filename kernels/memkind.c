@@ -6,7 +6,6 @@
 #include "kernels/memkind.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdint.h>
 
 /* From the CUDA driver API (cuda.h), which the build may not have. */
@@ -22,15 +21,21 @@
 
 typedef int (*memkind_cu_pointer_get_attribute_fn)(void *data, int attribute, uintptr_t ptr);
 
-static pthread_once_t memkind_once = PTHREAD_ONCE_INIT;
 static memkind_cu_pointer_get_attribute_fn memkind_get_attr;
 
+/* Looked up until found: the application may load CUDA after its first
+ * allreduce (on host memory), and its device buffers must not pass for host
+ * memory then.  A racing second lookup finds the same function. */
 static void memkind_lookup(void)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *lib;
+
+    if (__atomic_load_n(&memkind_get_attr, __ATOMIC_ACQUIRE) != NULL) return;
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (lib != NULL) {
-        memkind_get_attr =
-            (memkind_cu_pointer_get_attribute_fn)dlsym(lib, "cuPointerGetAttribute");
+        __atomic_store_n(&memkind_get_attr,
+                         (memkind_cu_pointer_get_attribute_fn)dlsym(lib, "cuPointerGetAttribute"),
+                         __ATOMIC_RELEASE);
     }
 }
 
@@ -40,7 +45,7 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
     int ordinal = -1;
     gpuring_mem_kind_t kind = GPURING_MEM_HOST;
 
-    pthread_once(&memkind_once, memkind_lookup);
+    memkind_lookup();
     if (device_p != NULL) *device_p = -1;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
     /* host memory CUDA never saw makes the driver answer an error */
@@ -68,7 +73,7 @@ int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p)
     size_t bytes = 0;
     int capable = 0;
 
-    pthread_once(&memkind_once, memkind_lookup);
+    memkind_lookup();
     if (memkind_get_attr == NULL || ptr == NULL) return -1;
     if (memkind_get_attr(&base, GPURING_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (uintptr_t)ptr) !=
             0 ||

@@ -15,6 +15,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
 
+#include "kernels/device.h"
 #include "kernels/memkind.h"
 
 /* MPI's C integer and floating types gpuring reduces, by size. */
@@ -84,6 +85,7 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_op_t gop;
     gpuring_mem_kind_t kind;
     gpuring_plane_t plane;
+    gpuring_device_saved_t app = {0, NULL};
     gpuring_comm_t *gcomm;
     gpuring_status_t st;
     int device, rdevice;
@@ -127,14 +129,17 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
         goto fallback; /* setup failed or disabled: logged there */
     }
     plane = kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
+    /* the device calls below make gpuring's GPU current: give the application back its own */
+    if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     st = gpuring_comm_plane_ready(gcomm, plane, device);
-    if (st == GPURING_ERR_NOT_SUPPORTED) {
+    if (st == GPURING_OK)
+        st = gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop);
+    if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
+    if (st == GPURING_ERR_NOT_SUPPORTED && gcomm->ring_state[plane] < 0) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no %s connections on comm %s",
                      plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
         goto fallback;
     }
-    if (st != GPURING_OK) return mca_coll_gpuring_status_to_ompi(st);
-    st = gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop);
     if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "allreduce of %d %s on %s buffers on comm %s failed: %s; the "

@@ -11,6 +11,7 @@
 #include "opal/util/output.h"
 
 #include "graph/graph.h"
+#include "kernels/device.h"
 #include "proxy/ipc_buf.h"
 #include "proxy/proxy.h"
 
@@ -207,6 +208,7 @@ static int gpuring_close(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_comm_stats_t st;
+    gpuring_device_saved_t app;
     uint64_t calls;
 
     /* what this process did, as NCCL_DEBUG=INFO users expect to see */
@@ -224,8 +226,10 @@ static int gpuring_close(void)
                      st.bytes / 1e9, (unsigned long long)c->fallbacks);
     }
 
+    app = gpuring_device_save(); /* CUDA teardown below may switch devices */
     gpuring_ipc_buf_finalize();
     gpuring_proxy_finalize();
+    gpuring_device_restore(app);
     gpuring_graph_topo_finalize();
     gpuring_log_config.sink = NULL;
     if (c->output >= 0) {

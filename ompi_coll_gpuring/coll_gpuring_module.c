@@ -175,7 +175,9 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         .algo = gpuring_algo_from_name(c->algorithm),
         .nchannels = c->nchannels,
         .call_nchannels = c->channels_per_call,
-        .slot_bytes = c->slot_size,
+        /* whole 128-byte lines: every slot of a FIFO then starts 16-byte aligned,
+         * which the kernels' vector accesses need */
+        .slot_bytes = GPURING_DIV_UP(c->slot_size, (size_t)128) * 128,
         .chunk_bytes = c->chunk_size,
         .wait_timeout = c->wait_timeout,
         .ranks_per_node = c->ranks_per_node,
@@ -196,12 +198,12 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }
-    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS || cfg.slot_bytes < 64) {
+    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS || c->slot_size < 64) {
         /* the same parameters on every rank: every rank disables alike */
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "coll_gpuring_nchannels must be 1-%d and coll_gpuring_slot_size at "
                       "least 64 (have %d, %zu): gpuring disabled",
-                      GPURING_MAX_CHANNELS, cfg.nchannels, cfg.slot_bytes);
+                      GPURING_MAX_CHANNELS, cfg.nchannels, c->slot_size);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }

@@ -464,11 +464,23 @@ out:
 
 void gpuring_comm_destroy(gpuring_comm_t *c)
 {
+    gpuring_device_saved_t app = {0, NULL};
+
     if (c == NULL) return;
-    if (c->dev.ordinal >= 0) (void)gpuring_device_use(c->dev.ordinal);
+    if (c->dev.ordinal >= 0) {
+        app = gpuring_device_save();
+        (void)gpuring_device_use(c->dev.ordinal);
+    }
+    /* peers' FIFOs this rank opened are closed before its own are freed */
+    for (int i = 0; i < c->nconns; i++) {
+        if (c->conns[i].type == GPURING_CONN_IPC && c->conns[i].dir == GPURING_CONN_SEND)
+            comm_conn_destroy(c, &c->conns[i]);
+    }
     for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
     gpuring_device_free(c->dev.scratch);
+    gpuring_device_event_destroy(c->dev.event);
     gpuring_device_stream_destroy(c->dev.stream);
+    if (c->dev.ordinal >= 0) gpuring_device_restore(app);
     if (c->uid_claimed) comm_uid_mark(c->uid, 0);
     gpuring_graph_free(&c->graph);
     free(c->peer_addrs);
@@ -742,6 +754,12 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                       comm_plane_name(plane));
         return GPURING_ERR_INVALID;
     }
+    if (plane == GPURING_PLANE_DEVICE &&
+        gpuring_device_stream_follow_default(c->dev.stream, &c->dev.event) != GPURING_OK) {
+        /* a courtesy (the caller must have synchronised): go on, every rank is in this call */
+        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
+                     "work");
+    }
     if (plane == GPURING_PLANE_DEVICE && comm_direct_usable(c)) {
         st = comm_direct_allreduce(c, sendbuf, recvbuf, count, type, op);
         if (st != GPURING_ERR_NOT_SUPPORTED) {
@@ -755,8 +773,10 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
         /* every rank saw the same: all take the FIFOs */
     }
     /* the order ranks fold inputs in changes no bit of these results */
-    order_free = g->nranks == 2 || gpuring_type_is_integer(type) || op == GPURING_OP_MIN ||
-                 op == GPURING_OP_MAX;
+    /* (integers only: float min/max keep the first operand of equal ones, so
+     * +0/-0 and nan depend on the order; float sum/prod keep the first nan's
+     * payload -- even with two ranks, each folds the other's value second) */
+    order_free = gpuring_type_is_integer(type);
     gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
     if (plan.algo == GPURING_ALGO_TREE && !comm_trees_ready(c, plane)) {
         tp.trees = 0; /* every rank saw the same failure */

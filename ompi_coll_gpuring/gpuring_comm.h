@@ -76,6 +76,7 @@ typedef struct gpuring_comm_edge {
 typedef struct gpuring_comm_device {
     int ordinal;        /* the GPU the plane was connected on, -1 before */
     void *stream;       /* private non-blocking stream: every device call runs on it */
+    void *event;        /* orders the stream after the legacy default stream's work */
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
     size_t scratch_bytes;
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */

@@ -29,8 +29,19 @@
 #              carry=[".gpu-carry"])
 # (the kernel tests then come from .gpu-carry/bin too).  Without .gpu-carry and
 # without an mpirun on the PATH, the MPI tests are skipped with a message.
-# Logs: GPURING_GPU_OUT=DIR (e.g. $OUT on the device machine) gets a copy of
-# each test's output.  GPURING_TEST_SEED is passed on to the tests.
+# Logs: GPURING_GPU_OUT=DIR (e.g. $OUT on the device machine) gets two files
+# that grow as the tests run, so a call cut off at its time limit still
+# returns them: running.log (the output of the test running now) and
+# gpu_tests.log (every finished test's output).  GPURING_TEST_SEED is passed
+# on to the tests.
+#
+# Each test has GPURING_GPU_TEST_TIMEOUT seconds (default 200).  The device
+# tool gives one command 600 s, so run the suite in parts, one call each:
+# GPURING_GPU_PARTS=kernels (test_reduce_cuda, test_exec_cuda), mpi (the
+# allreduce_check runs), perf (allreduce_perf); default all three.
+# GPURING_GPU_MPS=1 starts an MPS daemon (its pipes in the temp directory)
+# for the MPI parts, where nvidia-cuda-mps-control exists: without MPS the
+# ranks' processes time-slice the GPU.
 #
 # Usage: test/gpu/run_gpu_tests.sh   (from anywhere; GPURING_BUILDDIR names the
 # build tree when it is not the source tree)
@@ -40,7 +51,25 @@ builddir=${GPURING_BUILDDIR:-$top}
 carry="$top/.gpu-carry"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_gpu.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+mps_started=0
+cleanup() {
+    if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+parts=${GPURING_GPU_PARTS:-kernels,mpi,perf}
+test_timeout=${GPURING_GPU_TEST_TIMEOUT:-200}
+want_part() {
+    case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac
+}
+outdir=${GPURING_GPU_OUT:-}
+if [ -n "$outdir" ]; then
+    mkdir -p "$outdir" && : >"$outdir/gpu_tests.log"
+fi
+# the runtime for allreduce_check/allreduce_perf -d (dlopen libcudart), and
+# more hardware queues than streams for test_exec_cuda's 8 ranks
+export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 
 total_pass=0
 total_fail=0
@@ -127,15 +156,29 @@ run_test() {
     name=$1
     shift
     echo "=== $name"
-    "$@" >"$tmp/$name.log" 2>&1
+    log="$tmp/$name.log"
+    [ -n "$outdir" ] && log="$outdir/running.log"
+    echo "=== $name: $*" >"$log"
+    timeout -k 10 "$test_timeout" "$@" >>"$log" 2>&1
     rc=$?
+    [ "$log" != "$tmp/$name.log" ] && cp "$log" "$tmp/$name.log"
+    [ -n "$outdir" ] && cat "$log" >>"$outdir/gpu_tests.log"
     cat "$tmp/$name.log"
-    if [ -n "${GPURING_GPU_OUT:-}" ]; then
-        mkdir -p "$GPURING_GPU_OUT" && cp "$tmp/$name.log" "$GPURING_GPU_OUT/$name.log"
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        echo "FAIL: $name did not finish in ${test_timeout}s (GPURING_GPU_TEST_TIMEOUT)"
+        total_fail=$((total_fail + 1))
+        return
     fi
     if [ $rc -eq 77 ]; then
         reason=$(sed -n 's/^SKIP: no CUDA device (\(.*\))$/\1/p' "$tmp/$name.log" | head -n 1)
-        skip "nvidia-smi: ${smi:-${smi_err:-not found}}; ${reason:-$name exited 77}"
+        if [ -n "$smi" ]; then
+            # nvidia-smi sees a GPU the runtime cannot use (driver too old?): a failure
+            echo "FAIL: $name found no usable CUDA device (${reason:-exit 77}) although" \
+                 "nvidia-smi lists $smi"
+            total_fail=$((total_fail + 1))
+            finish
+        fi
+        skip "nvidia-smi: ${smi_err:-not found}; ${reason:-$name exited 77}"
     fi
     counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed.*/\1 \2/p' "$tmp/$name.log" | tail -n 1)
     if [ -z "$counts" ]; then
@@ -152,8 +195,10 @@ run_test() {
     fi
 }
 
-run_test test_reduce_cuda "$bin_reduce"
-run_test test_exec_cuda "$bin_exec"
+if want_part kernels; then
+    run_test test_reduce_cuda "$bin_reduce"
+    run_test test_exec_cuda "$bin_exec"
+fi
 
 # ---- MPI on device buffers ---------------------------------------------------------
 # Open MPI: the carried .debs unpacked into a private root, or the machine's own
@@ -170,7 +215,7 @@ if [ -d "$carry/debs" ]; then
     export OPAL_DATADIR="$root/usr/share" OPAL_PKGDATADIR="$root/usr/share/openmpi"
     export PMIX_INSTALL_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
     export UCX_MODULE_DIR="$lib/ucx"
-    export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$lib:$root/lib/x86_64-linux-gnu:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     mpirun="$root/usr/bin/mpiexec.openmpi"
     pkglibdir="$lib/openmpi/lib/openmpi3"
     component_dir="$carry/component"
@@ -187,20 +232,28 @@ perf_bin="$mpibin/allreduce_perf"
 
 # mpi_test NAME NP WANT "MCA ARGS" PROGRAM ARGS...: gpuring must have run on
 # device buffers on every rank (its finalize summary says how many device
-# calls), through the direct allreduce (WANT=direct: every call) or the FIFO
-# programs (WANT=fifo: no direct call)
+# calls), handed none to the component below, and run them through the
+# direct allreduce (WANT=direct: every call) or the FIFO programs (WANT=fifo:
+# no direct call)
 mpi_test() {
     name=$1 np=$2 want=$3 mca=$4
     shift 4
     # shellcheck disable=SC2086
     run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        timeout 600 "$mpirun" -n "$np" --oversubscribe --bind-to none \
-        --mca mca_base_component_path "$pkglibdir:$component_dir" \
+        "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        --mca mca_base_component_path "$component_dir:$pkglibdir" \
+        --mca mca_base_component_show_load_errors 0 \
         --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
         --mca coll_gpuring_wait_timeout 60 $mca "$@"
     ran=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$tmp/$name.log")
     if [ "$ran" -ne "$np" ]; then
         echo "FAIL: $name: $ran of $np ranks ran device calls in gpuring (see the log)"
+        total_fail=$((total_fail + 1))
+    fi
+    # a device call handed to Debian's Open MPI (not CUDA-aware) would crash it
+    ran=$(grep -c "allreduce summary: .*, 0 handed to the component below" "$tmp/$name.log")
+    if [ "$ran" -ne "$np" ]; then
+        echo "FAIL: $name: $ran of $np ranks handed no call to the component below"
         total_fail=$((total_fail + 1))
     fi
     if [ "$want" = direct ]; then
@@ -217,20 +270,36 @@ mpi_test() {
 if [ -z "$mpirun" ]; then
     echo "MPI tests on device buffers SKIPPED: no .gpu-carry/debs (run test/gpu/pack_for_gpu.sh" \
          "here and carry .gpu-carry) and no mpirun on this machine"
+elif ! want_part mpi && ! want_part perf; then
+    :
 else
+    if [ "${GPURING_GPU_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        if nvidia-cuda-mps-control -d; then
+            mps_started=1
+            echo "MPS daemon started for the MPI tests"
+        else
+            echo "GPURING_GPU_MPS=1 but the MPS daemon did not start: running without"
+        fi
+    fi
+fi
+if [ -n "$mpirun" ] && want_part mpi; then
     # every type and op, counts 0 .. 65537, in place, dup and split communicators:
     # one node, so the direct allreduce; then the same over the cuda ipc FIFOs
-    mpi_test mpi_2ranks 2 direct "" "$check_bin" -q -i -m world,dup,split
-    mpi_test mpi_2ranks_fifo 2 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -m world,split
+    mpi_test mpi_2ranks 2 direct "" "$check_bin" -q -i -Z -d -m world,dup,rev
+    mpi_test mpi_2ranks_fifo 2 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -Z -d -m world,rev
     # non-power-of-two, one node and two virtual nodes (net: staging or GPU-direct)
-    mpi_test mpi_3ranks 3 direct "" "$check_bin" -q -i -m world,rev
-    mpi_test mpi_3ranks_fifo 3 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -m world,rev
-    mpi_test mpi_3ranks_2nodes 3 fifo "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i
+    mpi_test mpi_3ranks 3 direct "" "$check_bin" -q -i -Z -d -m world,rev
+    mpi_test mpi_3ranks_fifo 3 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -Z -d -m world,rev
+    mpi_test mpi_3ranks_2nodes 3 fifo "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i -Z -d
     for algo in ring tree; do
         mpi_test "mpi_4ranks_2nodes_$algo" 4 fifo \
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \
-            "$check_bin" -q -t int32,float,double,uint8 -L
+            "$check_bin" -q -d -t int32,float,double,uint8 -L
     done
+fi
+if [ -n "$mpirun" ] && want_part perf; then
     # bandwidth on device memory (a benchmark; its rows are checked too): the
     # direct allreduce and the FIFO ring.  Debian's Open MPI is not CUDA-aware,
     # so there is no tuned column: compare with test_reduce_cuda's copy bandwidth

@@ -20,7 +20,8 @@
  * turn, every output checked against the same reference, in place or not,
  * aligned, misaligned alike and misaligned per rank.
  *
- * Then: a NET connection is refused (GPURING_ERR_NOT_SUPPORTED), and a
+ * Then: a NET connection not mapped for the device is refused
+ * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), and a
  * timeout: one rank is never launched, every other one must return
  * GPURING_ERR_TIMEOUT within its timeout + 2 s.
  *
@@ -416,8 +417,8 @@ static void test_refusals(void)
     setup_channels(&cfg);
     ranks[0].ring_send[0].type = GPURING_CONN_NET;
     st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
-    unit_result(st == GPURING_ERR_NOT_SUPPORTED, "NET connection: %s, want not supported",
-                gpuring_status_str(st));
+    unit_result(st == GPURING_ERR_INVALID, "NET connection not mapped for the device: %s, want "
+                "invalid", gpuring_status_str(st));
     ranks[0].ring_send[0].type = GPURING_CONN_SHM;
     ranks[0].ch[0].recv[0] = NULL;
     st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
@@ -428,6 +429,29 @@ static void test_refusals(void)
     st = gpuring_exec_cuda_run(&ranks[0].args, ranks[0].stream);
     unit_result(st == GPURING_ERR_NOT_SUPPORTED, "float bxor: %s, want not supported",
                 gpuring_status_str(st));
+
+    /* NET ends mapped for the device (these FIFOs are mapped host memory,
+     * as gpuring_conn_map_device leaves a NET end): accepted, and the
+     * kernel records each step's size for the proxy */
+    links_reset(cfg.n);
+    make_inputs(&cfg);
+    setup_channels(&cfg);
+    for (int r = 0; r < cfg.n; r++) {
+        ranks[r].ring_send[0].type = GPURING_CONN_NET;
+        ranks[r].ring_send[0].mapped_host = ring_fifo[0][(r + 1) % cfg.n].host;
+        ranks[r].ring_recv[0].type = GPURING_CONN_NET;
+        ranks[r].ring_recv[0].mapped_host = ring_fifo[0][r].host;
+    }
+    upload(&cfg);
+    run_ranks(&cfg);
+    check_results(&cfg, 0);
+    for (int r = 0; r < cfg.n; r++) {
+        const gpuring_fifo_ctrl_t *ctrl = (const gpuring_fifo_ctrl_t *)ring_fifo[0][r].host;
+        unit_result(ctrl->tail == ranks[(r + cfg.n - 1) % cfg.n].ring_send[0].step && ctrl->tail > 0 &&
+                        ctrl->size[0] > 0 && ctrl->size[0] <= cfg.count * sizeof(int32_t),
+                    "mapped NET end into rank %d: tail %llu, step 0 size %llu B", r,
+                    (unsigned long long)ctrl->tail, (unsigned long long)ctrl->size[0]);
+    }
 }
 
 static void test_timeout(void)

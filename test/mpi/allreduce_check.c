@@ -45,9 +45,17 @@
  *   -q        quiet: mismatches and the final line only
  *   -d        device buffers: send and receive buffers (with their guards and
  *             misalignment) are cudaMalloc'd copies of the host ones, copied
- *             in before and back after each call; the checks run on the
- *             copies.  Needs libcudart and a GPU (local rank i uses GPU i
- *             mod count); a rank that cannot set it up fails the run.
+ *             in (then cudaDeviceSynchronize) before and back after each
+ *             call; the checks run on the copies.  Needs libcudart and a GPU
+ *             (local rank i uses GPU i mod count); a rank that cannot set it
+ *             up fails the run.  Communicators of one rank are skipped: they
+ *             are the library's own (coll/self), which need not be
+ *             CUDA-aware.
+ *   -Z        signed zeros: for each communicator, float and double MIN and
+ *             MAX (those selected) on inputs that are +0.0 or -0.0, per rank
+ *             and element, at every count: MPI does not say which zero wins,
+ *             but every rank must get the same bits (results gathered to the
+ *             communicator's rank 0 and compared).  Cases marked "zeros".
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -413,13 +421,68 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-Z]\n");
 }
 
 typedef struct {
-    int comm, type, op, inplace;
+    int comm, type, op, inplace; /* inplace 2: a -Z (signed zeros) case */
     size_t count;
 } case_desc_t;
+
+/*
+ * -Z, one case: inputs +0.0 / -0.0 from (seed, rank, index); the result must
+ * be a zero, and the same bits on every rank of comm.  buf/dbuf: at least
+ * count elements (dbuf: the device copy, or NULL).  1 if it failed here.
+ */
+static int zeros_case(MPI_Comm comm, const char *cname, const type_t *t, int oi, size_t count,
+                      uint64_t seed, char *buf, char *dbuf)
+{
+    const size_t es = (size_t)t->size, bytes = count * es;
+    int crank, csize, rc, failed = 0;
+    char *all = NULL;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    for (size_t i = 0; i < count; i++)
+        store_flt(buf + i * es, t, (elem_hash(mix64(seed ^ (uint64_t)crank), i) & 1) ? -0.0 : 0.0);
+    if (dbuf != NULL) {
+        cu.memcpy_(dbuf, buf, bytes, TEST_CUDA_H2D);
+        cu.sync();
+    }
+    rc = MPI_Allreduce(MPI_IN_PLACE, dbuf != NULL ? dbuf : buf, (int)count, t->dt, g_ops[oi].op,
+                       comm);
+    if (dbuf != NULL && cu.memcpy_(buf, dbuf, bytes, TEST_CUDA_D2H) != 0) {
+        fprintf(stderr, "rank %d: cudaMemcpy back failed (a fault in the allreduce?)\n",
+                g_world_rank);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "FAILED zeros rank %d comm %s type %s op %s count %zu: MPI_Allreduce "
+                "returned %d\n", g_world_rank, cname, t->name, g_ops[oi].name, count, rc);
+        failed = 1;
+    }
+    for (size_t i = 0; i < count && !failed; i++) {
+        if (load_flt(buf + i * es, t) != 0.0) {
+            fprintf(stderr, "MISMATCH zeros rank %d comm %s type %s op %s count %zu index %zu: "
+                    "not a zero\n", g_world_rank, cname, t->name, g_ops[oi].name, count, i);
+            failed = 1;
+        }
+    }
+    if (crank == 0) all = malloc(bytes * (size_t)csize + 1);
+    MPI_Gather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, comm);
+    if (crank == 0) {
+        for (int r = 1; r < csize && !failed; r++) {
+            if (memcmp(all, all + (size_t)r * bytes, bytes) != 0) {
+                fprintf(stderr, "MISMATCH zeros comm %s type %s op %s count %zu: rank %d's "
+                        "zeros differ from rank 0's\n", cname, t->name, g_ops[oi].name, count,
+                        r);
+                failed = 1;
+            }
+        }
+        free(all);
+    }
+    return failed;
+}
 
 #define MAX_EXCL 32
 static char g_excl_type[MAX_EXCL][32], g_excl_op[MAX_EXCL][32];
@@ -446,12 +509,13 @@ int main(int argc, char **argv)
     int type_sel[32] = {0}, op_sel[OP_N] = {0};
     int any_type = 0, any_op = 0;
     int inplace_mode = 0; /* 0: not in place, 1: both, 2: in place only */
+    int zeros = 0;        /* -Z */
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
     int bad = 0, opt, device = 0;
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdZh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -493,6 +557,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'L': large = 1; break;
+        case 'Z': zeros = 1; break;
         case 'x':
             n = split_list(optarg, list, MAX_LIST);
             for (int k = 0; k < n && g_nexcl < MAX_EXCL; k++) {
@@ -544,7 +609,7 @@ int main(int argc, char **argv)
     for (int c = 0; c < ncomms; c++) MPI_Comm_set_errhandler(comms[c].comm, MPI_ERRORS_RETURN);
 
     /* enumerate cases: identical on every rank (every rank is in every kind) */
-    size_t ncases_max = (size_t)reps * ncomms * g_ntypes * OP_N * ncounts * 2 + 1;
+    size_t ncases_max = (size_t)reps * ncomms * g_ntypes * OP_N * ncounts * 3 + 1;
     unsigned char *fail = calloc(ncases_max, 1);
     case_desc_t *desc = calloc(ncases_max, sizeof *desc);
     size_t ncases = 0, nexcluded = 0;
@@ -580,6 +645,9 @@ int main(int argc, char **argv)
         int crank, csize;
         MPI_Comm_rank(comm, &crank);
         MPI_Comm_size(comm, &csize);
+        /* device mode, a one-rank comm: its cases are counted (every rank
+         * enumerates the same) but not run (coll/self need not be CUDA-aware) */
+        const int skip_comm = device && csize < 2;
         for (int ti = 0; ti < g_ntypes; ti++) {
             if (!type_sel[ti]) continue;
             const type_t *t = &g_types[ti];
@@ -596,6 +664,7 @@ int main(int argc, char **argv)
                     for (int ip = (inplace_mode == 2); ip <= (inplace_mode >= 1); ip++) {
                         size_t case_id = ncases++;
                         desc[case_id] = (case_desc_t){c, ti, oi, ip, count};
+                        if (skip_comm) continue;
                         uint64_t case_base = mix64(seed * 0x100000001B3ull ^ mix64(case_id + 1));
                         size_t es = (size_t)t->size;
                         char *sendbuf = sendraw + SEND_OFF * es;
@@ -615,6 +684,7 @@ int main(int argc, char **argv)
                             const size_t span = (count + 2 * GUARD) * es;
                             cu.memcpy_(dsendraw, sendraw, span, TEST_CUDA_H2D);
                             cu.memcpy_(drecvraw, recvraw, span, TEST_CUDA_H2D);
+                            cu.sync(); /* a copy from pageable memory may still be landing */
                             rc = MPI_Allreduce(ip ? MPI_IN_PLACE : dsendraw + (sendbuf - sendraw),
                                                drecvraw + (recvbuf - recvraw), (int)count, t->dt,
                                                g_ops[oi].op, comm);
@@ -680,6 +750,22 @@ int main(int argc, char **argv)
                 printf("rank 0: comm %-5s type %-9s %4zu cases done (%.1f s)\n", comms[c].name, t->name,
                        ncases - ncases_type, MPI_Wtime() - t_start);
         }
+        for (int ti = 0; zeros && ti < g_ntypes; ti++) {
+            if (!type_sel[ti] || !g_types[ti].is_float) continue;
+            for (int oi = OP_MIN; oi <= OP_MAX; oi++) {
+                if (!op_sel[oi]) continue;
+                for (int k = 0; k < ncounts; k++) {
+                    size_t case_id;
+                    if (counts[k] == LARGE_COUNT && large) continue;
+                    case_id = ncases++;
+                    desc[case_id] = (case_desc_t){c, ti, oi, 2, counts[k]};
+                    if (skip_comm) continue;
+                    fail[case_id] = (unsigned char)zeros_case(
+                        comm, comms[c].name, &g_types[ti], oi, counts[k],
+                        mix64(seed ^ mix64(case_id + 7)), recvraw, device ? drecvraw : NULL);
+                }
+            }
+        }
     }
     fflush(stdout);
 
@@ -698,7 +784,9 @@ int main(int argc, char **argv)
                 if (nfail < 40)
                     printf("FAILED case: comm %s type %s op %s count %zu%s (first failing rank %d)\n",
                            comms[desc[k].comm].name, g_types[desc[k].type].name, g_ops[desc[k].op].name,
-                           desc[k].count, desc[k].inplace ? " in-place" : "", first);
+                           desc[k].count,
+                           desc[k].inplace == 2 ? " zeros" : desc[k].inplace ? " in-place" : "",
+                           first);
                 else if (nfail == 40)
                     printf("FAILED case: ... (more not listed)\n");
                 nfail++;

@@ -209,8 +209,8 @@ T_START=$SECONDS
 
 XARG=()
 [ -n "$EXCLUDE" ] && XARG=(-x "$EXCLUDE")
-FULL=(-t all -o all -i -m world,dup,split -s "$SEED" -q "${XARG[@]}")
-REDUCED=(-t int8,uint8,int16,uint16,int32,uint32,int64,uint64,float,double -o all -i -m world,dup,split -s "$SEED" -q "${XARG[@]}")
+FULL=(-t all -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
+REDUCED=(-t int8,uint8,int16,uint16,int32,uint32,int64,uint64,float,double -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
 MEDIUM=(-t int8,uint16,int32,int64,float,double -o sum,prod,max,bxor,land -i -m world,rev -s "$SEED" -q "${XARG[@]}")
 LARGE=(-t float,int32 -o sum -c 1 -L -i -m world -s "$SEED" -q "${XARG[@]}")
 
@@ -236,6 +236,7 @@ run_case "allreduce_slot4k_np4_rpn2" 4 2 ready "coll_gpuring_slot_size 4096" all
 run_case "allreduce_slot4k_nch3_np3_rpn2" 3 2 ready "coll_gpuring_slot_size 4096 coll_gpuring_nchannels 3" \
     allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" allreduce_check "${MEDIUM[@]}"
+run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 
 # --- tree and ring forced, 2-6 ranks on 1-3 (virtual) nodes, uneven ones too
