@@ -393,7 +393,8 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
 }
 
 /* ---- host: kernel choice (signed integers folded as in reduce_cuda.cu) ------------- */
-/* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's or the direct one's */
+/* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's or the
+ * direct one's */
 struct exec_fifo_kernels {
     template <typename T, typename Op> static const void *fn()
     {

@@ -9,7 +9,7 @@
 #                           machine's own are newer and compatible)
 #   .gpu-carry/component/   mca_coll_gpuring.so, as built here
 #   .gpu-carry/bin/         allreduce_check, allreduce_perf, test_reduce_cuda,
-#                           test_exec_cuda, as built here
+#                           test_exec_cuda, ipc_probe, as built here
 # About 40 MB.  Then, with the device tool:
 #   run(command="GPURING_GPU_OUT=$OUT test/gpu/run_gpu_tests.sh", carry=[".gpu-carry"])
 # run_gpu_tests.sh unpacks the .debs with dpkg-deb -x into a temporary root
@@ -31,7 +31,7 @@ pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 libhwloc15 libhwloc-plugins
       libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 ocl-icd-libopencl1 libltdl7"
 
 for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/perf/allreduce_perf \
-         test/gpu/test_reduce_cuda test/gpu/test_exec_cuda; do
+         test/gpu/test_reduce_cuda test/gpu/test_exec_cuda test/gpu/ipc_probe; do
     if [ ! -f "$builddir/$f" ]; then
         echo "pack_for_gpu: $builddir/$f is not built (run make check first)" >&2
         exit 1
@@ -49,5 +49,6 @@ mkdir -p "$out/debs" "$out/component" "$out/bin"
 rm -f "$out/debs.err"
 cp "$builddir/.libs/mca_coll_gpuring.so" "$out/component/"
 cp "$builddir/test/mpi/allreduce_check" "$builddir/test/perf/allreduce_perf" \
-   "$builddir/test/gpu/test_reduce_cuda" "$builddir/test/gpu/test_exec_cuda" "$out/bin/"
+   "$builddir/test/gpu/test_reduce_cuda" "$builddir/test/gpu/test_exec_cuda" \
+   "$builddir/test/gpu/ipc_probe" "$out/bin/"
 echo "pack_for_gpu: $(du -sh "$out" | cut -f1) in $out"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # run_gpu_tests.sh -- gpuring's GPU tests: test/gpu/test_reduce_cuda (the CUDA
 # reduction kernels against the host primitive, plus a bandwidth table),
-# test/gpu/test_exec_cuda (the CUDA executor: n ranks on one GPU), then the MPI
+# test/gpu/test_exec_cuda (the CUDA executor: n ranks on one GPU), then
+# test/gpu/ipc_probe (two processes sharing GPU memory, as the device path
+# needs; the MPI parts are skipped, as failed, without it) and the MPI
 # tests on device buffers (test/mpi/allreduce_check -d through gpuring at 2-4
 # ranks on the one GPU, with and without virtual nodes, ring/tree/auto) and
 # test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
@@ -149,6 +151,8 @@ bin_reduce=$bin
 find_or_build test_exec_cuda test/gpu/test_exec_cuda.c kernels/reduce_host.c \
     common/gpuring_common.c proxy/conn.c kernels/exec_cuda.cu
 bin_exec=$bin
+find_or_build ipc_probe test/gpu/ipc_probe.c
+bin_probe=$bin
 
 # ---- run one test program, add its "N passed, N failed" line to the totals -------
 # exit 77 from a test means no usable CUDA device: the whole run is a SKIP
@@ -282,6 +286,16 @@ else
         else
             echo "GPURING_GPU_MPS=1 but the MPS daemon did not start: running without"
         fi
+    fi
+fi
+# the device path needs cross-process CUDA IPC and mapped host memory: without
+# them every MPI run below would fail, so say so once instead
+if [ -n "$mpirun" ] && { want_part mpi || want_part perf; }; then
+    fails_before=$total_fail
+    run_test ipc_probe "$bin_probe"
+    if [ "$total_fail" -ne "$fails_before" ]; then
+        echo "MPI tests on device buffers SKIPPED: ipc_probe failed (see above)"
+        finish
     fi
 fi
 if [ -n "$mpirun" ] && want_part mpi; then

@@ -3,16 +3,20 @@
  * check and prints where it failed; unit_result does the same for tests
  * that make thousands of checks (only the first UNIT_MAX_MSGS failures are
  * printed); unit_rng is a seeded splitmix64; unit_report prints the closing
- * "N passed, N failed" line and gives the exit status.
+ * "N passed, N failed" line and gives the exit status; unit_write_all and
+ * unit_read_all move whole messages over a pipe or socket between the
+ * processes of a test (reads bounded in time).
  */
 #ifndef GPURING_TEST_UNIT_TEST_H
 #define GPURING_TEST_UNIT_TEST_H
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static unsigned long unit_passed, unit_failed, unit_msgs;
 static uint64_t unit_rng_state;
@@ -78,6 +82,40 @@ static inline int unit_report(void)
 {
     printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
     return unit_failed != 0;
+}
+
+/* 0 once all len bytes are written; -1 if the other end went away. */
+static int unit_write_all(int fd, const void *buf, size_t len) __attribute__((unused));
+static int unit_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* 0 once all len bytes are read; -1 on EOF, error, or timeout_ms without data. */
+static int unit_read_all(int fd, void *buf, size_t len, int timeout_ms) __attribute__((unused));
+static int unit_read_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+    char *p = buf;
+
+    while (len > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&pfd, 1, timeout_ms) != 1) return -1;
+        n = read(fd, p, len);
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
 }
 
 #endif /* GPURING_TEST_UNIT_TEST_H */

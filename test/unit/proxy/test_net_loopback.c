@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <poll.h>
 #include <signal.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -632,36 +631,6 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
 
 /* ---- two processes: a real peer worker, then a peer that dies ------------------------ */
 
-static int xwrite(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n <= 0) return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int xread(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-
-    while (len > 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        ssize_t n;
-
-        if (poll(&pfd, 1, 30000) != 1) return -1;
-        n = read(fd, p, len);
-        if (n <= 0) return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Exchange worker addresses and handles over the socket; connect conn. */
 static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *conn,
                                 const gpuring_conn_handle_t *mine, uint64_t peer_key)
@@ -672,10 +641,11 @@ static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *
     gpuring_conn_handle_t remote;
 
     if (gpuring_proxy_address(proxy, &addr, &len) != GPURING_OK) return -1;
-    if (xwrite(fd, &len, sizeof(len)) || xwrite(fd, addr, len) || xwrite(fd, mine, sizeof(*mine)))
+    if (unit_write_all(fd, &len, sizeof(len)) || unit_write_all(fd, addr, len) ||
+        unit_write_all(fd, mine, sizeof(*mine)))
         return -1;
-    if (xread(fd, &rlen, sizeof(rlen)) || rlen > sizeof(raddr) || xread(fd, raddr, rlen) ||
-        xread(fd, &remote, sizeof(remote)))
+    if (unit_read_all(fd, &rlen, sizeof(rlen), 30000) || rlen > sizeof(raddr) ||
+        unit_read_all(fd, raddr, rlen, 30000) || unit_read_all(fd, &remote, sizeof(remote), 30000))
         return -1;
     return gpuring_conn_net_connect(proxy, conn, &remote, peer_key, raddr, rlen) == GPURING_OK
                ? 0
@@ -707,9 +677,9 @@ static int child_main(int fd)
     result = (xr.st == GPURING_OK && xr.bad_steps == 0) ? 0 : 1;
     if (result) fprintf(stderr, "child: %s (%llu bad steps)\n", xr.msg,
                         (unsigned long long)xr.bad_steps);
-    xwrite(fd, &result, 1);
+    unit_write_all(fd, &result, 1);
     /* wait for the go, then die without any teardown, as a crashed rank would */
-    if (xread(fd, &result, 1) != 0) return 5;
+    if (unit_read_all(fd, &result, 1, 30000) != 0) return 5;
     _exit(0);
 }
 
@@ -752,12 +722,13 @@ static void test_two_process(void)
         sender_main(&xs);
         gpuring_proxy_active_end(proxy);
         EXPECT(xs.st == GPURING_OK, "two-process sender: %s", xs.msg);
-        EXPECT(xread(sv[0], &result, 1) == 0 && result == 0, "two-process receiver verified");
+        EXPECT(unit_read_all(sv[0], &result, 1, 30000) == 0 && result == 0,
+               "two-process receiver verified");
         printf("two processes: %d steps of 0..64 KiB in %.2f s\n", TWO_PROC_STEPS,
                gpuring_time_sec() - t0);
 
         /* the peer dies; the next sends must end in an async error, not a hang */
-        xwrite(sv[0], &result, 1);
+        unit_write_all(sv[0], &result, 1);
         waitpid(pid, &status, 0);
         pid = -1;
         t0 = gpuring_time_sec();
