@@ -87,7 +87,7 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_plane_t plane;
     gpuring_device_saved_t app = {0, NULL};
     gpuring_comm_t *gcomm;
-    gpuring_status_t st;
+    gpuring_status_t ready, st;
     int device, rdevice;
 
     if (!gpuring_map_op(op, &gop)) {
@@ -131,11 +131,12 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     plane = kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
     /* the device calls below make gpuring's GPU current: give the application back its own */
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
-    st = gpuring_comm_plane_ready(gcomm, plane, device);
-    if (st == GPURING_OK)
-        st = gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop);
+    ready = gpuring_comm_plane_ready(gcomm, plane, device);
+    st = ready == GPURING_OK
+             ? gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop)
+             : ready;
     if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
-    if (st == GPURING_ERR_NOT_SUPPORTED && gcomm->ring_state[plane] < 0) {
+    if (ready == GPURING_ERR_NOT_SUPPORTED) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no %s connections on comm %s",
                      plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
         goto fallback;

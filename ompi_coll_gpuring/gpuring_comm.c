@@ -71,6 +71,16 @@ static void comm_uid_floor(uint64_t uid)
 /* process-wide counters (atomics: communicators may run in several threads) */
 static gpuring_comm_stats_t comm_stats;
 
+/* One call done: its algorithm's counter, the device count, the bytes. */
+static void comm_stats_count(uint64_t *algo_calls, gpuring_plane_t plane, size_t bytes)
+{
+    __atomic_fetch_add(algo_calls, 1, __ATOMIC_RELAXED);
+    if (plane == GPURING_PLANE_DEVICE) {
+        __atomic_fetch_add(&comm_stats.device_calls, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_fetch_add(&comm_stats.bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
 void gpuring_comm_stats_get(gpuring_comm_stats_t *stats)
 {
     for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&comm_stats.calls[a], __ATOMIC_RELAXED);
@@ -762,14 +772,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
     }
     if (plane == GPURING_PLANE_DEVICE && comm_direct_usable(c)) {
         st = comm_direct_allreduce(c, sendbuf, recvbuf, count, type, op);
-        if (st != GPURING_ERR_NOT_SUPPORTED) {
-            if (st == GPURING_OK) {
-                __atomic_fetch_add(&comm_stats.direct_calls, 1, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&comm_stats.device_calls, 1, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&comm_stats.bytes, (uint64_t)(count * es), __ATOMIC_RELAXED);
-            }
-            return st;
-        }
+        if (st == GPURING_OK) comm_stats_count(&comm_stats.direct_calls, plane, count * es);
+        if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }
     /* the order ranks fold inputs in changes no bit of these results */
@@ -807,11 +811,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
         c->broken = 1;
         return st;
     }
-    __atomic_fetch_add(&comm_stats.calls[plan.algo], 1, __ATOMIC_RELAXED);
-    if (plane == GPURING_PLANE_DEVICE) {
-        __atomic_fetch_add(&comm_stats.device_calls, 1, __ATOMIC_RELAXED);
-    }
-    __atomic_fetch_add(&comm_stats.bytes, (uint64_t)(count * es), __ATOMIC_RELAXED);
+    comm_stats_count(&comm_stats.calls[plan.algo], plane, count * es);
     return GPURING_OK;
 }
 
