@@ -3,12 +3,12 @@
  */
 #include "kernels/device.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/memkind.h"
 
 int gpuring_device_built(void)
 {
@@ -22,13 +22,11 @@ static pthread_once_t device_ctx_once = PTHREAD_ONCE_INIT;
 static device_ctx_get_fn device_ctx_get;
 static device_ctx_set_fn device_ctx_set;
 
+/* only device buffers bring us here, and they need the driver loaded */
 static void device_ctx_lookup(void)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-
-    if (lib == NULL) return; /* only device buffers bring us here, and they need it */
-    device_ctx_get = (device_ctx_get_fn)dlsym(lib, "cuCtxGetCurrent");
-    device_ctx_set = (device_ctx_set_fn)dlsym(lib, "cuCtxSetCurrent");
+    device_ctx_get = (device_ctx_get_fn)gpuring_cuda_driver_sym("cuCtxGetCurrent");
+    device_ctx_set = (device_ctx_set_fn)gpuring_cuda_driver_sym("cuCtxSetCurrent");
     if (device_ctx_get == NULL || device_ctx_set == NULL) device_ctx_get = NULL;
 }
 

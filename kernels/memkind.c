@@ -23,20 +23,23 @@ typedef int (*memkind_cu_pointer_get_attribute_fn)(void *data, int attribute, ui
 
 static memkind_cu_pointer_get_attribute_fn memkind_get_attr;
 
+void *gpuring_cuda_driver_sym(const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    return lib != NULL ? dlsym(lib, name) : NULL;
+}
+
 /* Looked up until found: the application may load CUDA after its first
  * allreduce (on host memory), and its device buffers must not pass for host
  * memory then.  A racing second lookup finds the same function. */
 static void memkind_lookup(void)
 {
-    void *lib;
-
     if (__atomic_load_n(&memkind_get_attr, __ATOMIC_ACQUIRE) != NULL) return;
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (lib != NULL) {
-        __atomic_store_n(&memkind_get_attr,
-                         (memkind_cu_pointer_get_attribute_fn)dlsym(lib, "cuPointerGetAttribute"),
-                         __ATOMIC_RELEASE);
-    }
+    __atomic_store_n(&memkind_get_attr,
+                     (memkind_cu_pointer_get_attribute_fn)gpuring_cuda_driver_sym(
+                         "cuPointerGetAttribute"),
+                     __ATOMIC_RELEASE);
 }
 
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)

@@ -31,4 +31,8 @@ typedef struct gpuring_mem_range {
 /* 0 and *range_p filled, or -1: not device memory the driver can describe. */
 int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p);
 
+/* A function of the CUDA driver (libcuda) the application loaded; NULL
+ * while it has loaded none (gpuring never loads it itself). */
+void *gpuring_cuda_driver_sym(const char *name);
+
 #endif /* GPURING_KERNELS_MEMKIND_H */
