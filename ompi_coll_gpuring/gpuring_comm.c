@@ -557,11 +557,13 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
         return GPURING_ERR_NOT_SUPPORTED;
     }
     /* the plane's CUDA state, then its rings; a local failure still connects (and agrees) */
-    c->dev.ordinal = ordinal;
     local_st = gpuring_device_use(ordinal);
-    if (local_st == GPURING_OK) local_st = gpuring_device_stream_create(&c->dev.stream);
+    if (local_st == GPURING_OK) {
+        c->dev.ordinal = ordinal; /* CUDA state from here on: destroy frees it there */
+        local_st = gpuring_device_stream_create(&c->dev.stream);
+    }
     if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
-    comm_device_net_slots(c);
+    if (local_st == GPURING_OK) comm_device_net_slots(c);
     if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
                      "communicator go to the component below");

@@ -51,6 +51,13 @@
  *             up fails the run.  Communicators of one rank are skipped: they
  *             are the library's own (coll/self), which need not be
  *             CUDA-aware.
+ *   -F PATH[:KIND]  fake device buffers, for machines without a GPU: load
+ *             the stand-in CUDA driver at PATH (fake_cuda/libcuda.so.1) and
+ *             have it call the (host) send and receive buffers KIND memory
+ *             (device, managed, nogpu, senddev, rank0: see fake_cuda.h), so
+ *             the component takes its device-buffer branch; the checks are
+ *             the usual ones.  Also checks after every call that the calling
+ *             thread's current CUDA context is the one it had before.
  *   -Z        signed zeros: for each communicator, float and double MIN and
  *             MAX (those selected) on inputs that are +0.0 or -0.0, per rank
  *             and element, at every count: MPI does not say which zero wins,
@@ -65,6 +72,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi/fake_cuda.h"
 
 #define MAX_LIST 64
 #define GUARD 3 /* guard elements before and after recvbuf (misaligns it) */
@@ -421,7 +429,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-Z]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-F path[:kind]] [-Z]\n");
 }
 
 typedef struct {
@@ -514,8 +522,9 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
     int bad = 0, opt, device = 0;
+    char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdZh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdF:Zh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -573,6 +582,7 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         case 'd': device = 1; break;
+        case 'F': fake_spec = optarg; break;
         default: bad = 1; break;
         }
     }
@@ -634,6 +644,14 @@ int main(int argc, char **argv)
             cu.malloc_((void **)&dsendraw, maxbytes) != 0 || cu.malloc_((void **)&drecvraw, maxbytes) != 0) {
             fprintf(stderr, "rank %d: device buffers: %s\n", g_world_rank,
                     cu.lib ? "cudaMalloc failed" : err);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
+    if (fake_spec != NULL) {
+        char err[512];
+        if (device || fake_cuda_setup(fake_spec, g_world_rank, sendraw, recvraw, maxbytes, err,
+                                      sizeof err) != 0) {
+            fprintf(stderr, "rank %d: -F: %s\n", g_world_rank, device ? "not with -d" : err);
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
@@ -702,6 +720,11 @@ int main(int argc, char **argv)
                         snprintf(where, sizeof where, "rank %d comm %s(%d/%d) type %s op %s count %zu%s",
                                  g_world_rank, comms[c].name, crank, csize, t->name, g_ops[oi].name, count,
                                  ip ? " in-place" : "");
+                        if (!fake_cuda_ctx_kept()) {
+                            fprintf(stderr, "FAILED %s: the calling thread's CUDA context changed\n",
+                                    where);
+                            failed = 1;
+                        }
                         if (rc != MPI_SUCCESS) {
                             char es_[MPI_MAX_ERROR_STRING];
                             int len = 0;

@@ -67,6 +67,7 @@ BASE=(--oversubscribe)
 NPASS=0
 NFAIL=0
 FIRST_RANK_ENV=
+FALLBACK_WHY=
 FAILED_NAMES=()
 
 
@@ -153,6 +154,14 @@ run_case() {
                 if ! grep -q "allreduce fallback:" "$log"; then
                     fail "$name" "no 'allreduce fallback:' line" "$log"
                     return
+                fi
+                # FALLBACK_WHY (a regex): every rank gave that reason
+                if [ -n "$FALLBACK_WHY" ]; then
+                    missing=$(every_rank " allreduce fallback: ($FALLBACK_WHY)")
+                    if [ -n "$missing" ]; then
+                        fail "$name" "rank $missing gave no fallback reason matching '$FALLBACK_WHY'" "$log"
+                        return
+                    fi
                 fi
                 ;;
             timeout)
@@ -270,6 +279,26 @@ fi
 # --- fallback paths
 run_case "fallback_np2_rpn0" 2 0 fallback "" fallback_check -s "$SEED" -q
 run_case "fallback_np3_rpn2" 3 2 fallback "" fallback_check -s "$SEED" -q
+
+# --- device buffers without a GPU: the stand-in CUDA driver (fake_cuda_driver.c) calls
+# host buffers device or managed memory, and is too old for gpuring's CUDA runtime.
+# gpuring must take its device branch, fall back on every rank for the right reason,
+# and every result must be right (the component below computes it: its own known
+# bugs are skipped here, as when plain Open MPI is tested).
+FAKE_CUDA="$BINDIR/fake_cuda/libcuda.so.1"
+FAKE=(-t all -o all -c 0,1,2,7,1000,65537 -i -s "$SEED" -q -x "$KNOWN_OMPI_BUGS")
+FALLBACK_WHY="no device connections" run_case "fakecuda_device_np3_rpn0" 3 0 fallback "" \
+    allreduce_check -F "$FAKE_CUDA:device" -m world,dup,split "${FAKE[@]}"
+FALLBACK_WHY="no device connections" run_case "fakecuda_device_np4_rpn2" 4 2 fallback "" \
+    allreduce_check -F "$FAKE_CUDA:device" -m world,rev "${FAKE[@]}"
+FALLBACK_WHY="managed memory" run_case "fakecuda_managed_np2_rpn0" 2 0 fallback "" \
+    allreduce_check -F "$FAKE_CUDA:managed" -m world "${FAKE[@]}"
+FALLBACK_WHY="no device connections" run_case "fakecuda_managed_on_np2_rpn0" 2 0 fallback \
+    "coll_gpuring_managed_buffers 1" allreduce_check -F "$FAKE_CUDA:managed" -m world "${FAKE[@]}"
+FALLBACK_WHY="the CUDA driver names no GPU" run_case "fakecuda_nogpu_np2_rpn0" 2 0 fallback "" \
+    allreduce_check -F "$FAKE_CUDA:nogpu" -m world "${FAKE[@]}"
+FALLBACK_WHY="send and receive buffers are different kinds" run_case "fakecuda_senddev_np3_rpn0" \
+    3 0 fallback "" allreduce_check -F "$FAKE_CUDA:senddev" -m world,rev "${FAKE[@]}"
 
 # --- communicator churn (leaks of fds, threads, /dev/shm/gpuring*)
 run_case "churn_np2_rpn0" 2 0 ready "" comm_churn -n "$CHURN_N" -q
