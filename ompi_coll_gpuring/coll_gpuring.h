@@ -25,6 +25,7 @@ typedef struct mca_coll_gpuring_component {
     char *verbose_subsys;
     bool host_buffers;
     bool managed_buffers;
+    bool agree_memory;
     bool net_gpu_direct;
     bool direct;
     char *algorithm;

@@ -6,9 +6,10 @@
  * connections made at the first device call) -> gpuring allreduce; anything
  * gpuring does not handle goes to the saved allreduce of the component
  * below, with the reason logged at verbose level 3.  Every check depends
- * only on arguments MPI requires to match across ranks (and the memory
- * kind, which CUDA-aware MPI users keep alike on every rank), so all ranks
- * take the same path.
+ * only on arguments MPI requires to match across ranks, and on the memory
+ * kind, which CUDA-aware MPI users keep alike on every rank -- or which the
+ * ranks agree on first (coll_gpuring_agree_memory) -- so all ranks take the
+ * same path.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -75,20 +76,54 @@ static int gpuring_map_op(struct ompi_op_t *op, gpuring_op_t *op_p)
     return 0;
 }
 
+/*
+ * The plane this rank's buffers would run on, or -1 (the component below,
+ * with *why_p saying why): the buffers' memory kind and the parameters.
+ */
+static int gpuring_allreduce_plane(const void *src, void *rbuf, int *device_p, const char **why_p)
+{
+    gpuring_mem_kind_t kind = gpuring_mem_kind(src, device_p);
+    int rdevice;
+
+    if (kind != gpuring_mem_kind(rbuf, &rdevice) || *device_p != rdevice) {
+        *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
+    } else if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
+        *why_p = "managed memory (set coll_gpuring_managed_buffers=1 to run it in gpuring)";
+    } else if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {
+        *why_p = "host buffers (set coll_gpuring_host_buffers=1 to run them in gpuring)";
+    } else if (kind != GPURING_MEM_HOST && *device_p < 0) {
+        *why_p = "the CUDA driver names no GPU for this memory";
+    } else {
+        return kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
+    }
+    return -1;
+}
+
+/* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
+static int gpuring_allreduce_planes_agree(mca_coll_gpuring_module_t *m,
+                                          struct ompi_communicator_t *comm, int plane)
+{
+    int v[2] = {plane, -plane}; /* max and -min */
+
+    return m->prev.allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, comm,
+                             m->prev.allreduce_module) == OMPI_SUCCESS &&
+           v[0] == -v[1];
+}
+
 int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
     const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    const char *why = NULL;
     gpuring_type_t type;
     gpuring_op_t gop;
-    gpuring_mem_kind_t kind;
-    gpuring_plane_t plane;
+    int plane;
     gpuring_device_saved_t app = {0, NULL};
     gpuring_comm_t *gcomm;
     gpuring_status_t ready, st;
-    int device, rdevice;
+    int device;
 
     if (!gpuring_map_op(op, &gop)) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
@@ -103,32 +138,21 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     if (count == 0) {
         return OMPI_SUCCESS; /* nothing to reduce, nothing to set up */
     }
-    kind = gpuring_mem_kind(src, &device);
-    if (kind != gpuring_mem_kind(rbuf, &rdevice) || device != rdevice) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: send and receive buffers are "
-                     "different kinds of memory or on different GPUs");
-        goto fallback;
+    plane = gpuring_allreduce_plane(src, rbuf, &device, &why);
+    if (mca_coll_gpuring_component.agree_memory &&
+        !gpuring_allreduce_planes_agree(m, comm, plane)) {
+        plane = -1;
+        why = "ranks passed different kinds of memory (host on some, device on others) or "
+              "not all can run it";
     }
-    if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: managed memory (set "
-                     "coll_gpuring_managed_buffers=1 to run it in gpuring)");
-        goto fallback;
-    }
-    if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: host buffers (set "
-                     "coll_gpuring_host_buffers=1 to run them in gpuring)");
-        goto fallback;
-    }
-    if (kind != GPURING_MEM_HOST && device < 0) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: the CUDA driver names no GPU "
-                     "for this %s memory", gpuring_mem_kind_name(kind));
+    if (plane < 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: %s", why);
         goto fallback;
     }
     gcomm = mca_coll_gpuring_comm_get(m);
     if (gcomm == NULL) {
         goto fallback; /* setup failed or disabled: logged there */
     }
-    plane = kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
     /* the device calls below make gpuring's GPU current: give the application back its own */
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     ready = gpuring_comm_plane_ready(gcomm, plane, device);
@@ -145,12 +169,14 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "allreduce of %d %s on %s buffers on comm %s failed: %s; the "
                       "communicator cannot be used by gpuring any more%s",
-                      count, gpuring_type_name(type), gpuring_mem_kind_name(kind), comm->c_name,
+                      count, gpuring_type_name(type),
+                      plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
                       gpuring_status_str(st),
                       st != GPURING_ERR_TIMEOUT ? ""
                       : " (a peer that did not make the matching call, or made it with "
                         "buffers of another memory kind -- host on some ranks, device on "
-                        "others -- is waited for until the timeout)");
+                        "others -- is waited for until the timeout; "
+                        "coll_gpuring_agree_memory=1 makes such calls fall back)");
         return mca_coll_gpuring_status_to_ompi(st);
     }
     return OMPI_SUCCESS;

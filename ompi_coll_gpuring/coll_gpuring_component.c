@@ -42,6 +42,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .verbose = 0,
     .verbose_subsys = NULL,
     .host_buffers = false,
+    .agree_memory = false,
     .net_gpu_direct = true,
     .direct = true,
     .algorithm = NULL,
@@ -97,6 +98,16 @@ static int gpuring_register(void)
         "below (off by default: pages may migrate to the GPU on every call)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->managed_buffers);
+    (void)mca_base_component_var_register(
+        v, "agree_memory",
+        "Before every call, agree across ranks on the kind of memory passed (one small "
+        "allreduce through the component below): ranks passing different kinds -- host "
+        "buffers on some, device buffers on others, which MPI allows -- then all hand the "
+        "call to the component below instead of waiting for each other.  Off by default: "
+        "gpuring trusts the rule of CUDA-aware MPI users that every rank passes the same "
+        "kind, and small calls stay as fast as they can",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->agree_memory);
     (void)mca_base_component_var_register(
         v, "net_gpu_direct",
         "Device buffers across nodes: keep the UCX slots in GPU memory (GPU-direct) when this "

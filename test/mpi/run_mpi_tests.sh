@@ -247,6 +247,8 @@ run_case "allreduce_slot4k_nch3_np3_rpn2" 3 2 ready "coll_gpuring_slot_size 4096
 run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
+run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
+    allreduce_check "${MEDIUM[@]}"
 
 # --- tree and ring forced, 2-6 ranks on 1-3 (virtual) nodes, uneven ones too
 run_case "tree_full_np3_rpn2" 3 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${FULL[@]}"
@@ -299,6 +301,10 @@ FALLBACK_WHY="the CUDA driver names no GPU" run_case "fakecuda_nogpu_np2_rpn0" 2
     allreduce_check -F "$FAKE_CUDA:nogpu" -m world "${FAKE[@]}"
 FALLBACK_WHY="send and receive buffers are different kinds" run_case "fakecuda_senddev_np3_rpn0" \
     3 0 fallback "" allreduce_check -F "$FAKE_CUDA:senddev" -m world,rev "${FAKE[@]}"
+# device buffers on rank 0 only: with coll_gpuring_agree_memory every rank must see it
+FALLBACK_WHY="ranks passed different kinds of memory" run_case "fakecuda_rank0_agree_np3_rpn0" \
+    3 0 fallback "coll_gpuring_agree_memory 1" \
+    allreduce_check -F "$FAKE_CUDA:rank0" -m world,dup,split "${FAKE[@]}"
 
 # --- communicator churn (leaks of fds, threads, /dev/shm/gpuring*)
 run_case "churn_np2_rpn0" 2 0 ready "" comm_churn -n "$CHURN_N" -q
