@@ -49,6 +49,8 @@ void gpuring_device_stream_destroy(void *stream);
  * with gpuring_device_event_destroy).
  */
 gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p);
+/* Block until that work is done (NULL: nothing to wait for). */
+gpuring_status_t gpuring_device_event_wait(void *event);
 void gpuring_device_event_destroy(void *event);
 
 /* Device memory of the current device; free takes NULL. */

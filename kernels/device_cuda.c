@@ -48,11 +48,11 @@ void gpuring_device_restore(gpuring_device_saved_t saved)
     (void)device_ctx_set(saved.ctx);
 }
 
+/* Always cudaSetDevice: it also makes the device's primary context current
+ * (CUDA 12 on), which a thread that never used CUDA lacks even where
+ * cudaGetDevice already says `device`, and which the driver API needs. */
 gpuring_status_t gpuring_device_use(int device)
 {
-    int cur = -1;
-
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == device) return GPURING_OK;
     GPURING_CUDA_CHECK(cudaSetDevice(device));
     return GPURING_OK;
 }
@@ -88,6 +88,12 @@ gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event
     }
     GPURING_CUDA_CHECK(cudaEventRecord((cudaEvent_t)*event_p, cudaStreamLegacy));
     GPURING_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)*event_p, 0));
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_device_event_wait(void *event)
+{
+    if (event != NULL) GPURING_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
     return GPURING_OK;
 }
 

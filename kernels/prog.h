@@ -23,6 +23,15 @@
  */
 #define GPURING_MAX_PEERS 4
 
+/*
+ * Block and channel boundaries fall on multiples of this many elements where
+ * the geometry allows: 16 elements are a multiple of 16 bytes for every type,
+ * so a block of an aligned buffer starts aligned, as a slot does, and the
+ * CUDA executor moves it in 16-byte vectors (a boundary off that grid makes
+ * every copy of the block element-wise).
+ */
+#define GPURING_PROG_ALIGN_ELEMS 16
+
 /* What one operation does; executors combine these. */
 enum {
     GPURING_PRIM_RECV = 1 << 0, /* read the next slot from each recv connection in recv_mask */
@@ -83,6 +92,12 @@ gpuring_prog_set(gpuring_prog_t *p, gpuring_prog_algo_t algo, size_t base, size_
     p->ordered = 0;
     p->has_parent = 0;
     p->nchildren = 0;
+}
+
+/* A step's element count on the alignment grid, where it is more than one grid step. */
+GPURING_HOSTDEV static inline size_t gpuring_prog_chunk(size_t chunk)
+{
+    return chunk > GPURING_PROG_ALIGN_ELEMS ? chunk - chunk % GPURING_PROG_ALIGN_ELEMS : chunk;
 }
 
 #endif /* GPURING_KERNELS_PROG_H */

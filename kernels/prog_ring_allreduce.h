@@ -27,8 +27,12 @@ GPURING_HOSTDEV static inline void
 gpuring_ring_prog_init(gpuring_prog_t *p, size_t base, size_t count, size_t chunk,
                        int nranks, int ring_ix)
 {
-    size_t loop_elems = (size_t)nranks * chunk;
-    uint64_t nloops = (count + loop_elems - 1) / loop_elems;
+    size_t loop_elems;
+    uint64_t nloops;
+
+    chunk = gpuring_prog_chunk(chunk);
+    loop_elems = (size_t)nranks * chunk;
+    nloops = (count + loop_elems - 1) / loop_elems;
 
     gpuring_prog_set(p, GPURING_PROG_RING, base, count, chunk, nranks, ring_ix);
     p->nops = nloops * (uint64_t)(2 * nranks - 1);
@@ -44,8 +48,12 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
     const size_t loop_start = (size_t)loop * (size_t)n * p->chunk;
     const size_t loop_count =
         (p->count - loop_start < (size_t)n * p->chunk) ? p->count - loop_start : (size_t)n * p->chunk;
-    /* blocks of the loop: equal, the last ones shorter or empty */
-    const size_t blk = (loop_count + (size_t)n - 1) / (size_t)n;
+    /* blocks of the loop: equal, on the alignment grid (never past a slot), the
+     * last ones shorter or empty */
+    const size_t even = (loop_count + (size_t)n - 1) / (size_t)n;
+    const size_t grid = (even + GPURING_PROG_ALIGN_ELEMS - 1) / GPURING_PROG_ALIGN_ELEMS *
+                        GPURING_PROG_ALIGN_ELEMS;
+    const size_t blk = grid < p->chunk ? grid : p->chunk;
     int block;
     size_t first;
 

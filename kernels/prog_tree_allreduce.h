@@ -25,8 +25,10 @@ GPURING_HOSTDEV static inline void
 gpuring_tree_prog_init(gpuring_prog_t *p, size_t base, size_t count, size_t chunk, int nranks,
                        int has_parent, int nchildren)
 {
-    uint64_t nchunks = (count + chunk - 1) / chunk;
+    uint64_t nchunks;
 
+    chunk = gpuring_prog_chunk(chunk);
+    nchunks = (count + chunk - 1) / chunk;
     gpuring_prog_set(p, GPURING_PROG_TREE, base, count, chunk, nranks, 0);
     p->has_parent = has_parent;
     p->nchildren = nchildren;

@@ -659,7 +659,10 @@ static int comm_direct_usable(const gpuring_comm_t *c)
 /*
  * Every rank publishes its buffers' IPC handles (allgather); if one cannot
  * be shared, every rank sees it and returns GPURING_ERR_NOT_SUPPORTED (the
- * FIFO path).  Each rank maps the others' buffers, all agree, each reduces
+ * FIFO path).  Each rank maps the others' buffers and waits for its own
+ * legacy-stream work (the kernels write every rank's buffers, so each
+ * rank's ordering after its default stream must hold before anyone's
+ * kernel starts: the FIFO path gets it from its stream), all agree, each reduces
  * its share (a multiple of 16 bytes) into everyone's receive buffer, and
  * the closing agreement keeps any rank from returning -- and reusing its
  * buffers -- while another's kernel may still touch them.
@@ -713,6 +716,7 @@ static gpuring_status_t comm_direct_allreduce(gpuring_comm_t *c, const void *sen
         args.in[r] = (const char *)in + first * es;
         args.out[r] = (char *)out + first * es;
     }
+    if (local == GPURING_OK) local = gpuring_device_event_wait(c->dev.event);
     st = gpuring_bootstrap_agree(&c->boot, local, &bad);
     if (st == GPURING_OK) {
         local = gpuring_exec_cuda_direct(&args, c->dev.stream);
@@ -725,7 +729,8 @@ static gpuring_status_t comm_direct_allreduce(gpuring_comm_t *c, const void *sen
     } else {
         /* a mapping failed somewhere, before any data moved: never again on this comm */
         GPURING_INFO(GPURING_SUBSYS_COLL, "direct allreduce: rank %d could not map its peers' "
-                     "buffers; device calls use the FIFOs from now on", bad);
+                     "buffers (or wait for its default stream); device calls use the FIFOs "
+                     "from now on", bad);
         c->dev.direct_state = -1;
         st = GPURING_ERR_NOT_SUPPORTED;
     }
@@ -795,7 +800,9 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
     }
 
     /* each channel runs the program over a contiguous part of the buffers */
-    per_channel = GPURING_DIV_UP(count, (size_t)plan.nchannels);
+    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)plan.nchannels),
+                                 (size_t)GPURING_PROG_ALIGN_ELEMS) *
+                  GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
     for (int ch = 0; ch < plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
         comm_channel_setup(c, plane, &plan, ch, base, GPURING_MIN(per_channel, count - base));

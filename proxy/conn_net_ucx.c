@@ -359,7 +359,10 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
         free(net);
         return GPURING_ERR_INVALID;
     }
-    rc = posix_memalign(&net->mem, GPURING_PAGE, bytes);
+    /* whole pages: the device plane registers this memory with CUDA, and no
+     * other heap object may share a page with it (registering that would fail) */
+    rc = posix_memalign(&net->mem, GPURING_PAGE,
+                        GPURING_DIV_UP(bytes, GPURING_PAGE) * GPURING_PAGE);
     if (rc != 0) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "cannot allocate %zu bytes of net slots", bytes);
         free(net);

@@ -114,6 +114,9 @@ struct gpuring_proxy {
 
     ucp_context_h context;
     int cuda_memory; /* the context moves CUDA memory (a CUDA transport is loaded) */
+    int device;        /* GPU of the last GPU-direct connection registered, or -1 */
+    int thread_device; /* the GPU current on the proxy thread (UCX's CUDA transports and
+                          the flush need its context there), or -1 */
     ucp_worker_h worker;
     ucp_address_t *address;
     size_t address_len;

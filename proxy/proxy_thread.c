@@ -197,6 +197,7 @@ void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
     if (proxy->conns != NULL) proxy->conns->prev = net;
     proxy->conns = net;
     net->registered = 1;
+    if (net->device >= 0) proxy->device = net->device;
 }
 
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
@@ -245,6 +246,12 @@ static int proxy_pass(gpuring_proxy_t *proxy)
     gpuring_net_conn_t *net;
     int flags = 0, i;
 
+    /* UCX moves device slots with the CUDA driver, on this thread: the slots'
+     * context must be current here (a new thread has none) */
+    if (proxy->device != proxy->thread_device &&
+        gpuring_device_use(proxy->device) == GPURING_OK) {
+        proxy->thread_device = proxy->device;
+    }
     for (net = proxy->conns; net != NULL; net = net->next)
         flags |= gpuring_net_conn_progress(net);
     /* a few progress calls per pass; completions are retired right after */
@@ -357,6 +364,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
 
     proxy = calloc(1, sizeof(*proxy));
     if (proxy == NULL) return GPURING_ERR_NO_MEMORY;
+    proxy->device = proxy->thread_device = -1;
     proxy->wait_timeout =
         (cfg != NULL && cfg->wait_timeout > 0) ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT;
     pthread_mutex_init(&proxy->lock, NULL);

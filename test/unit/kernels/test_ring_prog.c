@@ -5,8 +5,9 @@
  * a rank would.  Results are checked against a reference computed here.
  *
  * Also checks the program itself: every element of the buffer is written to
- * the output exactly once per rank, and every operation but the first
- * receives and every one but the last sends.
+ * the output exactly once per rank, every operation but the first
+ * receives and every one but the last sends, and with chunks above one
+ * alignment step every block starts on the alignment grid.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ static void check_program(int n, size_t count, size_t chunk)
     for (int ix = 0; ix < n; ix++) {
         gpuring_prog_t p;
         unsigned char *hits = calloc(count + 1, 1);
-        int bad_cover = 0, bad_flags = 0;
+        int bad_cover = 0, bad_flags = 0, bad_align = 0;
 
         gpuring_ring_prog_init(&p, 0, count, chunk, n, ix);
         for (uint64_t i = 0; i < p.nops; i++) {
@@ -37,14 +38,18 @@ static void check_program(int n, size_t count, size_t chunk)
             if (((s.flags & GPURING_PRIM_RECV) != 0) != (op != 0)) bad_flags++;
             if (((s.flags & GPURING_PRIM_SEND) != 0) != (op != (uint64_t)(2 * n - 2))) bad_flags++;
             if (s.count > chunk || (s.count > 0 && s.off + s.count > count)) bad_cover++;
+            /* chunks above one grid step: every block starts on the alignment grid */
+            if (chunk > GPURING_PROG_ALIGN_ELEMS && s.count > 0 &&
+                s.off % GPURING_PROG_ALIGN_ELEMS != 0)
+                bad_align++;
             if (s.flags & GPURING_PRIM_DST) {
                 for (size_t e = s.off; e < s.off + s.count && e < count; e++) hits[e]++;
             }
         }
         for (size_t e = 0; e < count; e++) bad_cover += hits[e] != 1;
-        EXPECT(bad_cover == 0 && bad_flags == 0,
-               "program n=%d ix=%d count=%zu chunk=%zu: %d coverage, %d flag errors", n, ix,
-               count, chunk, bad_cover, bad_flags);
+        EXPECT(bad_cover == 0 && bad_flags == 0 && bad_align == 0,
+               "program n=%d ix=%d count=%zu chunk=%zu: %d coverage, %d flag, %d alignment "
+               "errors", n, ix, count, chunk, bad_cover, bad_flags, bad_align);
         free(hits);
     }
 }
@@ -242,7 +247,7 @@ static void check_gather_program(int n, size_t count)
 int main(void)
 {
     static const size_t counts[] = {1, 2, 3, 7, 64, 1000, 4099, 65537};
-    static const size_t chunks[] = {1, 5, 64, 4096};
+    static const size_t chunks[] = {1, 5, 16, 64, 100, 4096};
 
     for (int n = 2; n <= MAXR; n++) {
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
