@@ -51,7 +51,6 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_range_t fake_ranges[FAKE_MAX_RANGES];
 static unsigned long long fake_next_id = 1;
 static __thread void *fake_ctx;
-static unsigned long fake_ctx_sets;
 
 /* ---- the test's side ------------------------------------------------------ */
 
@@ -73,23 +72,6 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
     }
     pthread_mutex_unlock(&fake_lock);
     return rc;
-}
-
-void fake_cuda_unmark(const void *base)
-{
-    pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
-        if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == (uintptr_t)base) {
-            fake_ranges[i].bytes = 0;
-        }
-    }
-    pthread_mutex_unlock(&fake_lock);
-}
-
-/* How many times anyone set the current context. */
-unsigned long fake_cuda_ctx_sets(void)
-{
-    return __atomic_load_n(&fake_ctx_sets, __ATOMIC_RELAXED);
 }
 
 /* ---- the driver API --------------------------------------------------------- */
@@ -167,6 +149,5 @@ int cuCtxGetCurrent(void **ctx)
 int cuCtxSetCurrent(void *ctx)
 {
     fake_ctx = ctx;
-    __atomic_fetch_add(&fake_ctx_sets, 1, __ATOMIC_RELAXED);
     return FAKE_CUDA_SUCCESS;
 }
