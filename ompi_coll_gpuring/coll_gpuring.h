@@ -12,12 +12,14 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
 
+#include "ompi_coll_gpuring/coll_gpuring_compat.h"
+
 #include "ompi_coll_gpuring/gpuring_comm.h"
 
 BEGIN_C_DECLS
 
 typedef struct mca_coll_gpuring_component {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_base_component_t super;
 
     /* MCA parameters (coll_gpuring_*), registered in coll_gpuring_component.c */
     int priority;

@@ -103,9 +103,11 @@ run_case() {
     mca_args coll_gpuring_verbose 3 coll_gpuring_host_buffers 1 coll_gpuring_ranks_per_node "$rpn" "${p[@]}"
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}" "$BINDIR/$bin" "$@")
     if [ -n "$FIRST_RANK_ENV" ]; then
-        # MPMD: rank 0 runs with one more environment variable than the others
-        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${MCA[@]}"
-             -np 1 -x "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@" : -np $((np - 1)) "$BINDIR/$bin" "$@")
+        # rank 0 runs with one more environment variable than the others; set by a
+        # wrapper, not an MPMD ':' command line (Open MPI 5.0.7's mpirun crashes on those)
+        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
+             /bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
+             "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@")
     fi
     local t0=$SECONDS
     {
