@@ -121,7 +121,7 @@ gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const 
                       stride * (size_t)b->size);
         goto out;
     }
-    memcpy(padded, blob, len);
+    if (len > 0) memcpy(padded, blob, len); /* a rank whose setup failed has no blob */
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, padded, all, stride), st, out);
     *all_p = all;
     *stride_p = stride;

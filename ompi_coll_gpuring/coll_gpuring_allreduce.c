@@ -135,6 +135,12 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_status_t ready, st;
     int device;
 
+    if (count < 0) {
+        /* only reaches here with mpi_param_check 0: no component should see it */
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce on comm %s with count %d (MPI_ERR_COUNT)",
+                      comm->c_name, count);
+        return MPI_ERR_COUNT;
+    }
     if (!gpuring_map_op(op, &gop)) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
                      op->o_name);

@@ -276,6 +276,11 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
+# a negative count that MPI's own check (turned off) does not catch: MPI_ERR_COUNT
+if [ $ACTIVE = 1 ]; then
+    run_case "allreduce_negative_count_np3_rpn1" 3 1 "" "mpi_param_check 0" \
+        allreduce_check -N -t int32 -o sum -c 1,7 -m world,dup -s "$SEED" -q
+fi
 
 # --- tree and ring forced, 2-6 ranks on 1-3 (virtual) nodes, uneven ones too
 run_case "tree_full_np3_rpn2" 3 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${FULL[@]}"
