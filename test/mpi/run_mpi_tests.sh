@@ -183,6 +183,14 @@ run_case() {
                     return
                 fi
                 ;;
+            allcalls)
+                # every rank ran every allreduce in gpuring: none handed below
+                missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing handed calls to the component below" "$log"
+                    return
+                fi
+                ;;
             staged)
                 # every rank staged device buffers, and rank 0 every collective in STAGED_ALL
                 missing=$(every_rank " device buffers staged through host memory")
@@ -309,6 +317,12 @@ if [ $ACTIVE = 1 ]; then
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
 fi
+
+# --- MPI_THREAD_MULTIPLE: 4 threads per rank make their communicators' first calls at
+# once; every setup must succeed (no uid collision), every call run in gpuring
+run_case "threads_np2_rpn0" 2 0 ready,allcalls "" thread_check -t 4 -n 10 -q
+run_case "threads_np3_rpn1" 3 1 ready,allcalls "" thread_check -t 4 -n 10 -q
+run_case "threads_np4_rpn2" 4 2 ready,allcalls "" thread_check -t 3 -n 10 -q
 
 # --- fallback paths
 run_case "fallback_np2_rpn0" 2 0 fallback "" fallback_check -s "$SEED" -q
