@@ -175,6 +175,14 @@ run_case() {
                     return
                 fi
                 ;;
+            setuptimeout)
+                # every rank that waited names the setup exchange that timed out
+                missing=$(every_rank ".*setup exchange .* timed out after")
+                if [ "$missing" != "$((np - 1))" ]; then
+                    fail "$name" "rank ${missing:-?} reported no setup timeout (the last rank never calls)" "$log"
+                    return
+                fi
+                ;;
             tree)
                 # the tree really ran: its connections came up on every rank
                 missing=$(every_rank " tree connections ready")
@@ -313,6 +321,9 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # the last rank skips a communicator's first call: setup must time out, not hang
+    run_case "timeout_setup_np3_rpn1" 3 1 setuptimeout "coll_gpuring_wait_timeout 3" \
+        timeout_check 60 setup
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
