@@ -1,0 +1,61 @@
+/*
+ * cudacpu_internal.h -- what the CUDA CPU runtime's parts share (test/cudacpu):
+ * the knobs, the per-thread error state, the device registry, stream
+ * enqueueing and the launch of one grid.
+ */
+#ifndef CUDACPU_INTERNAL_H
+#define CUDACPU_INTERNAL_H
+
+#include <stdint.h>
+
+#include <functional>
+
+#include "include/cuda_runtime.h"
+
+namespace cudacpu {
+
+/* ---- knobs (environment, read once) --------------------------------------------- */
+enum fiber_order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+
+struct knobs {
+    fiber_order order;    /* CUDACPU_FIBER_ORDER=forward|reverse|random[:SEED] */
+    uint64_t seed;        /* of random */
+    unsigned max_blocks;  /* CUDACPU_MAX_BLOCKS: blocks of one launch running at once */
+    unsigned poll_yield;  /* CUDACPU_POLL_YIELD: yield every Nth poll pause (0 never) */
+    int devices;          /* CUDACPU_DEVICES: device count */
+    size_t fiber_stack;   /* CUDACPU_FIBER_STACK_KB, in bytes */
+    int poison;           /* CUDACPU_POISON: fill new device memory with 0xa5 (default 1) */
+};
+const knobs &knobs_get();
+
+/* ---- errors: every entry point returns through this -------------------------------- */
+cudaError_t fail(cudaError_t err);
+inline cudaError_t ok()
+{
+    return cudaSuccess;
+}
+
+/* ---- devices ---------------------------------------------------------------------- */
+int current_device();
+/* a complaint on stderr, once per message text, for misuse the API cannot return */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- streams --------------------------------------------------------------------- */
+/* Queue fn on stream s (NULL, cudaStreamLegacy, cudaStreamPerThread: the current
+ * device's legacy default stream); *seq_p gets its sequence number there. */
+cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> fn);
+/* Queue fn on the legacy default stream and wait until it ran. */
+cudaError_t stream_run_sync(std::function<void()> fn);
+/* Wait until every stream of `device` is idle. */
+void device_drain(int device);
+
+/* ---- kernels --------------------------------------------------------------------- */
+/* One launch: the kernel, its geometry, and its own copy of the parameters. */
+struct launch;
+/* Run every block of the launch (on this thread and block workers); returns when all
+ * are done. */
+void grid_run(launch *l);
+
+} /* namespace cudacpu */
+
+#endif /* CUDACPU_INTERNAL_H */
