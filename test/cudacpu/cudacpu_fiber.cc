@@ -1,7 +1,7 @@
 /*
  * cudacpu_fiber.cc -- a block's threads as fibers (test/cudacpu): an x86-64
- * context switch with no system call (callee-saved registers, the SSE and x87
- * control words, the stack pointer), fiber stacks cached per OS thread with a
+ * context switch with no system call (callee-saved registers and the stack
+ * pointer), fiber stacks cached per OS thread with a
  * guard page each, and the phase scheduler behind __syncthreads.
  */
 #include <stdint.h>
@@ -21,9 +21,10 @@
 
 /* ---- the switch ---------------------------------------------------------------------- */
 /*
- * cudacpu_ctx_switch(save_sp, load_sp): push the callee-saved registers and the
- * control words on the current stack, store its pointer in *save_sp, load
- * load_sp and pop the same frame there.  cudacpu_ctx_start is where a new
+ * cudacpu_ctx_switch(save_sp, load_sp): push the callee-saved registers on the
+ * current stack, store its pointer in *save_sp, load load_sp and pop the same
+ * frame there.  The SSE and x87 control words are left alone: fibers of one OS
+ * thread share them, and kernels never change them.  cudacpu_ctx_start is where a new
  * fiber's first switch "returns" to: it calls r13(r12) and never comes back.
  */
 extern "C" void cudacpu_ctx_switch(void **save_sp, void *load_sp);
@@ -40,14 +41,8 @@ __asm__(".text\n"
         "    pushq %r13\n"
         "    pushq %r14\n"
         "    pushq %r15\n"
-        "    subq $8, %rsp\n"
-        "    stmxcsr (%rsp)\n"
-        "    fnstcw 4(%rsp)\n"
         "    movq %rsp, (%rdi)\n"
         "    movq %rsi, %rsp\n"
-        "    ldmxcsr (%rsp)\n"
-        "    fldcw 4(%rsp)\n"
-        "    addq $8, %rsp\n"
         "    popq %r15\n"
         "    popq %r14\n"
         "    popq %r13\n"
@@ -67,6 +62,7 @@ __asm__(".text\n"
         ".size cudacpu_ctx_start, .-cudacpu_ctx_start\n");
 
 __thread uint3 threadIdx;
+extern __thread unsigned cudacpu_polls_since_barrier; /* cudacpu_launch.cc */
 
 namespace cudacpu {
 namespace {
@@ -74,7 +70,7 @@ namespace {
 struct fiber {
     void *sp;
     char *stack_top;
-    unsigned tid;
+    uint3 idx; /* its threadIdx */
     bool done;
 };
 
@@ -131,17 +127,16 @@ thread_local fiber_set tls_fibers;
 /* a fresh frame that cudacpu_ctx_switch pops into cudacpu_ctx_start(fiber_main, fs) */
 void fiber_prepare(fiber *f, fiber_set *fs)
 {
-    uint64_t *sp = reinterpret_cast<uint64_t *>(f->stack_top) - 10; /* 16-byte aligned */
-    const uint32_t mxcsr = 0x1f80, fpucw = 0x037f;
+    /* 7 words popped, then rsp = stack_top - 16: 16-byte aligned at the call */
+    uint64_t *sp = reinterpret_cast<uint64_t *>(f->stack_top) - 9;
 
-    sp[0] = (uint64_t)mxcsr | (uint64_t)fpucw << 32;
-    sp[1] = 0;                                      /* r15 */
-    sp[2] = 0;                                      /* r14 */
-    sp[3] = (uint64_t)(uintptr_t)&fiber_main;       /* r13 */
-    sp[4] = (uint64_t)(uintptr_t)fs;                /* r12 */
-    sp[5] = 0;                                      /* rbx */
-    sp[6] = 0;                                      /* rbp */
-    sp[7] = (uint64_t)(uintptr_t)&cudacpu_ctx_start; /* return address */
+    sp[0] = 0;                                      /* r15 */
+    sp[1] = 0;                                      /* r14 */
+    sp[2] = (uint64_t)(uintptr_t)&fiber_main;       /* r13 */
+    sp[3] = (uint64_t)(uintptr_t)fs;                /* r12 */
+    sp[4] = 0;                                      /* rbx */
+    sp[5] = 0;                                      /* rbp */
+    sp[6] = (uint64_t)(uintptr_t)&cudacpu_ctx_start; /* return address */
     f->sp = sp;
     f->done = false;
 }
@@ -169,7 +164,9 @@ void fibers_run_block(const dim3 &block, void (*body)(void *), void *arg, uint64
     fs.rng = k.seed ^ (salt * 0x2545f4914f6cdd1dull);
     fs.order.resize(n);
     for (unsigned t = 0; t < n; t++) {
-        fs.fibers[t].tid = t;
+        fs.fibers[t].idx.x = t % block.x;
+        fs.fibers[t].idx.y = t / block.x % block.y;
+        fs.fibers[t].idx.z = t / (block.x * block.y);
         fiber_prepare(&fs.fibers[t], &fs);
         fs.order[t] = k.order == ORDER_REVERSE ? n - 1 - t : t;
     }
@@ -183,9 +180,7 @@ void fibers_run_block(const dim3 &block, void (*body)(void *), void *arg, uint64
         for (unsigned i = 0; i < n; i++) {
             fiber *f = &fs.fibers[fs.order[i]];
             if (f->done) continue;
-            threadIdx.x = f->tid % block.x;
-            threadIdx.y = f->tid / block.x % block.y;
-            threadIdx.z = f->tid / (block.x * block.y);
+            threadIdx = f->idx;
             fs.cur = f;
             cudacpu_ctx_switch(&fs.sched_sp, f->sp);
             if (f->done) live--;
@@ -206,6 +201,7 @@ extern "C" void cudacpu_syncthreads(void)
         return;
     }
     cudacpu::fiber *self = fs.cur;
+    cudacpu_polls_since_barrier = 0;
     cudacpu_ctx_switch(&self->sp, fs.sched_sp);
     /* resumed: threadIdx was set for us by the scheduler */
 }

@@ -8,6 +8,7 @@
  * the device-side poll pause.
  */
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,11 +202,28 @@ extern "C" cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlo
     return ok();
 }
 
-/* inside device poll loops (the product's poll hook): let the writer have the core */
+/*
+ * Inside device poll loops (the product's poll hook): let the writer have the
+ * core.  Every CUDACPU_POLL_YIELD-th pause yields; a poller that has paused
+ * CUDACPU_POLL_SLEEP_AFTER times since its block's last barrier sleeps a little
+ * instead, so that long waits (a peer that is late, or never comes) leave the
+ * cores to the blocks that have work.
+ */
+#define CUDACPU_POLL_SLEEP_AFTER 256
+#define CUDACPU_POLL_SLEEP_NS 50000
+
+__thread unsigned cudacpu_polls_since_barrier;
+
 extern "C" void cudacpu_poll_pause(void)
 {
     static __thread unsigned polls;
     const unsigned every = knobs_get().poll_yield;
 
-    if (every != 0 && ++polls % every == 0) sched_yield();
+    if (every == 0 || ++polls % every != 0) return;
+    if (++cudacpu_polls_since_barrier < CUDACPU_POLL_SLEEP_AFTER) {
+        sched_yield();
+    } else {
+        const struct timespec ts = { 0, CUDACPU_POLL_SLEEP_NS };
+        nanosleep(&ts, nullptr);
+    }
 }

@@ -15,9 +15,9 @@
  * An event holds the stream position of its last record; it is complete once
  * that stream has finished that many operations.
  */
-#include <sched.h>
 #include <time.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -220,18 +220,18 @@ extern "C" cudaError_t cudaStreamDestroy(cudaStream_t h)
     return ok();
 }
 
+/* Callers poll this in a loop: a busy stream gets a short while to finish (any
+ * completion ends the wait) so that pollers do not take the cores its blocks need. */
+#define CUDACPU_QUERY_WAIT_US 200
+
 extern "C" cudaError_t cudaStreamQuery(cudaStream_t h)
 {
-    bool idle;
-    {
-        std::lock_guard<std::mutex> g(mu);
-        cudacpu_stream *s = stream_resolve(h);
-        if (!stream_valid(s)) return fail(cudaErrorInvalidResourceHandle);
-        idle = s->completed == s->enqueued;
-    }
-    if (idle) return ok();
-    sched_yield(); /* callers poll: let the stream's threads run */
-    return cudaErrorNotReady; /* not an error: the last error stays */
+    std::unique_lock<std::mutex> g(mu);
+    cudacpu_stream *s = stream_resolve(h);
+    if (!stream_valid(s)) return fail(cudaErrorInvalidResourceHandle);
+    if (s->completed == s->enqueued) return ok();
+    cv.wait_for(g, std::chrono::microseconds(CUDACPU_QUERY_WAIT_US));
+    return s->completed == s->enqueued ? ok() : cudaErrorNotReady; /* not an error */
 }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t h)

@@ -1,23 +1,37 @@
 /*
  * cuda_fp16.h -- the CUDA CPU runtime's __half (test/cudacpu): IEEE binary16
- * storage and the conversions gpuring's kernels use.  Conversions go through
+ * storage and the conversions gpuring's kernels use.  Narrowing goes through
  * the compiler's _Float16, which rounds to nearest even as the GPU's
- * __float2half_rn does.  C and C++.
+ * __float2half_rn does; widening is exact bit work.  C and C++.
  */
 #ifndef CUDACPU_CUDA_FP16_H
 #define CUDACPU_CUDA_FP16_H
 
+#include <stdint.h>
 #include <string.h>
 
 typedef struct __attribute__((aligned(2))) __half {
     unsigned short __x;
 } __half;
 
+/* exact, by the bits (the compiler's _Float16 widening is a library call) */
 static inline float __half2float(__half h)
 {
-    _Float16 f;
-    memcpy(&f, &h.__x, sizeof(f));
-    return (float)f;
+    const uint32_t sign = (uint32_t)(h.__x & 0x8000u) << 16;
+    const uint32_t exp = (h.__x >> 10) & 0x1fu, mant = h.__x & 0x3ffu;
+    uint32_t u;
+    float f;
+
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | mant << 13; /* inf, nan (payload kept) */
+    } else if (exp != 0) {
+        u = sign | (exp + 112) << 23 | mant << 13;
+    } else {
+        f = (float)mant * 5.9604644775390625e-8f; /* subnormal or zero: mant * 2^-24 */
+        return sign ? -f : f;
+    }
+    memcpy(&f, &u, sizeof(f));
+    return f;
 }
 
 static inline __half __float2half_rn(float x)
