@@ -5,10 +5,13 @@
  * current device and last error, CUDA's error names and strings, and the
  * environment knobs read once.
  */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <mutex>
 
 #include "test/cudacpu/cudacpu_internal.h"
 
@@ -57,7 +60,36 @@ knobs knobs_read()
     k.devices = (int)env_ulong("CUDACPU_DEVICES", 1, 0, 64);
     k.fiber_stack = env_ulong("CUDACPU_FIBER_STACK_KB", 64, 16, 1u << 20) * 1024;
     k.poison = (int)env_ulong("CUDACPU_POISON", 1, 0, 1);
+    k.driver = getenv("CUDACPU_DRIVER");
     return k;
+}
+
+int link_get_device()
+{
+    return tls_device;
+}
+
+int link_set_device(int device)
+{
+    return (int)cudaSetDevice(device);
+}
+
+/* As CUDA's runtime loads libcuda.so.1: the stand-in driver, if one is named, so
+ * that code asking the driver about pointers (dlopen RTLD_NOLOAD) finds it. */
+void driver_load(const char *path)
+{
+    static const cudacpu_driver_link_t link = { pointer_info, link_get_device,
+                                                link_set_device };
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    cudacpu_driver_attach_fn attach =
+        lib != nullptr ? (cudacpu_driver_attach_fn)dlsym(lib, "cudacpu_driver_attach") : nullptr;
+
+    if (attach == nullptr) {
+        fprintf(stderr, "cudacpu: CUDACPU_DRIVER=%s: %s\n", path,
+                lib == nullptr ? dlerror() : "no cudacpu_driver_attach in it");
+        return;
+    }
+    attach(&link);
 }
 
 struct error_text {
@@ -117,6 +149,16 @@ const knobs &knobs_get()
     return k;
 }
 
+/* the runtime's first use (device queries and selection, allocations) */
+void runtime_init()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (knobs_get().driver != nullptr && *knobs_get().driver != '\0')
+            driver_load(knobs_get().driver);
+    });
+}
+
 cudaError_t fail(cudaError_t err)
 {
     tls_last_error = err;
@@ -168,6 +210,7 @@ extern "C" cudaError_t cudaPeekAtLastError(void)
 
 extern "C" cudaError_t cudaGetDeviceCount(int *count)
 {
+    runtime_init();
     if (count == nullptr) return fail(cudaErrorInvalidValue);
     *count = knobs_get().devices;
     if (*count == 0) return fail(cudaErrorNoDevice);
@@ -176,6 +219,7 @@ extern "C" cudaError_t cudaGetDeviceCount(int *count)
 
 extern "C" cudaError_t cudaGetDevice(int *device)
 {
+    runtime_init();
     if (device == nullptr) return fail(cudaErrorInvalidValue);
     if (knobs_get().devices == 0) return fail(cudaErrorNoDevice);
     *device = tls_device;
@@ -184,6 +228,7 @@ extern "C" cudaError_t cudaGetDevice(int *device)
 
 extern "C" cudaError_t cudaSetDevice(int device)
 {
+    runtime_init();
     if (!device_ok(device)) return fail(knobs_get().devices == 0 ? cudaErrorNoDevice
                                                                  : cudaErrorInvalidDevice);
     tls_device = device;

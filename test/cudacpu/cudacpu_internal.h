@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "include/cuda_runtime.h"
+#include "test/cudacpu/cudacpu_driver_link.h"
 
 namespace cudacpu {
 
@@ -25,8 +26,11 @@ struct knobs {
     int devices;          /* CUDACPU_DEVICES: device count */
     size_t fiber_stack;   /* CUDACPU_FIBER_STACK_KB, in bytes */
     int poison;           /* CUDACPU_POISON: fill new device memory with 0xa5 (default 1) */
+    const char *driver;   /* CUDACPU_DRIVER: path of the stand-in libcuda.so.1 to load */
 };
 const knobs &knobs_get();
+/* once, at the first device call or allocation: loads CUDACPU_DRIVER */
+void runtime_init();
 
 /* ---- errors: every entry point returns through this -------------------------------- */
 cudaError_t fail(cudaError_t err);
@@ -39,6 +43,9 @@ inline cudaError_t ok()
 int current_device();
 /* a complaint on stderr, once per message text, for misuse the API cannot return */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- memory ---------------------------------------------------------------------- */
+void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p);
 
 /* ---- streams --------------------------------------------------------------------- */
 /* Queue fn on stream s (NULL, cudaStreamLegacy, cudaStreamPerThread: the current

@@ -41,6 +41,7 @@ struct mem_range {
     mem_kind kind;
     int device;
     int refs;          /* IPC mappings: opens of the same segment */
+    uint64_t buffer_id;
     char name[40];     /* device memory and IPC mappings: the segment */
 };
 
@@ -58,6 +59,7 @@ const char ipc_magic[8] = { 'c', 'u', 'd', 'a', 'c', 'p', 'u', 0 };
 /* never destroyed: other threads may still use them at exit */
 std::mutex &mu = *new std::mutex;
 std::map<uintptr_t, mem_range> &ranges = *new std::map<uintptr_t, mem_range>; /* by base */
+uint64_t buffers_made; /* buffer ids */
 uint64_t segments_made;
 
 /* the range holding p (lock held), or ranges.end() */
@@ -132,6 +134,24 @@ bool overlaps(uintptr_t a, size_t n)
 }
 
 } /* namespace */
+
+/* the stand-in driver's pointer query (cudacpu_driver_link.h) */
+void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p)
+{
+    memset(info_p, 0, sizeof(*info_p));
+    std::lock_guard<std::mutex> g(mu);
+    auto it = range_find(ptr);
+    if (it == ranges.end()) return;
+    const mem_range &r = it->second;
+    info_p->kind = r.kind == MEM_DEVICE ? CUDACPU_PTR_DEVICE
+                   : r.kind == MEM_IPC_MAPPED ? CUDACPU_PTR_IPC
+                                              : CUDACPU_PTR_HOST;
+    info_p->device = r.device;
+    info_p->base = it->first;
+    info_p->bytes = r.bytes;
+    info_p->buffer_id = r.buffer_id;
+}
+
 } /* namespace cudacpu */
 
 using namespace cudacpu;
@@ -145,6 +165,7 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
     *devPtr = nullptr;
     if (size == 0) return ok();
+    runtime_init();
     std::call_once(at_exit, [] {
         unlink_orphans();
         atexit(unlink_leftovers);
@@ -166,6 +187,7 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     }
     if (knobs_get().poison) memset(p, 0xa5, size);
     std::lock_guard<std::mutex> g(mu);
+    r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
     *devPtr = p;
     return ok();
@@ -201,6 +223,7 @@ extern "C" cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int fla
         (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
                              cudaHostAllocWriteCombined)))
         return fail(cudaErrorInvalidValue);
+    runtime_init();
     r.bytes = size;
     r.map_bytes = page_round(size);
     r.kind = MEM_HOST_ALLOC;
@@ -209,6 +232,7 @@ extern "C" cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int fla
                    -1, 0);
     if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> g(mu);
+    r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
     *pHost = p;
     return ok();
@@ -249,6 +273,7 @@ extern "C" cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int fla
     r.device = current_device();
     std::lock_guard<std::mutex> g(mu);
     if (overlaps((uintptr_t)ptr, size)) return fail(cudaErrorHostMemoryAlreadyRegistered);
+    r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)ptr] = r;
     return ok();
 }
@@ -358,6 +383,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
         warn("cudacpu: cudaIpcOpenMemHandle(%s): %s", r.name, strerror(err));
         return fail(cudaErrorMapBufferObjectFailed);
     }
+    r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
     *devPtr = p;
     return ok();

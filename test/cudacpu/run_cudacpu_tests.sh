@@ -7,6 +7,10 @@
 #                              no performance is measured on the CPU runtime)
 #   test_exec_cuda_cpu         the whole matrix: ring, tree, gather, direct, refusals,
 #                              timeout
+#   test_cudacpu_driver        the stand-in libcuda.so.1 through gpuring's memkind and
+#                              device save/restore
+# Every program runs with the stand-in driver loaded (CUDACPU_DRIVER), as a
+# CUDA runtime loads the real one.
 # Each program's own "N passed, N failed" line goes to the output (make check
 # sums them); a program that dies before printing one counts as 1 failed.
 # From the top of the build tree; CUDACPU_TEST_BINDIR names another directory,
@@ -15,7 +19,8 @@ order=${1:?usage: run_cudacpu_tests.sh forward|reverse|random[:SEED]}
 bindir=${CUDACPU_TEST_BINDIR:-test/cudacpu}
 limit=${CUDACPU_TEST_TIMEOUT:-600}
 CUDACPU_FIBER_ORDER=$order
-export CUDACPU_FIBER_ORDER
+CUDACPU_DRIVER=$(cd "$bindir" && pwd)/driver/libcuda.so.1
+export CUDACPU_FIBER_ORDER CUDACPU_DRIVER
 failed=0
 
 run() {
@@ -36,6 +41,7 @@ run() {
 }
 
 run ipc_probe_cpu
+run test_cudacpu_driver
 run test_reduce_cuda_cpu errors sweep
 run test_exec_cuda_cpu
 exit $failed
