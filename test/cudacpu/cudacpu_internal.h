@@ -1,7 +1,7 @@
 /*
  * cudacpu_internal.h -- what the CUDA CPU runtime's parts share (test/cudacpu):
- * the knobs, the per-thread error state, the device registry, stream
- * enqueueing and the launch of one grid.
+ * the knobs, the per-thread error state, the current device, the pointer
+ * query of the stand-in driver, and stream enqueueing.
  */
 #ifndef CUDACPU_INTERNAL_H
 #define CUDACPU_INTERNAL_H
@@ -49,19 +49,12 @@ void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p);
 
 /* ---- streams --------------------------------------------------------------------- */
 /* Queue fn on stream s (NULL, cudaStreamLegacy, cudaStreamPerThread: the current
- * device's legacy default stream); *seq_p gets its sequence number there. */
+ * device's legacy default stream). */
 cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> fn);
 /* Queue fn on the legacy default stream and wait until it ran. */
 cudaError_t stream_run_sync(std::function<void()> fn);
 /* Wait until every stream of `device` is idle. */
 void device_drain(int device);
-
-/* ---- kernels --------------------------------------------------------------------- */
-/* One launch: the kernel, its geometry, and its own copy of the parameters. */
-struct launch;
-/* Run every block of the launch (on this thread and block workers); returns when all
- * are done. */
-void grid_run(launch *l);
 
 } /* namespace cudacpu */
 

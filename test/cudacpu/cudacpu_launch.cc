@@ -27,11 +27,13 @@ __thread dim3 blockDim;
 __thread dim3 gridDim;
 
 namespace cudacpu {
+namespace {
 
 #define CUDACPU_MAX_THREADS_PER_BLOCK 1024
 #define CUDACPU_MAX_THREADS_PER_SM 2048
 #define CUDACPU_MAX_BLOCKS_PER_SM 32
 
+/* One launch: the kernel, its geometry, and its own copy of the parameters. */
 struct launch {
     const kernel *k;
     dim3 grid, block;
@@ -44,8 +46,6 @@ struct launch {
     std::condition_variable cv;
     unsigned helpers = 0;                 /* block workers still on it */
 };
-
-namespace {
 
 /* every block of l this thread can take */
 void launch_take_blocks(launch *l)
@@ -123,8 +123,8 @@ const kernel *kernel_check(const void *func)
     return k != nullptr && k->magic == CUDACPU_KERNEL_MAGIC ? k : nullptr;
 }
 
-} /* namespace */
-
+/* Run every block of l, on this thread (the stream's) and block workers; return
+ * when all are done. */
 void grid_run(launch *l)
 {
     const uint64_t nworkers = std::min<uint64_t>(l->nblocks, knobs_get().max_blocks);
@@ -136,6 +136,7 @@ void grid_run(launch *l)
     l->cv.wait(g, [l] { return l->helpers == 0; });
 }
 
+} /* namespace */
 } /* namespace cudacpu */
 
 using namespace cudacpu;
