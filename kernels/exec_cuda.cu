@@ -46,6 +46,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dev_hooks.cuh"
 #include "kernels/exec_cuda.h"
 #include "kernels/reduce_dev.cuh"
 
@@ -119,6 +120,7 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
 
     EXEC_FOR_PEERS(s.recv_mask, i) {
         while (ch->recv[i].ctrl->tail <= rstep[i]) {
+            GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
                 return 0;
@@ -127,6 +129,7 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
     }
     EXEC_FOR_PEERS(s.send_mask, i) {
         while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
+            GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
                 st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
                 return 0;
@@ -398,13 +401,13 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
 struct exec_fifo_kernels {
     template <typename T, typename Op> static const void *fn()
     {
-        return (const void *)exec_cuda_kernel<T, Op>;
+        return GPURING_DEV_KERNEL(exec_cuda_kernel<T, Op>);
     }
 };
 struct exec_direct_kernels {
     template <typename T, typename Op> static const void *fn()
     {
-        return (const void *)exec_direct_kernel<T, Op>;
+        return GPURING_DEV_KERNEL(exec_direct_kernel<T, Op>);
     }
 };
 

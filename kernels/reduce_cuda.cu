@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/dev_hooks.cuh"
 #include "kernels/reduce_cuda.h"
 #include "kernels/reduce_dev.cuh"
 
@@ -58,7 +59,7 @@ static cudaError_t gpuring_reduce_cuda_launch(void *dst, const void *a, const vo
     const T *y = static_cast<const T *>(b);
     void *args[] = { &d, &x, &y, &count };
 
-    return cudaLaunchKernel((const void *)gpuring_reduce_cuda_kernel<T, Op>, dim3(blocks),
+    return cudaLaunchKernel(GPURING_DEV_KERNEL(gpuring_reduce_cuda_kernel<T, Op>), dim3(blocks),
                             dim3(GPURING_REDUCE_CUDA_THREADS), args, 0, stream);
 }
 

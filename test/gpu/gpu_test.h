@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -48,6 +49,33 @@ static int gpu_test_device_or_skip(void)
         return 77;
     }
     return 0;
+}
+
+/*
+ * The sections of a test to run, as a bit mask over names[] (nnames of them):
+ * every one without arguments, else those named on the command line (how
+ * the CPU runtime's CI runs leave out what only a GPU measures).  An unknown
+ * name prints the usage and exits 2.
+ */
+static unsigned gpu_test_sections(int argc, char **argv, const char *const *names,
+                                  unsigned nnames) __attribute__((unused));
+static unsigned gpu_test_sections(int argc, char **argv, const char *const *names,
+                                  unsigned nnames)
+{
+    unsigned mask = argc > 1 ? 0u : (1u << nnames) - 1u;
+
+    for (int i = 1; i < argc; i++) {
+        unsigned k = 0;
+        while (k < nnames && strcmp(argv[i], names[k]) != 0) k++;
+        if (k == nnames) {
+            fprintf(stderr, "usage: %s [section...]; sections:", argv[0]);
+            for (k = 0; k < nnames; k++) fprintf(stderr, " %s", names[k]);
+            fprintf(stderr, " (default: all)\n");
+            exit(2);
+        }
+        mask |= 1u << k;
+    }
+    return mask;
 }
 
 #endif /* GPURING_TEST_GPU_TEST_H */

@@ -19,12 +19,14 @@
  * reads and one write per element, next to cudaMemcpy device to device
  * (one read and one write); the largest float-sum run is verified too.
  *
- * Random data is seeded; the seed is printed and GPURING_TEST_SEED sets it.
+ * Arguments name the sections to run (errors, sweep, bandwidth; default
+ * all).  Random data is seeded; the seed is printed and GPURING_TEST_SEED sets it.
  * Without a usable GPU (cudaGetDeviceCount fails or finds none) it prints
  * "SKIP: no CUDA device (reason)" and exits 77.  Otherwise the last line
  * is "N passed, N failed" and the exit status 0 when none failed.
  *
- * Run by test/gpu/run_gpu_tests.sh, not by make check.
+ * Run by test/gpu/run_gpu_tests.sh; make check runs its errors and sweep on
+ * the CUDA CPU runtime (test/cudacpu).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -548,8 +550,11 @@ static void test_bandwidth(cudaStream_t stream)
     free(hw);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    enum { SEC_ERRORS, SEC_SWEEP, SEC_BANDWIDTH, SEC_COUNT };
+    static const char *const sections[SEC_COUNT] = { "errors", "sweep", "bandwidth" };
+    const unsigned run = gpu_test_sections(argc, argv, sections, SEC_COUNT);
     struct cudaDeviceProp prop;
     cudaStream_t stream;
     uint64_t seed;
@@ -567,9 +572,9 @@ int main(void)
            prop.major, prop.minor, prop.multiProcessorCount, rt, drv);
     TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-    test_errors();
-    test_sweep(stream);
-    test_bandwidth(stream);
+    if (run & (1u << SEC_ERRORS)) test_errors();
+    if (run & (1u << SEC_SWEEP)) test_sweep(stream);
+    if (run & (1u << SEC_BANDWIDTH)) test_bandwidth(stream);
 
     TEST_CUDA(cudaStreamDestroy(stream));
     gpu_test_exit();

@@ -1,0 +1,114 @@
+/*
+ * cudacpu_driver.c -- the CUDA CPU runtime's stand-in CUDA driver, built as
+ * libcuda.so.1 (soname libcuda.so.1): the driver API calls gpuring makes
+ * (kernels/memkind.c, kernels/device_cuda.c), answered from the CPU runtime
+ * that loaded it (CUDACPU_DRIVER; see cudacpu_driver_link.h), so that gpuring
+ * classifies the runtime's memory exactly as it does with a real driver:
+ *
+ *  cuPointerGetAttribute  memory type (cudaMalloc and IPC mappings: device;
+ *                         cudaHostAlloc and cudaHostRegister: host; anything
+ *                         else: CUDA_ERROR_INVALID_VALUE, as for host memory the
+ *                         driver never saw), device ordinal, range start and
+ *                         size, buffer id, legacy IPC capability (cudaMalloc
+ *                         only), is-managed (never)
+ *  cuCtxGetCurrent        the current device's primary context
+ *  cuCtxSetCurrent        makes that context's device current
+ *  cuInit, cuDriverGetVersion
+ *
+ * Until a runtime attaches, every call answers CUDA_ERROR_NOT_INITIALIZED.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "test/cudacpu/cudacpu_driver_link.h"
+
+/* driver API values (cuda.h) */
+enum {
+    DRV_SUCCESS = 0,
+    DRV_ERROR_INVALID_VALUE = 1,
+    DRV_ERROR_NOT_INITIALIZED = 3,
+    DRV_ERROR_INVALID_CONTEXT = 201,
+    DRV_MEMORYTYPE_HOST = 1,
+    DRV_MEMORYTYPE_DEVICE = 2,
+    DRV_ATTR_MEMORY_TYPE = 2,
+    DRV_ATTR_BUFFER_ID = 7,
+    DRV_ATTR_IS_MANAGED = 8,
+    DRV_ATTR_DEVICE_ORDINAL = 9,
+    DRV_ATTR_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
+    DRV_ATTR_RANGE_START_ADDR = 11,
+    DRV_ATTR_RANGE_SIZE = 12,
+    DRV_VERSION = 13000,
+};
+
+static const cudacpu_driver_link_t *drv_link;
+
+void cudacpu_driver_attach(const cudacpu_driver_link_t *link)
+{
+    __atomic_store_n(&drv_link, link, __ATOMIC_RELEASE);
+}
+
+static const cudacpu_driver_link_t *drv_get_link(void)
+{
+    return __atomic_load_n(&drv_link, __ATOMIC_ACQUIRE);
+}
+
+int cuInit(unsigned int flags)
+{
+    (void)flags;
+    return drv_get_link() != NULL ? DRV_SUCCESS : DRV_ERROR_NOT_INITIALIZED;
+}
+
+int cuDriverGetVersion(int *version)
+{
+    if (version == NULL) return DRV_ERROR_INVALID_VALUE;
+    *version = DRV_VERSION;
+    return DRV_SUCCESS;
+}
+
+int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+    cudacpu_ptr_info_t info;
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (data == NULL) return DRV_ERROR_INVALID_VALUE;
+    link->pointer_info((const void *)ptr, &info);
+    if (info.kind == CUDACPU_PTR_UNKNOWN) return DRV_ERROR_INVALID_VALUE;
+    switch (attribute) {
+    case DRV_ATTR_MEMORY_TYPE:
+        *(unsigned int *)data = info.kind == CUDACPU_PTR_HOST ? DRV_MEMORYTYPE_HOST
+                                                              : DRV_MEMORYTYPE_DEVICE;
+        return DRV_SUCCESS;
+    case DRV_ATTR_BUFFER_ID: *(unsigned long long *)data = info.buffer_id; return DRV_SUCCESS;
+    case DRV_ATTR_IS_MANAGED: *(unsigned int *)data = 0; return DRV_SUCCESS;
+    case DRV_ATTR_DEVICE_ORDINAL: *(int *)data = info.device; return DRV_SUCCESS;
+    case DRV_ATTR_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = info.kind == CUDACPU_PTR_DEVICE;
+        return DRV_SUCCESS;
+    case DRV_ATTR_RANGE_START_ADDR: *(uintptr_t *)data = info.base; return DRV_SUCCESS;
+    case DRV_ATTR_RANGE_SIZE: *(size_t *)data = info.bytes; return DRV_SUCCESS;
+    default: return DRV_ERROR_INVALID_VALUE;
+    }
+}
+
+/* a device's primary context: its ordinal + 1, never NULL */
+int cuCtxGetCurrent(void **ctx)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (ctx == NULL) return DRV_ERROR_INVALID_VALUE;
+    *ctx = (void *)(uintptr_t)(link->get_device() + 1);
+    return DRV_SUCCESS;
+}
+
+int cuCtxSetCurrent(void *ctx)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (ctx == NULL) return DRV_SUCCESS; /* no context: the runtime keeps its device */
+    return link->set_device((int)((uintptr_t)ctx - 1)) == 0 ? DRV_SUCCESS
+                                                           : DRV_ERROR_INVALID_CONTEXT;
+}

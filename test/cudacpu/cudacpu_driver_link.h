@@ -1,0 +1,40 @@
+/*
+ * cudacpu_driver_link.h -- what the CUDA CPU runtime hands its stand-in CUDA
+ * driver (cudacpu_driver.c, built as libcuda.so.1) so that the driver API's
+ * pointer queries and context calls answer from this runtime's allocations
+ * and current device, as a real driver answers for the real runtime's.  Plain C.
+ *
+ * The runtime dlopens the driver named by CUDACPU_DRIVER (a path) at its first
+ * call, as CUDA's runtime loads libcuda.so.1, and calls its
+ * cudacpu_driver_attach with this table.
+ */
+#ifndef CUDACPU_DRIVER_LINK_H
+#define CUDACPU_DRIVER_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    CUDACPU_PTR_UNKNOWN = 0, /* memory the runtime never saw */
+    CUDACPU_PTR_HOST,        /* cudaHostAlloc / cudaHostRegister */
+    CUDACPU_PTR_DEVICE,      /* cudaMalloc */
+    CUDACPU_PTR_IPC,         /* cudaIpcOpenMemHandle: device memory of another process */
+} cudacpu_ptr_kind_t;
+
+typedef struct cudacpu_ptr_info {
+    cudacpu_ptr_kind_t kind;
+    int device;
+    uintptr_t base; /* the allocation (or registration) holding the pointer */
+    size_t bytes;
+    unsigned long long buffer_id; /* unique per allocation in this process */
+} cudacpu_ptr_info_t;
+
+typedef struct cudacpu_driver_link {
+    void (*pointer_info)(const void *ptr, cudacpu_ptr_info_t *info_p);
+    int (*get_device)(void);          /* the calling thread's current device */
+    int (*set_device)(int device);    /* 0, or a cudaError_t */
+} cudacpu_driver_link_t;
+
+typedef void (*cudacpu_driver_attach_fn)(const cudacpu_driver_link_t *link);
+
+#endif /* CUDACPU_DRIVER_LINK_H */

@@ -1,0 +1,403 @@
+/*
+ * cudacpu_memory.cc -- memory on the CUDA CPU runtime (test/cudacpu).
+ *
+ * Device memory: one POSIX shared-memory segment per cudaMalloc, named
+ * /cudacpu-<pid>-<n> and mapped at the address cudaMalloc returns (filled with
+ * 0xa5 bytes, as uninitialised GPU memory is garbage; CUDACPU_POISON=0 leaves
+ * zeros).  cudaIpcGetMemHandle writes the name into the handle;
+ * cudaIpcOpenMemHandle in another process maps the segment.  The name is
+ * unlinked by cudaFree, or at exit for what was never freed, or (a process
+ * that died without exit handlers) by the next process's first cudaMalloc.
+ *
+ * Pinned host memory (cudaHostAlloc) and registered host memory
+ * (cudaHostRegister) are recorded so that cudaHostGetDevicePointer can answer
+ * (the device pointer is the host pointer).  Copies and sets are memcpy and
+ * memset, queued on a stream like any other operation.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include "test/cudacpu/cudacpu_internal.h"
+
+namespace cudacpu {
+namespace {
+
+enum mem_kind { MEM_DEVICE, MEM_HOST_ALLOC, MEM_HOST_REGISTERED, MEM_IPC_MAPPED };
+
+struct mem_range {
+    size_t bytes;
+    size_t map_bytes;  /* what was mapped (whole pages) */
+    mem_kind kind;
+    int device;
+    int refs;          /* IPC mappings: opens of the same segment */
+    uint64_t buffer_id;
+    char name[40];     /* device memory and IPC mappings: the segment */
+};
+
+/* what a cudaIpcMemHandle_t holds */
+struct ipc_handle {
+    char magic[8];
+    int32_t pid;
+    int32_t device;
+    uint64_t bytes;
+    char name[40];
+};
+static_assert(sizeof(ipc_handle) <= sizeof(cudaIpcMemHandle_t), "IPC handle too large");
+const char ipc_magic[8] = { 'c', 'u', 'd', 'a', 'c', 'p', 'u', 0 };
+
+/* never destroyed: other threads may still use them at exit */
+std::mutex &mu = *new std::mutex;
+std::map<uintptr_t, mem_range> &ranges = *new std::map<uintptr_t, mem_range>; /* by base */
+uint64_t buffers_made; /* buffer ids */
+uint64_t segments_made;
+
+/* the range holding p (lock held), or ranges.end() */
+std::map<uintptr_t, mem_range>::iterator range_find(const void *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    auto it = ranges.upper_bound(a);
+    if (it == ranges.begin()) return ranges.end();
+    --it;
+    return a < it->first + std::max<size_t>(it->second.bytes, 1) ? it : ranges.end();
+}
+
+size_t page_round(size_t n)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (std::max<size_t>(n, 1) + page - 1) / page * page;
+}
+
+void unlink_leftovers()
+{
+    std::lock_guard<std::mutex> g(mu);
+    for (auto &r : ranges)
+        if (r.second.kind == MEM_DEVICE) shm_unlink(r.second.name);
+}
+
+/* segments of processes that died without cudaFree or exit handlers (_exit, a
+ * crash): unlinked at this process's first cudaMalloc */
+void unlink_orphans()
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+
+    if (d == nullptr) return;
+    while ((e = readdir(d)) != nullptr) {
+        int pid = 0;
+        unsigned long long n = 0;
+        char name[300];
+        if (sscanf(e->d_name, "cudacpu-%d-%llu", &pid, &n) != 2 || pid <= 0) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(d);
+}
+
+void *segment_map(const char *name, int oflag, size_t map_bytes, int *err_p)
+{
+    const int fd = shm_open(name, oflag, 0600);
+    void *p = MAP_FAILED;
+
+    if (fd < 0) {
+        *err_p = errno;
+        return nullptr;
+    }
+    if ((oflag & O_CREAT) && ftruncate(fd, (off_t)map_bytes) != 0) {
+        *err_p = errno;
+    } else {
+        p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        *err_p = p == MAP_FAILED ? errno : 0;
+    }
+    close(fd);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+bool overlaps(uintptr_t a, size_t n)
+{
+    for (auto &r : ranges) {
+        if (r.second.kind != MEM_HOST_REGISTERED && r.second.kind != MEM_HOST_ALLOC) continue;
+        if (a < r.first + r.second.bytes && r.first < a + n) return true;
+    }
+    return false;
+}
+
+} /* namespace */
+
+/* the stand-in driver's pointer query (cudacpu_driver_link.h) */
+void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p)
+{
+    memset(info_p, 0, sizeof(*info_p));
+    std::lock_guard<std::mutex> g(mu);
+    auto it = range_find(ptr);
+    if (it == ranges.end()) return;
+    const mem_range &r = it->second;
+    info_p->kind = r.kind == MEM_DEVICE ? CUDACPU_PTR_DEVICE
+                   : r.kind == MEM_IPC_MAPPED ? CUDACPU_PTR_IPC
+                                              : CUDACPU_PTR_HOST;
+    info_p->device = r.device;
+    info_p->base = it->first;
+    info_p->bytes = r.bytes;
+    info_p->buffer_id = r.buffer_id;
+}
+
+} /* namespace cudacpu */
+
+using namespace cudacpu;
+
+extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    static std::once_flag at_exit;
+    mem_range r{};
+    int err = 0;
+
+    if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    *devPtr = nullptr;
+    if (size == 0) return ok();
+    runtime_init();
+    std::call_once(at_exit, [] {
+        unlink_orphans();
+        atexit(unlink_leftovers);
+    });
+    r.bytes = size;
+    r.map_bytes = page_round(size);
+    r.kind = MEM_DEVICE;
+    r.device = current_device();
+    {
+        std::lock_guard<std::mutex> g(mu);
+        snprintf(r.name, sizeof(r.name), "/cudacpu-%d-%llu", (int)getpid(),
+                 (unsigned long long)++segments_made);
+    }
+    void *p = segment_map(r.name, O_CREAT | O_EXCL | O_RDWR, r.map_bytes, &err);
+    if (p == nullptr) {
+        shm_unlink(r.name);
+        warn("cudacpu: cudaMalloc(%zu): shared memory segment: %s", size, strerror(err));
+        return fail(cudaErrorMemoryAllocation);
+    }
+    if (knobs_get().poison) memset(p, 0xa5, size);
+    std::lock_guard<std::mutex> g(mu);
+    r.buffer_id = ++buffers_made;
+    ranges[(uintptr_t)p] = r;
+    *devPtr = p;
+    return ok();
+}
+
+extern "C" cudaError_t cudaFree(void *devPtr)
+{
+    mem_range r;
+
+    if (devPtr == nullptr) return ok();
+    {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = ranges.find((uintptr_t)devPtr);
+        if (it == ranges.end() || it->second.kind != MEM_DEVICE)
+            return fail(cudaErrorInvalidValue);
+        r = it->second;
+    }
+    device_drain(r.device); /* as CUDA: cudaFree waits for the device's work */
+    {
+        std::lock_guard<std::mutex> g(mu);
+        ranges.erase((uintptr_t)devPtr);
+    }
+    munmap(devPtr, r.map_bytes);
+    shm_unlink(r.name);
+    return ok();
+}
+
+extern "C" cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    mem_range r{};
+
+    if (pHost == nullptr || size == 0 ||
+        (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
+                             cudaHostAllocWriteCombined)))
+        return fail(cudaErrorInvalidValue);
+    runtime_init();
+    r.bytes = size;
+    r.map_bytes = page_round(size);
+    r.kind = MEM_HOST_ALLOC;
+    r.device = current_device();
+    void *p = mmap(nullptr, r.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> g(mu);
+    r.buffer_id = ++buffers_made;
+    ranges[(uintptr_t)p] = r;
+    *pHost = p;
+    return ok();
+}
+
+extern "C" cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+extern "C" cudaError_t cudaFreeHost(void *ptr)
+{
+    mem_range r;
+
+    if (ptr == nullptr) return ok();
+    {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = ranges.find((uintptr_t)ptr);
+        if (it == ranges.end() || it->second.kind != MEM_HOST_ALLOC)
+            return fail(cudaErrorInvalidValue);
+        r = it->second;
+        ranges.erase(it);
+    }
+    device_drain(r.device);
+    munmap(ptr, r.map_bytes);
+    return ok();
+}
+
+extern "C" cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    mem_range r{};
+
+    if (ptr == nullptr || size == 0 ||
+        (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped)))
+        return fail(cudaErrorInvalidValue);
+    r.bytes = size;
+    r.kind = MEM_HOST_REGISTERED;
+    r.device = current_device();
+    std::lock_guard<std::mutex> g(mu);
+    if (overlaps((uintptr_t)ptr, size)) return fail(cudaErrorHostMemoryAlreadyRegistered);
+    r.buffer_id = ++buffers_made;
+    ranges[(uintptr_t)ptr] = r;
+    return ok();
+}
+
+extern "C" cudaError_t cudaHostUnregister(void *ptr)
+{
+    std::lock_guard<std::mutex> g(mu);
+    auto it = ranges.find((uintptr_t)ptr);
+    if (it == ranges.end() || it->second.kind != MEM_HOST_REGISTERED)
+        return fail(cudaErrorHostMemoryNotRegistered);
+    ranges.erase(it);
+    return ok();
+}
+
+extern "C" cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+    if (pDevice == nullptr || pHost == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> g(mu);
+    auto it = range_find(pHost);
+    if (it == ranges.end() ||
+        (it->second.kind != MEM_HOST_ALLOC && it->second.kind != MEM_HOST_REGISTERED))
+        return fail(cudaErrorInvalidValue);
+    *pDevice = pHost; /* one address space */
+    return ok();
+}
+
+extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                       enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    if (count == 0) return ok();
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
+    return stream_enqueue(stream, [dst, src, count] { memmove(dst, src, count); });
+}
+
+extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                                  enum cudaMemcpyKind kind)
+{
+    if (count == 0) return ok();
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
+    return stream_run_sync([dst, src, count] { memmove(dst, src, count); });
+}
+
+extern "C" cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    if (count == 0) return ok();
+    if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    return stream_enqueue(stream, [devPtr, value, count] { memset(devPtr, value, count); });
+}
+
+extern "C" cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+    if (count == 0) return ok();
+    if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    return stream_run_sync([devPtr, value, count] { memset(devPtr, value, count); });
+}
+
+extern "C" cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    ipc_handle h{};
+
+    if (handle == nullptr || devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> g(mu);
+    auto it = range_find(devPtr);
+    if (it == ranges.end() || it->second.kind != MEM_DEVICE) return fail(cudaErrorInvalidValue);
+    memcpy(h.magic, ipc_magic, sizeof(h.magic));
+    h.pid = (int32_t)getpid();
+    h.device = it->second.device;
+    h.bytes = it->second.bytes;
+    memcpy(h.name, it->second.name, sizeof(h.name));
+    memset(handle, 0, sizeof(*handle));
+    memcpy(handle->reserved, &h, sizeof(h));
+    return ok();
+}
+
+extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
+                                            unsigned int flags)
+{
+    ipc_handle h;
+    mem_range r{};
+    int err = 0;
+
+    if (devPtr == nullptr || (flags & ~(unsigned)cudaIpcMemLazyEnablePeerAccess))
+        return fail(cudaErrorInvalidValue);
+    memcpy(&h, handle.reserved, sizeof(h));
+    h.name[sizeof(h.name) - 1] = '\0';
+    if (memcmp(h.magic, ipc_magic, sizeof(h.magic)) != 0) return fail(cudaErrorInvalidValue);
+    if (h.pid == (int32_t)getpid()) /* as CUDA: not in the exporting process */
+        return fail(cudaErrorDeviceUninitialized);
+    std::lock_guard<std::mutex> g(mu);
+    for (auto &x : ranges) { /* opened before: the same mapping, counted */
+        if (x.second.kind == MEM_IPC_MAPPED && strcmp(x.second.name, h.name) == 0) {
+            x.second.refs++;
+            *devPtr = (void *)x.first;
+            return ok();
+        }
+    }
+    r.bytes = h.bytes;
+    r.map_bytes = page_round(h.bytes);
+    r.kind = MEM_IPC_MAPPED;
+    r.device = current_device();
+    r.refs = 1;
+    memcpy(r.name, h.name, sizeof(r.name));
+    void *p = segment_map(r.name, O_RDWR, r.map_bytes, &err);
+    if (p == nullptr) {
+        warn("cudacpu: cudaIpcOpenMemHandle(%s): %s", r.name, strerror(err));
+        return fail(cudaErrorMapBufferObjectFailed);
+    }
+    r.buffer_id = ++buffers_made;
+    ranges[(uintptr_t)p] = r;
+    *devPtr = p;
+    return ok();
+}
+
+extern "C" cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+    std::lock_guard<std::mutex> g(mu);
+    auto it = ranges.find((uintptr_t)devPtr);
+    if (it == ranges.end() || it->second.kind != MEM_IPC_MAPPED)
+        return fail(cudaErrorInvalidValue);
+    if (--it->second.refs == 0) {
+        munmap(devPtr, it->second.map_bytes);
+        ranges.erase(it);
+    }
+    return ok();
+}

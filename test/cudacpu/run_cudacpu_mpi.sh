@@ -1,0 +1,85 @@
+#!/bin/sh
+# run_cudacpu_mpi.sh -- gpuring's device path through mpirun without a GPU:
+# allreduce_check -d (device buffers, from the libcudart.so it dlopens) with
+# the component built on the CUDA CPU runtime (test/cudacpu/component), the
+# runtime as that libcudart.so (test/cudacpu/runtime) and its stand-in driver
+# (CUDACPU_DRIVER), every case in forward and in reverse fiber order:
+#   direct_np2      the direct allreduce over IPC-mapped buffers
+#   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
+#   vnodes_np4      two virtual nodes: net connections, pinned host staging
+#                   through the progress thread and UCX, rings and trees
+# world, dup and split communicators, in place and not.  A case passes when
+# mpirun exits 0, allreduce_check says "N passed, 0 failed", every rank ran
+# its calls on device buffers in gpuring, and no process left a shared-memory
+# segment behind.  Prints one line per case, then the sum of allreduce_check's
+# counts as "N passed, N failed".  From the top of the build tree; logs go to
+# test/cudacpu/mpi-logs/.  CUDACPU_TEST_TIMEOUT (300 s) bounds each mpirun.
+top=$(pwd)
+limit=${CUDACPU_TEST_TIMEOUT:-300}
+logs=$top/test/cudacpu/mpi-logs
+pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+LD_LIBRARY_PATH=$top/test/cudacpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDACPU_DRIVER=$top/test/cudacpu/driver/libcuda.so.1
+export LD_LIBRARY_PATH CUDACPU_DRIVER
+if [ "$(id -u)" = 0 ]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+fi
+mkdir -p "$logs"
+passed=0 failed=0 bad=0
+
+# the segments of processes that are gone
+orphans() {
+    for f in /dev/shm/cudacpu-*; do
+        [ -e "$f" ] || continue
+        pid=${f#/dev/shm/cudacpu-}
+        pid=${pid%%-*}
+        kill -0 "$pid" 2>/dev/null || echo "$f"
+    done
+}
+
+# case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...
+case_run() {
+    name=$1 np=$2 params=$3
+    shift 3
+    for order in forward reverse; do
+        log=$logs/$name-$order.log
+        mca=""
+        for p in coll_gpuring_verbose 3 $params; do mca="$mca $p"; done
+        start=$(date +%s)
+        CUDACPU_FIBER_ORDER=$order timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+            --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+            $(printf -- '--mca %s %s ' $mca) \
+            -x LD_LIBRARY_PATH -x CUDACPU_DRIVER -x CUDACPU_FIBER_ORDER \
+            "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
+        rc=$?
+        counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
+        ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
+        left=$(orphans)
+        why=""
+        [ "$rc" -eq 0 ] || why="exit $rc"
+        [ -n "$counts" ] || why="${why:+$why, }no result line"
+        [ "$ondev" -eq "$np" ] || why="${why:+$why, }$ondev of $np ranks ran device calls in gpuring"
+        [ -z "$left" ] || why="${why:+$why, }segments left: $left"
+        if [ -n "$counts" ]; then
+            passed=$((passed + ${counts% *}))
+            failed=$((failed + ${counts#* }))
+            [ "${counts#* }" = 0 ] || why="${why:+$why, }${counts#* } cases failed"
+        fi
+        if [ -z "$why" ]; then
+            echo "PASS $name ($order, $(($(date +%s) - start)) s)"
+        else
+            echo "FAIL $name ($order): $why; log $log"
+            sed 's/^/    /' "$log" | tail -20
+            bad=1
+        fi
+    done
+}
+
+case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099
+case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099
+case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
+    -c 1,17,4099,65537
+[ "$bad" = 0 ] || failed=$((failed + 1))
+echo "$passed passed, $failed failed"
+exit $bad

@@ -1,0 +1,152 @@
+/*
+ * test_cudacpu_driver.c -- the CUDA CPU runtime's stand-in driver
+ * (cudacpu_driver.c, libcuda.so.1) seen through gpuring's own driver
+ * queries: kernels/memkind.c must classify the runtime's memory as it
+ * classifies a real driver's, and kernels/device_cuda.c must save and restore
+ * the current device through cuCtxGetCurrent / cuCtxSetCurrent.
+ *
+ * Before the first CUDA call no driver is loaded and everything is host
+ * memory; after it, cudaMalloc memory is device memory of the device that
+ * was current (two devices: CUDACPU_DEVICES=2 is set here), with its range,
+ * a buffer id of its own and IPC capability; cudaHostAlloc, cudaHostRegister
+ * and malloc memory is host memory; another process's cudaMalloc memory
+ * opened by IPC handle is device memory that cannot be exported again; freed
+ * or closed memory is host memory again.
+ *
+ * CUDACPU_DRIVER must name the stand-in (run_cudacpu_tests.sh sets it); else
+ * "SKIP" and exit 77.  The last line is "N passed, N failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/device.h"
+#include "kernels/memkind.h"
+#include "test/gpu/gpu_test.h"
+
+#define T_BYTES 100000
+#define T_ALARM_SEC 60
+
+/* the child: exports one allocation, waits for the parent to have looked at it */
+static int exporter_main(int to_parent, int from_parent)
+{
+    cudaIpcMemHandle_t h;
+    void *d = NULL;
+    char go;
+
+    alarm(T_ALARM_SEC);
+    if (cudaMalloc(&d, T_BYTES) != cudaSuccess || cudaIpcGetMemHandle(&h, d) != cudaSuccess)
+        memset(&h, 0, sizeof(h));
+    if (unit_write_all(to_parent, &h, sizeof(h)) != 0) return 1;
+    if (unit_read_all(from_parent, &go, 1, T_ALARM_SEC * 1000) != 0) return 1;
+    return cudaFree(d) == cudaSuccess ? 0 : 1;
+}
+
+static void expect_kind(const void *p, gpuring_mem_kind_t want, int want_dev, const char *what)
+{
+    int dev = -2;
+    gpuring_mem_kind_t k = gpuring_mem_kind(p, &dev);
+
+    unit_result(k == want && dev == want_dev, "%s: %s on device %d, want %s on %d", what,
+                gpuring_mem_kind_name(k), dev, gpuring_mem_kind_name(want), want_dev);
+}
+
+int main(void)
+{
+    int to_child[2], to_parent[2], status = -1, dev = -1, n = 0;
+    char *d0, *d1, *dd, *host, *pinned, go = 1;
+    cudaIpcMemHandle_t h;
+    gpuring_mem_range_t r, r1;
+    gpuring_device_saved_t saved;
+    void *peer = NULL;
+    pid_t pid;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (getenv("CUDACPU_DRIVER") == NULL) {
+        printf("SKIP: CUDACPU_DRIVER does not name the stand-in libcuda.so.1\n");
+        return 77;
+    }
+    setenv("CUDACPU_DEVICES", "2", 1);
+    host = malloc(T_BYTES);
+    if (host == NULL || pipe(to_child) != 0 || pipe(to_parent) != 0) gpu_test_exit();
+    pid = fork(); /* before any CUDA call, as with a real runtime */
+    if (pid == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        _exit(exporter_main(to_parent[1], to_child[0]));
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    alarm(T_ALARM_SEC);
+
+    /* no CUDA call yet: no driver in the process */
+    unit_result(gpuring_cuda_driver_sym("cuPointerGetAttribute") == NULL,
+                "the driver is loaded before the first CUDA call");
+    expect_kind(host, GPURING_MEM_HOST, -1, "malloc memory, no driver");
+
+    TEST_CUDA(cudaGetDeviceCount(&n));
+    unit_result(n == 2, "%d devices, want 2", n);
+    unit_result(gpuring_cuda_driver_sym("cuPointerGetAttribute") != NULL,
+                "the runtime did not load the stand-in driver");
+
+    TEST_CUDA(cudaSetDevice(0));
+    TEST_CUDA(cudaMalloc((void **)&d0, T_BYTES));
+    TEST_CUDA(cudaMalloc((void **)&dd, T_BYTES));
+    TEST_CUDA(cudaSetDevice(1));
+    TEST_CUDA(cudaMalloc((void **)&d1, T_BYTES));
+    TEST_CUDA(cudaHostAlloc((void **)&pinned, T_BYTES, cudaHostAllocMapped));
+    TEST_CUDA(cudaHostRegister(host, T_BYTES, cudaHostRegisterMapped));
+
+    expect_kind(d0, GPURING_MEM_DEVICE, 0, "cudaMalloc on device 0");
+    expect_kind(d0 + T_BYTES - 1, GPURING_MEM_DEVICE, 0, "cudaMalloc on device 0, last byte");
+    expect_kind(d1 + 17, GPURING_MEM_DEVICE, 1, "cudaMalloc on device 1");
+    expect_kind(pinned, GPURING_MEM_HOST, -1, "cudaHostAlloc memory");
+    expect_kind(host, GPURING_MEM_HOST, -1, "cudaHostRegister memory");
+    expect_kind(&n, GPURING_MEM_HOST, -1, "a stack variable");
+
+    unit_result(gpuring_mem_range(d0 + 1000, &r) == 0 && r.base == (uintptr_t)d0 &&
+                    r.bytes == T_BYTES && r.ipc_capable && r.buffer_id != 0,
+                "range of d0 + 1000: base %#lx (want %p), %zu bytes, ipc %d, id %llu",
+                (unsigned long)r.base, (void *)d0, r.bytes, r.ipc_capable,
+                (unsigned long long)r.buffer_id);
+    unit_result(gpuring_mem_range(dd, &r1) == 0 && r1.buffer_id != r.buffer_id,
+                "two allocations share buffer id %llu", (unsigned long long)r1.buffer_id);
+
+    /* the application's device survives gpuring's switch */
+    TEST_CUDA(cudaSetDevice(0));
+    saved = gpuring_device_save();
+    unit_result(saved.valid, "gpuring_device_save: no context");
+    unit_result(gpuring_device_use(1) == GPURING_OK, "gpuring_device_use(1)");
+    TEST_CUDA(cudaGetDevice(&dev));
+    unit_result(dev == 1, "after gpuring_device_use(1): device %d", dev);
+    gpuring_device_restore(saved);
+    TEST_CUDA(cudaGetDevice(&dev));
+    unit_result(dev == 0, "after gpuring_device_restore: device %d, want 0", dev);
+
+    /* another process's allocation */
+    if (unit_read_all(to_parent[0], &h, sizeof(h), T_ALARM_SEC * 1000) != 0) {
+        unit_result(0, "the exporting process sent no handle");
+        gpu_test_exit();
+    }
+    TEST_CUDA(cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess));
+    expect_kind((char *)peer + 5, GPURING_MEM_DEVICE, 0, "IPC-mapped memory");
+    unit_result(gpuring_mem_range(peer, &r) == 0 && r.base == (uintptr_t)peer &&
+                    r.bytes == T_BYTES && !r.ipc_capable,
+                "range of the IPC mapping: %zu bytes, ipc %d", r.bytes, r.ipc_capable);
+    TEST_CUDA(cudaIpcCloseMemHandle(peer));
+    expect_kind(peer, GPURING_MEM_HOST, -1, "a closed IPC mapping");
+    unit_write_all(to_child[1], &go, 1);
+    waitpid(pid, &status, 0);
+    unit_result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exporter status %d", status);
+
+    TEST_CUDA(cudaFree(d0));
+    expect_kind(d0, GPURING_MEM_HOST, -1, "freed device memory");
+    TEST_CUDA(cudaFree(d1));
+    TEST_CUDA(cudaFree(dd));
+    TEST_CUDA(cudaFreeHost(pinned));
+    TEST_CUDA(cudaHostUnregister(host));
+    free(host);
+    return unit_report();
+}
