@@ -8,6 +8,8 @@
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
+#   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
+#                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
 # mpirun exits 0, allreduce_check says "N passed, 0 failed", every rank ran
 # its calls on device buffers in gpuring, and no process left a shared-memory
@@ -80,6 +82,31 @@ case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099
 case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
     -c 1,17,4099,65537
+
+# an outside program written for a GPU (examples/cuda_allreduce.c), built and run
+# unchanged through test/cudacpu/run: direct and FIFO paths
+app=$logs/cuda_allreduce
+if ! "$top/test/cudacpu/run" cc "$(dirname "$0")/../../examples/cuda_allreduce.c" -o "$app" \
+        > "$logs/cuda_app-build.log" 2>&1; then
+    echo "FAIL cuda_app: test/cudacpu/run cc failed; log $logs/cuda_app-build.log"
+    bad=1
+else
+    for direct in 1 0; do
+        log=$logs/cuda_app-direct$direct.log
+        timeout -k 10 "$limit" "$top/test/cudacpu/run" mpirun --oversubscribe -np 3 \
+            --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct $direct "$app" 70001 \
+            > "$log" 2>&1
+        rc=$?
+        ondev=$(grep -c 'allreduce summary: 1 calls in gpuring.* 1 on device buffers' "$log")
+        if [ "$rc" -eq 0 ] && grep -q '^3 passed, 0 failed$' "$log" && [ "$ondev" -eq 3 ]; then
+            echo "PASS cuda_app (direct $direct)"
+            passed=$((passed + 3))
+        else
+            echo "FAIL cuda_app (direct $direct): exit $rc, $ondev of 3 ranks in gpuring; log $log"
+            bad=1
+        fi
+    done
+fi
 [ "$bad" = 0 ] || failed=$((failed + 1))
 echo "$passed passed, $failed failed"
 exit $bad
