@@ -36,6 +36,7 @@ typedef struct mca_coll_gpuring_component {
     int wait_timeout;
     int ranks_per_node;
     char *topo_xml;
+    int net_peer_failure; /* gpuring_proxy_peer_failure_t */
 
     int output; /* opal_output stream */
     uint64_t fallbacks; /* calls handed to the component below (atomic) */

@@ -219,7 +219,9 @@ static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
     remote = comm_remote_end(c, i, all, per_rank);
     if (remote == NULL) return GPURING_ERR_INVALID;
     if (!comm_same_node(c, e->peer)) {
-        return gpuring_conn_net_connect(c->proxy, conn, remote, key,
+        const int same_host = c->peers[e->peer].host_hash == c->peers[c->graph.rank].host_hash;
+
+        return gpuring_conn_net_connect(c->proxy, conn, remote, key, same_host,
                                         c->peer_addrs + c->addr_stride * (size_t)e->peer,
                                         c->addr_stride);
     }
@@ -349,7 +351,9 @@ static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *loca
 
     if (c->graph.nnodes == 1) return GPURING_OK;
     if (*local_st == GPURING_OK) {
-        gpuring_proxy_config_t pcfg = {.wait_timeout = c->cfg.wait_timeout};
+        gpuring_proxy_config_t pcfg = {
+            .wait_timeout = c->cfg.wait_timeout,
+            .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure};
         *local_st = gpuring_proxy_get(&pcfg, &c->proxy);
         if (*local_st == GPURING_OK) *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
         if (*local_st != GPURING_OK) addr_len = 0;

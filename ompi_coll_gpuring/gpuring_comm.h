@@ -41,6 +41,7 @@ typedef struct gpuring_comm_config {
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
+    int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it

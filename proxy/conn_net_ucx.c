@@ -403,7 +403,8 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
 
 gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                           const gpuring_conn_handle_t *remote, uint64_t peer_key,
-                                          const void *peer_addr, size_t peer_addr_len)
+                                          int peer_same_host, const void *peer_addr,
+                                          size_t peer_addr_len)
 {
     gpuring_net_conn_t *net;
     gpuring_status_t st;
@@ -427,7 +428,8 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
     net->remote_net_id = remote->net_id;
 
     pthread_mutex_lock(&proxy->lock);
-    st = gpuring_proxy_get_ep(proxy, peer_key, peer_addr, peer_addr_len, net->peer, &net->ep);
+    st = gpuring_proxy_get_ep(proxy, peer_key, peer_same_host, peer_addr, peer_addr_len,
+                              net->peer, &net->ep);
     if (st != GPURING_OK) {
         pthread_mutex_unlock(&proxy->lock);
         return st;

@@ -100,6 +100,7 @@ typedef struct gpuring_proxy_ep {
     int peer_rank; /* rank named when it was created, for messages */
     ucp_ep_h ep;
     int failed;
+    int detects_failure; /* created with UCP_ERR_HANDLING_MODE_PEER */
 } gpuring_proxy_ep_t;
 
 /* ---- the proxy -------------------------------------------------------------- */
@@ -111,6 +112,7 @@ struct gpuring_proxy {
     int stop;
     int active; /* atomic: operations between active_begin and active_end */
     double wait_timeout;
+    gpuring_proxy_peer_failure_t peer_failure;
 
     ucp_context_h context;
     int cuda_memory; /* the context moves CUDA memory (a CUDA transport is loaded) */
@@ -140,8 +142,8 @@ void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const 
                              ...) __attribute__((format(printf, 3, 4)));
 /* The cached endpoint to a peer process, created on first use.  Lock held. */
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
-                                      const void *addr, size_t addr_len, int peer_rank,
-                                      ucp_ep_h *ep_p);
+                                      int same_host, const void *addr, size_t addr_len,
+                                      int peer_rank, ucp_ep_h *ep_p);
 /* Add / remove a connection from the thread's list.  Lock held. */
 void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);

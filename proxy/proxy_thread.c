@@ -96,13 +96,68 @@ static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                             ucs_status_string(status));
 }
 
+/* The transports of an endpoint's lanes, from ucp_ep_print_info: the
+ * "transport/device" words of its lane lines, space separated. */
+static void proxy_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t text_len = 0, used = 0;
+    FILE *f;
+
+    if (len == 0) return;
+    buf[0] = '\0';
+    f = open_memstream(&text, &text_len);
+    if (f == NULL) return;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char word[128];
+        const char *p = strstr(line, "lane[");
+
+        /* "#   lane[0]:  1:posix/memory.0 md[1]  ..." */
+        if (p == NULL || (p = strchr(p, ':')) == NULL) continue;
+        p++;
+        while (*p == ' ') p++;
+        while (*p >= '0' && *p <= '9') p++;
+        if (*p == ':') p++;
+        if (sscanf(p, "%127s", word) != 1) continue;
+        if (strstr(buf, word) != NULL) continue;
+        used += (size_t)snprintf(buf + used, len - GPURING_MIN(used, len), "%s%s",
+                                 used > 0 ? " " : "", word);
+        if (used >= len) break;
+    }
+    free(text);
+}
+
+gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t peer_key,
+                                             int *detects_failure_p, char *lanes, size_t len)
+{
+    gpuring_proxy_ep_t *pe;
+    gpuring_status_t st = GPURING_ERR_INVALID;
+
+    pthread_mutex_lock(&proxy->lock);
+    for (pe = proxy->eps; pe != NULL; pe = pe->next) {
+        if (pe->peer_key != peer_key) continue;
+        if (detects_failure_p != NULL) *detects_failure_p = pe->detects_failure;
+        if (lanes != NULL) proxy_ep_lanes(pe->ep, lanes, len);
+        st = GPURING_OK;
+        break;
+    }
+    pthread_mutex_unlock(&proxy->lock);
+    return st;
+}
+
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
-                                      const void *addr, size_t addr_len, int peer_rank,
-                                      ucp_ep_h *ep_p)
+                                      int same_host, const void *addr, size_t addr_len,
+                                      int peer_rank, ucp_ep_h *ep_p)
 {
     gpuring_proxy_ep_t *pe;
     ucp_ep_params_t params;
     ucs_status_t us;
+    /* UCX 1.13's shared-memory transports cannot detect a dead peer: asking
+     * for it moves a same-host peer to tcp/lo.  There the wait timeout does */
+    const int detect = proxy->peer_failure == GPURING_PROXY_PEER_FAILURE_ALL ||
+                       (proxy->peer_failure == GPURING_PROXY_PEER_FAILURE_REMOTE && !same_host);
 
     for (pe = proxy->eps; pe != NULL; pe = pe->next) {
         if (pe->peer_key == peer_key) {
@@ -125,11 +180,13 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = addr;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode = detect ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = proxy_ep_error_cb;
     params.err_handler.arg = pe;
+    if (!detect) params.field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
     us = ucp_ep_create(proxy->worker, &params, &pe->ep);
-    if (us != UCS_OK) {
+    pe->detects_failure = detect && us == UCS_OK;
+    if (us != UCS_OK && detect) {
         /* e.g. UCX_TLS=shm,self: no transport detects peer failure in UCX 1.13 */
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "ucp_ep_create to rank %d with peer failure handling failed (%s); "
@@ -145,8 +202,17 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
         free(pe);
         return GPURING_ERR_NET;
     }
-    GPURING_DEBUG(GPURING_SUBSYS_NET, "net endpoint to rank %d (peer key %#llx) created",
-                  peer_rank, (unsigned long long)peer_key);
+    if (GPURING_LOG_ENABLED(GPURING_LOG_DEBUG, GPURING_SUBSYS_NET)) {
+        char lanes[256];
+
+        proxy_ep_lanes(pe->ep, lanes, sizeof(lanes));
+        GPURING_DEBUG(GPURING_SUBSYS_NET,
+                      "net endpoint to rank %d (peer key %#llx, %s host) created: peer failure "
+                      "detection %s, lanes %s",
+                      peer_rank, (unsigned long long)peer_key, same_host ? "same" : "another",
+                      pe->detects_failure ? "on" : "off (the wait timeout catches a dead peer)",
+                      lanes);
+    }
     pe->next = proxy->eps;
     proxy->eps = pe;
     *ep_p = pe->ep;
@@ -367,6 +433,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     proxy->device = proxy->thread_device = -1;
     proxy->wait_timeout =
         (cfg != NULL && cfg->wait_timeout > 0) ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT;
+    if (cfg != NULL) proxy->peer_failure = cfg->peer_failure;
     pthread_mutex_init(&proxy->lock, NULL);
     pthread_mutex_init(&proxy->err_lock, NULL);
     pthread_condattr_init(&cattr);
@@ -448,9 +515,11 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
     pthread_mutex_lock(&proxy_singleton_lock);
     if (proxy_singleton == NULL) {
         st = proxy_create(cfg, &proxy_singleton);
-    } else if (cfg != NULL && cfg->wait_timeout > 0) {
+    } else if (cfg != NULL) {
         pthread_mutex_lock(&proxy_singleton->lock);
-        proxy_singleton->wait_timeout = cfg->wait_timeout; /* the latest setting wins */
+        /* the latest setting wins (endpoints keep the mode they were made with) */
+        if (cfg->wait_timeout > 0) proxy_singleton->wait_timeout = cfg->wait_timeout;
+        proxy_singleton->peer_failure = cfg->peer_failure;
         pthread_mutex_unlock(&proxy_singleton->lock);
     }
     if (st == GPURING_OK) *proxy_p = proxy_singleton;
