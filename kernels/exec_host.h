@@ -6,6 +6,13 @@
  * The host has one calling thread, so the executor interleaves the channels:
  * it advances every channel as far as its FIFOs allow, round-robin, and only
  * spins (timed, reporting) when no channel can move.
+ *
+ * With NET connections (args->proxy) the executor moves its own steps: after
+ * an operation that posted or consumed a NET step, and on every empty poll,
+ * it runs a proxy pass (gpuring_proxy_progress), so a step goes out and a
+ * landed step is seen without waiting for the proxy thread.  An empty poll
+ * yields the CPU only every spin_polls polls (0: every time, for ranks that
+ * share cores).
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
@@ -36,6 +43,7 @@ typedef struct gpuring_exec_args {
     void *scratch;               /* ordered GATHER: nranks rows of count elements */
     double timeout;              /* seconds without progress before reporting */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
+    int spin_polls;              /* empty polls between yields (0: yield every time) */
 } gpuring_exec_args_t;
 
 /* Run every channel's program to completion (timed, reporting waits). */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /*
  * Communicator uids (20 bits of every UCX tag) must differ between any two
@@ -362,6 +363,20 @@ static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *loca
                                             &c->addr_stride);
 }
 
+/* Empty polls between yields in the host executor's waits: a short spin when
+ * this host has a core for each of the communicator's ranks on it, none when
+ * they share cores (a yield then lets the peer run). */
+#define GPURING_COMM_SPIN_POLLS 200
+static int comm_spin_polls(const gpuring_comm_t *c)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long local = 0;
+
+    for (int r = 0; r < c->boot.size; r++)
+        local += c->peers[r].host_hash == c->peers[c->boot.rank].host_hash;
+    return cpus > 0 && local <= cpus ? GPURING_COMM_SPIN_POLLS : 0;
+}
+
 /* This rank's peer info: host, pid, uid proposal, and its place in the node. */
 static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *me)
 {
@@ -445,6 +460,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
                        out);
     for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, c->peers[r].uid_next);
+    c->spin_polls = comm_spin_polls(c);
     comm_uid_floor(c->uid);
     if (comm_uid_mark(c->uid, 1)) {
         c->uid_claimed = 1;
@@ -815,7 +831,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                  .type = type, .op = op,
                                  .nchannels = plan.nchannels, .channels = c->exec,
                                  .scratch = scratch,
-                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy};
+                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
+                                 .spin_polls = c->spin_polls};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
                                      : gpuring_exec_cuda_run(&args, c->dev.stream);

@@ -105,6 +105,7 @@ typedef struct gpuring_comm {
     char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
     size_t addr_stride;
     gpuring_peer_info_t *peers;
+    int spin_polls;          /* host executor: empty polls between yields */
     gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;

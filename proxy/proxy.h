@@ -20,6 +20,12 @@
  * endpoint error) is recorded as the proxy's async error, which executors
  * poll in their waits and report.
  *
+ * A waiting host executor may run the same pass itself
+ * (gpuring_proxy_progress: a trylock, never a wait): a step then goes out
+ * and lands without a hand-off between threads.  While executors keep doing
+ * that, the thread only checks every GPURING_PROXY_BACKSTOP_US that
+ * somebody still does, and takes over when nobody has.
+ *
  * Peer failure detection (UCP_ERR_HANDLING_MODE_PEER) is asked for by
  * gpuring_proxy_peer_failure_t: by default only for peers on other hosts.
  * UCX 1.13's shared-memory transports cannot detect a dead peer, so an
@@ -48,6 +54,9 @@ typedef struct gpuring_proxy_config {
     double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
     gpuring_proxy_peer_failure_t peer_failure; /* for endpoints created from now on */
 } gpuring_proxy_config_t;
+
+/* The thread checks this often whether executors still drive progress. */
+#define GPURING_PROXY_BACKSTOP_US 100
 
 /*
  * The process singleton: created (UCX init + thread start) on the first
@@ -108,9 +117,26 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
  */
 void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
 
+/* What a NET end has done (for the log and the tests). */
+typedef struct gpuring_conn_net_stats {
+    uint64_t steps;        /* send: steps handed to UCX; recv: steps landed */
+    uint64_t credits;      /* send: credit messages received; recv: sent */
+    uint64_t inflight_max; /* send: the most steps a pass found posted by the executor
+                              (ctrl->tail) and not yet sent and completed (ctrl->head) */
+} gpuring_conn_net_stats_t;
+void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t *stats_p);
+
 /* An operation using NET connections starts / ends: keeps the thread spinning. */
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
+
+/*
+ * From a waiting executor (inside active_begin/end): one pass over every
+ * connection and the UCX worker, if the proxy lock is free (trylock: never
+ * waits).  Returns 1 if a counter moved.  Does nothing where a connection
+ * has GPU-direct slots (UCX needs the proxy thread's CUDA context for them).
+ */
+int gpuring_proxy_progress(gpuring_proxy_t *proxy);
 
 /*
  * The first failure the thread saw, with a message naming the peer and step;

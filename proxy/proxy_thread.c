@@ -8,7 +8,11 @@
  * create endpoints and connections while it runs.  It spins (sched_yield
  * between passes) while an operation is active or a connection has work
  * pending, and otherwise sleeps on a condition variable with a short timed
- * wait, so an idle process costs nothing on an oversubscribed node.
+ * wait, so an idle process costs nothing on an oversubscribed node.  While
+ * executors run the passes themselves (gpuring_proxy_progress), it sleeps
+ * in steps of GPURING_PROXY_BACKSTOP_US and takes over as soon as a step
+ * went by without one: a host executor then moves its steps with no thread
+ * hand-off, and the thread competes for no core (or for no lock).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -306,18 +310,13 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
 
 /* ---- the thread ----------------------------------------------------------------- */
 
-/* One pass over every connection and the worker; returns GPURING_NET_* bits. */
-static int proxy_pass(gpuring_proxy_t *proxy)
+/* One pass over every connection and the worker; returns GPURING_NET_* bits.
+ * Lock held, on any thread. */
+static int proxy_pass_conns(gpuring_proxy_t *proxy)
 {
     gpuring_net_conn_t *net;
     int flags = 0, i;
 
-    /* UCX moves device slots with the CUDA driver, on this thread: the slots'
-     * context must be current here (a new thread has none) */
-    if (proxy->device != proxy->thread_device &&
-        gpuring_device_use(proxy->device) == GPURING_OK) {
-        proxy->thread_device = proxy->device;
-    }
     for (net = proxy->conns; net != NULL; net = net->next)
         flags |= gpuring_net_conn_progress(net);
     /* a few progress calls per pass; completions are retired right after */
@@ -330,6 +329,47 @@ static int proxy_pass(gpuring_proxy_t *proxy)
     return flags;
 }
 
+/* The thread's pass. */
+static int proxy_pass(gpuring_proxy_t *proxy)
+{
+    /* UCX moves device slots with the CUDA driver, on this thread: the slots'
+     * context must be current here (a new thread has none) */
+    if (proxy->device != proxy->thread_device &&
+        gpuring_device_use(proxy->device) == GPURING_OK) {
+        proxy->thread_device = proxy->device;
+    }
+    return proxy_pass_conns(proxy);
+}
+
+int gpuring_proxy_progress(gpuring_proxy_t *proxy)
+{
+    int flags;
+
+    if (pthread_mutex_trylock(&proxy->lock) != 0) return 0; /* a pass is running */
+    if (proxy->device >= 0) { /* GPU-direct slots: the thread's context moves them */
+        pthread_mutex_unlock(&proxy->lock);
+        return 0;
+    }
+    flags = proxy_pass_conns(proxy);
+    pthread_mutex_unlock(&proxy->lock);
+    __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
+    return (flags & GPURING_NET_MOVED) != 0;
+}
+
+/* Sleep on the condition variable for at most ns (lock held; released meanwhile). */
+static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ns;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+}
+
 /* Busy passes in a row before the thread yields anyway (lets the main thread
  * take the lock, and other ranks the core). */
 #define GPURING_PROXY_BUSY_PASSES 16
@@ -337,12 +377,22 @@ static int proxy_pass(gpuring_proxy_t *proxy)
 static void *proxy_main(void *arg)
 {
     gpuring_proxy_t *proxy = arg;
+    uint64_t drives_seen = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
     int busy = 0;
 
     pthread_mutex_lock(&proxy->lock);
     while (!proxy->stop) {
-        int flags = proxy_pass(proxy);
+        uint64_t drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+        int flags;
 
+        if (drives != drives_seen) {
+            /* executors run the passes: look again after a backstop interval */
+            drives_seen = drives;
+            busy = 0;
+            proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
+            continue;
+        }
+        flags = proxy_pass(proxy);
         if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
             /* data is moving: go again at once, but open the lock in between */
             pthread_mutex_unlock(&proxy->lock);
@@ -353,19 +403,11 @@ static void *proxy_main(void *arg)
             sched_yield();
             pthread_mutex_lock(&proxy->lock);
         } else {
-            struct timespec ts;
-
             busy = 0;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += GPURING_PROXY_SLEEP_NS;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
             proxy->sleeps++;
             /* active_begin signals under the lock: no lost wakeup */
             if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) == 0)
-                pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+                proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
         }
     }
     pthread_mutex_unlock(&proxy->lock);
