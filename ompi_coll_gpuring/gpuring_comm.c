@@ -626,7 +626,9 @@ static void comm_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
     if (plan->algo == GPURING_ALGO_GATHER) {
         gpuring_gather_prog_init(&x->prog, base, n, g->nranks, g->ring_ix[ch], plan->ordered);
     } else {
-        gpuring_ring_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks, g->ring_ix[ch]);
+        /* across nodes, blocks of several slot steps keep a NET connection busy */
+        gpuring_ring_prog_init_sliced(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                      g->ring_ix[ch], g->nnodes > 1 ? GPURING_RING_NET_SLICES : 1);
     }
     x->send[0] = comm_conn(c, plane, g->next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
     x->recv[0] = comm_conn(c, plane, g->prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
