@@ -273,6 +273,18 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # the last rank dies (SIGKILL) inside a 16 MiB call; mpirun keeps the others
+    # running: each returns an error within the wait timeout, refuses the next call
+    # at once, and no gpuring segment is left in /dev/shm.  Every rank its own
+    # virtual node (net connections without UCX failure detection: the timeout),
+    # with UCX's detection asked for same-host peers too (tcp), and two virtual
+    # nodes of two (the dead rank's shm neighbour too)
+    KILL=(orte_enable_recovery 1 coll_gpuring_wait_timeout 3)
+    mkdir -p "$LOGDIR/kill.1" "$LOGDIR/kill.2" "$LOGDIR/kill.3" # the survivors' verdicts
+    run_case "kill_np2_rpn1" 2 1 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.1"
+    run_case "kill_np2_rpn1_detect" 2 1 "" "${KILL[*]} coll_gpuring_net_peer_failure all" \
+        kill_check 30 "$LOGDIR/kill.2"
+    run_case "kill_np4_rpn2" 4 2 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.3"
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
