@@ -3,9 +3,11 @@
  * up with dlopen(RTLD_NOLOAD): if libcuda is not in the process, every
  * pointer is host memory and CUDA is never initialized by gpuring.
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include "kernels/memkind.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 
 /* From the CUDA driver API (cuda.h), which the build may not have. */
@@ -30,16 +32,34 @@ void *gpuring_cuda_driver_sym(const char *name)
     return lib != NULL ? dlsym(lib, name) : NULL;
 }
 
+/* The loader's count of objects loaded so far (glibc's dlpi_adds): read
+ * from the first object alone, without walking the list. */
+static int memkind_first_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    *(unsigned long long *)data = size >= offsetof(struct dl_phdr_info, dlpi_subs)
+                                      ? info->dlpi_adds : 0;
+    return 1; /* stop after the first */
+}
+
 /* Looked up until found: the application may load CUDA after its first
  * allreduce (on host memory), and its device buffers must not pass for host
- * memory then.  A racing second lookup finds the same function. */
+ * memory then.  While it is not found, dlopen(RTLD_NOLOAD) -- which searches
+ * the library path, tens of microseconds -- runs again only after the
+ * process has loaded another object; a call on host memory otherwise costs
+ * one dl_iterate_phdr step.  A racing second lookup finds the same function. */
 static void memkind_lookup(void)
 {
+    static unsigned long long looked_at_adds = ~0ull;
+    unsigned long long adds = 0;
+
     if (__atomic_load_n(&memkind_get_attr, __ATOMIC_ACQUIRE) != NULL) return;
+    dl_iterate_phdr(memkind_first_object, &adds);
+    if (adds != 0 && adds == __atomic_load_n(&looked_at_adds, __ATOMIC_RELAXED)) return;
     __atomic_store_n(&memkind_get_attr,
                      (memkind_cu_pointer_get_attribute_fn)gpuring_cuda_driver_sym(
                          "cuPointerGetAttribute"),
                      __ATOMIC_RELEASE);
+    __atomic_store_n(&looked_at_adds, adds, __ATOMIC_RELAXED);
 }
 
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)

@@ -38,21 +38,68 @@ typedef struct mca_coll_gpuring_component {
     char *topo_xml;
     int net_peer_failure; /* gpuring_proxy_peer_failure_t */
 
+    int stage_device_buffers;
+
     int output; /* opal_output stream */
-    uint64_t fallbacks; /* calls handed to the component below (atomic) */
+    uint64_t fallbacks; /* allreduce calls handed to the component below (atomic) */
 } mca_coll_gpuring_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_component;
 
+/*
+ * Every collective slot gpuring registers, as X(slot, function type): all of
+ * them go to the component below (saved at enable) except what gpuring runs
+ * itself (MPI_Allreduce, when it can).  Blocking calls on device buffers are
+ * staged through host memory on the way down; non-blocking ones on device
+ * buffers are refused (coll_gpuring_below.c).
+ */
+#define MCA_COLL_GPURING_BLOCKING(X)                                                      \
+    X(allgather, allgather) X(allgatherv, allgatherv) X(allreduce, allreduce)             \
+    X(alltoall, alltoall) X(alltoallv, alltoallv) X(alltoallw, alltoallw)                 \
+    X(barrier, barrier) X(bcast, bcast) X(exscan, exscan) X(gather, gather)               \
+    X(gatherv, gatherv) X(reduce, reduce) X(reduce_scatter, reduce_scatter)               \
+    X(reduce_scatter_block, reduce_scatter_block) X(scan, scan) X(scatter, scatter)       \
+    X(scatterv, scatterv) X(neighbor_allgather, allgather)                                \
+    X(neighbor_allgatherv, allgatherv) X(neighbor_alltoall, alltoall)                     \
+    X(neighbor_alltoallv, alltoallv) X(neighbor_alltoallw, neighbor_alltoallw)
+#define MCA_COLL_GPURING_NONBLOCKING(X)                                                   \
+    X(iallgather, iallgather) X(iallgatherv, iallgatherv) X(iallreduce, iallreduce)       \
+    X(ialltoall, ialltoall) X(ialltoallv, ialltoallv) X(ialltoallw, ialltoallw)           \
+    X(ibcast, ibcast) X(iexscan, iexscan) X(igather, igather) X(igatherv, igatherv)       \
+    X(ireduce, ireduce) X(ireduce_scatter, ireduce_scatter)                               \
+    X(ireduce_scatter_block, ireduce_scatter_block) X(iscan, iscan)                       \
+    X(iscatter, iscatter) X(iscatterv, iscatterv)                                         \
+    X(ineighbor_allgather, iallgather) X(ineighbor_allgatherv, iallgatherv)               \
+    X(ineighbor_alltoall, ialltoall) X(ineighbor_alltoallv, ialltoallv)                   \
+    X(ineighbor_alltoallw, ineighbor_alltoallw)
+#define MCA_COLL_GPURING_COLLS(X) MCA_COLL_GPURING_BLOCKING(X) MCA_COLL_GPURING_NONBLOCKING(X)
+
+typedef enum {
+#define MCA_COLL_GPURING_COLL_ID(_slot, _type) MCA_COLL_GPURING_COLL_##_slot,
+    MCA_COLL_GPURING_COLLS(MCA_COLL_GPURING_COLL_ID)
+#undef MCA_COLL_GPURING_COLL_ID
+    MCA_COLL_GPURING_NCOLLS
+} mca_coll_gpuring_coll_t;
+
+/* The MPI name of a collective slot ("MPI_Bcast"). */
+const char *mca_coll_gpuring_coll_name(mca_coll_gpuring_coll_t coll);
+
 /* What the component below gpuring provides; retained while we use it. */
 typedef struct mca_coll_gpuring_prev {
-    mca_coll_base_module_allreduce_fn_t allreduce;
-    mca_coll_base_module_t *allreduce_module;
-    mca_coll_base_module_allgather_fn_t allgather;
-    mca_coll_base_module_t *allgather_module;
-    mca_coll_base_module_barrier_fn_t barrier;
-    mca_coll_base_module_t *barrier_module;
+#define MCA_COLL_GPURING_PREV_FIELD(_slot, _type)                                         \
+    mca_coll_base_module_##_type##_fn_t _slot;                                            \
+    mca_coll_base_module_t *_slot##_module;
+    MCA_COLL_GPURING_COLLS(MCA_COLL_GPURING_PREV_FIELD)
+#undef MCA_COLL_GPURING_PREV_FIELD
 } mca_coll_gpuring_prev_t;
+
+/* Host memory that device buffers are staged through (one per communicator:
+ * MPI orders the collectives of one communicator). */
+typedef struct mca_coll_gpuring_stage_area {
+    void *host;
+    size_t bytes;
+    int pinned;
+} mca_coll_gpuring_stage_area_t;
 
 typedef enum {
     MCA_COLL_GPURING_COMM_NEW,      /* set up at the first call we handle */
@@ -66,6 +113,7 @@ typedef struct mca_coll_gpuring_module {
     mca_coll_gpuring_prev_t prev;
     mca_coll_gpuring_comm_state_t state;
     gpuring_comm_t *gcomm;
+    mca_coll_gpuring_stage_area_t stage;
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
@@ -82,6 +130,62 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+/*
+ * coll_gpuring_stage.c: a call's buffers on the way to the component below.
+ * Each buffer is described by the bytes the call touches in it and whether
+ * it is read (IN) or written (OUT); stage_in copies those of them that are
+ * device memory into host memory (unless the component below reads device
+ * memory itself) and gives every buffer the pointer to pass below in
+ * `host`; stage_out copies the written ones back after a successful call.
+ */
+enum { MCA_COLL_GPURING_STAGE_IN = 1, MCA_COLL_GPURING_STAGE_OUT = 2,
+       MCA_COLL_GPURING_STAGE_INOUT = 3 };
+typedef struct mca_coll_gpuring_stage_buf {
+    void *buf;        /* as the application passed it */
+    ptrdiff_t lo;     /* the call touches [buf + lo, buf + lo + bytes) */
+    size_t bytes;     /* 0: nothing (or buf is MPI_IN_PLACE / not significant here) */
+    int dir;          /* MCA_COLL_GPURING_STAGE_*; 0: not touched on this rank */
+    int holes;        /* written, but perhaps not every byte of the span */
+    void *host;       /* what the component below gets */
+    void *staged;     /* the host copy of the span; NULL: not staged */
+} mca_coll_gpuring_stage_buf_t;
+
+/* The span of `count` elements of dt at buf. */
+void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                 size_t count, struct ompi_datatype_t *dt);
+/* The hull of n blocks: counts[i] elements of dt at buf + displs[i] extents. */
+void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                   const int *counts, const int *displs, int n,
+                                   struct ompi_datatype_t *dt);
+/* The hull of n blocks: counts[i] elements of types[i] at buf + displs[i] bytes
+ * (displs int, or MPI_Aint when `aint`). */
+void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                   const int *counts, const void *displs, int aint,
+                                   struct ompi_datatype_t *const *types, int n);
+/* 1 when the component below is handed device buffers as they are. */
+int mca_coll_gpuring_below_reads_device(void);
+/* 1 when some buffer of the call is device memory. */
+int mca_coll_gpuring_stage_any_device(mca_coll_gpuring_stage_buf_t *bufs, int n);
+int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                              mca_coll_gpuring_stage_buf_t *bufs, int n);
+int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                               mca_coll_gpuring_stage_buf_t *bufs, int n, int rc);
+void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
+/* A non-blocking call on device buffers the component below cannot read:
+ * logged, counted; returns MPI_ERR_BUFFER. */
+int mca_coll_gpuring_stage_refuse(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll);
+/* Calls staged (refused = 0) or refused (1) in this process, per collective. */
+uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll, int refused);
+
+/* coll_gpuring_below.c: point every collective slot of a module at its way
+ * to the component below (the module then puts its own allreduce over it) */
+void mca_coll_gpuring_below_install(mca_coll_base_module_t *module);
+/* MPI_Allreduce through the component below, device buffers staged */
+int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count,
+                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module);
 
 
 END_C_DECLS

@@ -9,9 +9,12 @@
  * only on arguments MPI requires to match across ranks, and on the memory
  * kind, which CUDA-aware MPI users keep alike on every rank -- or which the
  * ranks agree on first (coll_gpuring_agree_memory) -- so all ranks take the
- * same path.
+ * same path.  The way below stages device buffers through host memory
+ * (coll_gpuring_below.c).
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <limits.h>
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
@@ -19,7 +22,9 @@
 #include "kernels/device.h"
 #include "kernels/memkind.h"
 
-/* MPI's C integer and floating types gpuring reduces, by size. */
+/* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is
+ * the platform's char (signed on x86); MPI_C_BOOL takes only the logical ops
+ * (MPI allows no others on it), whose 0/1 results are the bool's. */
 static int gpuring_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
 {
     static const gpuring_type_t sint[9] = {
@@ -35,12 +40,17 @@ static int gpuring_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring
     if (size > 8) return 0;
     if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
-        dt == MPI_INT32_T || dt == MPI_INT64_T) {
+        dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
+        dt == MPI_COUNT || (dt == MPI_CHAR && CHAR_MIN < 0)) {
         *type_p = sint[size];
     } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
                dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
-               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T) {
+               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T ||
+               (dt == MPI_CHAR && CHAR_MIN == 0)) {
         *type_p = uint[size];
+    } else if (dt == MPI_C_BOOL && size == 1 &&
+               (op == GPURING_OP_LAND || op == GPURING_OP_LOR || op == GPURING_OP_LXOR)) {
+        *type_p = GPURING_TYPE_UINT8;
     } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
                                   op == GPURING_OP_BXOR)) {
         *type_p = GPURING_TYPE_UINT8; /* MPI allows only the bitwise ops on bytes */
@@ -183,5 +193,5 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
 
 fallback:
     __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks, 1, __ATOMIC_RELAXED);
-    return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.allreduce_module);
+    return mca_coll_gpuring_allreduce_below(sbuf, rbuf, count, dtype, op, comm, module);
 }

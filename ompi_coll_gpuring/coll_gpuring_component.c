@@ -6,6 +6,7 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "opal/util/output.h"
@@ -54,6 +55,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .ranks_per_node = 0,
     .topo_xml = NULL,
     .net_peer_failure = GPURING_PROXY_PEER_FAILURE_REMOTE,
+    .stage_device_buffers = -1,
     .output = -1,
 };
 
@@ -191,7 +193,37 @@ static int gpuring_register(void)
         "Ranks without a GPU then play the node's GPUs in order",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &c->topo_xml);
+    gpuring_register_int("stage_device_buffers",
+                         "Collectives gpuring does not run itself (and MPI_Allreduce it hands "
+                         "down) on device buffers: -1 stage them through host memory unless "
+                         "this Open MPI is CUDA-aware (MPIX_Query_cuda_support), 1 always "
+                         "stage, 0 hand the device pointers to the component below (only "
+                         "right for a CUDA-aware Open MPI: others crash on them).  "
+                         "Non-blocking calls cannot be staged: on device buffers the component "
+                         "below cannot read they fail with MPI_ERR_BUFFER",
+                         OPAL_INFO_LVL_5, &c->stage_device_buffers);
     return OMPI_SUCCESS;
+}
+
+/* One line listing the collectives staged (refused = 0) or refused (1), if any. */
+static void gpuring_stage_summary(int refused)
+{
+    char line[1024];
+    size_t len = 0;
+
+    line[0] = '\0';
+    for (int i = 0; i < MCA_COLL_GPURING_NCOLLS && len < sizeof(line); i++) {
+        uint64_t n = mca_coll_gpuring_stage_count((mca_coll_gpuring_coll_t)i, refused);
+        if (n == 0) continue;
+        len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %llu",
+                                len ? ", " : "",
+                                mca_coll_gpuring_coll_name((mca_coll_gpuring_coll_t)i),
+                                (unsigned long long)n);
+    }
+    if (len == 0) return;
+    GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers %s: %s",
+                 refused ? "refused (non-blocking, MPI_ERR_BUFFER)"
+                         : "staged through host memory for the component below", line);
 }
 
 /* The gpuring log sink: one line on our opal_output stream. */
@@ -256,6 +288,8 @@ static int gpuring_close(void)
                      (unsigned long long)st.direct_calls, (unsigned long long)st.device_calls,
                      st.bytes / 1e9, (unsigned long long)c->fallbacks);
     }
+    gpuring_stage_summary(0);
+    gpuring_stage_summary(1);
 
     app = gpuring_device_save(); /* CUDA teardown below may switch devices */
     gpuring_ipc_buf_finalize();

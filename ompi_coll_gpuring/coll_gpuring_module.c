@@ -20,6 +20,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     memset(&m->prev, 0, sizeof(m->prev));
     m->state = MCA_COLL_GPURING_COMM_NEW;
     m->gcomm = NULL;
+    memset(&m->stage, 0, sizeof(m->stage));
 }
 
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
@@ -29,10 +30,12 @@ static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
         gpuring_comm_destroy(m->gcomm);
         m->gcomm = NULL;
     }
-    if (m->prev.allreduce_module != NULL) OBJ_RELEASE(m->prev.allreduce_module);
-    if (m->prev.allgather_module != NULL) OBJ_RELEASE(m->prev.allgather_module);
-    if (m->prev.barrier_module != NULL) OBJ_RELEASE(m->prev.barrier_module);
+#define GPURING_RELEASE_PREV(_slot, _type) \
+    if (m->prev._slot##_module != NULL) OBJ_RELEASE(m->prev._slot##_module);
+    MCA_COLL_GPURING_COLLS(GPURING_RELEASE_PREV)
+#undef GPURING_RELEASE_PREV
     memset(&m->prev, 0, sizeof(m->prev));
+    mca_coll_gpuring_stage_area_free(&m->stage);
 }
 
 static void gpuring_module_destruct(mca_coll_gpuring_module_t *m)
@@ -65,35 +68,36 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
                      comm->c_name);
         return NULL;
     }
-    if (ompi_comm_size(comm) < 2) {
-        GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: not used on a single rank", comm->c_name);
-        return NULL;
-    }
     m = OBJ_NEW(mca_coll_gpuring_module_t);
     if (m == NULL) return NULL;
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
-    m->super.coll_allreduce = mca_coll_gpuring_allreduce;
+    /* every collective goes below, device buffers staged; allreduce gpuring
+     * runs, except on a single rank (coll/self's memcpy then must not meet
+     * device memory either) */
+    mca_coll_gpuring_below_install(&m->super);
+    if (ompi_comm_size(comm) > 1) {
+        m->super.coll_allreduce = mca_coll_gpuring_allreduce;
+    } else {
+        GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: a single rank: only device buffers "
+                      "staged for the component below", comm->c_name);
+    }
     *priority = c->priority;
     return &m->super;
 }
 
-#define GPURING_SAVE_PREV(_m, _comm, _fn)                                      \
-    do {                                                                       \
-        (_m)->prev._fn = (_comm)->c_coll->coll_##_fn;                          \
-        (_m)->prev._fn##_module = (_comm)->c_coll->coll_##_fn##_module;        \
-        if ((_m)->prev._fn##_module != NULL) OBJ_RETAIN((_m)->prev._fn##_module); \
-    } while (0)
+#define GPURING_SAVE_PREV(_slot, _type)                                        \
+    m->prev._slot = comm->c_coll->coll_##_slot;                                \
+    m->prev._slot##_module = comm->c_coll->coll_##_slot##_module;              \
+    if (m->prev._slot##_module != NULL) OBJ_RETAIN(m->prev._slot##_module);
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
 
     /* modules are enabled in increasing priority: what is installed now is
-     * what gpuring falls back to */
-    GPURING_SAVE_PREV(m, comm, allreduce);
-    GPURING_SAVE_PREV(m, comm, allgather);
-    GPURING_SAVE_PREV(m, comm, barrier);
+     * what gpuring falls back to (allgather and barrier: its bootstrap too) */
+    MCA_COLL_GPURING_COLLS(GPURING_SAVE_PREV)
     if (m->prev.allreduce == NULL || m->prev.allgather == NULL || m->prev.barrier == NULL) {
         GPURING_INFO(GPURING_SUBSYS_INIT,
                      "comm %s: no component below gpuring provides allreduce, allgather and "
@@ -106,7 +110,7 @@ static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_com
     return OMPI_SUCCESS;
 }
 
-/* Called once per function slot gpuring owns (only allreduce) before release. */
+/* Called once per function slot gpuring owns before release. */
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     (void)comm;

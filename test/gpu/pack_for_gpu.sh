@@ -8,7 +8,7 @@
 #                           libc, libstdc++ or other base packages: the GPU
 #                           machine's own are newer and compatible)
 #   .gpu-carry/component/   mca_coll_gpuring.so, as built here
-#   .gpu-carry/bin/         allreduce_check, allreduce_perf, test_reduce_cuda,
+#   .gpu-carry/bin/         allreduce_check, device_coll_check, allreduce_perf, test_reduce_cuda,
 #                           test_exec_cuda, ipc_probe, as built here
 # About 40 MB.  Then, with the device tool:
 #   run(command="GPURING_GPU_OUT=$OUT test/gpu/run_gpu_tests.sh", carry=[".gpu-carry"])
@@ -30,7 +30,8 @@ pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 libhwloc15 libhwloc-plugins
       libpciaccess0 libxnvctrl0 libmunge2 libxml2 libicu72 libx11-6 libx11-data libxext6
       libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 ocl-icd-libopencl1 libltdl7"
 
-for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/perf/allreduce_perf \
+for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/mpi/device_coll_check \
+         test/perf/allreduce_perf \
          test/gpu/test_reduce_cuda test/gpu/test_exec_cuda test/gpu/ipc_probe; do
     if [ ! -f "$builddir/$f" ]; then
         echo "pack_for_gpu: $builddir/$f is not built (run make check first)" >&2
@@ -48,7 +49,8 @@ mkdir -p "$out/debs" "$out/component" "$out/bin"
 }
 rm -f "$out/debs.err"
 cp "$builddir/.libs/mca_coll_gpuring.so" "$out/component/"
-cp "$builddir/test/mpi/allreduce_check" "$builddir/test/perf/allreduce_perf" \
+cp "$builddir/test/mpi/allreduce_check" "$builddir/test/mpi/device_coll_check" \
+   "$builddir/test/perf/allreduce_perf" \
    "$builddir/test/gpu/test_reduce_cuda" "$builddir/test/gpu/test_exec_cuda" \
    "$builddir/test/gpu/ipc_probe" "$out/bin/"
 echo "pack_for_gpu: $(du -sh "$out" | cut -f1) in $out"

@@ -28,7 +28,7 @@
  *   -c LIST   counts (default 0,1,2,3,7,17,31,64,1000,4099,65537)
  *   -t LIST   types or "all" (default all): schar uchar short ushort int uint
  *             long ulong longlong ulonglong int8 uint8 int16 uint16 int32
- *             uint32 int64 uint64 float double
+ *             uint32 int64 uint64 float double char aint offset count
  *   -o LIST   ops or "all" (default all): sum prod min max band bor bxor land
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
@@ -65,6 +65,7 @@
  *             communicator's rank 0 and compared).  Cases marked "zeros".
  */
 #include <mpi.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,11 @@ static void init_tables(void)
     T("uint64", MPI_UINT64_T, 8, 0, 0);
     T("float", MPI_FLOAT, sizeof(float), 1, 1);
     T("double", MPI_DOUBLE, sizeof(double), 1, 1);
+    /* the platform's char (signed on x86), and MPI's address-sized integers */
+    T("char", MPI_CHAR, sizeof(char), CHAR_MIN < 0, 0);
+    T("aint", MPI_AINT, sizeof(MPI_Aint), 1, 0);
+    T("offset", MPI_OFFSET, sizeof(MPI_Offset), 1, 0);
+    T("count", MPI_COUNT, sizeof(MPI_Count), 1, 0);
 #undef T
     g_ops[OP_SUM] = (op_t){"sum", MPI_SUM, 0};
     g_ops[OP_PROD] = (op_t){"prod", MPI_PROD, 0};

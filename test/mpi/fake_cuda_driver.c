@@ -12,19 +12,36 @@
  * never saw.  cuCtxGetCurrent / cuCtxSetCurrent keep a per-thread current
  * context, so the test can check that gpuring gives its caller's back.
  *
+ * It also has device memory the host cannot touch, as on a real GPU:
+ * cuMemAlloc maps a shared-memory segment twice, once without any access
+ * (the "device pointer" the program gets: a component that dereferences it
+ * crashes, as a non-CUDA-aware MPI does on GPU memory) and once readable
+ * and writable for the driver itself; cuMemcpy copies through that second
+ * view.  cuMemHostRegister'ed memory answers as host memory.  Enough of
+ * device and context management (cuInit, cuDeviceGet, primary context) for
+ * a test written against the driver API to run unchanged on a real GPU.
+ *
  * Built as test/mpi/fake_cuda/libcuda.so.1 (soname libcuda.so.1): a program
  * that dlopens it by path is, to dlopen("libcuda.so.1", RTLD_NOLOAD), a
  * process that loaded the CUDA driver.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* driver API values (cuda.h) */
 enum {
     FAKE_CUDA_SUCCESS = 0,
     FAKE_CUDA_ERROR_INVALID_VALUE = 1,
+    FAKE_CUDA_ERROR_OUT_OF_MEMORY = 2,
+    FAKE_CUDA_ERROR_INVALID_CONTEXT = 201,
+    FAKE_ATTR_CONTEXT = 1,
+    FAKE_CU_MEMORYTYPE_HOST = 1,
+    FAKE_CU_MEMORYTYPE_DEVICE = 2,
     FAKE_CUDA_ERROR_NOT_FOUND = 500,
     FAKE_ATTR_MEMORY_TYPE = 2,
     FAKE_ATTR_BUFFER_ID = 7,
@@ -36,7 +53,7 @@ enum {
     FAKE_DRIVER_VERSION = 12000,
 };
 
-#define FAKE_MAX_RANGES 64
+#define FAKE_MAX_RANGES 256
 
 typedef struct {
     uintptr_t base;
@@ -45,12 +62,14 @@ typedef struct {
     unsigned int managed;
     int ordinal;
     unsigned long long id;
+    char *shadow; /* cuMemAlloc'ed memory: the driver's own view of it */
 } fake_range_t;
 
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_range_t fake_ranges[FAKE_MAX_RANGES];
 static unsigned long long fake_next_id = 1;
 static __thread void *fake_ctx;
+static int fake_primary_ctx; /* its address is the primary context */
 
 /* ---- the test's side ------------------------------------------------------ */
 
@@ -65,7 +84,42 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
     for (int i = 0; i < FAKE_MAX_RANGES; i++) {
         if (fake_ranges[i].bytes == 0) {
             fake_ranges[i] = (fake_range_t){(uintptr_t)base, bytes, memtype,
-                                            managed != 0, ordinal, fake_next_id++};
+                                            managed != 0, ordinal, fake_next_id++, NULL};
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return rc;
+}
+
+/* The range holding ptr (a copy; bytes 0: none). */
+static fake_range_t fake_find(uintptr_t ptr)
+{
+    fake_range_t r = {0};
+
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+        if (fake_ranges[i].bytes != 0 && ptr >= fake_ranges[i].base &&
+            ptr - fake_ranges[i].base < fake_ranges[i].bytes) {
+            r = fake_ranges[i];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return r;
+}
+
+/* Forget the range starting at base; its shadow back in *shadow_p. 0 or -1. */
+static int fake_forget(uintptr_t base, char **shadow_p)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+        if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == base) {
+            if (shadow_p != NULL) *shadow_p = fake_ranges[i].shadow;
+            fake_ranges[i].bytes = 0;
             rc = 0;
             break;
         }
@@ -106,20 +160,15 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
 
 int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
 {
-    fake_range_t r = {0};
-    int found = 0;
+    fake_range_t r = fake_find(ptr);
 
-    pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES && !found; i++) {
-        if (fake_ranges[i].bytes != 0 && ptr >= fake_ranges[i].base &&
-            ptr - fake_ranges[i].base < fake_ranges[i].bytes) {
-            r = fake_ranges[i];
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&fake_lock);
-    if (!found || data == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (r.bytes == 0 || data == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
     switch (attribute) {
+    case FAKE_ATTR_CONTEXT: {
+        void *ctx = r.memtype == FAKE_CU_MEMORYTYPE_HOST ? NULL : (void *)&fake_primary_ctx;
+        memcpy(data, &ctx, sizeof(ctx));
+        break;
+    }
     case FAKE_ATTR_MEMORY_TYPE: memcpy(data, &r.memtype, sizeof(r.memtype)); break;
     case FAKE_ATTR_IS_MANAGED: memcpy(data, &r.managed, sizeof(r.managed)); break;
     case FAKE_ATTR_DEVICE_ORDINAL:
@@ -150,4 +199,149 @@ int cuCtxSetCurrent(void *ctx)
 {
     fake_ctx = ctx;
     return FAKE_CUDA_SUCCESS;
+}
+
+/* ---- devices, contexts ---------------------------------------------------------- */
+
+int cuDeviceGetCount(int *count)
+{
+    if (count == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuDeviceGet(int *device, int ordinal)
+{
+    if (device == NULL || ordinal != 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    *device = 0;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuDevicePrimaryCtxRetain(void **ctx, int device)
+{
+    if (ctx == NULL || device != 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    *ctx = &fake_primary_ctx;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuDevicePrimaryCtxRelease_v2(int device)
+{
+    return device == 0 ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_INVALID_VALUE;
+}
+
+int cuStreamSynchronize(void *stream)
+{
+    (void)stream;
+    return fake_ctx != NULL ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_INVALID_CONTEXT;
+}
+
+int cuCtxSynchronize(void)
+{
+    return cuStreamSynchronize(NULL);
+}
+
+/* ---- device memory the host cannot touch ------------------------------------------ */
+
+int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+    void *dev, *shadow;
+    int fd;
+
+    if (dptr == NULL || bytes == 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    len = (bytes + page - 1) / page * page;
+    fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
+    if (fd < 0) return FAKE_CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, (off_t)len) != 0) {
+        close(fd);
+        return FAKE_CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    dev = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+    shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (dev == MAP_FAILED || shadow == MAP_FAILED ||
+        fake_cuda_mark(dev, len, FAKE_CU_MEMORYTYPE_DEVICE, 0, 0) != 0) {
+        if (dev != MAP_FAILED) munmap(dev, len);
+        if (shadow != MAP_FAILED) munmap(shadow, len);
+        return FAKE_CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+        if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == (uintptr_t)dev) {
+            fake_ranges[i].shadow = shadow;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    *dptr = (uintptr_t)dev;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuMemFree_v2(uintptr_t dptr)
+{
+    fake_range_t r = fake_find(dptr);
+    char *shadow = NULL;
+
+    if (r.bytes == 0 || r.base != dptr || r.shadow == NULL || fake_forget(dptr, &shadow) != 0) {
+        return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    munmap((void *)r.base, r.bytes);
+    munmap(shadow, r.bytes);
+    return FAKE_CUDA_SUCCESS;
+}
+
+/* Where the driver reads or writes [ptr, ptr + bytes): the shadow of device
+ * memory, or the host memory itself; NULL: a device range overrun. */
+static char *fake_view(uintptr_t ptr, size_t bytes)
+{
+    fake_range_t r = fake_find(ptr);
+
+    if (r.bytes == 0 || r.shadow == NULL) return (char *)ptr;
+    if (bytes > r.bytes - (ptr - r.base)) return NULL;
+    return r.shadow + (ptr - r.base);
+}
+
+int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
+{
+    char *d = fake_view(dst, bytes), *s = fake_view(src, bytes);
+
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    memmove(d, s, bytes);
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (ptr == NULL || bytes == 0 || fake_find((uintptr_t)ptr).bytes != 0) {
+        return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    return fake_cuda_mark(ptr, bytes, FAKE_CU_MEMORYTYPE_HOST, 0, -1) == 0
+               ? FAKE_CUDA_SUCCESS
+               : FAKE_CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+int cuMemHostUnregister(void *ptr)
+{
+    fake_range_t r = fake_find((uintptr_t)ptr);
+
+    if (r.bytes == 0 || r.memtype != FAKE_CU_MEMORYTYPE_HOST || r.base != (uintptr_t)ptr) {
+        return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    return fake_forget(r.base, NULL) == 0 ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_INVALID_VALUE;
+}
+
+/* For tests: ranges cuMemHostRegister'ed and not unregistered (leaks). */
+int fake_cuda_host_registered(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+        n += fake_ranges[i].bytes != 0 && fake_ranges[i].memtype == FAKE_CU_MEMORYTYPE_HOST;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return n;
 }

@@ -18,7 +18,7 @@
  *   fcomplex_sum                          MPI_C_FLOAT_COMPLEX
  *   maxloc_2int / minloc_2int             MPI_MAXLOC / MPI_MINLOC on MPI_2INT
  *   maxloc_double_int                     MPI_MAXLOC on MPI_DOUBLE_INT
- *   cbool_lor / cbool_land                MPI_C_BOOL
+ *   cbool_lor / cbool_land                MPI_C_BOOL  (gpuring runs these natively since #16)
  *   byte_bxor                             MPI_BYTE with MPI_BXOR
  *   intercomm_sum    MPI_INT sum on an inter-communicator (each group gets
  *                    the reduction of the other group)

@@ -47,8 +47,10 @@ FILTER=${GPURING_TEST_FILTER:-}
 #    MPI_SUM on unsigned char/short gives 0xff/0xffff on wrap, from count ~16
 #    up (open-mpi/ompi#8045 family);
 #  - MPI_UNSIGNED_LONG MIN/MAX compare as signed long (open-mpi/ompi#10525,
-#    #10648; fixed after 4.1.4).
-KNOWN_OMPI_BUGS="uchar:sum,uint8:sum,ushort:sum,uint16:sum,ulong:min,ulong:max"
+#    #10648; fixed after 4.1.4);
+#  - MPI_OFFSET MIN/MAX are wrong for negative values (seen here with plain
+#    Open MPI: allreduce_check -t offset -o min,max under --mca coll ^gpuring).
+KNOWN_OMPI_BUGS="uchar:sum,uint8:sum,ushort:sum,uint16:sum,ulong:min,ulong:max,offset:min,offset:max"
 
 # GPURING_MCA_ARGS split on whitespace (paths with spaces are not supported)
 source "$HERE/../mca_args.sh"
@@ -176,6 +178,29 @@ run_case() {
                 missing=$(every_rank " tree connections ready")
                 if [ -n "$missing" ]; then
                     fail "$name" "rank $missing did not connect its trees" "$log"
+                    return
+                fi
+                ;;
+            staged)
+                # every rank staged device buffers, and rank 0 every collective in STAGED_ALL
+                missing=$(every_rank " device buffers staged through host memory")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing staged no device buffer" "$log"
+                    return
+                fi
+                local coll line
+                line=$(grep -E "\[gpuring rank 0\] device buffers staged" "$log")
+                for coll in $STAGED_ALL; do
+                    if ! [[ $line =~ $coll\ [1-9] ]]; then
+                        fail "$name" "rank 0 staged no $coll" "$log"
+                        return
+                    fi
+                done
+                ;;
+            refused)
+                missing=$(every_rank " device buffers refused \(non-blocking")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing refused no non-blocking call on device buffers" "$log"
                     return
                 fi
                 ;;
@@ -317,6 +342,33 @@ FALLBACK_WHY="send and receive buffers are different kinds" run_case "fakecuda_s
 FALLBACK_WHY="ranks passed different kinds of memory" run_case "fakecuda_rank0_agree_np3_rpn0" \
     3 0 fallback "coll_gpuring_agree_memory 1" \
     allreduce_check -F "$FAKE_CUDA:rank0" -m world,dup,split "${FAKE[@]}"
+
+# --- every MPI collective on device buffers the host cannot touch (the stand-in driver's
+# cuMemAlloc): gpuring stages them through host memory for the component below (not
+# CUDA-aware), refuses non-blocking ones with MPI_ERR_BUFFER, and every result is right.
+if [ $ACTIVE = 1 ]; then
+    STAGED_ALL="MPI_Allgather MPI_Allgatherv MPI_Allreduce MPI_Alltoall MPI_Alltoallv
+        MPI_Alltoallw MPI_Bcast MPI_Exscan MPI_Gather MPI_Gatherv MPI_Reduce MPI_Reduce_scatter
+        MPI_Reduce_scatter_block MPI_Scan MPI_Scatter MPI_Scatterv"
+    run_case "device_colls_np2_rpn0" 2 0 staged,refused "" device_coll_check -D "$FAKE_CUDA" -q
+    STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather MPI_Neighbor_alltoall"
+    run_case "device_colls_np3_rpn1" 3 1 staged,refused "" device_coll_check -D "$FAKE_CUDA" -q
+    run_case "device_colls_np4_rpn2" 4 2 staged,refused "" \
+        device_coll_check -D "$FAKE_CUDA" -c 0,1,7,1000,65537 -m world,split -q
+    # the control: handed down unstaged, the same device memory kills the component below
+    if [ -z "$FILTER" ] || [[ device_colls_unstaged_crash =~ $FILTER ]]; then
+        log="$LOGDIR/device_colls_unstaged_crash.log"
+        mca_args coll_gpuring_verbose 3 coll_gpuring_stage_device_buffers 0
+        timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np 2 "${MCA[@]}" \
+            "$BINDIR/device_coll_check" -D "$FAKE_CUDA" -c 7 -m world -q > "$log" 2>&1
+        rc=$?
+        if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "Segmentation fault" "$log"; then
+            pass "device_colls_unstaged_crash (exit $rc: the component below faulted on device memory)"
+        else
+            fail "device_colls_unstaged_crash" "exit $rc without a segmentation fault" "$log"
+        fi
+    fi
+fi
 
 # --- communicator churn (leaks of fds, threads, /dev/shm/gpuring*)
 run_case "churn_np2_rpn0" 2 0 ready "" comm_churn -n "$CHURN_N" -q

@@ -1,0 +1,635 @@
+/*
+ * coll_gpuring_below.c -- every MPI collective that gpuring does not run
+ * itself, on its way to the component below (saved at enable):
+ *  - blocking calls: each buffer is described by what the call reads or
+ *    writes in it on this rank (MPI's rules for roots, MPI_IN_PLACE and the
+ *    v/w displacements), and coll_gpuring_stage.c stages those in device
+ *    memory through host memory, unless the component below reads device
+ *    memory itself;
+ *  - non-blocking calls: handed down as they are, except on device buffers
+ *    the component below cannot read: they cannot be staged without a
+ *    completion hook, so they fail with MPI_ERR_BUFFER and a log line.
+ * Host buffers cost one memory-kind check per buffer.
+ * MPI_Barrier has no buffers: gpuring leaves it to the component below.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "ompi/mca/topo/base/base.h"
+
+#define BELOW_N(_bufs) ((int)(sizeof(_bufs) / sizeof((_bufs)[0])))
+#define BELOW_IN MCA_COLL_GPURING_STAGE_IN
+#define BELOW_OUT MCA_COLL_GPURING_STAGE_OUT
+/* a receive buffer: also read when the call is in place */
+#define BELOW_RECV(_sbuf) ((_sbuf) == MPI_IN_PLACE ? MCA_COLL_GPURING_STAGE_INOUT : BELOW_OUT)
+#define BELOW_MODULE(_module) ((mca_coll_gpuring_module_t *)(_module))
+
+/* Run `_call` (using each buffer's .host) with the buffers staged around it. */
+#define BELOW_STAGED(_m, _slot, _bufs, _call)                                              \
+    do {                                                                                   \
+        int rc_;                                                                           \
+        if ((_m)->prev._slot == NULL) return OMPI_ERR_NOT_SUPPORTED;                       \
+        rc_ = mca_coll_gpuring_stage_in(_m, MCA_COLL_GPURING_COLL_##_slot, _bufs,          \
+                                        BELOW_N(_bufs));                                   \
+        if (rc_ != OMPI_SUCCESS) return rc_;                                               \
+        rc_ = (_call);                                                                     \
+        return mca_coll_gpuring_stage_out(_m, MCA_COLL_GPURING_COLL_##_slot, _bufs,        \
+                                          BELOW_N(_bufs), rc_);                            \
+    } while (0)
+
+/* Run `_call` unless a buffer is device memory the component below cannot read. */
+#define BELOW_NONBLOCKING(_m, _slot, _bufs, _call)                                         \
+    do {                                                                                   \
+        if ((_m)->prev._slot == NULL) return OMPI_ERR_NOT_SUPPORTED;                       \
+        if (mca_coll_gpuring_stage_any_device(_bufs, BELOW_N(_bufs)) &&                    \
+            !mca_coll_gpuring_below_reads_device()) {                                      \
+            return mca_coll_gpuring_stage_refuse(_m, MCA_COLL_GPURING_COLL_##_slot);       \
+        }                                                                                  \
+        return (_call);                                                                    \
+    } while (0)
+
+#define SPAN mca_coll_gpuring_stage_span
+#define SPAN_V mca_coll_gpuring_stage_span_v
+#define SPAN_W mca_coll_gpuring_stage_span_w
+
+typedef mca_coll_gpuring_stage_buf_t below_buf_t;
+typedef struct ompi_datatype_t below_dt_t;
+typedef struct ompi_communicator_t below_comm_t;
+typedef mca_coll_base_module_t below_module_t;
+
+static int below_size(below_comm_t *comm) { return ompi_comm_size(comm); }
+static int below_is_root(below_comm_t *comm, int root) { return ompi_comm_rank(comm) == root; }
+
+/* A neighborhood collective's peers: in (sources) and out (destinations). */
+static void below_degrees(below_comm_t *comm, int *in_p, int *out_p)
+{
+    if (mca_topo_base_neighbor_count(comm, in_p, out_p) != OMPI_SUCCESS) *in_p = *out_p = 0;
+}
+
+/* ---- the buffers of each call, one shape per family -------------------------------- */
+
+/* sbuf: scount of sdt; rbuf: rcount x nrecv of rdt */
+static void below_gather_bufs(below_buf_t b[2], const void *sbuf, int scount, below_dt_t *sdt,
+                              void *rbuf, size_t rcount, below_dt_t *rdt, int recv_dir)
+{
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN(&b[1], rbuf, recv_dir, rcount, rdt);
+}
+
+/* one buffer of count elements in, one out (the reductions) */
+static void below_reduce_bufs(below_buf_t b[2], const void *sbuf, size_t scount, void *rbuf,
+                              size_t rcount, below_dt_t *dt, int recv_dir)
+{
+    SPAN(&b[0], sbuf, BELOW_IN, scount, dt);
+    SPAN(&b[1], rbuf, recv_dir, rcount, dt);
+}
+
+/* ---- blocking: staged ------------------------------------------------------------ */
+
+static int below_allgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                           below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
+
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
+                      BELOW_RECV(sbuf));
+    BELOW_STAGED(m, allgather, b,
+                 m->prev.allgather(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
+                                   m->prev.allgather_module));
+}
+
+static int below_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                            const int *rcounts, const int *displs, below_dt_t *rdt,
+                            below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
+
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+    BELOW_STAGED(m, allgatherv, b,
+                 m->prev.allgatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt,
+                                    comm, m->prev.allgatherv_module));
+}
+
+/* MPI_Allreduce, MPI_Scan and MPI_Exscan: one signature, the same buffers */
+static int below_reduce_all(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                            mca_coll_base_module_allreduce_fn_t fn, below_module_t *fn_module,
+                            const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                            struct ompi_op_t *op, below_comm_t *comm)
+{
+    below_buf_t b[2];
+    int rc;
+
+    if (fn == NULL) return OMPI_ERR_NOT_SUPPORTED;
+    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt, BELOW_RECV(sbuf));
+    rc = mca_coll_gpuring_stage_in(m, coll, b, BELOW_N(b));
+    if (rc != OMPI_SUCCESS) return rc;
+    rc = fn(b[0].host, b[1].host, count, dt, op, comm, fn_module);
+    return mca_coll_gpuring_stage_out(m, coll, b, BELOW_N(b), rc);
+}
+
+int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                                     struct ompi_op_t *op, below_comm_t *comm,
+                                     below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+
+    return below_reduce_all(m, MCA_COLL_GPURING_COLL_allreduce, m->prev.allreduce,
+                            m->prev.allreduce_module, sbuf, rbuf, count, dt, op, comm);
+}
+
+static int below_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                          below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int n = below_size(comm);
+    below_buf_t b[2];
+
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * n, sdt);
+    SPAN(&b[1], rbuf, BELOW_RECV(sbuf), (size_t)rcount * n, rdt);
+    BELOW_STAGED(m, alltoall, b,
+                 m->prev.alltoall(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
+                                  m->prev.alltoall_module));
+}
+
+static int below_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                           below_dt_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                           below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int n = below_size(comm);
+    below_buf_t b[2];
+
+    if (sbuf == MPI_IN_PLACE) {
+        SPAN(&b[0], sbuf, 0, 0, sdt);
+    } else {
+        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, n, sdt);
+    }
+    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, n, rdt);
+    BELOW_STAGED(m, alltoallv, b,
+                 m->prev.alltoallv(b[0].host, scounts, sdispls, sdt, b[1].host, rcounts,
+                                   rdispls, rdt, comm, m->prev.alltoallv_module));
+}
+
+static int below_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                           below_dt_t *const *sdts, void *rbuf, const int *rcounts,
+                           const int *rdispls, below_dt_t *const *rdts, below_comm_t *comm,
+                           below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int n = below_size(comm);
+    below_buf_t b[2];
+
+    if (sbuf == MPI_IN_PLACE) {
+        SPAN(&b[0], sbuf, 0, 0, MPI_BYTE);
+    } else {
+        SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 0, sdts, n);
+    }
+    SPAN_W(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, 0, rdts, n);
+    BELOW_STAGED(m, alltoallw, b,
+                 m->prev.alltoallw(b[0].host, scounts, sdispls, sdts, b[1].host, rcounts,
+                                   rdispls, rdts, comm, m->prev.alltoallw_module));
+}
+
+static int below_bcast(void *buf, int count, below_dt_t *dt, int root, below_comm_t *comm,
+                       below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[1];
+
+    SPAN(&b[0], buf, below_is_root(comm, root) ? BELOW_IN : BELOW_OUT, (size_t)count, dt);
+    BELOW_STAGED(m, bcast, b,
+                 m->prev.bcast(b[0].host, count, dt, root, comm, m->prev.bcast_module));
+}
+
+static int below_exscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                        struct ompi_op_t *op, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+
+    return below_reduce_all(m, MCA_COLL_GPURING_COLL_exscan, m->prev.exscan,
+                            m->prev.exscan_module, sbuf, rbuf, count, dt, op, comm);
+}
+
+static int below_gather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                        below_dt_t *rdt, int root, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int is_root = below_is_root(comm, root);
+    below_buf_t b[2];
+
+    /* the receive buffer counts at the root only */
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
+                      is_root ? BELOW_RECV(sbuf) : 0);
+    BELOW_STAGED(m, gather, b,
+                 m->prev.gather(b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm,
+                                m->prev.gather_module));
+}
+
+static int below_gatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                         const int *rcounts, const int *displs, below_dt_t *rdt, int root,
+                         below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int is_root = below_is_root(comm, root);
+    below_buf_t b[2];
+
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    if (is_root) {
+        SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+    } else {
+        SPAN(&b[1], rbuf, 0, 0, rdt); /* rcounts and displs are the root's alone */
+    }
+    BELOW_STAGED(m, gatherv, b,
+                 m->prev.gatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, root,
+                                 comm, m->prev.gatherv_module));
+}
+
+static int below_reduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                        struct ompi_op_t *op, int root, below_comm_t *comm,
+                        below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
+
+    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt,
+                      below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
+    BELOW_STAGED(m, reduce, b,
+                 m->prev.reduce(b[0].host, b[1].host, count, dt, op, root, comm,
+                                m->prev.reduce_module));
+}
+
+static int below_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, below_dt_t *dt,
+                                struct ompi_op_t *op, below_comm_t *comm,
+                                below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    size_t total = 0;
+    below_buf_t b[2];
+
+    for (int i = 0; i < below_size(comm); i++) total += (size_t)rcounts[i];
+    /* in place, the receive buffer holds the whole input */
+    below_reduce_bufs(b, sbuf, total, rbuf,
+                      sbuf == MPI_IN_PLACE ? total : (size_t)rcounts[ompi_comm_rank(comm)], dt,
+                      BELOW_RECV(sbuf));
+    BELOW_STAGED(m, reduce_scatter, b,
+                 m->prev.reduce_scatter(b[0].host, b[1].host, rcounts, dt, op, comm,
+                                        m->prev.reduce_scatter_module));
+}
+
+static int below_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, below_dt_t *dt,
+                                      struct ompi_op_t *op, below_comm_t *comm,
+                                      below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    size_t total = (size_t)rcount * below_size(comm);
+    below_buf_t b[2];
+
+    below_reduce_bufs(b, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : (size_t)rcount, dt,
+                      BELOW_RECV(sbuf));
+    BELOW_STAGED(m, reduce_scatter_block, b,
+                 m->prev.reduce_scatter_block(b[0].host, b[1].host, rcount, dt, op, comm,
+                                              m->prev.reduce_scatter_block_module));
+}
+
+static int below_scan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                      struct ompi_op_t *op, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+
+    return below_reduce_all(m, MCA_COLL_GPURING_COLL_scan, m->prev.scan, m->prev.scan_module,
+                            sbuf, rbuf, count, dt, op, comm);
+}
+
+static int below_scatter(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                         below_dt_t *rdt, int root, below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int is_root = below_is_root(comm, root);
+    below_buf_t b[2];
+
+    /* the send buffer counts at the root only; there, the receive buffer may be in place */
+    SPAN(&b[0], sbuf, is_root ? BELOW_IN : 0, (size_t)scount * below_size(comm), sdt);
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+    BELOW_STAGED(m, scatter, b,
+                 m->prev.scatter(b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm,
+                                 m->prev.scatter_module));
+}
+
+static int below_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                          below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt, int root,
+                          below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
+
+    if (below_is_root(comm, root)) {
+        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, displs, below_size(comm), sdt);
+    } else {
+        SPAN(&b[0], sbuf, 0, 0, sdt);
+    }
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+    BELOW_STAGED(m, scatterv, b,
+                 m->prev.scatterv(b[0].host, scounts, displs, sdt, b[1].host, rcount, rdt, root,
+                                  comm, m->prev.scatterv_module));
+}
+
+static int below_neighbor_allgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                    int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                    below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int in, out;
+    below_buf_t b[2];
+
+    below_degrees(comm, &in, &out);
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
+    BELOW_STAGED(m, neighbor_allgather, b,
+                 m->prev.neighbor_allgather(b[0].host, scount, sdt, b[1].host, rcount, rdt,
+                                            comm, m->prev.neighbor_allgather_module));
+}
+
+static int below_neighbor_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                     const int *rcounts, const int *displs, below_dt_t *rdt,
+                                     below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int in, out;
+    below_buf_t b[2];
+
+    below_degrees(comm, &in, &out);
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, displs, in, rdt);
+    BELOW_STAGED(m, neighbor_allgatherv, b,
+                 m->prev.neighbor_allgatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs,
+                                             rdt, comm, m->prev.neighbor_allgatherv_module));
+}
+
+static int below_neighbor_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                   int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                   below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int in, out;
+    below_buf_t b[2];
+
+    below_degrees(comm, &in, &out);
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * out, sdt);
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount * in, rdt);
+    BELOW_STAGED(m, neighbor_alltoall, b,
+                 m->prev.neighbor_alltoall(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
+                                           m->prev.neighbor_alltoall_module));
+}
+
+static int below_neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                    below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                    const int *rdispls, below_dt_t *rdt, below_comm_t *comm,
+                                    below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int in, out;
+    below_buf_t b[2];
+
+    below_degrees(comm, &in, &out);
+    SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, out, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, in, rdt);
+    BELOW_STAGED(m, neighbor_alltoallv, b,
+                 m->prev.neighbor_alltoallv(b[0].host, scounts, sdispls, sdt, b[1].host,
+                                            rcounts, rdispls, rdt, comm,
+                                            m->prev.neighbor_alltoallv_module));
+}
+
+static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                                    below_dt_t *const *sdts, void *rbuf, const int *rcounts,
+                                    const MPI_Aint *rdispls, below_dt_t *const *rdts,
+                                    below_comm_t *comm, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    int in, out;
+    below_buf_t b[2];
+
+    below_degrees(comm, &in, &out);
+    SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 1, sdts, out);
+    SPAN_W(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, 1, rdts, in);
+    BELOW_STAGED(m, neighbor_alltoallw, b,
+                 m->prev.neighbor_alltoallw(b[0].host, scounts, sdispls, sdts, b[1].host,
+                                            rcounts, rdispls, rdts, comm,
+                                            m->prev.neighbor_alltoallw_module));
+}
+
+/* ---- non-blocking: refused on device buffers the component below cannot read ----- */
+/*
+ * Only whether a buffer is device memory matters here, so each call names
+ * its buffers by their first element (counts that say "nothing" on this rank
+ * are 0): the pointer an application passes is where its allocation is.
+ */
+static void below_first(below_buf_t b[2], const void *sbuf, void *rbuf)
+{
+    SPAN(&b[0], sbuf, BELOW_IN, 1, MPI_BYTE);
+    SPAN(&b[1], rbuf, BELOW_OUT, 1, MPI_BYTE);
+}
+
+#define BELOW_IPTRS(_slot, _sbuf, _rbuf, _call)                                            \
+    do {                                                                                   \
+        mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);                              \
+        below_buf_t b_[2];                                                                 \
+        below_first(b_, _sbuf, _rbuf);                                                     \
+        BELOW_NONBLOCKING(m_, _slot, b_, m_->prev._slot _call);                            \
+    } while (0)
+
+static int below_iallgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                            int rcount, below_dt_t *rdt, below_comm_t *comm,
+                            ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(iallgather, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req, m_->prev.iallgather_module));
+}
+
+static int below_iallgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                             const int *rcounts, const int *displs, below_dt_t *rdt,
+                             below_comm_t *comm, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(iallgatherv, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, req,
+                 m_->prev.iallgatherv_module));
+}
+
+static int below_iallreduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                            struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
+                            below_module_t *module)
+{
+    BELOW_IPTRS(iallreduce, sbuf, rbuf,
+                (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iallreduce_module));
+}
+
+static int below_ialltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                           below_dt_t *rdt, below_comm_t *comm, ompi_request_t **req,
+                           below_module_t *module)
+{
+    BELOW_IPTRS(ialltoall, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req, m_->prev.ialltoall_module));
+}
+
+static int below_ialltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                            below_dt_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                            below_dt_t *rdt, below_comm_t *comm, ompi_request_t **req,
+                            below_module_t *module)
+{
+    BELOW_IPTRS(ialltoallv, sbuf, rbuf,
+                (sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, req,
+                 m_->prev.ialltoallv_module));
+}
+
+static int below_ialltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                            below_dt_t *const *sdts, void *rbuf, const int *rcounts,
+                            const int *rdispls, below_dt_t *const *rdts, below_comm_t *comm,
+                            ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ialltoallw, sbuf, rbuf,
+                (sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, req,
+                 m_->prev.ialltoallw_module));
+}
+
+static int below_ibcast(void *buf, int count, below_dt_t *dt, int root, below_comm_t *comm,
+                        ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ibcast, buf, NULL, (buf, count, dt, root, comm, req, m_->prev.ibcast_module));
+}
+
+static int below_iexscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                         struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
+                         below_module_t *module)
+{
+    BELOW_IPTRS(iexscan, sbuf, rbuf,
+                (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iexscan_module));
+}
+
+static int below_igather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                         below_dt_t *rdt, int root, below_comm_t *comm, ompi_request_t **req,
+                         below_module_t *module)
+{
+    BELOW_IPTRS(igather, sbuf, below_is_root(comm, root) ? rbuf : NULL,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, req,
+                 m_->prev.igather_module));
+}
+
+static int below_igatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                          const int *rcounts, const int *displs, below_dt_t *rdt, int root,
+                          below_comm_t *comm, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(igatherv, sbuf, below_is_root(comm, root) ? rbuf : NULL,
+                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm, req,
+                 m_->prev.igatherv_module));
+}
+
+static int below_ireduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                         struct ompi_op_t *op, int root, below_comm_t *comm,
+                         ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ireduce, sbuf, below_is_root(comm, root) ? rbuf : NULL,
+                (sbuf, rbuf, count, dt, op, root, comm, req, m_->prev.ireduce_module));
+}
+
+static int below_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                 below_dt_t *dt, struct ompi_op_t *op, below_comm_t *comm,
+                                 ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ireduce_scatter, sbuf, rbuf,
+                (sbuf, rbuf, rcounts, dt, op, comm, req, m_->prev.ireduce_scatter_module));
+}
+
+static int below_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, below_dt_t *dt,
+                                       struct ompi_op_t *op, below_comm_t *comm,
+                                       ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ireduce_scatter_block, sbuf, rbuf,
+                (sbuf, rbuf, rcount, dt, op, comm, req,
+                 m_->prev.ireduce_scatter_block_module));
+}
+
+static int below_iscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                       struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
+                       below_module_t *module)
+{
+    BELOW_IPTRS(iscan, sbuf, rbuf, (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iscan_module));
+}
+
+static int below_iscatter(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
+                          below_dt_t *rdt, int root, below_comm_t *comm, ompi_request_t **req,
+                          below_module_t *module)
+{
+    BELOW_IPTRS(iscatter, below_is_root(comm, root) ? sbuf : NULL, rbuf,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, req,
+                 m_->prev.iscatter_module));
+}
+
+static int below_iscatterv(const void *sbuf, const int *scounts, const int *displs,
+                           below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt, int root,
+                           below_comm_t *comm, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(iscatterv, below_is_root(comm, root) ? sbuf : NULL, rbuf,
+                (sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm, req,
+                 m_->prev.iscatterv_module));
+}
+
+static int below_ineighbor_allgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                     int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                     ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ineighbor_allgather, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req,
+                 m_->prev.ineighbor_allgather_module));
+}
+
+static int below_ineighbor_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                      const int *rcounts, const int *displs, below_dt_t *rdt,
+                                      below_comm_t *comm, ompi_request_t **req,
+                                      below_module_t *module)
+{
+    BELOW_IPTRS(ineighbor_allgatherv, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, req,
+                 m_->prev.ineighbor_allgatherv_module));
+}
+
+static int below_ineighbor_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                    int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                    ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ineighbor_alltoall, sbuf, rbuf,
+                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req,
+                 m_->prev.ineighbor_alltoall_module));
+}
+
+static int below_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                     below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                     const int *rdispls, below_dt_t *rdt, below_comm_t *comm,
+                                     ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ineighbor_alltoallv, sbuf, rbuf,
+                (sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, req,
+                 m_->prev.ineighbor_alltoallv_module));
+}
+
+static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
+                                     const MPI_Aint *sdispls, below_dt_t *const *sdts,
+                                     void *rbuf, const int *rcounts, const MPI_Aint *rdispls,
+                                     below_dt_t *const *rdts, below_comm_t *comm,
+                                     ompi_request_t **req, below_module_t *module)
+{
+    BELOW_IPTRS(ineighbor_alltoallw, sbuf, rbuf,
+                (sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, req,
+                 m_->prev.ineighbor_alltoallw_module));
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+#define below_allreduce mca_coll_gpuring_allreduce_below
+#define below_barrier NULL /* no buffers: the component below's own */
+
+void mca_coll_gpuring_below_install(mca_coll_base_module_t *module)
+{
+#define BELOW_INSTALL(_slot, _type) module->coll_##_slot = below_##_slot;
+    MCA_COLL_GPURING_COLLS(BELOW_INSTALL)
+#undef BELOW_INSTALL
+}

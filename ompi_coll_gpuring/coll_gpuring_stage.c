@@ -1,0 +1,305 @@
+/*
+ * coll_gpuring_stage.c -- device buffers on their way to the component
+ * below, which may not read GPU memory (Debian's Open MPI is not CUDA-aware:
+ * handed a device pointer, it crashes).  A call's buffers are described by
+ * the bytes the call touches in each (the span of its datatype and counts);
+ * those in device memory are copied into one host area per communicator
+ * (page-locked when the driver allows), the component below runs on the
+ * host copies, and what it wrote is copied back.  Copies go through the
+ * application's CUDA driver (kernels/devcopy.h), so staging works whether or
+ * not gpuring's own CUDA executor can run.
+ *
+ * Staging is a safety net, not a fast path: every staged call is counted
+ * per collective and shown in the finalize summary.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+
+#include "kernels/devcopy.h"
+#include "kernels/memkind.h"
+
+#define STAGE_ALIGN 64          /* each staged span starts on a cache line */
+#define STAGE_GROW (64 << 10)   /* the host area grows in these steps at least */
+
+static uint64_t stage_calls[MCA_COLL_GPURING_NCOLLS];  /* atomic */
+static uint64_t stage_refused[MCA_COLL_GPURING_NCOLLS]; /* atomic */
+
+static char stage_names[MCA_COLL_GPURING_NCOLLS][32];
+static pthread_once_t stage_names_once = PTHREAD_ONCE_INIT;
+
+/* "MPI_" and the slot's name with a capital: "MPI_Reduce_scatter_block" */
+static void stage_names_make(void)
+{
+    static const char *slots[MCA_COLL_GPURING_NCOLLS] = {
+#define STAGE_COLL_NAME(_slot, _type) [MCA_COLL_GPURING_COLL_##_slot] = #_slot,
+        MCA_COLL_GPURING_COLLS(STAGE_COLL_NAME)
+#undef STAGE_COLL_NAME
+    };
+    for (int i = 0; i < MCA_COLL_GPURING_NCOLLS; i++) {
+        snprintf(stage_names[i], sizeof(stage_names[i]), "MPI_%c%s",
+                 toupper((unsigned char)slots[i][0]), slots[i] + 1);
+    }
+}
+
+const char *mca_coll_gpuring_coll_name(mca_coll_gpuring_coll_t coll)
+{
+    pthread_once(&stage_names_once, stage_names_make);
+    return coll < MCA_COLL_GPURING_NCOLLS ? stage_names[coll] : "MPI_?";
+}
+
+uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll, int refused)
+{
+    return __atomic_load_n(refused ? &stage_refused[coll] : &stage_calls[coll],
+                           __ATOMIC_RELAXED);
+}
+
+/*
+ * coll_gpuring_stage_device_buffers: 1 stage, 0 hand device pointers below,
+ * -1 ask Open MPI once whether it is CUDA-aware (MPIX_Query_cuda_support,
+ * looked up at run time: not every build has the extension).
+ */
+int mca_coll_gpuring_below_reads_device(void)
+{
+    static int answer = -1;
+    int param = mca_coll_gpuring_component.stage_device_buffers;
+    int a = __atomic_load_n(&answer, __ATOMIC_RELAXED);
+
+    if (param >= 0) return param == 0;
+    if (a < 0) {
+        int (*query)(void) = NULL;
+
+        *(void **)&query = dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
+        a = query != NULL && query() == 1;
+        GPURING_INFO(GPURING_SUBSYS_COLL,
+                     "device buffers on their way to the component below: %s",
+                     a ? "handed over as they are (this Open MPI is CUDA-aware)"
+                       : "staged through host memory (this Open MPI is not CUDA-aware)");
+        __atomic_store_n(&answer, a, __ATOMIC_RELAXED);
+    }
+    return a;
+}
+
+/* ---- spans ------------------------------------------------------------------ */
+
+static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir)
+{
+    b->buf = (void *)buf;
+    b->lo = 0;
+    b->bytes = 0;
+    b->dir = buf == MPI_IN_PLACE || buf == NULL ? 0 : dir;
+    b->holes = 0;
+    b->host = (void *)buf;
+    b->staged = NULL;
+}
+
+/* Widen [*lo, *hi) by count elements of dt starting `at` bytes from buf. */
+static void stage_hull_add(ptrdiff_t *lo, ptrdiff_t *hi, int *empty, ptrdiff_t at, size_t count,
+                           struct ompi_datatype_t *dt)
+{
+    ptrdiff_t lb, extent, true_lb, true_extent, first, last;
+
+    if (count == 0) return;
+    ompi_datatype_get_extent(dt, &lb, &extent);
+    ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
+    /* element k occupies [at + k*extent + true_lb, ... + true_extent) */
+    first = at + true_lb + (extent < 0 ? (ptrdiff_t)(count - 1) * extent : 0);
+    last = at + true_lb + true_extent + (extent > 0 ? (ptrdiff_t)(count - 1) * extent : 0);
+    if (*empty || first < *lo) *lo = first;
+    if (*empty || last > *hi) *hi = last;
+    *empty = 0;
+}
+
+static void stage_buf_hull(mca_coll_gpuring_stage_buf_t *b, ptrdiff_t lo, ptrdiff_t hi,
+                           int empty)
+{
+    if (b->dir == 0 || empty || hi <= lo) {
+        b->dir = 0;
+        return;
+    }
+    b->lo = lo;
+    b->bytes = (size_t)(hi - lo);
+}
+
+void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                 size_t count, struct ompi_datatype_t *dt)
+{
+    ptrdiff_t lo = 0, hi = 0;
+    int empty = 1;
+
+    stage_buf_init(b, buf, dir);
+    if (b->dir == 0) return; /* counts and types may be meaningless here (MPI allows it) */
+    stage_hull_add(&lo, &hi, &empty, 0, count, dt);
+    stage_buf_hull(b, lo, hi, empty);
+    b->holes = !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)(count ? count : 1));
+}
+
+void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                   const int *counts, const int *displs, int n,
+                                   struct ompi_datatype_t *dt)
+{
+    ptrdiff_t lo = 0, hi = 0, lb, extent;
+    int empty = 1;
+
+    stage_buf_init(b, buf, dir);
+    if (b->dir == 0) return;
+    ompi_datatype_get_extent(dt, &lb, &extent);
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > 0) stage_hull_add(&lo, &hi, &empty, displs[i] * extent, counts[i], dt);
+    }
+    stage_buf_hull(b, lo, hi, empty);
+    b->holes = 1; /* blocks need not tile their hull */
+}
+
+void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
+                                   const int *counts, const void *displs, int aint,
+                                   struct ompi_datatype_t *const *types, int n)
+{
+    ptrdiff_t lo = 0, hi = 0;
+    int empty = 1;
+
+    stage_buf_init(b, buf, dir);
+    if (b->dir == 0) return;
+    for (int i = 0; i < n; i++) {
+        ptrdiff_t at = aint ? (ptrdiff_t)((const MPI_Aint *)displs)[i]
+                            : (ptrdiff_t)((const int *)displs)[i];
+        if (counts[i] > 0) stage_hull_add(&lo, &hi, &empty, at, counts[i], types[i]);
+    }
+    stage_buf_hull(b, lo, hi, empty);
+    b->holes = 1;
+}
+
+/* ---- staging ---------------------------------------------------------------- */
+
+static int stage_is_device(const mca_coll_gpuring_stage_buf_t *b)
+{
+    return b->dir != 0 && b->bytes != 0 &&
+           gpuring_mem_kind((const char *)b->buf + b->lo, NULL) == GPURING_MEM_DEVICE;
+}
+
+int mca_coll_gpuring_stage_any_device(mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (stage_is_device(&bufs[i])) return 1;
+    }
+    return 0;
+}
+
+void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
+{
+    if (area->host != NULL) {
+        if (area->pinned) gpuring_devcopy_unpin(area->host);
+        free(area->host);
+    }
+    area->host = NULL;
+    area->bytes = 0;
+    area->pinned = 0;
+}
+
+/* At least `bytes` of host area; its old contents need not survive. */
+static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes)
+{
+    size_t want;
+    void *p = NULL;
+
+    if (bytes <= area->bytes) return OMPI_SUCCESS;
+    want = GPURING_DIV_UP(bytes > 2 * area->bytes ? bytes : 2 * area->bytes,
+                          (size_t)STAGE_GROW) * STAGE_GROW;
+    mca_coll_gpuring_stage_area_free(area);
+    if (posix_memalign(&p, 4096, want) != 0) return OMPI_ERR_OUT_OF_RESOURCE;
+    area->host = p;
+    area->bytes = want;
+    area->pinned = gpuring_devcopy_pin(p, want);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                              mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    size_t total = 0, off = 0;
+    int any = 0, rc;
+    const char *why = NULL;
+
+    for (int i = 0; i < n; i++) {
+        bufs[i].staged = NULL;
+        bufs[i].host = bufs[i].buf;
+        if (stage_is_device(&bufs[i])) {
+            any = 1;
+            total += GPURING_DIV_UP(bufs[i].bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+        }
+    }
+    if (!any || mca_coll_gpuring_below_reads_device()) return OMPI_SUCCESS;
+
+    rc = stage_area_reserve(&m->stage, total);
+    if (rc != OMPI_SUCCESS) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL,
+                      "%s on comm %s: cannot allocate %zu bytes of host memory to stage "
+                      "its device buffers through", mca_coll_gpuring_coll_name(coll),
+                      m->comm->c_name, total);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+
+        if (!stage_is_device(b)) continue;
+        b->staged = (char *)m->stage.host + off;
+        b->host = (char *)b->staged - b->lo;
+        off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+        /* a written span the call may not fill keeps the device's bytes */
+        if ((b->dir & MCA_COLL_GPURING_STAGE_IN) || b->holes) {
+            if (gpuring_devcopy(b->staged, (char *)b->buf + b->lo, b->bytes, m->stage.pinned,
+                                &why) != GPURING_OK) {
+                GPURING_ERROR(GPURING_SUBSYS_COLL,
+                              "%s on comm %s: cannot copy %zu bytes of device memory at "
+                              "%p to host memory: %s", mca_coll_gpuring_coll_name(coll),
+                              m->comm->c_name, b->bytes, (char *)b->buf + b->lo, why);
+                return OMPI_ERROR;
+            }
+        }
+    }
+    __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
+    GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: %zu bytes of device buffers staged",
+                  mca_coll_gpuring_coll_name(coll), m->comm->c_name, total);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                               mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
+{
+    const char *why = NULL;
+
+    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
+    for (int i = 0; i < n; i++) {
+        mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+
+        if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
+        if (gpuring_devcopy((char *)b->buf + b->lo, b->staged, b->bytes, m->stage.pinned,
+                            &why) != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL,
+                          "%s on comm %s: cannot copy the result (%zu bytes) back to "
+                          "device memory at %p: %s", mca_coll_gpuring_coll_name(coll),
+                          m->comm->c_name, b->bytes, (char *)b->buf + b->lo, why);
+            return OMPI_ERROR;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_stage_refuse(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll)
+{
+    __atomic_fetch_add(&stage_refused[coll], 1, __ATOMIC_RELAXED);
+    GPURING_ERROR(GPURING_SUBSYS_COLL,
+                  "%s on comm %s with device buffers: the component below cannot read GPU "
+                  "memory (this Open MPI is not CUDA-aware) and gpuring does not stage "
+                  "non-blocking calls; call the blocking collective instead, or use a "
+                  "CUDA-aware Open MPI (MPI_ERR_BUFFER)",
+                  mca_coll_gpuring_coll_name(coll), m->comm->c_name);
+    return MPI_ERR_BUFFER;
+}

@@ -1,0 +1,714 @@
+/*
+ * device_coll_check.c -- every MPI collective on device buffers, results
+ * compared with values computed here (never with another MPI call).
+ *
+ * Device memory comes from a CUDA driver through the driver API (cuMemAlloc,
+ * cuMemcpy), so the same program runs on a GPU (-D libcuda.so.1) and on a
+ * machine without one (-D .../fake_cuda/libcuda.so.1: device memory the host
+ * cannot touch, so a component that hands it to a non-CUDA-aware MPI
+ * crashes here as it would on a GPU).
+ *
+ * Every receive buffer sits between guard bytes, is filled with a sentinel
+ * first, and is compared byte for byte with the expected image: the values
+ * the call must write, the sentinel everywhere else (guards, holes of the
+ * derived datatype, gaps between v-variant blocks).  Send buffers must come
+ * back unchanged.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-q]
+ * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
+ */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64            /* sentinel bytes either side of every buffer */
+#define SENTINEL 0xA5
+#define MAX_REPORTS 20
+
+/* ---- device memory through the driver API ------------------------------------------ */
+static struct {
+    int (*init)(unsigned);
+    int (*device_count)(int *);
+    int (*device_get)(int *, int);
+    int (*primary_retain)(void **, int);
+    int (*ctx_set)(void *);
+    int (*alloc)(uintptr_t *, size_t);
+    int (*free_)(uintptr_t);
+    int (*copy)(uintptr_t, uintptr_t, size_t);
+    int (*sync)(void);
+} cu;
+
+static int world_rank, checks, failures, reports, quiet;
+static char what[256]; /* the case running now, for the reports */
+#define WHAT(...) snprintf(what, sizeof(what), __VA_ARGS__)
+
+static void die(const char *what)
+{
+    fprintf(stderr, "device_coll_check rank %d: %s\n", world_rank, what);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void cu_load(const char *path, int local_rank)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    int ndev = 0, dev = 0;
+    void *ctx = NULL;
+    char msg[512];
+
+    if (lib == NULL) {
+        snprintf(msg, sizeof(msg), "cannot dlopen %s: %s", path, dlerror());
+        die(msg);
+    }
+#define CU_SYM(_f, _name)                                                                 \
+    do {                                                                                  \
+        *(void **)&cu._f = dlsym(lib, _name);                                             \
+        if (cu._f == NULL) die("the CUDA driver lacks " _name);                           \
+    } while (0)
+    CU_SYM(init, "cuInit");
+    CU_SYM(device_count, "cuDeviceGetCount");
+    CU_SYM(device_get, "cuDeviceGet");
+    CU_SYM(primary_retain, "cuDevicePrimaryCtxRetain");
+    CU_SYM(ctx_set, "cuCtxSetCurrent");
+    CU_SYM(alloc, "cuMemAlloc_v2");
+    CU_SYM(free_, "cuMemFree_v2");
+    CU_SYM(copy, "cuMemcpy");
+    CU_SYM(sync, "cuCtxSynchronize");
+#undef CU_SYM
+    if (cu.init(0) != 0 || cu.device_count(&ndev) != 0 || ndev < 1 ||
+        cu.device_get(&dev, local_rank % ndev) != 0 || cu.primary_retain(&ctx, dev) != 0 ||
+        cu.ctx_set(ctx) != 0) {
+        die("no usable CUDA device");
+    }
+}
+
+/* A device buffer with guards, and the image of what it must hold. */
+typedef struct {
+    uintptr_t base;      /* device allocation: GUARD + bytes + GUARD */
+    size_t bytes;
+    unsigned char *img;  /* expected contents of the whole allocation */
+    unsigned char *got;
+} dbuf_t;
+
+static void dbuf_make(dbuf_t *b, size_t bytes)
+{
+    size_t all = bytes + 2 * GUARD;
+
+    b->bytes = bytes;
+    b->img = malloc(all);
+    b->got = malloc(all);
+    if (b->img == NULL || b->got == NULL || cu.alloc(&b->base, all) != 0) die("out of memory");
+    memset(b->img, SENTINEL, all);
+    if (cu.copy(b->base, (uintptr_t)b->img, all) != 0) die("cuMemcpy to the device failed");
+}
+
+static void *dbuf_ptr(const dbuf_t *b) { return (void *)(b->base + GUARD); }
+
+/* Put n bytes at offset off, on the device and in the image. */
+static void dbuf_load(dbuf_t *b, size_t off, const void *data, size_t n)
+{
+    memcpy(b->img + GUARD + off, data, n);
+    if (n && cu.copy(b->base + GUARD + off, (uintptr_t)data, n) != 0) die("cuMemcpy failed");
+}
+
+/* The call must leave these n bytes at offset off. */
+static void dbuf_expect(dbuf_t *b, size_t off, const void *data, size_t n)
+{
+    memcpy(b->img + GUARD + off, data, n);
+}
+
+static void dbuf_check(dbuf_t *b, const char *what)
+{
+    size_t all = b->bytes + 2 * GUARD;
+
+    checks++;
+    if (cu.copy((uintptr_t)b->got, b->base, all) != 0) die("cuMemcpy from the device failed");
+    for (size_t i = 0; i < all; i++) {
+        if (b->got[i] != b->img[i]) {
+            failures++;
+            if (reports++ < MAX_REPORTS) {
+                fprintf(stderr,
+                        "FAIL rank %d: %s: byte %zd of the buffer is 0x%02x, expected 0x%02x%s\n",
+                        world_rank, what, (ssize_t)i - GUARD, b->got[i], b->img[i],
+                        i < GUARD || i >= GUARD + b->bytes ? " (guard)" : "");
+            }
+            return;
+        }
+    }
+}
+
+static void dbuf_free(dbuf_t *b)
+{
+    cu.free_(b->base);
+    free(b->img);
+    free(b->got);
+}
+
+static void expect_rc(int rc, const char *what)
+{
+    checks++;
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        failures++;
+        if (reports++ < MAX_REPORTS) {
+            fprintf(stderr, "FAIL rank %d: %s returned %s\n", world_rank, what, msg);
+        }
+    }
+}
+
+/* The call returned rc: the receive buffer must hold what it should, the send
+ * buffer what it held; both freed. */
+static void check_pair(int rc, dbuf_t *s, dbuf_t *r)
+{
+    expect_rc(rc, what);
+    dbuf_check(r, what);
+    dbuf_check(s, what);
+    dbuf_free(s);
+    dbuf_free(r);
+}
+
+/* ---- values ------------------------------------------------------------------------ */
+/* element i of rank r's contribution (salt: which call) */
+static int val(int r, size_t i, int salt) { return (r + 1) * 100003 + (int)(i % 9973) * 7 + salt; }
+
+/* `count` ints of rank r's data */
+static int *vals(int r, size_t count, int salt)
+{
+    int *v = malloc((count ? count : 1) * sizeof(int));
+    for (size_t i = 0; i < count; i++) v[i] = val(r, i, salt);
+    return v;
+}
+
+/* the sum over ranks lo..hi-1 (wraps like the MPI sum of int does on this machine) */
+static int sum_vals(int lo, int hi, size_t i, int salt)
+{
+    unsigned s = 0;
+    for (int r = lo; r < hi; r++) s += (unsigned)val(r, i, salt);
+    return (int)s;
+}
+
+/* ---- one case per collective -------------------------------------------------------- */
+typedef struct {
+    MPI_Comm comm;
+    const char *name;
+    int rank, size;
+    MPI_Datatype vec; /* two ints with a hole between: extent 3 ints */
+} ctx_t;
+
+
+/* MPI_Bcast of count ints, or of count vec elements (holes stay) */
+static void case_bcast(ctx_t *c, size_t count, int root, int use_vec)
+{
+    size_t per = use_vec ? 3 : 1, nint = count * per;
+    dbuf_t b;
+    int *v = vals(root, nint, 1);
+
+    dbuf_make(&b, nint * sizeof(int));
+    for (size_t i = 0; i < nint; i++) {
+        if (use_vec && i % 3 == 1) continue; /* the hole */
+        if (c->rank == root) dbuf_load(&b, i * sizeof(int), &v[i], sizeof(int));
+        else dbuf_expect(&b, i * sizeof(int), &v[i], sizeof(int));
+    }
+    WHAT("%s bcast %s count %zu root %d", c->name, use_vec ? "vector" : "int", count, root);
+    expect_rc(MPI_Bcast(dbuf_ptr(&b), (int)count, use_vec ? c->vec : MPI_INT, root, c->comm),
+              what);
+    dbuf_check(&b, what);
+    dbuf_free(&b);
+    free(v);
+}
+
+/* MPI_Reduce / MPI_Allreduce / MPI_Scan / MPI_Exscan of ints with MPI_SUM
+ * (or a user-defined sum), in place or not */
+enum { RED_REDUCE, RED_ALLREDUCE, RED_SCAN, RED_EXSCAN };
+static MPI_Op user_sum;
+
+static void case_reduce(ctx_t *c, int kind, size_t count, int root, int inplace, int user)
+{
+    static const char *names[] = {"reduce", "allreduce", "scan", "exscan"};
+    dbuf_t s, r;
+    int *mine = vals(c->rank, count, 2), *want = vals(0, count, 0);
+    int gets = kind != RED_REDUCE || c->rank == root;
+    int in_place = inplace && (kind != RED_REDUCE || c->rank == root);
+    int lo = 0, hi = kind == RED_SCAN ? c->rank + 1 : kind == RED_EXSCAN ? c->rank : c->size;
+    MPI_Op op = user ? user_sum : MPI_SUM;
+    int rc;
+
+    for (size_t i = 0; i < count; i++) want[i] = sum_vals(lo, hi, i, 2);
+    dbuf_make(&s, count * sizeof(int));
+    dbuf_make(&r, count * sizeof(int));
+    if (in_place) dbuf_load(&r, 0, mine, count * sizeof(int));
+    else dbuf_load(&s, 0, mine, count * sizeof(int));
+    /* exscan leaves rank 0's receive buffer undefined: not checked there */
+    if (gets && !(kind == RED_EXSCAN && c->rank == 0)) dbuf_expect(&r, 0, want, count * sizeof(int));
+    WHAT("%s %s%s%s count %zu root %d", c->name, names[kind], inplace ? " in place" : "",
+         user ? " user op" : "", count, root);
+    switch (kind) {
+    case RED_REDUCE:
+        rc = MPI_Reduce(in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+                        MPI_INT, op, root, c->comm);
+        break;
+    case RED_ALLREDUCE:
+        rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+                           MPI_INT, op, c->comm);
+        break;
+    case RED_SCAN:
+        rc = MPI_Scan(in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT,
+                      op, c->comm);
+        break;
+    default:
+        rc = MPI_Exscan(in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+                        MPI_INT, op, c->comm);
+        break;
+    }
+    expect_rc(rc, what);
+    if (!(kind == RED_EXSCAN && c->rank == 0)) dbuf_check(&r, what);
+    dbuf_check(&s, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    free(mine);
+    free(want);
+}
+
+/* MPI_Allreduce on what gpuring does not run (MAXLOC on MPI_2INT) or runs
+ * natively since it has the kernel (MPI_CHAR).  (Open MPI 4.1 refuses the
+ * predefined ops on derived datatypes: MPI_Bcast covers those.) */
+static void case_allreduce_types(ctx_t *c, size_t count)
+{
+    dbuf_t s, r;
+    size_t n2 = 2 * count;
+    int *in = malloc((n2 ? n2 : 1) * sizeof(int)), *want = malloc((n2 ? n2 : 1) * sizeof(int));
+    signed char *cin = malloc(count + 1), *cwant = malloc(count + 1);
+
+    /* MAXLOC: (value, rank) pairs; ties go to the lowest rank */
+    for (size_t i = 0; i < count; i++) {
+        int best = -1, at = 0;
+        for (int q = 0; q < c->size; q++) {
+            int v = (int)((i * 7 + (size_t)q * 13) % 11);
+            if (v > best) best = v, at = q;
+        }
+        in[2 * i] = (int)((i * 7 + (size_t)c->rank * 13) % 11);
+        in[2 * i + 1] = c->rank;
+        want[2 * i] = best;
+        want[2 * i + 1] = at;
+    }
+    dbuf_make(&s, n2 * sizeof(int));
+    dbuf_make(&r, n2 * sizeof(int));
+    dbuf_load(&s, 0, in, n2 * sizeof(int));
+    dbuf_expect(&r, 0, want, n2 * sizeof(int));
+    WHAT("%s allreduce MPI_2INT MAXLOC count %zu", c->name, count);
+    expect_rc(MPI_Allreduce(dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_2INT, MPI_MAXLOC,
+                            c->comm), what);
+    dbuf_check(&r, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+
+    /* MPI_CHAR sums small enough not to overflow: Open MPI 4.1.4's own 8-bit
+     * sums saturate, so wrapping is checked on host buffers (allreduce_check) */
+    for (size_t i = 0; i < count; i++) {
+        cin[i] = (signed char)((int)(i % 13) - 6 + c->rank);
+        cwant[i] = 0;
+        for (int q = 0; q < c->size; q++) cwant[i] = (signed char)(cwant[i] + (int)(i % 13) - 6 + q);
+    }
+    dbuf_make(&s, count);
+    dbuf_make(&r, count);
+    dbuf_load(&s, 0, cin, count);
+    dbuf_expect(&r, 0, cwant, count);
+    WHAT("%s allreduce MPI_CHAR count %zu", c->name, count);
+    expect_rc(MPI_Allreduce(dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_CHAR, MPI_SUM, c->comm),
+              what);
+    dbuf_check(&r, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    free(in);
+    free(want);
+    free(cin);
+    free(cwant);
+}
+
+/* Block layout of a rooted or all- call: `count` ints per rank in rank order;
+ * v-variants (v): rank q's block of (count + q) ints, blocks in reverse rank
+ * order with one int of gap between (a hole the call must not write). */
+static void block_layout(int size, size_t count, int v, int *counts, int *displs, size_t *total)
+{
+    size_t at = 0;
+    for (int q = size - 1; q >= 0; q--) {
+        counts[q] = (int)count + (v ? q : 0);
+        displs[q] = v ? (int)at : q * (int)count;
+        at += (size_t)counts[q] + (v ? 1 : 0);
+    }
+    *total = at;
+}
+
+/* MPI_Gather(v) and MPI_Allgather(v), in place or not */
+static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int inplace)
+{
+    int *counts = malloc(c->size * sizeof(int)), *displs = malloc(c->size * sizeof(int));
+    size_t total, mycount;
+    dbuf_t s, r;
+    int gets = all || c->rank == root, in_place = inplace && gets, rc;
+    int *mine;
+
+    block_layout(c->size, count, v, counts, displs, &total);
+    mycount = (size_t)counts[c->rank];
+    mine = vals(c->rank, mycount, 4);
+    dbuf_make(&s, mycount * sizeof(int));
+    dbuf_make(&r, total * sizeof(int));
+    if (in_place) dbuf_load(&r, displs[c->rank] * sizeof(int), mine, mycount * sizeof(int));
+    else dbuf_load(&s, 0, mine, mycount * sizeof(int));
+    if (gets) {
+        for (int q = 0; q < c->size; q++) {
+            int *theirs = vals(q, counts[q], 4);
+            dbuf_expect(&r, displs[q] * sizeof(int), theirs, counts[q] * sizeof(int));
+            free(theirs);
+        }
+    }
+    WHAT("%s %sgather%s%s count %zu root %d", c->name, all ? "all" : "", v ? "v" : "",
+         inplace ? " in place" : "", count, root);
+    {
+        const void *sb = in_place ? MPI_IN_PLACE : dbuf_ptr(&s);
+        if (all && v) rc = MPI_Allgatherv(sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, c->comm);
+        else if (all) rc = MPI_Allgather(sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
+        /* what MPI leaves insignificant off the root is given as nothing */
+        else if (v && c->rank != root) rc = MPI_Gatherv(sb, (int)mycount, MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, root, c->comm);
+        else if (v) rc = MPI_Gatherv(sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, root, c->comm);
+        else rc = MPI_Gather(sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, root, c->comm);
+    }
+    check_pair(rc, &s, &r);
+    free(mine);
+    free(counts);
+    free(displs);
+}
+
+/* MPI_Scatter(v), the root's receive buffer in place or not */
+static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
+{
+    int *counts = malloc(c->size * sizeof(int)), *displs = malloc(c->size * sizeof(int));
+    size_t total, mycount;
+    dbuf_t s, r;
+    int in_place = inplace && c->rank == root, rc;
+    int *mine;
+
+    block_layout(c->size, count, v, counts, displs, &total);
+    mycount = (size_t)counts[c->rank];
+    dbuf_make(&s, total * sizeof(int));
+    dbuf_make(&r, mycount * sizeof(int));
+    if (c->rank == root) {
+        for (int q = 0; q < c->size; q++) {
+            int *theirs = vals(q, counts[q], 5);
+            dbuf_load(&s, displs[q] * sizeof(int), theirs, counts[q] * sizeof(int));
+            free(theirs);
+        }
+    }
+    mine = vals(c->rank, mycount, 5);
+    if (!in_place) dbuf_expect(&r, 0, mine, mycount * sizeof(int));
+    WHAT("%s scatter%s%s count %zu root %d", c->name, v ? "v" : "", inplace ? " in place" : "",
+         count, root);
+    {
+        void *rb = in_place ? MPI_IN_PLACE : dbuf_ptr(&r);
+        if (v && c->rank != root) rc = MPI_Scatterv(NULL, NULL, NULL, MPI_DATATYPE_NULL, rb, (int)mycount, MPI_INT, root, c->comm);
+        else if (v) rc = MPI_Scatterv(dbuf_ptr(&s), counts, displs, MPI_INT, rb, (int)mycount, MPI_INT, root, c->comm);
+        else rc = MPI_Scatter(dbuf_ptr(&s), (int)count, MPI_INT, rb, (int)count, MPI_INT, root, c->comm);
+    }
+    check_pair(rc, &s, &r);
+    free(mine);
+    free(counts);
+    free(displs);
+}
+
+/* MPI_Alltoall / MPI_Alltoallv / MPI_Alltoallw: element j of the block rank
+ * q sends rank p is val(q, p * 100000 + j) */
+enum { A2A, A2AV, A2AW };
+static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
+{
+    int n = c->size, *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
+    int *rc_ = malloc(n * sizeof(int)), *rd = malloc(n * sizeof(int)), rc;
+    MPI_Datatype *types = malloc(n * sizeof(MPI_Datatype));
+    size_t sat = 0, rat = 0;
+    dbuf_t s, r;
+
+    /* v/w: the block for peer p has count + p + rank ints (both ends agree), gaps of 1 */
+    for (int p = 0; p < n; p++) {
+        int len_s = kind == A2A ? (int)count : (int)count + p + c->rank;
+        int len_r = kind == A2A ? (int)count : (int)count + c->rank + p;
+        sc[p] = len_s, sd[p] = (int)sat, sat += (size_t)len_s + (kind != A2A);
+        rc_[p] = len_r, rd[p] = (int)rat, rat += (size_t)len_r + (kind != A2A);
+        types[p] = MPI_INT;
+    }
+    dbuf_make(&s, sat * sizeof(int));
+    dbuf_make(&r, rat * sizeof(int));
+    for (int p = 0; p < n; p++) {
+        for (int j = 0; j < sc[p]; j++) {
+            int v = val(c->rank, (size_t)p * 100000 + j, 6);
+            if (inplace) dbuf_load(&r, (rd[p] + j) * sizeof(int), &v, sizeof(int));
+            else dbuf_load(&s, (sd[p] + j) * sizeof(int), &v, sizeof(int));
+        }
+        for (int j = 0; j < rc_[p]; j++) {
+            int v = val(p, (size_t)c->rank * 100000 + j, 6);
+            dbuf_expect(&r, (rd[p] + j) * sizeof(int), &v, sizeof(int));
+        }
+    }
+    WHAT("%s alltoall%s%s count %zu", c->name, kind == A2A ? "" : kind == A2AV ? "v" : "w",
+         inplace ? " in place" : "", count);
+    if (kind == A2AW) {
+        for (int p = 0; p < n; p++) sd[p] *= (int)sizeof(int), rd[p] *= (int)sizeof(int);
+    }
+    {
+        const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
+        if (kind == A2A) rc = MPI_Alltoall(sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
+        else if (kind == A2AV) rc = MPI_Alltoallv(sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
+        else rc = MPI_Alltoallw(sb, sc, sd, types, dbuf_ptr(&r), rc_, rd, types, c->comm);
+    }
+    check_pair(rc, &s, &r);
+    free(sc), free(sd), free(rc_), free(rd), free(types);
+}
+
+/* MPI_Reduce_scatter(_block), in place or not: rank q gets count + q (block: count) */
+static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
+{
+    int n = c->size, *counts = malloc(n * sizeof(int));
+    size_t total = 0, at = 0;
+    dbuf_t s, r;
+    int *mine, *want, rc;
+
+    for (int q = 0; q < n; q++) {
+        counts[q] = block ? (int)count : (int)count + q;
+        if (q < c->rank) at += (size_t)counts[q];
+        total += (size_t)counts[q];
+    }
+    mine = vals(c->rank, total, 7);
+    want = malloc((counts[c->rank] + 1) * sizeof(int));
+    for (int j = 0; j < counts[c->rank]; j++) want[j] = sum_vals(0, n, at + j, 7);
+    dbuf_make(&s, total * sizeof(int));
+    dbuf_make(&r, (inplace ? total : (size_t)counts[c->rank]) * sizeof(int));
+    if (inplace) {
+        dbuf_load(&r, 0, mine, total * sizeof(int));
+        /* the rest of the input may be overwritten: expect only this rank's block */
+    } else {
+        dbuf_load(&s, 0, mine, total * sizeof(int));
+    }
+    dbuf_expect(&r, 0, want, counts[c->rank] * sizeof(int));
+    WHAT("%s reduce_scatter%s%s count %zu", c->name, block ? "_block" : "",
+         inplace ? " in place" : "", count);
+    {
+        const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
+        if (block) rc = MPI_Reduce_scatter_block(sb, dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, c->comm);
+        else rc = MPI_Reduce_scatter(sb, dbuf_ptr(&r), counts, MPI_INT, MPI_SUM, c->comm);
+    }
+    expect_rc(rc, what);
+    if (inplace) {
+        /* only the first counts[rank] ints are defined; compare those alone */
+        size_t keep = counts[c->rank] * sizeof(int);
+        checks++;
+        if (cu.copy((uintptr_t)r.got, r.base, r.bytes + 2 * GUARD) != 0) die("cuMemcpy failed");
+        if (memcmp(r.got, r.img, GUARD + keep) != 0) {
+            failures++;
+            if (reports++ < MAX_REPORTS) fprintf(stderr, "FAIL rank %d: %s: wrong block\n", world_rank, what);
+        }
+    } else {
+        dbuf_check(&r, what);
+        dbuf_check(&s, what);
+    }
+    dbuf_free(&s);
+    dbuf_free(&r);
+    free(mine), free(want), free(counts);
+}
+
+/* MPI_Neighbor_allgather and MPI_Neighbor_alltoall on a periodic ring */
+static void case_neighbor(ctx_t *c, size_t count)
+{
+    int dims[1] = {c->size}, periods[1] = {1}, left, right, nb[2];
+    MPI_Comm ring;
+    dbuf_t s, r;
+    int *mine;
+
+    MPI_Cart_create(c->comm, 1, dims, periods, 0, &ring);
+    MPI_Cart_shift(ring, 0, 1, &left, &right);
+    nb[0] = left, nb[1] = right; /* sources in cart order: -1 then +1 */
+
+    mine = vals(c->rank, count, 8);
+    dbuf_make(&s, count * sizeof(int));
+    dbuf_make(&r, 2 * count * sizeof(int));
+    dbuf_load(&s, 0, mine, count * sizeof(int));
+    for (int k = 0; k < 2; k++) {
+        int *theirs = vals(nb[k], count, 8);
+        dbuf_expect(&r, k * count * sizeof(int), theirs, count * sizeof(int));
+        free(theirs);
+    }
+    WHAT("%s neighbor_allgather count %zu", c->name, count);
+    expect_rc(MPI_Neighbor_allgather(dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
+                                     MPI_INT, ring), what);
+    dbuf_check(&r, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    free(mine);
+
+    /* alltoall: block k goes to neighbor k; I receive from neighbor k what it sent
+     * its neighbor 1-k (the ring's other direction) */
+    dbuf_make(&s, 2 * count * sizeof(int));
+    dbuf_make(&r, 2 * count * sizeof(int));
+    for (int k = 0; k < 2; k++) {
+        int *out = vals(c->rank, count, 10 + k), *in = vals(nb[k], count, 10 + (1 - k));
+        dbuf_load(&s, k * count * sizeof(int), out, count * sizeof(int));
+        dbuf_expect(&r, k * count * sizeof(int), in, count * sizeof(int));
+        free(out), free(in);
+    }
+    WHAT("%s neighbor_alltoall count %zu", c->name, count);
+    expect_rc(MPI_Neighbor_alltoall(dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
+                                    MPI_INT, ring), what);
+    dbuf_check(&r, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    MPI_Comm_free(&ring);
+}
+
+/* A non-blocking call on device buffers: MPI_ERR_BUFFER on every rank, or
+ * (expect_ok: the MPI reads device memory) a right result. */
+static void case_ibcast(ctx_t *c, size_t count, int expect_ok)
+{
+    dbuf_t b;
+    int *v = vals(0, count, 9), rc, cls = -1;
+    MPI_Request req = MPI_REQUEST_NULL;
+
+    dbuf_make(&b, count * sizeof(int));
+    if (c->rank == 0) dbuf_load(&b, 0, v, count * sizeof(int));
+    else if (expect_ok) dbuf_expect(&b, 0, v, count * sizeof(int));
+    /* (a one-rank communicator's rank is its root: nothing else to expect) */
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    rc = MPI_Ibcast(dbuf_ptr(&b), (int)count, MPI_INT, 0, c->comm, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_ARE_FATAL);
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    WHAT("%s ibcast count %zu: %s", c->name, count, expect_ok ? "runs" : "refused with MPI_ERR_BUFFER");
+    checks++;
+    /* Open MPI completes a one-rank MPI_Ibcast itself: nothing to move, nothing staged */
+    if (c->size == 1 && rc == MPI_SUCCESS) expect_ok = 1;
+    if (expect_ok ? rc != MPI_SUCCESS : cls != MPI_ERR_BUFFER) {
+        failures++;
+        if (reports++ < MAX_REPORTS) {
+            fprintf(stderr, "FAIL rank %d: %s: got error class %d\n", world_rank, what, cls);
+        }
+    }
+    dbuf_check(&b, what);
+    dbuf_free(&b);
+    free(v);
+}
+
+static void user_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++) {
+        ((int *)inout)[i] = (int)((unsigned)((int *)inout)[i] + (unsigned)((int *)in)[i]);
+    }
+}
+
+static void run_comm(ctx_t *c, const size_t *counts, int ncounts, int ibcast_ok)
+{
+    for (int k = 0; k < ncounts; k++) {
+        size_t n = counts[k];
+        for (int root = 0; root < c->size; root++) {
+            case_bcast(c, n, root, 0);
+            case_bcast(c, n, root, 1);
+            for (int ip = 0; ip < 2; ip++) {
+                case_reduce(c, RED_REDUCE, n, root, ip, 0);
+                case_gather(c, n, root, 0, 0, ip);
+                case_gather(c, n, root, 0, 1, ip);
+                case_scatter(c, n, root, 0, ip);
+                case_scatter(c, n, root, 1, ip);
+            }
+        }
+        for (int ip = 0; ip < 2; ip++) {
+            case_reduce(c, RED_ALLREDUCE, n, 0, ip, 0);
+            case_reduce(c, RED_ALLREDUCE, n, 0, ip, 1);
+            case_reduce(c, RED_SCAN, n, 0, ip, 0);
+            case_reduce(c, RED_EXSCAN, n, 0, ip, 0);
+            case_gather(c, n, 0, 1, 0, ip);
+            case_gather(c, n, 0, 1, 1, ip);
+            case_reduce_scatter(c, n, 0, ip);
+            case_reduce_scatter(c, n, 1, ip);
+        }
+        case_allreduce_types(c, n);
+        case_alltoall(c, n, A2A, 0);
+        case_alltoall(c, n, A2A, 1);
+        case_alltoall(c, n, A2AV, 0);
+        case_alltoall(c, n, A2AW, 0);
+        /* a periodic ring of 2 or 1 has the same rank on both sides: the
+         * order of its blocks is not for this test to guess */
+        if (c->size >= 3) case_neighbor(c, n);
+        if (n > 0) case_ibcast(c, n, ibcast_ok);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev";
+    size_t counts[16] = {0, 1, 7, 1000};
+    int ncounts = 4, ibcast_ok = 0, local_rank, all[2], sum[2];
+    MPI_Comm local;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-D") && i + 1 < argc) {
+            lib = argv[++i];
+        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+            modes = argv[++i];
+        } else if (!strcmp(argv[i], "-c") && i + 1 < argc) {
+            char *p = argv[++i];
+            for (ncounts = 0; ncounts < 16 && *p; ncounts++) {
+                counts[ncounts] = strtoul(p, &p, 10);
+                if (*p == ',') p++;
+            }
+        } else if (!strcmp(argv[i], "-n")) {
+            ibcast_ok = 1; /* the MPI below reads device memory: non-blocking calls run */
+        } else if (!strcmp(argv[i], "-q")) {
+            quiet = 1;
+        } else {
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-n] [-q]\n", argv[0]);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    cu_load(lib, local_rank);
+    MPI_Op_create(user_sum_fn, 1, &user_sum);
+
+    {
+        char buf[64], *save = NULL;
+        strncpy(buf, modes, sizeof(buf) - 1);
+        buf[sizeof(buf) - 1] = '\0';
+        for (char *m = strtok_r(buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+            ctx_t c = {.name = m};
+            int wsize;
+            MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+            if (!strcmp(m, "world")) c.comm = MPI_COMM_WORLD;
+            else if (!strcmp(m, "dup")) MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
+            else if (!strcmp(m, "split")) MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &c.comm);
+            else if (!strcmp(m, "rev")) MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - world_rank, &c.comm);
+            else die("unknown mode");
+            MPI_Comm_rank(c.comm, &c.rank);
+            MPI_Comm_size(c.comm, &c.size);
+            MPI_Type_vector(2, 1, 2, MPI_INT, &c.vec);
+            MPI_Type_commit(&c.vec);
+            run_comm(&c, counts, ncounts, ibcast_ok);
+            MPI_Type_free(&c.vec);
+            if (c.comm != MPI_COMM_WORLD) MPI_Comm_free(&c.comm);
+        }
+    }
+    MPI_Op_free(&user_sum);
+    cu.sync();
+
+    all[0] = checks, all[1] = failures;
+    MPI_Reduce(all, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank == 0) {
+        if (!quiet) printf("device_coll_check: every collective on device buffers\n");
+        printf("%d passed, %d failed\n", sum[0] - sum[1], sum[1]);
+    }
+    MPI_Finalize();
+    return world_rank == 0 && sum[1] > 0 ? 1 : 0;
+}
