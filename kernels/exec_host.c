@@ -88,15 +88,7 @@ static void exec_value(const gpuring_exec_args_t *a, const gpuring_exec_channel_
     if (acc != first) memcpy(first, acc, bytes); /* a copy (in place: already there) */
 }
 
-/* Does a step go by address: its value is the caller's memory (input or
- * output, unchanged until the call returns) and c is a NET end with host
- * slots?  Then no copy into the slot. */
-static inline int exec_by_address(const gpuring_conn_t *c, int value_is_user, size_t bytes)
-{
-    return value_is_user && bytes >= GPURING_EXEC_BY_ADDRESS_MIN && gpuring_conn_by_address_ok(c);
-}
-
-static void exec_op_run(gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
+static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
                         const gpuring_step_t *s)
 {
     const size_t es = gpuring_type_size(a->type);
@@ -107,11 +99,6 @@ static void exec_op_run(gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
     char *dst = (s->flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (char *)a->recvbuf + s->off * es
                                                                   : NULL;
     char *first = dst;
-    /* where the value the sends carry is once computed, and whether that is
-     * the caller's memory (it may then go by address) */
-    const char *value = NULL;
-    int value_is_user = 0;
-    unsigned by_address = 0; /* peers whose step goes by address */
 
     if (s->flags & GPURING_PRIM_FOLD) {
         exec_fold(a, ch, s);
@@ -126,44 +113,23 @@ static void exec_op_run(gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
         /* gather, one peer: keep the block, forward it unchanged */
         const char *v = (s->flags & GPURING_PRIM_RECV) ? conn_slot(ch->recv[0]) : src;
         memcpy(exec_scratch(a, s->stash, s), v, bytes);
-        value = v;
-        value_is_user = v == src;
+        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), v, bytes);
     } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
-        /* gather, one peer: fold the block in, forward it unchanged (from
-         * the slot, which is released below: always a copy) */
-        value = conn_slot(ch->recv[0]);
-        gpuring_reduce_host(dst, dst, value, s->count, a->type, a->op);
-    } else if (bytes > 0 && dst == NULL && s->recv_mask == 0 && src != NULL) {
-        value = src; /* the input itself, forwarded */
-        value_is_user = 1;
+        /* gather, one peer: fold the block in, forward it unchanged */
+        const char *in = conn_slot(ch->recv[0]);
+        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), in, bytes);
+        gpuring_reduce_host(dst, dst, in, s->count, a->type, a->op);
     } else if (bytes > 0) {
         exec_value(a, ch, s, src, first);
-        value = first;
-        value_is_user = first == dst;
-    }
-    /* Ring and tree write each output element once, with its final value, and
-     * overwrite an in-place input block only after the peers took it (their
-     * later steps depend on it); the gather accumulates into the output and
-     * folds over an in-place input, so its steps are always copied. */
-    if (ch->prog.algo == GPURING_PROG_GATHER) value_is_user = 0;
-    /* the sends' bytes into their slots (before the recv slots are released) */
-    EXEC_FOR_PEERS(s->send_mask, i) {
-        char *out = conn_slot(ch->send[i]);
-
-        by_address |= (unsigned)exec_by_address(ch->send[i], value_is_user, bytes) << i;
-        if (value != NULL && out != value && !(by_address & (1u << i))) memcpy(out, value, bytes);
+        EXEC_FOR_PEERS(s->send_mask, i) {
+            char *out = conn_slot(ch->send[i]);
+            if (out != first) memcpy(out, first, bytes);
+        }
     }
     EXEC_FOR_PEERS(s->recv_mask, i) {
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
-    EXEC_FOR_PEERS(s->send_mask, i) {
-        if (by_address & (1u << i)) {
-            gpuring_conn_post_address(ch->send[i], value, bytes);
-            a->by_address = 1;
-        } else {
-            gpuring_conn_post(ch->send[i], bytes);
-        }
-    }
+    EXEC_FOR_PEERS(s->send_mask, i) gpuring_conn_post(ch->send[i], bytes);
 }
 
 /* Name what a stalled channel waits for, and for whom. */
@@ -201,52 +167,6 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
     for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
-    a->by_address = 0;
-}
-
-/* Steps posted on NET send ends and not yet sent and completed (head < tail). */
-static int exec_sends_pending(const gpuring_exec_args_t *a, const gpuring_conn_t **which_p)
-{
-    for (int c = 0; c < a->nchannels; c++) {
-        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
-            const gpuring_conn_t *w = a->channels[c].send[i];
-            if (w == NULL || w->type != GPURING_CONN_NET) continue;
-            if (GPURING_LOAD_ACQUIRE(&w->ctrl->head) < w->step) {
-                *which_p = w;
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* The call posted steps by address: they read the caller's buffers until
- * their sends complete, so the call returns only then (bounded). */
-static gpuring_status_t exec_wait_sends(const gpuring_exec_args_t *a)
-{
-    const gpuring_conn_t *w = NULL;
-    gpuring_spin_t spin;
-    char msg[256];
-    gpuring_status_t st;
-
-    gpuring_spin_init(&spin, a->timeout);
-    while (exec_sends_pending(a, &w)) {
-        if (gpuring_proxy_progress(a->proxy)) continue;
-        st = gpuring_proxy_error(a->proxy, msg, sizeof(msg));
-        if (st != GPURING_OK) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
-            return st;
-        }
-        if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d waits for rank %d to "
-                          "take step %llu (net connection, sent from the caller's buffer)",
-                          a->timeout, w->channel, w->peer,
-                          (unsigned long long)GPURING_LOAD_ACQUIRE(&w->ctrl->head));
-            return GPURING_ERR_TIMEOUT;
-        }
-    }
-    return GPURING_OK;
 }
 
 int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
@@ -282,12 +202,12 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
     gpuring_spin_init(&spin, a->timeout);
     for (;;) {
         if (gpuring_exec_host_progress(a, &done)) {
-            if (done) break;
+            if (done) return GPURING_OK;
             gpuring_spin_init(&spin, a->timeout);
             idle = 0;
             continue;
         }
-        if (done) break;
+        if (done) return GPURING_OK;
         if (a->proxy != NULL) {
             char msg[256];
             gpuring_status_t st;
@@ -308,5 +228,4 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
             return GPURING_ERR_TIMEOUT;
         }
     }
-    return a->by_address && a->proxy != NULL ? exec_wait_sends(a) : GPURING_OK;
 }

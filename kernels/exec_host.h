@@ -12,8 +12,7 @@
  * it runs a proxy pass (gpuring_proxy_progress), so a step goes out and a
  * landed step is seen without waiting for the proxy thread.  An empty poll
  * yields the CPU only every spin_polls polls (0: every time, for ranks that
- * share cores).  A send whose bytes are already in the caller's input or
- * output goes by address (proxy/conn.h), without the copy into the slot.
+ * share cores).
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
@@ -45,14 +44,7 @@ typedef struct gpuring_exec_args {
     double timeout;              /* seconds without progress before reporting */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
     int spin_polls;              /* empty polls between yields (0: yield every time) */
-    int by_address;              /* executor state: this call posted NET steps by address */
 } gpuring_exec_args_t;
-
-/* NET steps at least this long go by address from the caller's buffers
- * where the value is there (the input forwarded, or a result in the output):
- * no copy into the staging slot; gpuring_exec_host_run then returns only
- * once every such send has completed. */
-#define GPURING_EXEC_BY_ADDRESS_MIN 4096
 
 /* Run every channel's program to completion (timed, reporting waits). */
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);

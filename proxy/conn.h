@@ -115,31 +115,6 @@ static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes)
     GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
 }
 
-/*
- * Steps by address (NET send ends with host slots, driven by a host
- * executor): instead of copying a step's bytes into its slot, the sender
- * writes their address into the slot and sets this bit in size[]; the proxy
- * sends them from where they are.  They must stay unchanged until head
- * passes the step (the executor waits for that before its call returns).
- * The receiver sees an ordinary step.  GPU kernels never post by address.
- */
-#define GPURING_CONN_SIZE_BY_ADDRESS (1ull << 63)
-
-static inline int gpuring_conn_by_address_ok(const gpuring_conn_t *conn)
-{
-    return conn->type == GPURING_CONN_NET && !conn->slots_device && conn->mapped_host == NULL;
-}
-
-static inline void gpuring_conn_post_address(gpuring_conn_t *conn, const void *data,
-                                             size_t bytes)
-{
-    const void **slot =
-        (const void **)(conn->slots + (conn->step % GPURING_NSTEPS) * conn->slot_bytes);
-
-    *slot = data;
-    gpuring_conn_post(conn, (size_t)((uint64_t)bytes | GPURING_CONN_SIZE_BY_ADDRESS));
-}
-
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */
 /* Bytes of one FIFO in memory: the ctrl page, then NSTEPS slots. */
 size_t gpuring_conn_fifo_bytes(size_t slot_bytes);

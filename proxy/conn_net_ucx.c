@@ -3,9 +3,7 @@
  * thread over UCX tagged messages.
  *
  * Send end: the executor writes slot s % NSTEPS, records the byte count in
- * ctrl->size[] and publishes ctrl->tail (gpuring_conn_post), or, on host
- * slots, writes the address of the step's bytes there instead
- * (gpuring_conn_post_address) and the step is sent from that address.  The thread
+ * ctrl->size[] and publishes ctrl->tail (gpuring_conn_post).  The thread
  * sends step s once tail > s and the receiver's credit allows it
  * (s < remote_head + NSTEPS); when sends complete (in order) it publishes
  * ctrl->head = completed steps, so the executor may reuse the slot.
@@ -129,20 +127,9 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
 {
     unsigned slot = (unsigned)(step % GPURING_NSTEPS);
     gpuring_net_op_t *op = &net->data[slot];
-    const uint64_t size = net->ctrl->size[slot]; /* written before the tail we saw */
-    size_t bytes = (size_t)(size & ~GPURING_CONN_SIZE_BY_ADDRESS);
-    const char *data = net->slots + (size_t)slot * net->slot_bytes;
+    size_t bytes = (size_t)net->ctrl->size[slot]; /* written before the tail we saw */
     ucp_request_param_t param;
 
-    if ((size & GPURING_CONN_SIZE_BY_ADDRESS) && net->device < 0) {
-        memcpy(&data, data, sizeof(data)); /* the executor's bytes, where they are */
-    } else if (size & GPURING_CONN_SIZE_BY_ADDRESS) {
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_INVALID,
-                                "net send to rank %d channel %d step %llu: posted by address on "
-                                "device slots",
-                                net->peer, net->channel, (unsigned long long)step);
-        bytes = 0;
-    }
     if (bytes > net->slot_bytes) {
         gpuring_proxy_set_error(net->proxy, GPURING_ERR_INVALID,
                                 "net send to rank %d channel %d step %llu: %zu bytes exceed "
@@ -155,7 +142,7 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
     param.cb.send = net_send_cb;
     op_begin(op, step);
     op_posted(op,
-              ucp_tag_send_nbx(net->ep, data, bytes,
+              ucp_tag_send_nbx(net->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
                                gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA,
                                                net->remote_net_id, step),
                                &param),
