@@ -166,7 +166,10 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
-    for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
+    for (int c = 0; c < a->nchannels; c++) {
+        a->channels[c].next_op = 0;
+        a->channels[c].step_op = UINT64_MAX;
+    }
 }
 
 int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
@@ -176,16 +179,19 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
     /* advance every channel as far as its FIFOs allow */
     for (int c = 0; c < a->nchannels; c++) {
         gpuring_exec_channel_t *ch = &a->channels[c];
-        gpuring_step_t s;
+        const gpuring_step_t *s = &ch->step;
 
         while (ch->next_op < ch->prog.nops) {
-            gpuring_prog_op(&ch->prog, ch->next_op, &s);
-            if (!exec_op_ready(ch, &s)) break;
-            exec_op_run(a, ch, &s);
+            if (ch->step_op != ch->next_op) { /* once per operation, not per poll */
+                gpuring_prog_op(&ch->prog, ch->next_op, &ch->step);
+                ch->step_op = ch->next_op;
+            }
+            if (!exec_op_ready(ch, s)) break;
+            exec_op_run(a, ch, s);
             ch->next_op++;
             progressed = 1;
             /* the step goes out (or its slot is credited) while we compute the next */
-            if (a->proxy != NULL && exec_op_uses_net(ch, &s)) gpuring_proxy_progress(a->proxy);
+            if (a->proxy != NULL && exec_op_uses_net(ch, s)) gpuring_proxy_progress(a->proxy);
         }
         done &= ch->next_op == ch->prog.nops;
     }

@@ -30,6 +30,8 @@ typedef struct gpuring_exec_channel {
     gpuring_conn_t *send[GPURING_MAX_PEERS];
     gpuring_conn_t *recv[GPURING_MAX_PEERS];
     uint64_t next_op;     /* executor state: next operation of prog */
+    gpuring_step_t step;  /* host executor: operation next_op, while it waits for it */
+    uint64_t step_op;     /* which operation `step` is (UINT64_MAX: none yet) */
 } gpuring_exec_channel_t;
 
 typedef struct gpuring_exec_args {
