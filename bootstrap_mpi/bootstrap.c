@@ -10,11 +10,11 @@
 
 static gpuring_status_t bootstrap_result(int rc, const char *what)
 {
-    if (rc != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "bootstrap %s failed (MPI error %d)", what, rc);
-        return GPURING_ERR_REMOTE;
+    if (rc != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "bootstrap %s failed: %s", what,
+                      gpuring_status_str((gpuring_status_t)rc));
     }
-    return GPURING_OK;
+    return (gpuring_status_t)rc;
 }
 
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
@@ -121,7 +121,7 @@ gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const 
                       stride * (size_t)b->size);
         goto out;
     }
-    memcpy(padded, blob, len);
+    if (len > 0) memcpy(padded, blob, len); /* a rank whose setup failed has no blob */
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, padded, all, stride), st, out);
     *all_p = all;
     *stride_p = stride;

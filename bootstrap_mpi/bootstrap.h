@@ -17,7 +17,9 @@
 
 typedef struct gpuring_bootstrap_ops {
     /* every rank contributes `bytes` bytes; rbuf gets size * bytes in rank order.
-       send/recv are blocking, matched in order between a pair of ranks. */
+       send/recv are blocking, matched in order between a pair of ranks.  Each
+       returns a gpuring_status_t: GPURING_OK, GPURING_ERR_TIMEOUT (a member did
+       not join within the wait timeout), or another error the op logged. */
     int (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
     int (*send)(void *ctx, int peer, const void *buf, size_t bytes);
     int (*recv)(void *ctx, int peer, void *buf, size_t bytes);

@@ -162,14 +162,23 @@ static inline uint16_t gpuring_reduce_float_to_bf16(float f)
 typedef void (*gpuring_reduce_fn_t)(void *dst, const void *a, const void *b,
                                     size_t count);
 
+/*
+ * user buffers need not be aligned to their element size (MPI does not ask
+ * it): elements are accessed through a type of alignment 1, which is defined
+ * behaviour at any address and compiles to the same (unaligned-capable)
+ * loads and stores on x86 and arm64, vectorized alike.
+ */
+#define GPURING_REDUCE_UNALIGNED(_t) __typeof__(_t) __attribute__((aligned(1)))
+
 /* one loop for one (type, op): gpuring_reduce_<tn>_<on>() */
 #define GPURING_REDUCE_FN(_tn, _on, _t, _u, _opm)                            \
     static void gpuring_reduce_##_tn##_##_on(void *dst, const void *a,       \
                                              const void *b, size_t count)    \
     {                                                                        \
-        _t *d = (_t *)dst;                                                   \
-        const _t *x = (const _t *)a;                                         \
-        const _t *y = (const _t *)b;                                         \
+        typedef GPURING_REDUCE_UNALIGNED(_t) elem_t;                         \
+        elem_t *d = (elem_t *)dst;                                           \
+        const elem_t *x = (const elem_t *)a;                                 \
+        const elem_t *y = (const elem_t *)b;                                 \
         GPURING_REDUCE_IVDEP                                                 \
         for (size_t i = 0; i < count; i++) {                                 \
             d[i] = _opm(_t, _u, x[i], y[i]);                                 \
@@ -214,9 +223,10 @@ GPURING_REDUCE_ARITH_FNS(double, double, double)
     static void gpuring_reduce_##_tn##_##_on(void *dst, const void *a,       \
                                              const void *b, size_t count)    \
     {                                                                        \
-        uint16_t *d = (uint16_t *)dst;                                       \
-        const uint16_t *x = (const uint16_t *)a;                             \
-        const uint16_t *y = (const uint16_t *)b;                             \
+        typedef GPURING_REDUCE_UNALIGNED(uint16_t) elem_t;                   \
+        elem_t *d = (elem_t *)dst;                                           \
+        const elem_t *x = (const elem_t *)a;                                 \
+        const elem_t *y = (const elem_t *)b;                                 \
         for (size_t i = 0; i < count; i++) {                                 \
             const uint16_t xi = x[i], yi = y[i];                             \
             const float xf = _ld(xi), yf = _ld(yi);                          \

@@ -12,12 +12,14 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
 
+#include "ompi_coll_gpuring/coll_gpuring_compat.h"
+
 #include "ompi_coll_gpuring/gpuring_comm.h"
 
 BEGIN_C_DECLS
 
 typedef struct mca_coll_gpuring_component {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_base_component_t super;
 
     /* MCA parameters (coll_gpuring_*), registered in coll_gpuring_component.c */
     int priority;
@@ -105,6 +107,9 @@ typedef enum {
     MCA_COLL_GPURING_COMM_NEW,      /* set up at the first call we handle */
     MCA_COLL_GPURING_COMM_READY,
     MCA_COLL_GPURING_COMM_DISABLED, /* setup failed: everything falls back */
+    MCA_COLL_GPURING_COMM_FAILED,   /* setup timed out (a member never joined):
+                                       falling back would wait for it too, so
+                                       every call fails */
 } mca_coll_gpuring_comm_state_t;
 
 typedef struct mca_coll_gpuring_module {
@@ -114,6 +119,8 @@ typedef struct mca_coll_gpuring_module {
     mca_coll_gpuring_comm_state_t state;
     gpuring_comm_t *gcomm;
     mca_coll_gpuring_stage_area_t stage;
+    void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
+    size_t boot_area_bytes;
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
@@ -122,7 +129,8 @@ OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
 int mca_coll_gpuring_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority);
-/* The ready gpuring communicator, set up on first use; NULL: fall back. */
+/* The ready gpuring communicator, set up on first use; NULL: fall back, or
+ * fail the call when module->state is MCA_COLL_GPURING_COMM_FAILED. */
 gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 

@@ -135,6 +135,12 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     gpuring_status_t ready, st;
     int device;
 
+    if (count < 0) {
+        /* only reaches here with mpi_param_check 0: no component should see it */
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce on comm %s with count %d (MPI_ERR_COUNT)",
+                      comm->c_name, count);
+        return MPI_ERR_COUNT;
+    }
     if (!gpuring_map_op(op, &gop)) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
                      op->o_name);
@@ -160,6 +166,9 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
         goto fallback;
     }
     gcomm = mca_coll_gpuring_comm_get(m);
+    if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
+        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_TIMEOUT); /* logged at setup */
+    }
     if (gcomm == NULL) {
         goto fallback; /* setup failed or disabled: logged there */
     }

@@ -26,7 +26,7 @@ static int gpuring_close(void);
 mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .super = {
         .collm_version = {
-            MCA_COLL_BASE_VERSION_2_0_0,
+            MCA_COLL_GPURING_BASE_VERSION,
             .mca_component_name = "gpuring",
             MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
             .mca_open_component = gpuring_open,

@@ -6,10 +6,12 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
+#include "ompi/request/request.h"
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
@@ -21,6 +23,8 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     m->state = MCA_COLL_GPURING_COMM_NEW;
     m->gcomm = NULL;
     memset(&m->stage, 0, sizeof(m->stage));
+    m->boot_area = NULL;
+    m->boot_area_bytes = 0;
 }
 
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
@@ -36,6 +40,9 @@ static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 #undef GPURING_RELEASE_PREV
     memset(&m->prev, 0, sizeof(m->prev));
     mca_coll_gpuring_stage_area_free(&m->stage);
+    free(m->boot_area);
+    m->boot_area = NULL;
+    m->boot_area_bytes = 0;
 }
 
 static void gpuring_module_destruct(mca_coll_gpuring_module_t *m)
@@ -131,34 +138,98 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
 }
 
 /* ---- bootstrap_mpi transport: the component below and the PML ------------ */
+/* An Open MPI result as the bootstrap layer wants it (the MPI error logged). */
+static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char *what)
+{
+    if (rc == OMPI_SUCCESS) return GPURING_OK;
+    GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s through the component below "
+                  "failed (Open MPI error %d)", m->comm->c_name, what, rc);
+    return GPURING_ERR_REMOTE;
+}
+
+/*
+ * The setup exchanges (and the direct allreduce's agreements) are the
+ * component below's MPI_Iallgather, waited for at most
+ * coll_gpuring_wait_timeout: a member that never makes the call produces an
+ * error on the others, not a hang.  A timed-out exchange stays in flight, so
+ * it works on a copy of the data that is left to it.
+ */
 static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
 {
     mca_coll_gpuring_module_t *m = ctx;
-    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
-    return m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf, (int)bytes, MPI_BYTE, m->comm,
-                             m->prev.allgather_module);
+    int timeout = mca_coll_gpuring_component.wait_timeout, size = ompi_comm_size(m->comm);
+    ompi_request_t *req = MPI_REQUEST_NULL;
+    int done = 0, rc;
+    double deadline;
+    char *area;
+
+    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
+    /* the area is kept for the next exchange (the direct allreduce makes some per call) */
+    if (timeout > 0 && m->prev.iallgather != NULL &&
+        m->boot_area_bytes < bytes * (size_t)(size + 1)) {
+        free(m->boot_area);
+        m->boot_area_bytes = bytes * (size_t)(size + 1);
+        m->boot_area = malloc(m->boot_area_bytes);
+        if (m->boot_area == NULL) m->boot_area_bytes = 0;
+    }
+    area = timeout > 0 && m->prev.iallgather != NULL ? m->boot_area : NULL;
+    if (area == NULL) {
+        return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
+                                                        (int)bytes, MPI_BYTE, m->comm,
+                                                        m->prev.allgather_module),
+                                   "MPI_Allgather");
+    }
+    memcpy(area, sbuf, bytes);
+    rc = m->prev.iallgather(area, (int)bytes, MPI_BYTE, area + bytes, (int)bytes, MPI_BYTE,
+                            m->comm, &req, m->prev.iallgather_module);
+    if (rc != OMPI_SUCCESS) return gpuring_boot_status(m, rc, "MPI_Iallgather");
+    deadline = gpuring_time_sec() + timeout;
+    while (!done) {
+        rc = ompi_request_test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != OMPI_SUCCESS) {
+            /* a completed request reports its error once and is freed */
+            return gpuring_boot_status(m, rc, "MPI_Iallgather");
+        }
+        if (!done && gpuring_time_sec() > deadline) {
+            GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
+                          "comm %s: gpuring's setup exchange (an allgather of %zu bytes "
+                          "through the component below) timed out after %d s: some rank of "
+                          "the communicator has not made this collective call "
+                          "(coll_gpuring_wait_timeout)", m->comm->c_name, bytes, timeout);
+            m->boot_area = NULL; /* left to the request, which may still write it */
+            m->boot_area_bytes = 0;
+            return GPURING_ERR_TIMEOUT;
+        }
+    }
+    memcpy(rbuf, area + bytes, bytes * (size_t)size);
+    return GPURING_OK;
 }
 
 static int gpuring_boot_send(void *ctx, int peer, const void *buf, size_t bytes)
 {
     mca_coll_gpuring_module_t *m = ctx;
-    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
-    return MCA_PML_CALL(send(buf, bytes, MPI_BYTE, peer, MCA_COLL_BASE_TAG_ALLREDUCE,
-                             MCA_PML_BASE_SEND_STANDARD, m->comm));
+    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
+    return gpuring_boot_status(m, MCA_PML_CALL(send(buf, bytes, MPI_BYTE, peer,
+                                                    MCA_COLL_BASE_TAG_ALLREDUCE,
+                                                    MCA_PML_BASE_SEND_STANDARD, m->comm)),
+                               "send");
 }
 
 static int gpuring_boot_recv(void *ctx, int peer, void *buf, size_t bytes)
 {
     mca_coll_gpuring_module_t *m = ctx;
-    if (bytes > INT_MAX) return OMPI_ERR_BAD_PARAM;
-    return MCA_PML_CALL(recv(buf, bytes, MPI_BYTE, peer, MCA_COLL_BASE_TAG_ALLREDUCE, m->comm,
-                             MPI_STATUS_IGNORE));
+    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
+    return gpuring_boot_status(m, MCA_PML_CALL(recv(buf, bytes, MPI_BYTE, peer,
+                                                    MCA_COLL_BASE_TAG_ALLREDUCE, m->comm,
+                                                    MPI_STATUS_IGNORE)),
+                               "recv");
 }
 
 static int gpuring_boot_barrier(void *ctx)
 {
     mca_coll_gpuring_module_t *m = ctx;
-    return m->prev.barrier(m->comm, m->prev.barrier_module);
+    return gpuring_boot_status(m, m->prev.barrier(m->comm, m->prev.barrier_module),
+                               "MPI_Barrier");
 }
 
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
@@ -193,8 +264,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     gpuring_status_t st;
     char desc[256];
 
-    if (m->state == MCA_COLL_GPURING_COMM_READY) return m->gcomm;
-    if (m->state == MCA_COLL_GPURING_COMM_DISABLED) return NULL;
+    if (m->state != MCA_COLL_GPURING_COMM_NEW) return m->gcomm; /* NULL unless ready */
 
     if ((int)cfg.algo == -2) {
         GPURING_ERROR(GPURING_SUBSYS_INIT,
@@ -213,6 +283,14 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         return NULL;
     }
     st = gpuring_comm_create(&cfg, &boot, &m->gcomm);
+    if (st == GPURING_ERR_TIMEOUT) {
+        GPURING_ERROR(GPURING_SUBSYS_INIT,
+                      "comm %s: gpuring setup timed out waiting for a member: this call and "
+                      "every later one on the communicator fail (the component below would "
+                      "wait for that member too)", m->comm->c_name);
+        m->state = MCA_COLL_GPURING_COMM_FAILED;
+        return NULL;
+    }
     if (st != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_INIT,
                      "comm %s: gpuring setup failed (%s); its collectives fall back to the "

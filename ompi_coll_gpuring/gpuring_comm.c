@@ -30,14 +30,17 @@
 /*
  * Communicator uids (20 bits of every UCX tag) must differ between any two
  * live communicators a process belongs to.  Each setup reserves a fresh
- * proposal here (fetch-add), agrees on the largest proposal of all members,
+ * proposal here (fetch-add), takes the largest proposal of all members,
  * and raises every member's floor past it, so later setups never meet it
- * again.  What that cannot rule out -- setups running concurrently under
- * MPI_THREAD_MULTIPLE over overlapping process sets, or 2^20 communicators
- * later, a wrapped uid -- the registry of live uids catches: a collision
- * fails this rank's setup, and the agreement makes every rank fall back.
+ * again.  Setups running at the same time in several threads
+ * (MPI_THREAD_MULTIPLE) can still pick the same largest proposal, and 2^20
+ * communicators later a uid wraps: so each rank claims the uid in a registry
+ * of live uids, the members agree whether every claim held, and if one did
+ * not they all let go and try again with fresh proposals, each reserved
+ * with a random stride so that two colliding setups part ways.
  */
 #define COMM_UID_BITS 20
+#define COMM_UID_ATTEMPTS 16
 static uint64_t comm_uid_next = 1;
 static unsigned char comm_uid_live[(1u << COMM_UID_BITS) / 8];
 static pthread_mutex_t comm_uid_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,6 +70,68 @@ static void comm_uid_floor(uint64_t uid)
     while (cur <= uid && !__atomic_compare_exchange_n(&comm_uid_next, &cur, uid + 1, 0,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
+}
+
+/* A fresh proposal; `stride` > 0: skip a random 0..stride-1 more. */
+static uint64_t comm_uid_propose(unsigned stride)
+{
+    static __thread unsigned seed;
+    uint64_t skip = 0;
+
+    if (stride > 0) {
+        if (seed == 0) seed = (unsigned)getpid() ^ (unsigned)(uintptr_t)&seed;
+        skip = (uint64_t)(rand_r(&seed) % stride);
+    }
+    return __atomic_fetch_add(&comm_uid_next, 1 + skip, __ATOMIC_RELAXED);
+}
+
+/*
+ * Agree on c->uid, starting from `uid` (the largest first proposal): claim
+ * it, agree that every member claimed it, or let go and retry with the
+ * largest of fresh proposals.
+ */
+static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
+{
+    struct {
+        uint64_t next;
+        int32_t claimed;
+        int32_t pad;
+    } mine, *all = calloc((size_t)c->boot.size, sizeof(mine));
+    gpuring_status_t st = GPURING_ERR_GENERIC;
+
+    if (all == NULL) return GPURING_ERR_NO_MEMORY;
+    for (int attempt = 0; attempt < COMM_UID_ATTEMPTS; attempt++) {
+        int every = 1;
+
+        comm_uid_floor(uid);
+        mine.claimed = comm_uid_mark(uid, 1);
+        mine.next = comm_uid_propose(16);
+        mine.pad = 0;
+        st = gpuring_bootstrap_allgather(&c->boot, &mine, all, sizeof(mine));
+        if (st != GPURING_OK) {
+            if (mine.claimed) comm_uid_mark(uid, 0);
+            break;
+        }
+        for (int r = 0; r < c->boot.size; r++) every &= all[r].claimed != 0;
+        if (every) {
+            c->uid = uid;
+            c->uid_claimed = 1;
+            break;
+        }
+        if (mine.claimed) comm_uid_mark(uid, 0);
+        GPURING_DEBUG(GPURING_SUBSYS_INIT, "communicator uid %llu is taken on some member "
+                      "(concurrent setups): trying again", (unsigned long long)uid);
+        uid = 0;
+        for (int r = 0; r < c->boot.size; r++) uid = GPURING_MAX(uid, all[r].next);
+        st = GPURING_ERR_GENERIC;
+    }
+    if (st == GPURING_ERR_GENERIC) {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "no communicator uid free on every member after %d "
+                     "attempts (2^%d live communicators?): this communicator falls back",
+                     COMM_UID_ATTEMPTS, COMM_UID_BITS);
+    }
+    free(all);
+    return st;
 }
 
 /* process-wide counters (atomics: communicators may run in several threads) */
@@ -383,7 +448,7 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     gpuring_topo_t *topo = NULL;
     gpuring_topo_loc_t loc = {.numa = -1, .nic = -1, .gpu_busid = ""};
 
-    gpuring_bootstrap_peer_info_local(me, __atomic_fetch_add(&comm_uid_next, 1, __ATOMIC_RELAXED));
+    gpuring_bootstrap_peer_info_local(me, comm_uid_propose(0));
     /* without a topology the ranks still run, in rank order */
     if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) == GPURING_OK) {
         /* no GPU yet (host buffers): with an XML machine, the i-th rank of a
@@ -454,22 +519,17 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
         return GPURING_ERR_NO_MEMORY;
     }
 
-    /* 1. peer info, with where this rank sits in its node; the uid is the
-     *    largest proposal, so unused by all */
+    /* 1. peer info, with where this rank sits in its node; the uid starts
+     *    from the largest proposal, and is claimed on every member */
     GPURING_CHECK_GOTO(comm_peer_info(c, &me), st, out);
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
                        out);
-    for (int r = 0; r < boot->size; r++) c->uid = GPURING_MAX(c->uid, c->peers[r].uid_next);
-    c->spin_polls = comm_spin_polls(c);
-    comm_uid_floor(c->uid);
-    if (comm_uid_mark(c->uid, 1)) {
-        c->uid_claimed = 1;
-    } else {
-        GPURING_WARN(GPURING_SUBSYS_INIT, "communicator uid %llu is in use in this process "
-                     "(concurrent setups?): this communicator falls back",
-                     (unsigned long long)c->uid);
-        local_st = GPURING_ERR_INVALID; /* reaches the agreement of step 5 */
+    {
+        uint64_t uid = 0;
+        for (int r = 0; r < boot->size; r++) uid = GPURING_MAX(uid, c->peers[r].uid_next);
+        GPURING_CHECK_GOTO(comm_uid_agree(c, uid), st, out);
     }
+    c->spin_polls = comm_spin_polls(c);
 
     /* 2. graph: nodes, this node's ring orders, everyone's positions (the
      *    graph info exchange), rings and trees -- the same on every rank */

@@ -435,7 +435,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-F path[:kind]] [-Z]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-F path[:kind]] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -524,13 +524,14 @@ int main(int argc, char **argv)
     int any_type = 0, any_op = 0;
     int inplace_mode = 0; /* 0: not in place, 1: both, 2: in place only */
     int zeros = 0;        /* -Z */
+    int negative = 0;     /* -N */
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
     int bad = 0, opt, device = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdF:Zh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdF:ZNh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -573,6 +574,7 @@ int main(int argc, char **argv)
             break;
         case 'L': large = 1; break;
         case 'Z': zeros = 1; break;
+        case 'N': negative = 1; break;
         case 'x':
             n = split_list(optarg, list, MAX_LIST);
             for (int k = 0; k < n && g_nexcl < MAX_EXCL; k++) {
@@ -662,6 +664,21 @@ int main(int argc, char **argv)
         }
     }
     double t_start = MPI_Wtime();
+    /* -N: a negative count (run with --mca mpi_param_check 0, so that MPI itself
+     * does not catch it) must fail with MPI_ERR_COUNT and write nothing */
+    size_t nneg = 0, negfail = 0;
+    for (int c = 0; negative && c < ncomms; c++) {
+        int sendv[4] = {1, 2, 3, 4}, recvv[4] = {-7, -7, -7, -7}, rc, cls = -1;
+        rc = MPI_Allreduce(sendv, recvv, -1, MPI_INT, MPI_SUM, comms[c].comm);
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+        nneg++;
+        if (cls != MPI_ERR_COUNT || recvv[0] != -7 || recvv[3] != -7) {
+            negfail++;
+            fprintf(stderr, "FAIL rank %d: count -1 on %s: error class %d (want MPI_ERR_COUNT %d), "
+                    "receive buffer %s\n", g_world_rank, comms[c].name, cls, MPI_ERR_COUNT,
+                    recvv[0] != -7 || recvv[3] != -7 ? "written" : "untouched");
+        }
+    }
 
     for (int rep = 0; rep < reps; rep++)
     for (int c = 0; c < ncomms; c++) {
@@ -803,8 +820,10 @@ int main(int argc, char **argv)
     if (g_world_rank == 0) all = malloc(ncases * (size_t)g_world_size + 1);
     MPI_Gather(fail, (int)ncases, MPI_UNSIGNED_CHAR, all, (int)ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
+    unsigned long negs[2] = {nneg, negfail}, negsum[2] = {0, 0};
+    MPI_Reduce(negs, negsum, 2, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (g_world_rank == 0) {
-        size_t npass = 0, nfail = 0;
+        size_t npass = negsum[0] - negsum[1], nfail = negsum[1];
         for (size_t k = 0; k < ncases; k++) {
             int f = 0, first = -1;
             for (int r = 0; r < g_world_size; r++)

@@ -103,9 +103,11 @@ run_case() {
     mca_args coll_gpuring_verbose 3 coll_gpuring_host_buffers 1 coll_gpuring_ranks_per_node "$rpn" "${p[@]}"
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}" "$BINDIR/$bin" "$@")
     if [ -n "$FIRST_RANK_ENV" ]; then
-        # MPMD: rank 0 runs with one more environment variable than the others
-        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${MCA[@]}"
-             -np 1 -x "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@" : -np $((np - 1)) "$BINDIR/$bin" "$@")
+        # rank 0 runs with one more environment variable than the others; set by a
+        # wrapper, not an MPMD ':' command line (Open MPI 5.0.7's mpirun crashes on those)
+        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
+             /bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
+             "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@")
     fi
     local t0=$SECONDS
     {
@@ -173,11 +175,27 @@ run_case() {
                     return
                 fi
                 ;;
+            setuptimeout)
+                # every rank that waited names the setup exchange that timed out
+                missing=$(every_rank ".*setup exchange .* timed out after")
+                if [ "$missing" != "$((np - 1))" ]; then
+                    fail "$name" "rank ${missing:-?} reported no setup timeout (the last rank never calls)" "$log"
+                    return
+                fi
+                ;;
             tree)
                 # the tree really ran: its connections came up on every rank
                 missing=$(every_rank " tree connections ready")
                 if [ -n "$missing" ]; then
                     fail "$name" "rank $missing did not connect its trees" "$log"
+                    return
+                fi
+                ;;
+            allcalls)
+                # every rank ran every allreduce in gpuring: none handed below
+                missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing handed calls to the component below" "$log"
                     return
                 fi
                 ;;
@@ -274,6 +292,11 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
+# a negative count that MPI's own check (turned off) does not catch: MPI_ERR_COUNT
+if [ $ACTIVE = 1 ]; then
+    run_case "allreduce_negative_count_np3_rpn1" 3 1 "" "mpi_param_check 0" \
+        allreduce_check -N -t int32 -o sum -c 1,7 -m world,dup -s "$SEED" -q
+fi
 
 # --- tree and ring forced, 2-6 ranks on 1-3 (virtual) nodes, uneven ones too
 run_case "tree_full_np3_rpn2" 3 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${FULL[@]}"
@@ -310,10 +333,19 @@ if [ $ACTIVE = 1 ]; then
     run_case "kill_np2_rpn1_detect" 2 1 "" "${KILL[*]} coll_gpuring_net_peer_failure all" \
         kill_check 30 "$LOGDIR/kill.2"
     run_case "kill_np4_rpn2" 4 2 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.3"
+    # the last rank skips a communicator's first call: setup must time out, not hang
+    run_case "timeout_setup_np3_rpn1" 3 1 setuptimeout "coll_gpuring_wait_timeout 3" \
+        timeout_check 60 setup
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
 fi
+
+# --- MPI_THREAD_MULTIPLE: 4 threads per rank make their communicators' first calls at
+# once; every setup must succeed (no uid collision), every call run in gpuring
+run_case "threads_np2_rpn0" 2 0 ready,allcalls "" thread_check -t 4 -n 10 -q
+run_case "threads_np3_rpn1" 3 1 ready,allcalls "" thread_check -t 4 -n 10 -q
+run_case "threads_np4_rpn2" 4 2 ready,allcalls "" thread_check -t 3 -n 10 -q
 
 # --- fallback paths
 run_case "fallback_np2_rpn0" 2 0 fallback "" fallback_check -s "$SEED" -q

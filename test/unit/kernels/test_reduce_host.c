@@ -464,9 +464,9 @@ static void test_case(size_t ti, size_t oi, size_t count, const size_t off[3],
     for (int i = 0; i < 3; i++) {
         memset(bufs[i].mem, TEST_POISON, bufs[i].bytes);
     }
-    d = bd->mem + TEST_GUARD + off[0] * size;
-    a = ba->mem + TEST_GUARD + off[ba == bd ? 0 : 1] * size;
-    b = bb->mem + TEST_GUARD + off[bb == bd ? 0 : (bb == ba ? 1 : 2)] * size;
+    d = bd->mem + TEST_GUARD + off[0];
+    a = ba->mem + TEST_GUARD + off[ba == bd ? 0 : 1];
+    b = bb->mem + TEST_GUARD + off[bb == bd ? 0 : (bb == ba ? 1 : 2)];
 
     test_fill(a, b, count, ti);  /* a == b: b's values win, fine */
     memcpy(saved_a, a, count * size);
@@ -483,7 +483,7 @@ static void test_case(size_t ti, size_t oi, size_t count, const size_t off[3],
 
     gpuring_reduce_host(d, a, b, count, test_types[ti].type, op);
 
-    snprintf(msg, sizeof(msg), "%s %s count=%zu off=%zu/%zu/%zu %s",
+    snprintf(msg, sizeof(msg), "%s %s count=%zu byte offsets %zu/%zu/%zu %s",
              test_types[ti].name, test_ops[oi].name, count, off[0], off[1],
              off[2], test_alias_names[alias]);
     if (memcmp(d, want, count * size) != 0) {
@@ -542,8 +542,18 @@ static void test_sweep(void)
             }
             for (size_t ci = 0; ci < ncounts; ci++) {
                 for (int alias = 0; alias < ALIAS_COUNT; alias++) {
-                    for (unsigned m = 0; m < 8; m++) {
-                        size_t off[3] = { m & 1, (m >> 1) & 1, (m >> 2) & 1 };
+                    /* m < 8: each pointer at element offset 0 or 1 (bits of m);
+                     * m == 8: all three one byte off their element alignment,
+                     * as MPI lets user buffers be (defined behaviour required:
+                     * the UBSan build of this test checks it) */
+                    for (unsigned m = 0; m < 9; m++) {
+                        size_t size = test_types[ti].size;
+                        size_t off[3] = { (m & 1) * size, ((m >> 1) & 1) * size,
+                                          ((m >> 2) & 1) * size };
+                        if (m == 8) {
+                            if (size == 1) continue;
+                            off[0] = off[1] = off[2] = 1;
+                        }
                         /* aliased pointers share one offset: skip repeats */
                         if ((alias == ALIAS_DST_A || alias == ALIAS_ALL) &&
                             off[1] != 0) {

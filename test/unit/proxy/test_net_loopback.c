@@ -839,7 +839,9 @@ int main(void)
     gpuring_proxy_finalize();
     printf("after finalize: threads %d -> %d, fds %d -> %d\n", thr_start, count_threads(),
            fds_start, count_fds());
-    EXPECT(count_threads() == thr_start, "no thread left after finalize");
+    /* fewer is fine: UCX 1.18 (Debian 13) starts a thread of its own when the
+     * library loads, before thr_start, and ucp_cleanup stops it */
+    EXPECT(count_threads() <= thr_start, "no thread left after finalize");
 
 out:
     printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
