@@ -25,6 +25,18 @@ static inline char *conn_slot(const gpuring_conn_t *conn)
     return conn->slots + (conn->step % GPURING_NSTEPS) * conn->slot_bytes;
 }
 
+/* Does operation `s` post or consume a step of a NET connection? */
+static inline int exec_op_uses_net(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+{
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        if (ch->recv[i]->type == GPURING_CONN_NET) return 1;
+    }
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        if (ch->send[i]->type == GPURING_CONN_NET) return 1;
+    }
+    return 0;
+}
+
 /* Can operation `s` run now without blocking? */
 static inline int exec_op_ready(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
@@ -154,7 +166,10 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
-    for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
+    for (int c = 0; c < a->nchannels; c++) {
+        a->channels[c].next_op = 0;
+        a->channels[c].step_op = UINT64_MAX;
+    }
 }
 
 int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
@@ -164,14 +179,19 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
     /* advance every channel as far as its FIFOs allow */
     for (int c = 0; c < a->nchannels; c++) {
         gpuring_exec_channel_t *ch = &a->channels[c];
-        gpuring_step_t s;
+        const gpuring_step_t *s = &ch->step;
 
         while (ch->next_op < ch->prog.nops) {
-            gpuring_prog_op(&ch->prog, ch->next_op, &s);
-            if (!exec_op_ready(ch, &s)) break;
-            exec_op_run(a, ch, &s);
+            if (ch->step_op != ch->next_op) { /* once per operation, not per poll */
+                gpuring_prog_op(&ch->prog, ch->next_op, &ch->step);
+                ch->step_op = ch->next_op;
+            }
+            if (!exec_op_ready(ch, s)) break;
+            exec_op_run(a, ch, s);
             ch->next_op++;
             progressed = 1;
+            /* the step goes out (or its slot is credited) while we compute the next */
+            if (a->proxy != NULL && exec_op_uses_net(ch, s)) gpuring_proxy_progress(a->proxy);
         }
         done &= ch->next_op == ch->prog.nops;
     }
@@ -182,7 +202,7 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
 {
     gpuring_spin_t spin;
-    int done = 0;
+    int done = 0, idle = 0;
 
     gpuring_exec_host_start(a);
     gpuring_spin_init(&spin, a->timeout);
@@ -190,18 +210,25 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
         if (gpuring_exec_host_progress(a, &done)) {
             if (done) return GPURING_OK;
             gpuring_spin_init(&spin, a->timeout);
+            idle = 0;
             continue;
         }
         if (done) return GPURING_OK;
-        /* nothing could move: is the proxy in trouble, or are we stuck? */
         if (a->proxy != NULL) {
             char msg[256];
-            gpuring_status_t st = gpuring_proxy_error(a->proxy, msg, sizeof(msg));
+            gpuring_status_t st;
+
+            /* move the NET steps ourselves; poll again at once if a counter moved */
+            if (gpuring_proxy_progress(a->proxy)) continue;
+            /* nothing could move: is the proxy in trouble, or are we stuck? */
+            st = gpuring_proxy_error(a->proxy, msg, sizeof(msg));
             if (st != GPURING_OK) {
                 GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
                 return st;
             }
         }
+        if (++idle <= a->spin_polls) continue; /* a short spin before yielding */
+        idle = 0;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             exec_report_stall(a);
             return GPURING_ERR_TIMEOUT;

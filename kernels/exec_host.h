@@ -6,6 +6,13 @@
  * The host has one calling thread, so the executor interleaves the channels:
  * it advances every channel as far as its FIFOs allow, round-robin, and only
  * spins (timed, reporting) when no channel can move.
+ *
+ * With NET connections (args->proxy) the executor moves its own steps: after
+ * an operation that posted or consumed a NET step, and on every empty poll,
+ * it runs a proxy pass (gpuring_proxy_progress), so a step goes out and a
+ * landed step is seen without waiting for the proxy thread.  An empty poll
+ * yields the CPU only every spin_polls polls (0: every time, for ranks that
+ * share cores).
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
@@ -23,6 +30,8 @@ typedef struct gpuring_exec_channel {
     gpuring_conn_t *send[GPURING_MAX_PEERS];
     gpuring_conn_t *recv[GPURING_MAX_PEERS];
     uint64_t next_op;     /* executor state: next operation of prog */
+    gpuring_step_t step;  /* host executor: operation next_op, while it waits for it */
+    uint64_t step_op;     /* which operation `step` is (UINT64_MAX: none yet) */
 } gpuring_exec_channel_t;
 
 typedef struct gpuring_exec_args {
@@ -36,6 +45,7 @@ typedef struct gpuring_exec_args {
     void *scratch;               /* ordered GATHER: nranks rows of count elements */
     double timeout;              /* seconds without progress before reporting */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
+    int spin_polls;              /* empty polls between yields (0: yield every time) */
 } gpuring_exec_args_t;
 
 /* Run every channel's program to completion (timed, reporting waits). */

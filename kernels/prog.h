@@ -75,6 +75,7 @@ typedef struct gpuring_prog {
     int ordered;    /* GATHER: stash and fold in ring order (scratch of nranks rows) */
     int has_parent; /* TREE: peer 0 is this rank's parent */
     int nchildren;  /* TREE: peers 1..nchildren are its children */
+    int slices;     /* RING: slot steps each block of a loop is cut into */
     uint64_t nops;  /* operations in the whole program */
 } gpuring_prog_t;
 
@@ -92,6 +93,7 @@ gpuring_prog_set(gpuring_prog_t *p, gpuring_prog_algo_t algo, size_t base, size_
     p->ordered = 0;
     p->has_parent = 0;
     p->nchildren = 0;
+    p->slices = 1;
 }
 
 /* A step's element count on the alignment grid, where it is more than one grid step. */

@@ -38,6 +38,7 @@ typedef struct mca_coll_gpuring_component {
     int wait_timeout;
     int ranks_per_node;
     char *topo_xml;
+    int net_peer_failure; /* gpuring_proxy_peer_failure_t */
 
     int stage_device_buffers;
 

@@ -54,6 +54,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .wait_timeout = 300,
     .ranks_per_node = 0,
     .topo_xml = NULL,
+    .net_peer_failure = GPURING_PROXY_PEER_FAILURE_REMOTE,
     .stage_device_buffers = -1,
     .output = -1,
 };
@@ -165,6 +166,25 @@ static int gpuring_register(void)
                          "this many ranks, which talk over UCX as separate nodes would (0: real "
                          "hosts)",
                          OPAL_INFO_LVL_9, &c->ranks_per_node);
+    {
+        static const mca_base_var_enum_value_t peer_failure[] = {
+            {GPURING_PROXY_PEER_FAILURE_REMOTE, "remote"},
+            {GPURING_PROXY_PEER_FAILURE_NONE, "none"},
+            {GPURING_PROXY_PEER_FAILURE_ALL, "all"},
+            {0, NULL}};
+        mca_base_var_enum_t *e = NULL;
+
+        (void)mca_base_var_enum_create("coll_gpuring_net_peer_failure", peer_failure, &e);
+        (void)mca_base_component_var_register(
+            v, "net_peer_failure",
+            "Which UCX endpoints ask UCX to detect a dead peer (UCP_ERR_HANDLING_MODE_PEER): "
+            "remote (peers on other hosts), none, or all.  UCX 1.13's shared-memory transports "
+            "cannot, so a same-host peer (virtual nodes) that asks for it runs over tcp/lo; "
+            "without it, a dead peer is caught by coll_gpuring_wait_timeout",
+            MCA_BASE_VAR_TYPE_INT, e, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+            &c->net_peer_failure);
+        if (e != NULL) OBJ_RELEASE(e);
+    }
     c->topo_xml = "";
     (void)mca_base_component_var_register(
         v, "topo_xml",

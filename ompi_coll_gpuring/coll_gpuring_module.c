@@ -259,6 +259,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         .net_gpu_direct = c->net_gpu_direct,
         .direct = c->direct,
         .topo_xml = c->topo_xml,
+        .net_peer_failure = c->net_peer_failure,
     };
     gpuring_status_t st;
     char desc[256];

@@ -285,7 +285,9 @@ static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
     remote = comm_remote_end(c, i, all, per_rank);
     if (remote == NULL) return GPURING_ERR_INVALID;
     if (!comm_same_node(c, e->peer)) {
-        return gpuring_conn_net_connect(c->proxy, conn, remote, key,
+        const int same_host = c->peers[e->peer].host_hash == c->peers[c->graph.rank].host_hash;
+
+        return gpuring_conn_net_connect(c->proxy, conn, remote, key, same_host,
                                         c->peer_addrs + c->addr_stride * (size_t)e->peer,
                                         c->addr_stride);
     }
@@ -415,13 +417,29 @@ static gpuring_status_t comm_net_setup(gpuring_comm_t *c, gpuring_status_t *loca
 
     if (c->graph.nnodes == 1) return GPURING_OK;
     if (*local_st == GPURING_OK) {
-        gpuring_proxy_config_t pcfg = {.wait_timeout = c->cfg.wait_timeout};
+        gpuring_proxy_config_t pcfg = {
+            .wait_timeout = c->cfg.wait_timeout,
+            .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure};
         *local_st = gpuring_proxy_get(&pcfg, &c->proxy);
         if (*local_st == GPURING_OK) *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
         if (*local_st != GPURING_OK) addr_len = 0;
     }
     return gpuring_bootstrap_allgather_blob(&c->boot, addr, addr_len, (void **)&c->peer_addrs,
                                             &c->addr_stride);
+}
+
+/* Empty polls between yields in the host executor's waits: a short spin when
+ * this host has a core for each of the communicator's ranks on it, none when
+ * they share cores (a yield then lets the peer run). */
+#define GPURING_COMM_SPIN_POLLS 200
+static int comm_spin_polls(const gpuring_comm_t *c)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long local = 0;
+
+    for (int r = 0; r < c->boot.size; r++)
+        local += c->peers[r].host_hash == c->peers[c->boot.rank].host_hash;
+    return cpus > 0 && local <= cpus ? GPURING_COMM_SPIN_POLLS : 0;
 }
 
 /* This rank's peer info: host, pid, uid proposal, and its place in the node. */
@@ -511,6 +529,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
         for (int r = 0; r < boot->size; r++) uid = GPURING_MAX(uid, c->peers[r].uid_next);
         GPURING_CHECK_GOTO(comm_uid_agree(c, uid), st, out);
     }
+    c->spin_polls = comm_spin_polls(c);
 
     /* 2. graph: nodes, this node's ring orders, everyone's positions (the
      *    graph info exchange), rings and trees -- the same on every rank */
@@ -667,7 +686,9 @@ static void comm_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
     if (plan->algo == GPURING_ALGO_GATHER) {
         gpuring_gather_prog_init(&x->prog, base, n, g->nranks, g->ring_ix[ch], plan->ordered);
     } else {
-        gpuring_ring_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks, g->ring_ix[ch]);
+        /* across nodes, blocks of several slot steps keep a NET connection busy */
+        gpuring_ring_prog_init_sliced(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                      g->ring_ix[ch], g->nnodes > 1 ? GPURING_RING_NET_SLICES : 1);
     }
     x->send[0] = comm_conn(c, plane, g->next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
     x->recv[0] = comm_conn(c, plane, g->prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
@@ -872,7 +893,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                  .type = type, .op = op,
                                  .nchannels = plan.nchannels, .channels = c->exec,
                                  .scratch = scratch,
-                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy};
+                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
+                                 .spin_polls = c->spin_polls};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
                                      : gpuring_exec_cuda_run(&args, c->dev.stream);

@@ -41,6 +41,7 @@ typedef struct gpuring_comm_config {
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
+    int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it
@@ -104,6 +105,7 @@ typedef struct gpuring_comm {
     char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
     size_t addr_stride;
     gpuring_peer_info_t *peers;
+    int spin_polls;          /* host executor: empty polls between yields */
     gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;

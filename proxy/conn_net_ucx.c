@@ -11,9 +11,13 @@
  * Recv end: receives for steps s < head + NSTEPS are always posted into their
  * slots (posted before the credit that lets the sender send them goes out, so
  * data never arrives unexpected).  Landed steps are published in order as
- * ctrl->tail.  When the executor advances ctrl->head the thread sends the new
- * head to the sender as a credit: at most one credit in flight, always the
- * latest value.
+ * ctrl->tail.  When the executor has advanced ctrl->head by a batch of
+ * steps, the pass sends the new head to the sender as a credit: at most one
+ * credit in flight, always the latest value.  A batch is half the window
+ * (the sender still has half the window while the credit travels); a credit
+ * also goes as soon as every step the sender was allowed has landed (it may
+ * be waiting for the credit), and at once while the communicator is torn
+ * down (its sender's teardown waits for the last one).
  *
  * Slots in device memory (GPU-direct, created with a device ordinal): UCX
  * sends from and receives into them itself; ctrl stays host memory the
@@ -21,7 +25,8 @@
  * thread flushes them (gpuring_device_flush_remote_writes) before it
  * publishes the tail that lets the kernel read them.
  *
- * Everything here runs with the proxy lock held (the thread's pass, or create/connect/destroy taking it).
+ * Everything here runs with the proxy lock held (the thread's pass, an
+ * executor's pass, or create/connect/destroy taking it).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -32,6 +37,8 @@
 #include "proxy/proxy_internal.h"
 
 #define GPURING_PAGE 4096
+/* steps consumed per credit message */
+#define GPURING_NET_CREDIT_BATCH (GPURING_NSTEPS / 2)
 
 static const char *dir_str(gpuring_conn_dir_t dir)
 {
@@ -185,6 +192,7 @@ static void post_credit_send(gpuring_net_conn_t *net, uint64_t head)
 
     net->credit_buf = head;
     net->credited = head;
+    net->credits++;
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = net_send_cb;
@@ -229,6 +237,7 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     while (net->credit.busy && net->credit.done) {
         if (op_retire(&net->credit) == UCS_OK) {
             if (net->credit_buf > net->remote_head) net->remote_head = net->credit_buf;
+            net->credits++;
         } else if (net->credit.status != UCS_ERR_CANCELED) {
             net->failed = 1;
         }
@@ -236,6 +245,7 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     }
 
     tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
+    if (tail - net->done > net->inflight_max) net->inflight_max = tail - net->done;
     while (!net->failed && net->sent < tail && net->sent < net->remote_head + GPURING_NSTEPS) {
         post_data_send(net, net->sent);
         net->sent++;
@@ -245,6 +255,14 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
                 ? GPURING_NET_MOVED
                 : 0);
+}
+
+/* Is a credit for `head` worth a message now?  (the file's header says when) */
+static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
+{
+    if (net->failed || head <= net->credited) return 0;
+    return head - net->credited >= GPURING_NET_CREDIT_BATCH ||
+           net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining;
 }
 
 static int recv_progress(gpuring_net_conn_t *net, int closing)
@@ -286,11 +304,12 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     if (net->credit.busy && net->credit.done) {
         if (op_retire(&net->credit) != UCS_OK) net->failed = 1;
     }
-    if (!net->credit.busy && !net->failed && head > net->credited) post_credit_send(net, head);
+    if (!net->credit.busy && credit_due(net, head, closing)) post_credit_send(net, head);
     if (net->credit.busy && net->credit.done && op_retire(&net->credit) != UCS_OK)
         net->failed = 1; /* immediate completion */
 
-    pending = (!net->failed && head > net->credited) || net->credit.busy;
+    /* a credit owed but not due is no work: it waits for more steps or the teardown */
+    pending = credit_due(net, head, closing) || net->credit.busy;
     return (pending ? GPURING_NET_PENDING : 0) |
            (net->landed != landed0 || net->credited != credited0 ? GPURING_NET_MOVED : 0);
 }
@@ -299,6 +318,29 @@ int gpuring_net_conn_progress(gpuring_net_conn_t *net)
 {
     if (!net->connected || net->detached) return 0;
     return net->dir == GPURING_CONN_SEND ? send_progress(net, 0) : recv_progress(net, 0);
+}
+
+void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t *stats_p)
+{
+    const gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+
+    memset(stats_p, 0, sizeof(*stats_p));
+    if (net == NULL) return;
+    stats_p->steps = net->dir == GPURING_CONN_SEND ? net->sent : net->landed;
+    stats_p->credits = net->credits;
+    stats_p->inflight_max = net->inflight_max;
+}
+
+void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
+{
+    gpuring_net_conn_t *net;
+
+    for (net = proxy->conns; net != NULL; net = net->next) {
+        if (net->comm_uid != comm_uid || net->draining) continue;
+        net->draining = 1;
+        (void)gpuring_net_conn_progress(net); /* the owed credit, now */
+    }
+    pthread_cond_signal(&proxy->cond); /* the thread finishes what is in flight */
 }
 
 /* ---- create / connect -------------------------------------------------------------- */
@@ -403,7 +445,8 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
 
 gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                           const gpuring_conn_handle_t *remote, uint64_t peer_key,
-                                          const void *peer_addr, size_t peer_addr_len)
+                                          int peer_same_host, const void *peer_addr,
+                                          size_t peer_addr_len)
 {
     gpuring_net_conn_t *net;
     gpuring_status_t st;
@@ -427,7 +470,8 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
     net->remote_net_id = remote->net_id;
 
     pthread_mutex_lock(&proxy->lock);
-    st = gpuring_proxy_get_ep(proxy, peer_key, peer_addr, peer_addr_len, net->peer, &net->ep);
+    st = gpuring_proxy_get_ep(proxy, peer_key, peer_same_host, peer_addr, peer_addr_len,
+                              net->peer, &net->ep);
     if (st != GPURING_OK) {
         pthread_mutex_unlock(&proxy->lock);
         return st;
@@ -546,6 +590,9 @@ void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
 
     pthread_mutex_lock(&proxy->lock);
     gpuring_proxy_deregister(proxy, net);
+    net->draining = 1;
+    /* the communicator's other connections owe their peers the last credits */
+    gpuring_net_conns_drain(proxy, net->comm_uid);
     pthread_mutex_unlock(&proxy->lock);
 
     /* bounded wait: sends in flight, the final credit both ways */
@@ -599,9 +646,12 @@ void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
             goto out_clear;
         }
     }
-    GPURING_DEBUG(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d destroyed (%llu steps)",
+    GPURING_DEBUG(GPURING_SUBSYS_NET,
+                  "net %s conn to rank %d channel %d destroyed (%llu steps, %llu credits, at "
+                  "most %llu steps in flight)",
                   dir_str(net->dir), net->peer, net->channel,
-                  (unsigned long long)(net->dir == GPURING_CONN_SEND ? net->sent : net->landed));
+                  (unsigned long long)(net->dir == GPURING_CONN_SEND ? net->sent : net->landed),
+                  (unsigned long long)net->credits, (unsigned long long)net->inflight_max);
 
 out_free:
     gpuring_net_conn_free(net);

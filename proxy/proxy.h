@@ -19,6 +19,19 @@
  * connection has work pending, and sleeps otherwise.  A failure (UCX error,
  * endpoint error) is recorded as the proxy's async error, which executors
  * poll in their waits and report.
+ *
+ * A waiting host executor may run the same pass itself
+ * (gpuring_proxy_progress: a trylock, never a wait): a step then goes out
+ * and lands without a hand-off between threads.  While executors keep doing
+ * that, the thread only checks every GPURING_PROXY_BACKSTOP_US that
+ * somebody still does, and takes over when nobody has.
+ *
+ * Peer failure detection (UCP_ERR_HANDLING_MODE_PEER) is asked for by
+ * gpuring_proxy_peer_failure_t: by default only for peers on other hosts.
+ * UCX 1.13's shared-memory transports cannot detect a dead peer, so an
+ * endpoint that asks for it runs same-host peers (virtual nodes) over
+ * tcp/lo; without it they get posix/sysv/cma.  A same-host peer that dies
+ * is then caught by the executors' wait timeout, which names it.
  */
 #ifndef GPURING_PROXY_PROXY_H
 #define GPURING_PROXY_PROXY_H
@@ -30,9 +43,20 @@
 
 typedef struct gpuring_proxy gpuring_proxy_t;
 
+/* Which endpoints ask UCX to detect the peer's failure (coll_gpuring_net_peer_failure). */
+typedef enum {
+    GPURING_PROXY_PEER_FAILURE_REMOTE = 0, /* peers on other hosts (the default) */
+    GPURING_PROXY_PEER_FAILURE_NONE = 1,   /* none: wait timeouts catch dead peers */
+    GPURING_PROXY_PEER_FAILURE_ALL = 2,    /* every peer (same host: UCX 1.13 uses tcp) */
+} gpuring_proxy_peer_failure_t;
+
 typedef struct gpuring_proxy_config {
     double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
+    gpuring_proxy_peer_failure_t peer_failure; /* for endpoints created from now on */
 } gpuring_proxy_config_t;
+
+/* The thread checks this often whether executors still drive progress. */
+#define GPURING_PROXY_BACKSTOP_US 100
 
 /*
  * The process singleton: created (UCX init + thread start) on the first
@@ -71,22 +95,48 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
 /*
  * Connect to the other end, given its handle and its process's worker
  * address.  peer_key identifies the peer process (endpoints are cached per
- * process and live until gpuring_proxy_finalize).  Registers the connection
- * with the thread (receives are pre-posted from here on).
+ * process and live until gpuring_proxy_finalize); peer_same_host says it
+ * runs on this host (the endpoint's failure detection follows from it).
+ * Registers the connection with the thread (receives are pre-posted from
+ * here on).
  */
 gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                           const gpuring_conn_handle_t *remote,
-                                          uint64_t peer_key, const void *peer_addr,
-                                          size_t peer_addr_len);
+                                          uint64_t peer_key, int peer_same_host,
+                                          const void *peer_addr, size_t peer_addr_len);
+/*
+ * The endpoint to a peer process (connected before): whether it detects the
+ * peer's failure, and the transports of its lanes as UCX prints them (e.g.
+ * "posix/memory cma/memory"), for the log and the tests.
+ */
+gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t peer_key,
+                                             int *detects_failure_p, char *lanes, size_t len);
 /*
  * Deregister and free.  Waits, bounded by the wait timeout, for posted sends
  * and owed credits to complete; cancels pre-posted receives.
  */
 void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
 
+/* What a NET end has done (for the log and the tests). */
+typedef struct gpuring_conn_net_stats {
+    uint64_t steps;        /* send: steps handed to UCX; recv: steps landed */
+    uint64_t credits;      /* send: credit messages received; recv: sent */
+    uint64_t inflight_max; /* send: the most steps a pass found posted by the executor
+                              (ctrl->tail) and not yet sent and completed (ctrl->head) */
+} gpuring_conn_net_stats_t;
+void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t *stats_p);
+
 /* An operation using NET connections starts / ends: keeps the thread spinning. */
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
+
+/*
+ * From a waiting executor (inside active_begin/end): one pass over every
+ * connection and the UCX worker, if the proxy lock is free (trylock: never
+ * waits).  Returns 1 if a counter moved.  Does nothing where a connection
+ * has GPU-direct slots (UCX needs the proxy thread's CUDA context for them).
+ */
+int gpuring_proxy_progress(gpuring_proxy_t *proxy);
 
 /*
  * The first failure the thread saw, with a message naming the peer and step;

@@ -8,7 +8,9 @@
  * endpoint cache and all gpuring_net_conn_t fields except `sizes` (written
  * by the send executor, read by the thread after an acquire load of tail).
  * UCX callbacks run inside ucp_worker_progress()/ucp_request_cancel(), which
- * are only called with the lock held, so they see the same rule.
+ * are only called with the lock held, so they see the same rule.  The lock
+ * is held by the thread for a pass, by a waiting executor for a pass
+ * (gpuring_proxy_progress, trylock), or by create/connect/destroy.
  * The async error has its own small lock (proxy->err_lock), always taken
  * after proxy->lock when both are held.
  */
@@ -61,6 +63,7 @@ typedef struct gpuring_net_conn {
     int connected;  /* connect() ran: ep set, receives posted */
     int detached;   /* the proxy was finalized under it: touch no UCX */
     int failed;     /* a UCX operation failed: counters are frozen */
+    int draining;   /* its communicator is being torn down: credits go at once */
 
     gpuring_conn_dir_t dir;
     int peer;
@@ -86,6 +89,8 @@ typedef struct gpuring_net_conn {
     uint64_t posted;   /* receives posted for steps < posted */
     uint64_t landed;   /* steps landed in order (= ctrl->tail) */
     uint64_t credited; /* the head value last handed to UCX as a credit */
+    uint64_t credits;  /* statistics: credit messages sent (recv) / received (send) */
+    uint64_t inflight_max; /* statistics, send: most steps posted and not completed at a pass */
 
     gpuring_net_op_t data[GPURING_NSTEPS]; /* send: sends; recv: receives */
     gpuring_net_op_t credit; /* send: the credit receive; recv: the credit send */
@@ -100,6 +105,7 @@ typedef struct gpuring_proxy_ep {
     int peer_rank; /* rank named when it was created, for messages */
     ucp_ep_h ep;
     int failed;
+    int detects_failure; /* created with UCP_ERR_HANDLING_MODE_PEER */
 } gpuring_proxy_ep_t;
 
 /* ---- the proxy -------------------------------------------------------------- */
@@ -110,7 +116,9 @@ struct gpuring_proxy {
     int thread_started;
     int stop;
     int active; /* atomic: operations between active_begin and active_end */
+    uint64_t drives; /* atomic: passes run by executors (gpuring_proxy_progress) */
     double wait_timeout;
+    gpuring_proxy_peer_failure_t peer_failure;
 
     ucp_context_h context;
     int cuda_memory; /* the context moves CUDA memory (a CUDA transport is loaded) */
@@ -140,8 +148,8 @@ void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const 
                              ...) __attribute__((format(printf, 3, 4)));
 /* The cached endpoint to a peer process, created on first use.  Lock held. */
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
-                                      const void *addr, size_t addr_len, int peer_rank,
-                                      ucp_ep_h *ep_p);
+                                      int same_host, const void *addr, size_t addr_len,
+                                      int peer_rank, ucp_ep_h *ep_p);
 /* Add / remove a connection from the thread's list.  Lock held. */
 void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
@@ -158,6 +166,9 @@ void gpuring_proxy_wake(gpuring_proxy_t *proxy);
 #define GPURING_NET_PENDING 1
 #define GPURING_NET_MOVED 2
 int gpuring_net_conn_progress(gpuring_net_conn_t *net);
+/* Credits of every connection of communicator comm_uid go at once from now
+ * on (it is being torn down: its peers wait for them).  Lock held. */
+void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid);
 /* Finalize with the connection still registered: cancel what can be
  * cancelled and mark it detached.  Lock held, thread stopped. */
 void gpuring_net_conn_detach(gpuring_net_conn_t *net);

@@ -8,7 +8,11 @@
  * create endpoints and connections while it runs.  It spins (sched_yield
  * between passes) while an operation is active or a connection has work
  * pending, and otherwise sleeps on a condition variable with a short timed
- * wait, so an idle process costs nothing on an oversubscribed node.
+ * wait, so an idle process costs nothing on an oversubscribed node.  While
+ * executors run the passes themselves (gpuring_proxy_progress), it sleeps
+ * in steps of GPURING_PROXY_BACKSTOP_US and takes over as soon as a step
+ * went by without one: a host executor then moves its steps with no thread
+ * hand-off, and the thread competes for no core (or for no lock).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -96,13 +100,68 @@ static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                             ucs_status_string(status));
 }
 
+/* The transports of an endpoint's lanes, from ucp_ep_print_info: the
+ * "transport/device" words of its lane lines, space separated. */
+static void proxy_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t text_len = 0, used = 0;
+    FILE *f;
+
+    if (len == 0) return;
+    buf[0] = '\0';
+    f = open_memstream(&text, &text_len);
+    if (f == NULL) return;
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char word[128];
+        const char *p = strstr(line, "lane[");
+
+        /* "#   lane[0]:  1:posix/memory.0 md[1]  ..." */
+        if (p == NULL || (p = strchr(p, ':')) == NULL) continue;
+        p++;
+        while (*p == ' ') p++;
+        while (*p >= '0' && *p <= '9') p++;
+        if (*p == ':') p++;
+        if (sscanf(p, "%127s", word) != 1) continue;
+        if (strstr(buf, word) != NULL) continue;
+        used += (size_t)snprintf(buf + used, len - GPURING_MIN(used, len), "%s%s",
+                                 used > 0 ? " " : "", word);
+        if (used >= len) break;
+    }
+    free(text);
+}
+
+gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t peer_key,
+                                             int *detects_failure_p, char *lanes, size_t len)
+{
+    gpuring_proxy_ep_t *pe;
+    gpuring_status_t st = GPURING_ERR_INVALID;
+
+    pthread_mutex_lock(&proxy->lock);
+    for (pe = proxy->eps; pe != NULL; pe = pe->next) {
+        if (pe->peer_key != peer_key) continue;
+        if (detects_failure_p != NULL) *detects_failure_p = pe->detects_failure;
+        if (lanes != NULL) proxy_ep_lanes(pe->ep, lanes, len);
+        st = GPURING_OK;
+        break;
+    }
+    pthread_mutex_unlock(&proxy->lock);
+    return st;
+}
+
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
-                                      const void *addr, size_t addr_len, int peer_rank,
-                                      ucp_ep_h *ep_p)
+                                      int same_host, const void *addr, size_t addr_len,
+                                      int peer_rank, ucp_ep_h *ep_p)
 {
     gpuring_proxy_ep_t *pe;
     ucp_ep_params_t params;
     ucs_status_t us;
+    /* UCX 1.13's shared-memory transports cannot detect a dead peer: asking
+     * for it moves a same-host peer to tcp/lo.  There the wait timeout does */
+    const int detect = proxy->peer_failure == GPURING_PROXY_PEER_FAILURE_ALL ||
+                       (proxy->peer_failure == GPURING_PROXY_PEER_FAILURE_REMOTE && !same_host);
 
     for (pe = proxy->eps; pe != NULL; pe = pe->next) {
         if (pe->peer_key == peer_key) {
@@ -125,11 +184,13 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = addr;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode = detect ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = proxy_ep_error_cb;
     params.err_handler.arg = pe;
+    if (!detect) params.field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
     us = ucp_ep_create(proxy->worker, &params, &pe->ep);
-    if (us != UCS_OK) {
+    pe->detects_failure = detect && us == UCS_OK;
+    if (us != UCS_OK && detect) {
         /* e.g. UCX_TLS=shm,self: no transport detects peer failure in UCX 1.13 */
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "ucp_ep_create to rank %d with peer failure handling failed (%s); "
@@ -145,8 +206,17 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
         free(pe);
         return GPURING_ERR_NET;
     }
-    GPURING_DEBUG(GPURING_SUBSYS_NET, "net endpoint to rank %d (peer key %#llx) created",
-                  peer_rank, (unsigned long long)peer_key);
+    if (GPURING_LOG_ENABLED(GPURING_LOG_DEBUG, GPURING_SUBSYS_NET)) {
+        char lanes[256];
+
+        proxy_ep_lanes(pe->ep, lanes, sizeof(lanes));
+        GPURING_DEBUG(GPURING_SUBSYS_NET,
+                      "net endpoint to rank %d (peer key %#llx, %s host) created: peer failure "
+                      "detection %s, lanes %s",
+                      peer_rank, (unsigned long long)peer_key, same_host ? "same" : "another",
+                      pe->detects_failure ? "on" : "off (the wait timeout catches a dead peer)",
+                      lanes);
+    }
     pe->next = proxy->eps;
     proxy->eps = pe;
     *ep_p = pe->ep;
@@ -240,18 +310,13 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
 
 /* ---- the thread ----------------------------------------------------------------- */
 
-/* One pass over every connection and the worker; returns GPURING_NET_* bits. */
-static int proxy_pass(gpuring_proxy_t *proxy)
+/* One pass over every connection and the worker; returns GPURING_NET_* bits.
+ * Lock held, on any thread. */
+static int proxy_pass_conns(gpuring_proxy_t *proxy)
 {
     gpuring_net_conn_t *net;
     int flags = 0, i;
 
-    /* UCX moves device slots with the CUDA driver, on this thread: the slots'
-     * context must be current here (a new thread has none) */
-    if (proxy->device != proxy->thread_device &&
-        gpuring_device_use(proxy->device) == GPURING_OK) {
-        proxy->thread_device = proxy->device;
-    }
     for (net = proxy->conns; net != NULL; net = net->next)
         flags |= gpuring_net_conn_progress(net);
     /* a few progress calls per pass; completions are retired right after */
@@ -264,6 +329,47 @@ static int proxy_pass(gpuring_proxy_t *proxy)
     return flags;
 }
 
+/* The thread's pass. */
+static int proxy_pass(gpuring_proxy_t *proxy)
+{
+    /* UCX moves device slots with the CUDA driver, on this thread: the slots'
+     * context must be current here (a new thread has none) */
+    if (proxy->device != proxy->thread_device &&
+        gpuring_device_use(proxy->device) == GPURING_OK) {
+        proxy->thread_device = proxy->device;
+    }
+    return proxy_pass_conns(proxy);
+}
+
+int gpuring_proxy_progress(gpuring_proxy_t *proxy)
+{
+    int flags;
+
+    if (pthread_mutex_trylock(&proxy->lock) != 0) return 0; /* a pass is running */
+    if (proxy->device >= 0) { /* GPU-direct slots: the thread's context moves them */
+        pthread_mutex_unlock(&proxy->lock);
+        return 0;
+    }
+    flags = proxy_pass_conns(proxy);
+    pthread_mutex_unlock(&proxy->lock);
+    __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
+    return (flags & GPURING_NET_MOVED) != 0;
+}
+
+/* Sleep on the condition variable for at most ns (lock held; released meanwhile). */
+static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ns;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+}
+
 /* Busy passes in a row before the thread yields anyway (lets the main thread
  * take the lock, and other ranks the core). */
 #define GPURING_PROXY_BUSY_PASSES 16
@@ -271,12 +377,22 @@ static int proxy_pass(gpuring_proxy_t *proxy)
 static void *proxy_main(void *arg)
 {
     gpuring_proxy_t *proxy = arg;
+    uint64_t drives_seen = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
     int busy = 0;
 
     pthread_mutex_lock(&proxy->lock);
     while (!proxy->stop) {
-        int flags = proxy_pass(proxy);
+        uint64_t drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+        int flags;
 
+        if (drives != drives_seen) {
+            /* executors run the passes: look again after a backstop interval */
+            drives_seen = drives;
+            busy = 0;
+            proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
+            continue;
+        }
+        flags = proxy_pass(proxy);
         if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
             /* data is moving: go again at once, but open the lock in between */
             pthread_mutex_unlock(&proxy->lock);
@@ -287,19 +403,11 @@ static void *proxy_main(void *arg)
             sched_yield();
             pthread_mutex_lock(&proxy->lock);
         } else {
-            struct timespec ts;
-
             busy = 0;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += GPURING_PROXY_SLEEP_NS;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
             proxy->sleeps++;
             /* active_begin signals under the lock: no lost wakeup */
             if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) == 0)
-                pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+                proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
         }
     }
     pthread_mutex_unlock(&proxy->lock);
@@ -367,6 +475,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     proxy->device = proxy->thread_device = -1;
     proxy->wait_timeout =
         (cfg != NULL && cfg->wait_timeout > 0) ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT;
+    if (cfg != NULL) proxy->peer_failure = cfg->peer_failure;
     pthread_mutex_init(&proxy->lock, NULL);
     pthread_mutex_init(&proxy->err_lock, NULL);
     pthread_condattr_init(&cattr);
@@ -448,9 +557,11 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
     pthread_mutex_lock(&proxy_singleton_lock);
     if (proxy_singleton == NULL) {
         st = proxy_create(cfg, &proxy_singleton);
-    } else if (cfg != NULL && cfg->wait_timeout > 0) {
+    } else if (cfg != NULL) {
         pthread_mutex_lock(&proxy_singleton->lock);
-        proxy_singleton->wait_timeout = cfg->wait_timeout; /* the latest setting wins */
+        /* the latest setting wins (endpoints keep the mode they were made with) */
+        if (cfg->wait_timeout > 0) proxy_singleton->wait_timeout = cfg->wait_timeout;
+        proxy_singleton->peer_failure = cfg->peer_failure;
         pthread_mutex_unlock(&proxy_singleton->lock);
     }
     if (st == GPURING_OK) *proxy_p = proxy_singleton;

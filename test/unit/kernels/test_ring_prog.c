@@ -23,17 +23,20 @@
 #define MAXC 3
 
 /* ---- the program alone -------------------------------------------------------- */
-static void check_program(int n, size_t count, size_t chunk)
+/* slot steps per block the ring programs are made with (sliced: NET rings) */
+static int ring_slices = 1;
+
+static void check_program(int n, size_t count, size_t chunk, int slices)
 {
     for (int ix = 0; ix < n; ix++) {
         gpuring_prog_t p;
         unsigned char *hits = calloc(count + 1, 1);
         int bad_cover = 0, bad_flags = 0, bad_align = 0;
 
-        gpuring_ring_prog_init(&p, 0, count, chunk, n, ix);
+        gpuring_ring_prog_init_sliced(&p, 0, count, chunk, n, ix, slices);
         for (uint64_t i = 0; i < p.nops; i++) {
             gpuring_step_t s;
-            uint64_t op = i % (uint64_t)(2 * n - 1);
+            uint64_t op = i % ((uint64_t)(2 * n - 1) * (uint64_t)p.slices) / (uint64_t)p.slices;
             gpuring_prog_op(&p, i, &s);
             if (((s.flags & GPURING_PRIM_RECV) != 0) != (op != 0)) bad_flags++;
             if (((s.flags & GPURING_PRIM_SEND) != 0) != (op != (uint64_t)(2 * n - 2))) bad_flags++;
@@ -47,9 +50,11 @@ static void check_program(int n, size_t count, size_t chunk)
             }
         }
         for (size_t e = 0; e < count; e++) bad_cover += hits[e] != 1;
-        EXPECT(bad_cover == 0 && bad_flags == 0 && bad_align == 0,
-               "program n=%d ix=%d count=%zu chunk=%zu: %d coverage, %d flag, %d alignment "
-               "errors", n, ix, count, chunk, bad_cover, bad_flags, bad_align);
+        EXPECT(bad_cover == 0 && bad_flags == 0 && bad_align == 0 && p.slices >= 1 &&
+                   p.slices <= slices,
+               "program n=%d ix=%d count=%zu chunk=%zu slices=%d (%d): %d coverage, %d flag, "
+               "%d alignment errors",
+               n, ix, count, chunk, slices, p.slices, bad_cover, bad_flags, bad_align);
         free(hits);
     }
 }
@@ -85,8 +90,9 @@ static void *rank_main(void *arg)
             gpuring_gather_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
                                      r->n, ix, r->gather == 2);
         } else {
-            gpuring_ring_prog_init(&r->exec[c].prog, base, GPURING_MIN(per, r->count - base),
-                                   r->chunk, r->n, ix);
+            gpuring_ring_prog_init_sliced(&r->exec[c].prog, base,
+                                          GPURING_MIN(per, r->count - base), r->chunk, r->n, ix,
+                                          ring_slices);
         }
         r->exec[c].send[0] = &r->sendc[c];
         r->exec[c].recv[0] = &r->recvc[c];
@@ -149,8 +155,8 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
             if (ranks[r].recv[count] != 0x5a5a5a5a) bad++;
         }
     }
-    EXPECT(bad == 0, "%s n=%d nch=%d count=%zu chunk=%zu in_place=%d: %zu wrong",
-           gather ? "gather" : "ring", n, nch, count, chunk, in_place, bad);
+    EXPECT(bad == 0, "%s n=%d nch=%d count=%zu chunk=%zu in_place=%d slices=%d: %zu wrong",
+           gather ? "gather" : "ring", n, nch, count, chunk, in_place, ring_slices, bad);
     for (int r = 0; r < n; r++) {
         for (int c = 0; c < nch; c++) {
             gpuring_conn_shm_destroy(&ranks[r].sendc[c]);
@@ -252,7 +258,8 @@ int main(void)
     for (int n = 2; n <= MAXR; n++) {
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
             for (size_t j = 0; j < sizeof(chunks) / sizeof(chunks[0]); j++) {
-                check_program(n, counts[i], chunks[j]);
+                check_program(n, counts[i], chunks[j], 1);
+                check_program(n, counts[i], chunks[j], 4);
             }
         }
     }
@@ -271,6 +278,18 @@ int main(void)
     run_ring(7, 2, 100003, 333, 1, 3, 0);                 /* odd sizes everywhere */
     run_ring(8, 1, 2047, 2047, 1, 3, 1);
     run_ring(2, 1, 4 << 20, 128 * 1024, 0, 1, 0);         /* 16 MiB */
+    /* sliced, as NET rings run: blocks of several slot steps */
+    for (int n = 2; n <= 5; n++) {
+        check_program(n, 1 << 20, 16384, 4); /* 4 slices of a full slot */
+        check_program(n, 100003, 1000, 3);
+    }
+    ring_slices = 4;
+    for (int n = 2; n <= 5; n++) {
+        run_ring(n, 2, 65537, 1024, 0, 1, 0);             /* 2 slices per block */
+        run_ring(n, 1, 100003, 4096, 1, 3, 0);            /* 4 slices, in place, reused */
+    }
+    run_ring(2, 2, 4 << 20, 128 * 1024, 1, 1, 0);         /* 16 MiB, 4 slices */
+    ring_slices = 1;
     for (int n = 3; n <= MAXR; n++) {
         run_gather_ordered_float(n, 257, 0);
         run_gather_ordered_float(n, 31, 1);

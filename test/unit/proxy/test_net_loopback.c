@@ -33,6 +33,7 @@
 #include "test/unit/unit_test.h"
 
 #define WAIT_TIMEOUT 10.0
+#define DEAD_PEER_TIMEOUT 2.0
 #define PEER_KEY 0x10091ull
 
 static int quick;
@@ -62,9 +63,9 @@ static gpuring_status_t pair_create(gpuring_proxy_t *proxy, pair_t *p, int chann
                                                slot_bytes, comm_uid, recv_id, -1, &hr),
                        st, fail);
     /* the receiver connects first, as a real peer may; order must not matter */
-    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->recv, &hs, PEER_KEY, addr, len), st,
+    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->recv, &hs, PEER_KEY, 0, addr, len), st,
                        fail);
-    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->send, &hr, PEER_KEY, addr, len), st,
+    GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->send, &hr, PEER_KEY, 0, addr, len), st,
                        fail);
     return GPURING_OK;
 fail:
@@ -92,6 +93,7 @@ typedef struct xfer {
     gpuring_status_t st;
     uint64_t bad_steps;
     char msg[256];
+    double timeout; /* of each wait; 0: WAIT_TIMEOUT */
 } xfer_t;
 
 static size_t step_bytes(const xfer_t *x, uint64_t s)
@@ -152,7 +154,7 @@ static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const
     gpuring_spin_t spin;
     gpuring_status_t st;
 
-    gpuring_spin_init(&spin, WAIT_TIMEOUT);
+    gpuring_spin_init(&spin, x->timeout > 0 ? x->timeout : WAIT_TIMEOUT);
     while (GPURING_LOAD_ACQUIRE(ctr) <= target) {
         st = gpuring_proxy_error(x->proxy, x->msg, sizeof(x->msg));
         if (st != GPURING_OK) return st;
@@ -368,7 +370,7 @@ static void test_early_sender(gpuring_proxy_t *proxy)
                   GPURING_OK &&
               gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1, -1,
                                       &hr) == GPURING_OK &&
-              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, addr, len) == GPURING_OK,
+              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK,
           "create + connect the sender only");
     xs.conn = &p.send;
     xr = xs;
@@ -381,7 +383,7 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     }
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
     EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
-    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, addr, len) == GPURING_OK,
+    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, 0, addr, len) == GPURING_OK,
           "connect the receiver late");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
@@ -513,9 +515,9 @@ static void test_bad_args(gpuring_proxy_t *proxy)
               GPURING_OK, "create a");
     EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, -1, &hb) ==
               GPURING_OK, "create b");
-    EXPECT(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+    EXPECT(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, 0, addr, len) == GPURING_ERR_INVALID,
           "slot size mismatch refused");
-    EXPECT(gpuring_conn_net_connect(proxy, &b, &hb, PEER_KEY, addr, len) == GPURING_ERR_INVALID,
+    EXPECT(gpuring_conn_net_connect(proxy, &b, &hb, PEER_KEY, 0, addr, len) == GPURING_ERR_INVALID,
           "same direction refused");
     gpuring_conn_net_destroy(proxy, &a);
     gpuring_conn_net_destroy(proxy, &b);
@@ -633,7 +635,8 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
 
 /* Exchange worker addresses and handles over the socket; connect conn. */
 static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *conn,
-                                const gpuring_conn_handle_t *mine, uint64_t peer_key)
+                                const gpuring_conn_handle_t *mine, uint64_t peer_key,
+                                int same_host)
 {
     const void *addr;
     size_t len, rlen;
@@ -641,13 +644,15 @@ static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *
     gpuring_conn_handle_t remote;
 
     if (gpuring_proxy_address(proxy, &addr, &len) != GPURING_OK) return -1;
+    /* both processes say the same about where the other runs */
     if (unit_write_all(fd, &len, sizeof(len)) || unit_write_all(fd, addr, len) ||
         unit_write_all(fd, mine, sizeof(*mine)))
         return -1;
     if (unit_read_all(fd, &rlen, sizeof(rlen), 30000) || rlen > sizeof(raddr) ||
         unit_read_all(fd, raddr, rlen, 30000) || unit_read_all(fd, &remote, sizeof(remote), 30000))
         return -1;
-    return gpuring_conn_net_connect(proxy, conn, &remote, peer_key, raddr, rlen) == GPURING_OK
+    return gpuring_conn_net_connect(proxy, conn, &remote, peer_key, same_host, raddr, rlen) ==
+                   GPURING_OK
                ? 0
                : -1;
 }
@@ -655,7 +660,7 @@ static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *
 #define TWO_PROC_STEPS 3000
 #define TWO_PROC_SLOT (64 * 1024)
 
-static int child_main(int fd)
+static int child_main(int fd, int same_host)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 5.0};
     gpuring_proxy_t *proxy;
@@ -668,7 +673,7 @@ static int child_main(int fd)
     if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7, -1,
                                 &h) != GPURING_OK)
         return 3;
-    if (exchange_and_connect(proxy, fd, &conn, &h, 0x1000) != 0) return 4;
+    if (exchange_and_connect(proxy, fd, &conn, &h, 0x1000, same_host) != 0) return 4;
     xr.proxy = proxy;
     xr.conn = &conn;
     gpuring_proxy_active_begin(proxy);
@@ -683,7 +688,15 @@ static int child_main(int fd)
     _exit(0);
 }
 
-static void test_two_process(void)
+/*
+ * A real peer process, then that peer dying in the middle of a transfer.
+ * same_host 0 plays a peer on another host: the endpoint detects the death
+ * (UCX reports it) -- unless UCX_TLS leaves no transport able to.  same_host
+ * 1 is a virtual node's peer: no failure detection, so UCX may use its
+ * shared-memory transports (no tcp lane), and the executor's wait timeout
+ * ends the stuck transfer.
+ */
+static void test_two_process(int same_host)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 3.0};
     gpuring_proxy_t *proxy;
@@ -704,16 +717,31 @@ static void test_two_process(void)
     pid = fork();
     if (pid == 0) {
         close(sv[0]);
-        _exit(child_main(sv[1]));
+        _exit(child_main(sv[1], same_host));
     }
     close(sv[1]);
+    printf("two processes, the peer %s\n", same_host ? "on this host" : "playing another host");
 
     EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
     EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5, -1,
                                   &h) == GPURING_OK,
           "parent create");
-    ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid) == 0;
+    ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid, same_host) == 0;
     EXPECT(ok, "two-process connect");
+    if (ok) {
+        char lanes[256] = "";
+        int detects = -1;
+
+        EXPECT(gpuring_proxy_peer_describe(proxy, (uint64_t)pid, &detects, lanes,
+                                           sizeof(lanes)) == GPURING_OK &&
+                   detects == !same_host,
+               "peer failure detection %s for a peer %s (lanes: %s)", detects ? "on" : "off",
+               same_host ? "on this host" : "on another host", lanes);
+        if (same_host && getenv("UCX_TLS") == NULL)
+            EXPECT(lanes[0] != '\0' && strstr(lanes, "tcp") == NULL,
+                   "a same-host peer gets shared-memory lanes, no tcp: %s", lanes);
+        printf("endpoint lanes: %s\n", lanes);
+    }
     if (ok) {
         xs.proxy = proxy;
         xs.conn = &conn;
@@ -734,10 +762,18 @@ static void test_two_process(void)
         t0 = gpuring_time_sec();
         gpuring_proxy_active_begin(proxy);
         xs.nsteps = 2 * GPURING_NSTEPS;
+        xs.timeout = DEAD_PEER_TIMEOUT;
         sender_main(&xs);
         gpuring_proxy_active_end(proxy);
         st = gpuring_proxy_error(proxy, msg, sizeof(msg));
-        if (st == GPURING_OK && xs.st == GPURING_ERR_TIMEOUT && getenv("UCX_TLS") != NULL) {
+        if (same_host) {
+            /* nobody tells: the wait times out, naming what it waited for */
+            EXPECT(st == GPURING_OK && xs.st == GPURING_ERR_TIMEOUT &&
+                       gpuring_time_sec() - t0 < DEAD_PEER_TIMEOUT + 2.0,
+                   "dead same-host peer: the wait timed out (%s after %.1f s, proxy '%s')",
+                   gpuring_status_str(xs.st), gpuring_time_sec() - t0, msg);
+        } else if (st == GPURING_OK && xs.st == GPURING_ERR_TIMEOUT &&
+                   getenv("UCX_TLS") != NULL) {
             /* e.g. UCX_TLS=shm,self: no transport there detects a dead peer,
              * the endpoint runs without it and only the executor's timeout
              * catches the hang */
@@ -779,7 +815,10 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     /* first, while no UCX is initialized in this process (fork) */
-    if (getenv("GPURING_TEST_NO_FORK") == NULL) test_two_process();
+    if (getenv("GPURING_TEST_NO_FORK") == NULL) {
+        test_two_process(0);
+        test_two_process(1);
+    }
 
     EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get");
     if (proxy == NULL) goto out;
