@@ -13,7 +13,7 @@ demo=1
 [ "${1:-}" = "--no-demo" ] && demo=0
 
 # ---- 1. Debian packages ----------------------------------------------------------
-pkgs="gcc g++ make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev"
+pkgs="gcc g++ make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev ucx-utils"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -708,7 +708,11 @@ int main(int argc, char **argv)
     if (world_rank == 0) {
         if (!quiet) printf("device_coll_check: every collective on device buffers\n");
         printf("%d passed, %d failed\n", sum[0] - sum[1], sum[1]);
+        fflush(stdout);
     }
+    /* no rank's finalize output before the verdict line is out (mpirun
+     * interleaves the ranks' streams) */
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     return world_rank == 0 && sum[1] > 0 ? 1 : 0;
 }
