@@ -74,12 +74,23 @@ int link_set_device(int device)
     return (int)cudaSetDevice(device);
 }
 
+int link_copy(void *dst, const void *src, size_t bytes)
+{
+    return (int)cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+}
+
+int link_sync_legacy()
+{
+    return (int)cudaStreamSynchronize(cudaStreamLegacy);
+}
+
 /* As CUDA's runtime loads libcuda.so.1: the stand-in driver, if one is named, so
  * that code asking the driver about pointers (dlopen RTLD_NOLOAD) finds it. */
 void driver_load(const char *path)
 {
     static const cudacpu_driver_link_t link = { pointer_info, link_get_device,
-                                                link_set_device };
+                                                link_set_device, link_copy,
+                                                link_sync_legacy };
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     cudacpu_driver_attach_fn attach =
         lib != nullptr ? (cudacpu_driver_attach_fn)dlsym(lib, "cudacpu_driver_attach") : nullptr;

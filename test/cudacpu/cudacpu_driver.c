@@ -13,6 +13,9 @@
  *                         only), is-managed (never)
  *  cuCtxGetCurrent        the current device's primary context
  *  cuCtxSetCurrent        makes that context's device current
+ *  cuMemcpy, cuStreamSynchronize   through the runtime (gpuring stages
+ *                         device buffers for the component below with them)
+ *  cuMemHostRegister      not supported: staging then copies unpinned
  *  cuInit, cuDriverGetVersion
  *
  * Until a runtime attaches, every call answers CUDA_ERROR_NOT_INITIALIZED.
@@ -29,6 +32,7 @@ enum {
     DRV_ERROR_INVALID_VALUE = 1,
     DRV_ERROR_NOT_INITIALIZED = 3,
     DRV_ERROR_INVALID_CONTEXT = 201,
+    DRV_ERROR_NOT_SUPPORTED = 801,
     DRV_MEMORYTYPE_HOST = 1,
     DRV_MEMORYTYPE_DEVICE = 2,
     DRV_ATTR_MEMORY_TYPE = 2,
@@ -111,4 +115,34 @@ int cuCtxSetCurrent(void *ctx)
     if (ctx == NULL) return DRV_SUCCESS; /* no context: the runtime keeps its device */
     return link->set_device((int)((uintptr_t)ctx - 1)) == 0 ? DRV_SUCCESS
                                                            : DRV_ERROR_INVALID_CONTEXT;
+}
+
+int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    return link->copy((void *)dst, (const void *)src, bytes) == 0 ? DRV_SUCCESS
+                                                                   : DRV_ERROR_INVALID_VALUE;
+}
+
+int cuStreamSynchronize(void *stream)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (stream != NULL) return DRV_ERROR_INVALID_VALUE; /* only the legacy stream */
+    return link->sync_legacy() == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+}
+
+int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)
+{
+    (void)ptr, (void)bytes, (void)flags;
+    return DRV_ERROR_NOT_SUPPORTED;
+}
+
+int cuMemHostUnregister(void *ptr)
+{
+    (void)ptr;
+    return DRV_ERROR_INVALID_VALUE;
 }

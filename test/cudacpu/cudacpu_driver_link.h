@@ -33,6 +33,9 @@ typedef struct cudacpu_driver_link {
     void (*pointer_info)(const void *ptr, cudacpu_ptr_info_t *info_p);
     int (*get_device)(void);          /* the calling thread's current device */
     int (*set_device)(int device);    /* 0, or a cudaError_t */
+    /* cudaMemcpy(cudaMemcpyDefault), then the legacy stream synchronized: 0 or a cudaError_t */
+    int (*copy)(void *dst, const void *src, size_t bytes);
+    int (*sync_legacy)(void);         /* cudaStreamSynchronize(legacy stream) */
 } cudacpu_driver_link_t;
 
 typedef void (*cudacpu_driver_attach_fn)(const cudacpu_driver_link_t *link);

@@ -8,6 +8,10 @@
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
+#   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
+#                   buffers (direct, and FIFO), nothing leaked
+#   timeout_np3     a rank skips a call on device buffers (FIFO path): the
+#                   others' kernels time out naming step and peer
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -82,6 +86,48 @@ case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099
 case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
     -c 1,17,4099,65537
+
+# communicator churn on device buffers: every communicator's device plane (IPC
+# FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the
+# runtime's and gpuring's /dev/shm segments); split at np 2 makes one-rank
+# communicators, whose device buffers are staged for coll/self
+for churn in "2 1" "3 0"; do
+    np=${churn% *} direct=${churn#* }
+    log=$logs/churn_np$np-direct$direct.log
+    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+        --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+        --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct "$direct" \
+        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/comm_churn" -d -n 60 -q > "$log" 2>&1
+    rc=$?
+    counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
+    ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
+    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ]; then
+        echo "PASS churn_np$np (device buffers, direct $direct)"
+        passed=$((passed + ${counts% *}))
+    else
+        echo "FAIL churn_np$np (device buffers, direct $direct): exit $rc, ${counts:-no result}, $ondev of $np ranks in gpuring; log $log"
+        sed 's/^/    /' "$log" | tail -20
+        bad=1
+    fi
+done
+
+# a peer that never makes a call on device buffers: the CUDA executor's wait times
+# out, the report names step and peer, and the next call fails at once
+log=$logs/timeout_np3.log
+timeout -k 10 "$limit" mpirun --oversubscribe -np 3 \
+    --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+    --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct 0 --mca coll_gpuring_wait_timeout 3 \
+    -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/timeout_check" 60 device > "$log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^7 passed, 0 failed$' "$log" &&
+    grep -qE '\[gpuring rank 0\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
+    echo "PASS timeout_np3 (device buffers)"
+    passed=$((passed + 7))
+else
+    echo "FAIL timeout_np3 (device buffers): exit $rc; log $log"
+    sed 's/^/    /' "$log" | tail -20
+    bad=1
+fi
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

@@ -18,7 +18,10 @@
  * threads and shm.  The verdict is gathered with MPI_Gather; rank 0 prints
  * `N passed, N failed`; the exit code is non-zero if anything failed.
  *
- * Options: -n N (communicators, default 1000), -q quiet.
+ * Options: -n N (communicators, default 1000), -q quiet, -d device buffers
+ * (libcudart, dlopen'ed: a GPU or the CUDA CPU runtime, whose device memory
+ * segments in /dev/shm, "cudacpu*", are counted too: every communicator then
+ * makes and frees its device connections).
  */
 #include <mpi.h>
 #include <dirent.h>
@@ -26,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "test/cuda_dl.h"
 
 #define COUNT 5
 
@@ -60,9 +65,24 @@ static int count_shm(void)
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        if (!strncmp(e->d_name, "gpuring", 7)) n++;
+        if (!strncmp(e->d_name, "gpuring", 7) || !strncmp(e->d_name, "cudacpu", 7)) n++;
     closedir(d);
     return n;
+}
+
+/* -d: the call's buffers are device memory, data copied in and out around it */
+static int *dsend, *drecv;
+
+static int churn_allreduce(int *s, int *r, MPI_Comm c)
+{
+    int rc;
+
+    if (dsend == NULL) return MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, c);
+    cu.memcpy_(dsend, s, COUNT * sizeof(int), TEST_CUDA_H2D);
+    cu.memcpy_(drecv, r, (COUNT + 1) * sizeof(int), TEST_CUDA_H2D);
+    rc = MPI_Allreduce(dsend, drecv, COUNT, MPI_INT, MPI_SUM, c);
+    cu.memcpy_(r, drecv, (COUNT + 1) * sizeof(int), TEST_CUDA_D2H);
+    return rc;
 }
 
 typedef struct {
@@ -84,13 +104,24 @@ int main(int argc, char **argv)
     int rank, size, n = 1000, quiet = 0, opt;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "n:q")) != -1) {
+    int device = 0;
+    while ((opt = getopt(argc, argv, "n:qd")) != -1) {
         if (opt == 'n') n = atoi(optarg);
         else if (opt == 'q') quiet = 1;
+        else if (opt == 'd') device = 1;
         else {
-            if (!rank) fprintf(stderr, "usage: comm_churn [-n communicators] [-q]\n");
+            if (!rank) fprintf(stderr, "usage: comm_churn [-n communicators] [-q] [-d]\n");
             MPI_Finalize();
             return 2;
+        }
+    }
+    if (device) {
+        char err[256];
+        if (test_cuda_load(rank, err, sizeof err) != 0 ||
+            cu.malloc_((void **)&dsend, COUNT * sizeof(int)) != 0 ||
+            cu.malloc_((void **)&drecv, (COUNT + 1) * sizeof(int)) != 0) {
+            fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
+            MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -98,9 +129,9 @@ int main(int argc, char **argv)
     /* warm-up */
     {
         MPI_Comm c;
-        int s[COUNT] = {1, 2, 3, 4, 5}, r[COUNT];
+        int s[COUNT] = {1, 2, 3, 4, 5}, r[COUNT + 1];
         MPI_Comm_dup(MPI_COMM_WORLD, &c);
-        MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, c);
+        churn_allreduce(s, r, c);
         MPI_Comm_free(&c);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -132,7 +163,7 @@ int main(int argc, char **argv)
                 if (kind != 1 || w % 2 == rank % 2) e[j] += val(w, j, it);
         }
         r[COUNT] = 0x5a5a5a5a;
-        int rc = MPI_Allreduce(s, r, COUNT, MPI_INT, MPI_SUM, c);
+        int rc = churn_allreduce(s, r, c);
         int bad = rc != MPI_SUCCESS || r[COUNT] != 0x5a5a5a5a;
         for (int j = 0; j < COUNT; j++) bad |= r[j] != e[j];
         if (bad) {
@@ -195,6 +226,10 @@ int main(int argc, char **argv)
         free(all);
     }
     MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (device) {
+        cu.free_(dsend);
+        cu.free_(drecv);
+    }
     free(fail);
     MPI_Finalize();
     return verdict;

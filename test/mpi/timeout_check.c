@@ -9,15 +9,19 @@
  * same communicator must fail at once instead of running on broken state.
  * With a second argument "setup", the last rank skips the first call
  * instead, so the others wait in gpuring's setup exchanges: those must time
- * out the same way (and the call after them fail at once).
+ * out the same way (and the call after them fail at once).  With "device",
+ * the buffers are device memory (libcudart, dlopen'ed: a GPU, or the CUDA
+ * CPU runtime), so the stuck call is the CUDA executor's.
  * Prints `N passed, N failed` on rank 0.
  *
- * usage: timeout_check [LIMIT_SECONDS [setup]]
+ * usage: timeout_check [LIMIT_SECONDS [setup|device]]
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test/cuda_dl.h"
 
 #define COUNT 100000
 
@@ -27,6 +31,8 @@ int main(int argc, char **argv)
     int *in, *out;
     double t0, elapsed, limit = argc > 1 ? atof(argv[1]) : 60.0;
     int setup = argc > 2 && strcmp(argv[2], "setup") == 0;
+    int device = argc > 2 && strcmp(argv[2], "device") == 0;
+    int *hin = NULL;
     MPI_Comm comm;
 
     MPI_Init(&argc, &argv);
@@ -34,17 +40,32 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    in = malloc(sizeof(int) * COUNT);
-    out = malloc(sizeof(int) * COUNT);
-    for (int i = 0; i < COUNT; i++) in[i] = rank + i;
+    hin = malloc(sizeof(int) * COUNT);
+    for (int i = 0; i < COUNT; i++) hin[i] = rank + i;
+    if (device) {
+        char err[256];
+        if (test_cuda_load(rank, err, sizeof err) != 0 ||
+            cu.malloc_((void **)&in, sizeof(int) * COUNT) != 0 ||
+            cu.malloc_((void **)&out, sizeof(int) * COUNT) != 0 ||
+            cu.memcpy_(in, hin, sizeof(int) * COUNT, TEST_CUDA_H2D) != 0) {
+            fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    } else {
+        in = hin;
+        out = malloc(sizeof(int) * COUNT);
+    }
 
     if (!setup) {
+        int out7 = -1;
         rc = MPI_Allreduce(in, out, COUNT, MPI_INT, MPI_SUM, comm);
-        if (rc == MPI_SUCCESS && out[7] == size * 7 + size * (size - 1) / 2) {
+        if (device) cu.memcpy_(&out7, out + 7, sizeof(int), TEST_CUDA_D2H);
+        else out7 = out[7];
+        if (rc == MPI_SUCCESS && out7 == size * 7 + size * (size - 1) / 2) {
             passed++;
         } else {
             failed++;
-            fprintf(stderr, "rank %d: first allreduce rc %d out[7] %d\n", rank, rc, out[7]);
+            fprintf(stderr, "rank %d: first allreduce rc %d out[7] %d\n", rank, rc, out7);
         }
     }
 
@@ -75,8 +96,13 @@ int main(int argc, char **argv)
     MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &passed, &passed, 1, MPI_INT, MPI_SUM, 0,
                MPI_COMM_WORLD);
     if (rank == 0) printf("%d passed, %d failed\n", passed, all_failed);
-    free(in);
-    free(out);
+    if (device) {
+        cu.free_(in);
+        cu.free_(out);
+    } else {
+        free(out);
+    }
+    free(hin);
     MPI_Finalize();
     return all_failed != 0;
 }
