@@ -48,14 +48,7 @@ done
 [ -x "$PERF" ] || { echo "allreduce_perf not found at $PERF (set GPURING_PERF_BIN)"; exit 2; }
 command -v "$PERFTEST" > /dev/null || { echo "$PERFTEST not found (Debian: ucx-utils)"; exit 2; }
 
-to_bytes() { # 16M -> 16777216
-    local v=$1 m=1
-    case $v in
-    *[kK]) m=1024; v=${v%?} ;;
-    *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
-    esac
-    echo $((v * m))
-}
+source "$HERE/perf_sizes.sh"
 iters_for() { # iterations per run at a size
     local b=$1
     if [ -n "$ITERS" ]; then echo "$ITERS"

@@ -61,15 +61,7 @@ while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:h" opt; do
 done
 [ -x "$PERF" ] || { echo "allreduce_perf not found at $PERF (set GPURING_PERF_BIN)"; exit 2; }
 
-to_bytes() { # 64M -> 67108864
-    local v=$1 m=1
-    case $v in
-    *[kK]) m=1024; v=${v%?} ;;
-    *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
-    *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-    esac
-    echo $((v * m))
-}
+source "$HERE/perf_sizes.sh"
 MINB=$(to_bytes "$MINB")
 MAXB=$(to_bytes "$MAXB")
 if ! [[ $FACTOR =~ ^[0-9]+$ ]] || [ "$FACTOR" -lt 2 ]; then echo "factor must be an integer >= 2"; exit 2; fi
