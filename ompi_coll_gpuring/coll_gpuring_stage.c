@@ -230,7 +230,8 @@ int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_col
     for (int i = 0; i < n; i++) {
         bufs[i].staged = NULL;
         bufs[i].host = bufs[i].buf;
-        if (stage_is_device(&bufs[i])) {
+        bufs[i].device = stage_is_device(&bufs[i]); /* one driver query per buffer */
+        if (bufs[i].device) {
             any = 1;
             total += GPURING_DIV_UP(bufs[i].bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
         }
@@ -248,7 +249,7 @@ int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_col
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
-        if (!stage_is_device(b)) continue;
+        if (!b->device) continue;
         b->staged = (char *)m->stage.host + off;
         b->host = (char *)b->staged - b->lo;
         off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
