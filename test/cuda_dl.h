@@ -5,6 +5,9 @@
  *
  * test_cuda_load() opens libcudart and picks the GPU of local rank
  * `local_rank` (round robin: several ranks may share one GPU).
+ * test_cuda_alloc() / test_cuda_free(): cudaMalloc, or with `pool` the
+ * device's stream-ordered pool (cudaMallocAsync on the legacy stream, then
+ * synchronized): memory CUDA IPC cannot share.
  */
 #ifndef GPURING_TEST_CUDA_DL_H
 #define GPURING_TEST_CUDA_DL_H
@@ -21,6 +24,8 @@ static struct {
     int (*free_)(void *);
     int (*memcpy_)(void *, const void *, size_t, int);
     int (*sync)(void);
+    int (*malloc_async)(void **, size_t, void *); /* optional: CUDA 11.2 and newer */
+    int (*free_async)(void *, void *);
     int (*set_device)(int);
     int (*get_device_count)(int *);
     const char *(*error_string)(int);
@@ -53,6 +58,8 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
     TEST_CUDA_SYM(get_device_count, "cudaGetDeviceCount");
     TEST_CUDA_SYM(error_string, "cudaGetErrorString");
 #undef TEST_CUDA_SYM
+    *(void **)&cu.malloc_async = dlsym(cu.lib, "cudaMallocAsync");
+    *(void **)&cu.free_async = dlsym(cu.lib, "cudaFreeAsync");
     rc = cu.get_device_count(&ndev);
     if (rc != 0 || ndev < 1) {
         snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %d %s, count %d)", rc,
@@ -65,6 +72,27 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* 0, or a cudaError_t (-1: this libcudart has no pool) */
+static inline int test_cuda_alloc(void **p, size_t bytes, int pool)
+{
+    int rc;
+
+    if (!pool) return cu.malloc_(p, bytes);
+    if (!cu.malloc_async) return -1;
+    rc = cu.malloc_async(p, bytes, NULL);
+    return rc != 0 ? rc : cu.sync();
+}
+
+static inline void test_cuda_free(void *p, int pool)
+{
+    if (pool && cu.free_async) {
+        (void)cu.free_async(p, NULL);
+        (void)cu.sync();
+    } else {
+        (void)cu.free_(p);
+    }
 }
 
 #endif /* GPURING_TEST_CUDA_DL_H */

@@ -88,7 +88,7 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     case DRV_ATTR_IS_MANAGED: *(unsigned int *)data = 0; return DRV_SUCCESS;
     case DRV_ATTR_DEVICE_ORDINAL: *(int *)data = info.device; return DRV_SUCCESS;
     case DRV_ATTR_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(int *)data = info.kind == CUDACPU_PTR_DEVICE;
+        *(int *)data = info.ipc_capable;
         return DRV_SUCCESS;
     case DRV_ATTR_RANGE_START_ADDR: *(uintptr_t *)data = info.base; return DRV_SUCCESS;
     case DRV_ATTR_RANGE_SIZE: *(size_t *)data = info.bytes; return DRV_SUCCESS;

@@ -9,6 +9,13 @@
  * unlinked by cudaFree, or at exit for what was never freed, or (a process
  * that died without exit handlers) by the next process's first cudaMalloc.
  *
+ * cudaMallocAsync's memory (the device's default pool, stream-ordered) is
+ * made the same way, but CUDA IPC cannot share it, as with a real pool
+ * without an IPC handle type: cudaIpcGetMemHandle fails and the driver's
+ * IS_LEGACY_CUDA_IPC_CAPABLE says 0.  It is there as soon as cudaMallocAsync
+ * returns (earlier than stream order needs); cudaFreeAsync frees it in
+ * stream order.
+ *
  * Pinned host memory (cudaHostAlloc) and registered host memory
  * (cudaHostRegister) are recorded so that cudaHostGetDevicePointer can answer
  * (the device pointer is the host pointer).  Copies and sets are memcpy and
@@ -33,7 +40,7 @@
 namespace cudacpu {
 namespace {
 
-enum mem_kind { MEM_DEVICE, MEM_HOST_ALLOC, MEM_HOST_REGISTERED, MEM_IPC_MAPPED };
+enum mem_kind { MEM_DEVICE, MEM_POOL, MEM_HOST_ALLOC, MEM_HOST_REGISTERED, MEM_IPC_MAPPED };
 
 struct mem_range {
     size_t bytes;
@@ -43,6 +50,8 @@ struct mem_range {
     int refs;          /* IPC mappings: opens of the same segment */
     uint64_t buffer_id;
     char name[40];     /* device memory and IPC mappings: the segment */
+
+    bool is_device() const { return kind == MEM_DEVICE || kind == MEM_POOL; }
 };
 
 /* what a cudaIpcMemHandle_t holds */
@@ -82,7 +91,7 @@ void unlink_leftovers()
 {
     std::lock_guard<std::mutex> g(mu);
     for (auto &r : ranges)
-        if (r.second.kind == MEM_DEVICE) shm_unlink(r.second.name);
+        if (r.second.is_device()) shm_unlink(r.second.name);
 }
 
 /* segments of processes that died without cudaFree or exit handlers (_exit, a
@@ -143,9 +152,10 @@ void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p)
     auto it = range_find(ptr);
     if (it == ranges.end()) return;
     const mem_range &r = it->second;
-    info_p->kind = r.kind == MEM_DEVICE ? CUDACPU_PTR_DEVICE
+    info_p->kind = r.is_device() ? CUDACPU_PTR_DEVICE
                    : r.kind == MEM_IPC_MAPPED ? CUDACPU_PTR_IPC
                                               : CUDACPU_PTR_HOST;
+    info_p->ipc_capable = r.kind == MEM_DEVICE;
     info_p->device = r.device;
     info_p->base = it->first;
     info_p->bytes = r.bytes;
@@ -156,7 +166,10 @@ void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p)
 
 using namespace cudacpu;
 
-extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
+namespace {
+
+/* a device allocation of `kind` (MEM_DEVICE or MEM_POOL): a new segment */
+cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *what)
 {
     static std::once_flag at_exit;
     mem_range r{};
@@ -172,7 +185,7 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     });
     r.bytes = size;
     r.map_bytes = page_round(size);
-    r.kind = MEM_DEVICE;
+    r.kind = kind;
     r.device = current_device();
     {
         std::lock_guard<std::mutex> g(mu);
@@ -182,7 +195,7 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     void *p = segment_map(r.name, O_CREAT | O_EXCL | O_RDWR, r.map_bytes, &err);
     if (p == nullptr) {
         shm_unlink(r.name);
-        warn("cudacpu: cudaMalloc(%zu): shared memory segment: %s", size, strerror(err));
+        warn("cudacpu: %s(%zu): shared memory segment: %s", what, size, strerror(err));
         return fail(cudaErrorMemoryAllocation);
     }
     if (knobs_get().poison) memset(p, 0xa5, size);
@@ -193,6 +206,37 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     return ok();
 }
 
+/* the device allocation at p, taken out of the table (false: none there) */
+bool device_take(void *p, mem_range *r_p)
+{
+    std::lock_guard<std::mutex> g(mu);
+    auto it = ranges.find((uintptr_t)p);
+    if (it == ranges.end() || !it->second.is_device()) return false;
+    *r_p = it->second;
+    ranges.erase(it);
+    return true;
+}
+
+void device_unmap(void *p, const mem_range &r)
+{
+    munmap(p, r.map_bytes);
+    shm_unlink(r.name);
+}
+
+} /* namespace */
+
+extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    return device_alloc(devPtr, size, MEM_DEVICE, "cudaMalloc");
+}
+
+extern "C" cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream)
+{
+    (void)stream; /* usable at once: earlier than stream order asks */
+    return device_alloc(devPtr, size, MEM_POOL, "cudaMallocAsync");
+}
+
+/* as CUDA: cudaFree (of either kind) waits for the device's work */
 extern "C" cudaError_t cudaFree(void *devPtr)
 {
     mem_range r;
@@ -201,18 +245,23 @@ extern "C" cudaError_t cudaFree(void *devPtr)
     {
         std::lock_guard<std::mutex> g(mu);
         auto it = ranges.find((uintptr_t)devPtr);
-        if (it == ranges.end() || it->second.kind != MEM_DEVICE)
-            return fail(cudaErrorInvalidValue);
+        if (it == ranges.end() || !it->second.is_device()) return fail(cudaErrorInvalidValue);
         r = it->second;
     }
-    device_drain(r.device); /* as CUDA: cudaFree waits for the device's work */
-    {
-        std::lock_guard<std::mutex> g(mu);
-        ranges.erase((uintptr_t)devPtr);
-    }
-    munmap(devPtr, r.map_bytes);
-    shm_unlink(r.name);
+    device_drain(r.device);
+    if (!device_take(devPtr, &r)) return fail(cudaErrorInvalidValue);
+    device_unmap(devPtr, r);
     return ok();
+}
+
+/* freed when the stream's earlier work is done; gone from the table at once */
+extern "C" cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
+{
+    mem_range r;
+
+    if (devPtr == nullptr) return ok();
+    if (!device_take(devPtr, &r)) return fail(cudaErrorInvalidValue);
+    return stream_enqueue(stream, [devPtr, r] { device_unmap(devPtr, r); });
 }
 
 extern "C" cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)

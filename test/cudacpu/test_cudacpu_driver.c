@@ -56,7 +56,7 @@ static void expect_kind(const void *p, gpuring_mem_kind_t want, int want_dev, co
 int main(void)
 {
     int to_child[2], to_parent[2], status = -1, dev = -1, n = 0;
-    char *d0, *d1, *dd, *host, *pinned, go = 1;
+    char *d0, *d1, *dd, *pool, *host, *pinned, go = 1;
     cudaIpcMemHandle_t h;
     gpuring_mem_range_t r, r1;
     gpuring_device_saved_t saved;
@@ -113,6 +113,21 @@ int main(void)
                 (unsigned long long)r.buffer_id);
     unit_result(gpuring_mem_range(dd, &r1) == 0 && r1.buffer_id != r.buffer_id,
                 "two allocations share buffer id %llu", (unsigned long long)r1.buffer_id);
+
+    /* stream-ordered pool memory: device memory that CUDA IPC cannot share */
+    TEST_CUDA(cudaMallocAsync((void **)&pool, T_BYTES, 0));
+    TEST_CUDA(cudaStreamSynchronize(0));
+    expect_kind(pool + 3, GPURING_MEM_DEVICE, 1, "cudaMallocAsync on device 1");
+    unit_result(gpuring_mem_range(pool + 3, &r1) == 0 && r1.base == (uintptr_t)pool &&
+                    r1.bytes == T_BYTES && !r1.ipc_capable,
+                "range of pool memory: base %#lx (want %p), %zu bytes, ipc %d",
+                (unsigned long)r1.base, (void *)pool, r1.bytes, r1.ipc_capable);
+    unit_result(cudaIpcGetMemHandle(&h, pool) != cudaSuccess,
+                "cudaIpcGetMemHandle shares pool memory");
+    (void)cudaGetLastError();
+    TEST_CUDA(cudaFreeAsync(pool, 0));
+    TEST_CUDA(cudaStreamSynchronize(0));
+    expect_kind(pool, GPURING_MEM_HOST, -1, "freed pool memory");
 
     /* the application's device survives gpuring's switch */
     TEST_CUDA(cudaSetDevice(0));

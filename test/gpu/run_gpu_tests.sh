@@ -308,6 +308,8 @@ if [ -n "$mpirun" ] && want_part mpi; then
     # non-power-of-two, one node and two virtual nodes (net: staging or GPU-direct)
     mpi_test mpi_3ranks 3 direct "" "$check_bin" -q -i -Z -d -m world,rev
     mpi_test mpi_3ranks_fifo 3 fifo "--mca coll_gpuring_direct 0" "$check_bin" -q -i -Z -d -m world,rev
+    # cudaMallocAsync's pool memory: CUDA IPC cannot share it, so the FIFOs, direct on
+    mpi_test mpi_3ranks_pool 3 fifo "" "$check_bin" -q -i -d -P -m world,rev
     mpi_test mpi_3ranks_2nodes 3 fifo "--mca coll_gpuring_ranks_per_node 2" "$check_bin" -q -i -Z -d
     # every other collective on device memory: staged through host memory for
     # Debian's Open MPI (not CUDA-aware), results compared with the expected ones

@@ -51,6 +51,12 @@
  *             up fails the run.  Communicators of one rank are skipped: they
  *             are the library's own (coll/self), which need not be
  *             CUDA-aware.
+ *   -P        with -d: the device buffers come from the device's stream-ordered
+ *             pool (cudaMallocAsync), which CUDA IPC cannot share
+ *   -M        with -d: mixed memory kinds, device buffers on even world
+ *             ranks and host buffers on odd ones (for
+ *             coll_gpuring_agree_memory=1, which must hand every such call to
+ *             the component below)
  *   -F PATH[:KIND]  fake device buffers, for machines without a GPU: load
  *             the stand-in CUDA driver at PATH (fake_cuda/libcuda.so.1) and
  *             have it call the (host) send and receive buffers KIND memory
@@ -435,7 +441,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d] [-F path[:kind]] [-Z] [-N]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P] [-M]] [-F path[:kind]] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -528,10 +534,10 @@ int main(int argc, char **argv)
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
-    int bad = 0, opt, device = 0;
+    int bad = 0, opt, device = 0, pool = 0, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdF:ZNh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdPMF:ZNh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -590,6 +596,8 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         case 'd': device = 1; break;
+        case 'P': pool = 1; break;
+        case 'M': mixed = 1; break;
         case 'F': fake_spec = optarg; break;
         default: bad = 1; break;
         }
@@ -641,17 +649,20 @@ int main(int argc, char **argv)
     }
     /* device mode: the call sees these; every case copies in and back */
     char *dsendraw = NULL, *drecvraw = NULL;
+    const int dev_here = device && (!mixed || g_world_rank % 2 == 0); /* this rank's buffers */
     if (device) {
         MPI_Comm node;
         int lrank;
         char err[256];
+        /* every rank: the split is collective */
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world_rank, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &lrank);
         MPI_Comm_free(&node);
-        if (test_cuda_load(lrank, err, sizeof err) != 0 ||
-            cu.malloc_((void **)&dsendraw, maxbytes) != 0 || cu.malloc_((void **)&drecvraw, maxbytes) != 0) {
+        if (dev_here && (test_cuda_load(lrank, err, sizeof err) != 0 ||
+                         test_cuda_alloc((void **)&dsendraw, maxbytes, pool) != 0 ||
+                         test_cuda_alloc((void **)&drecvraw, maxbytes, pool) != 0)) {
             fprintf(stderr, "rank %d: device buffers: %s\n", g_world_rank,
-                    cu.lib ? "cudaMalloc failed" : err);
+                    !cu.lib ? err : pool ? "cudaMallocAsync failed" : "cudaMalloc failed");
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
@@ -721,7 +732,7 @@ int main(int argc, char **argv)
                         else fill_send(sendbuf, t, oi, &gp, my_base, count);
 
                         int rc;
-                        if (device) {
+                        if (dev_here) {
                             const size_t span = (count + 2 * GUARD) * es;
                             cu.memcpy_(dsendraw, sendraw, span, TEST_CUDA_H2D);
                             cu.memcpy_(drecvraw, recvraw, span, TEST_CUDA_H2D);
@@ -808,7 +819,7 @@ int main(int argc, char **argv)
                     if (skip_comm) continue;
                     fail[case_id] = (unsigned char)zeros_case(
                         comm, comms[c].name, &g_types[ti], oi, counts[k],
-                        mix64(seed ^ mix64(case_id + 7)), recvraw, device ? drecvraw : NULL);
+                        mix64(seed ^ mix64(case_id + 7)), recvraw, dev_here ? drecvraw : NULL);
                 }
             }
         }
@@ -858,9 +869,9 @@ int main(int argc, char **argv)
     free(desc);
     free(sendraw);
     free(recvraw);
-    if (device) {
-        cu.free_(dsendraw);
-        cu.free_(drecvraw);
+    if (dev_here) {
+        test_cuda_free(dsendraw, pool);
+        test_cuda_free(drecvraw, pool);
     }
     free(expbuf);
     MPI_Finalize();

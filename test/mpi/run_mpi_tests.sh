@@ -42,15 +42,8 @@ CHURN_N=${GPURING_CHURN_N:-1000}
 CHURN_N_UCX=${GPURING_CHURN_N_UCX:-$CHURN_N}
 FILTER=${GPURING_TEST_FILTER:-}
 
-# Known wrong results of Open MPI 4.1.4 itself (not of gpuring):
-#  - op/avx sums uint8/uint16 with saturating adds (_mm*_adds_epu8/16), so
-#    MPI_SUM on unsigned char/short gives 0xff/0xffff on wrap, from count ~16
-#    up (open-mpi/ompi#8045 family);
-#  - MPI_UNSIGNED_LONG MIN/MAX compare as signed long (open-mpi/ompi#10525,
-#    #10648; fixed after 4.1.4);
-#  - MPI_OFFSET MIN/MAX are wrong for negative values (seen here with plain
-#    Open MPI: allreduce_check -t offset -o min,max under --mca coll ^gpuring).
-KNOWN_OMPI_BUGS="uchar:sum,uint8:sum,ushort:sum,uint16:sum,ulong:min,ulong:max,offset:min,offset:max"
+# Known wrong results of Open MPI 4.1.4 itself (not of gpuring): KNOWN_OMPI_BUGS
+source "$HERE/known_ompi_bugs.sh"
 
 # GPURING_MCA_ARGS split on whitespace (paths with spaces are not supported)
 source "$HERE/../mca_args.sh"
