@@ -30,6 +30,8 @@ const char *gpuring_status_str(gpuring_status_t st)
     case GPURING_ERR_TIMEOUT: return "timed out";
     case GPURING_ERR_REMOTE: return "failure on another rank";
     case GPURING_ERR_CUDA: return "cuda error";
+    case GPURING_ERR_MISMATCH: return "ranks made different calls";
+    case GPURING_ERR_BROKEN: return "the communicator failed earlier";
     }
     return "unknown status";
 }

@@ -88,6 +88,38 @@ static void exec_value(const gpuring_exec_args_t *a, const gpuring_exec_channel_
     if (acc != first) memcpy(first, acc, bytes); /* a copy (in place: already there) */
 }
 
+/* Are the landed steps of operation `s` steps of this call?  (logs why not) */
+static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
+                                      const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+{
+    const size_t bytes = s->count * gpuring_type_size(a->type);
+
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        const gpuring_conn_t *r = ch->recv[i];
+        uint64_t got = 0;
+        gpuring_status_t st = gpuring_conn_check(r, bytes, a->call, &got);
+
+        if (st == GPURING_ERR_REMOTE) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce abandoned: rank %d gave up on the call (its log says why); "
+                          "channel %d step %llu",
+                          r->peer, (int)(ch - a->channels), (unsigned long long)r->step);
+        } else if (st != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce mismatch: rank %d sent a step of another call (channel %d "
+                          "step %llu: %llu bytes%s, where this rank's call of %zu %s expects "
+                          "%zu bytes): the ranks passed different counts, datatypes or ops, "
+                          "or made their calls in a different order",
+                          r->peer, (int)(ch - a->channels), (unsigned long long)r->step,
+                          (unsigned long long)got,
+                          got == bytes ? " of another call id" : "", a->count,
+                          gpuring_type_name(a->type), bytes);
+        }
+        if (st != GPURING_OK) return st;
+    }
+    return GPURING_OK;
+}
+
 static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
                         const gpuring_step_t *s)
 {
@@ -129,7 +161,22 @@ static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch
     EXEC_FOR_PEERS(s->recv_mask, i) {
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
-    EXEC_FOR_PEERS(s->send_mask, i) gpuring_conn_post(ch->send[i], bytes);
+    EXEC_FOR_PEERS(s->send_mask, i) gpuring_conn_post(ch->send[i], bytes, a->call);
+}
+
+/* A failed call: tell the ranks this one sends to (proxy/conn.h's abandon step). */
+static void exec_abandon(gpuring_exec_args_t *a)
+{
+    int posted = 0;
+
+    for (int c = 0; c < a->nchannels; c++) {
+        gpuring_exec_channel_t *ch = &a->channels[c];
+
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            if (ch->send[i] != NULL) posted |= gpuring_conn_post_abort(ch->send[i]);
+        }
+    }
+    if (posted && a->proxy != NULL) gpuring_proxy_progress(a->proxy);
 }
 
 /* Name what a stalled channel waits for, and for whom. */
@@ -166,6 +213,7 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
+    a->status = GPURING_OK;
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
         a->channels[c].step_op = UINT64_MAX;
@@ -187,6 +235,11 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                 ch->step_op = ch->next_op;
             }
             if (!exec_op_ready(ch, s)) break;
+            a->status = exec_op_check(a, ch, s);
+            if (a->status != GPURING_OK) {
+                *done_p = 0;
+                return progressed;
+            }
             exec_op_run(a, ch, s);
             ch->next_op++;
             progressed = 1;
@@ -199,7 +252,8 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
     return progressed;
 }
 
-gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
+/* Run to completion or failure (the reason logged where it was seen). */
+static gpuring_status_t exec_host_run(gpuring_exec_args_t *a)
 {
     gpuring_spin_t spin;
     int done = 0, idle = 0;
@@ -207,13 +261,15 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
     gpuring_exec_host_start(a);
     gpuring_spin_init(&spin, a->timeout);
     for (;;) {
-        if (gpuring_exec_host_progress(a, &done)) {
-            if (done) return GPURING_OK;
+        const int moved = gpuring_exec_host_progress(a, &done);
+
+        if (a->status != GPURING_OK) return a->status;
+        if (done) return GPURING_OK;
+        if (moved) {
             gpuring_spin_init(&spin, a->timeout);
             idle = 0;
             continue;
         }
-        if (done) return GPURING_OK;
         if (a->proxy != NULL) {
             char msg[256];
             gpuring_status_t st;
@@ -234,4 +290,11 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
             return GPURING_ERR_TIMEOUT;
         }
     }
+}
+
+gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
+{
+    a->status = exec_host_run(a);
+    if (a->status != GPURING_OK) exec_abandon(a);
+    return a->status;
 }

@@ -13,6 +13,13 @@
  * landed step is seen without waiting for the proxy thread.  An empty poll
  * yields the CPU only every spin_polls polls (0: every time, for ranks that
  * share cores).
+ *
+ * Every step received is checked against the call (proxy/conn.h: its byte
+ * count and call id): a step of another call fails the call with
+ * GPURING_ERR_MISMATCH, one its sender abandoned with GPURING_ERR_REMOTE.  A
+ * call that fails here for any reason (those, a timeout, a NET error) posts
+ * an abandon step on every send connection with a free slot, so the ranks
+ * waiting for this one fail at once and pass it on, instead of timing out.
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
@@ -46,6 +53,9 @@ typedef struct gpuring_exec_args {
     double timeout;              /* seconds without progress before reporting */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
     int spin_polls;              /* empty polls between yields (0: yield every time) */
+    uint64_t call;               /* gpuring_call_id of this call: posted with every step,
+                                    checked on every step received (proxy/conn.h) */
+    gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
 } gpuring_exec_args_t;
 
 /* Run every channel's program to completion (timed, reporting waits). */
@@ -53,8 +63,8 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);
 
 /*
  * The same, in pieces, for a caller that drives many executors from one
- * thread (the simulation): start, then progress until *done_p.  progress
- * returns 1 if any operation ran.
+ * thread (the simulation): start, then progress until *done_p or a failure
+ * (args->status).  progress returns 1 if any operation ran.
  */
 void gpuring_exec_host_start(gpuring_exec_args_t *args);
 int gpuring_exec_host_progress(gpuring_exec_args_t *args, int *done_p);

@@ -167,7 +167,7 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
     }
     gcomm = mca_coll_gpuring_comm_get(m);
     if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
-        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_TIMEOUT); /* logged at setup */
+        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
     }
     if (gcomm == NULL) {
         goto fallback; /* setup failed or disabled: logged there */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include "ompi/errhandler/errcode.h"
 #include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
@@ -125,16 +127,64 @@ static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_co
     return OMPI_SUCCESS;
 }
 
+/*
+ * The failures a user can act on get MPI error codes of their own (made once,
+ * at the first failure): each in the standard class that fits, with a text
+ * MPI_Error_string returns, so an application that prints the error of a
+ * failed MPI_Allreduce says what happened even without gpuring's log.
+ */
+static struct gpuring_mpi_error {
+    gpuring_status_t st;
+    int mpi_class;
+    const char *text;
+    int code; /* made by gpuring_mpi_errors_make: the class itself if that failed */
+} gpuring_mpi_errors[] = {
+    {GPURING_ERR_TIMEOUT, MPI_ERR_OTHER,
+     "gpuring: a peer did not make the matching call within coll_gpuring_wait_timeout "
+     "(the log names rank, peer, channel and step)", 0},
+    {GPURING_ERR_MISMATCH, MPI_ERR_COUNT,
+     "gpuring: the ranks' calls differ (count, datatype or op, or the order of calls); "
+     "no data of another call was used", 0},
+    {GPURING_ERR_REMOTE, MPI_ERR_OTHER,
+     "gpuring: another rank gave up on the call (its log says why)", 0},
+    {GPURING_ERR_NET, MPI_ERR_OTHER,
+     "gpuring: a network operation failed (a peer may have died)", 0},
+    {GPURING_ERR_CUDA, MPI_ERR_OTHER, "gpuring: a CUDA operation failed", 0},
+    {GPURING_ERR_BROKEN, MPI_ERR_OTHER,
+     "gpuring: this communicator failed in gpuring (in this call's setup or an earlier "
+     "call: the log says why); gpuring refuses further calls on it, on every rank (create "
+     "a new communicator to go on)", 0},
+};
+
+static void gpuring_mpi_errors_make(void)
+{
+    for (size_t i = 0; i < sizeof(gpuring_mpi_errors) / sizeof(gpuring_mpi_errors[0]); i++) {
+        struct gpuring_mpi_error *e = &gpuring_mpi_errors[i];
+        int code = ompi_mpi_errcode_add(e->mpi_class);
+
+        e->code = e->mpi_class;
+        if (code > 0 &&
+            ompi_mpi_errnum_add_string(code, e->text, (int)strlen(e->text) + 1) == OMPI_SUCCESS)
+            e->code = code;
+    }
+}
+
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
     switch (st) {
     case GPURING_OK: return OMPI_SUCCESS;
     case GPURING_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
     case GPURING_ERR_NOT_SUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
     case GPURING_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
-    case GPURING_ERR_TIMEOUT: return OMPI_ERR_TIMEOUT;
-    default: return OMPI_ERROR;
+    default: break;
     }
+    pthread_once(&once, gpuring_mpi_errors_make);
+    for (size_t i = 0; i < sizeof(gpuring_mpi_errors) / sizeof(gpuring_mpi_errors[0]); i++) {
+        if (gpuring_mpi_errors[i].st == st) return gpuring_mpi_errors[i].code;
+    }
+    return OMPI_ERROR;
 }
 
 /* ---- bootstrap_mpi transport: the component below and the PML ------------ */

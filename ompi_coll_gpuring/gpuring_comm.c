@@ -303,6 +303,7 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
         gpuring_conn_shm_destroy(conn);
     } else if (conn->type == GPURING_CONN_NET) {
         gpuring_conn_unmap_device(conn); /* before the host FIFO goes */
+        if (c->broken) gpuring_conn_net_abandon(conn); /* no credit will come */
         gpuring_conn_net_destroy(c->proxy, conn);
     } else if (conn->type == GPURING_CONN_IPC) {
         gpuring_conn_ipc_destroy(conn);
@@ -845,9 +846,10 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
 
     if (c->broken) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
-        return GPURING_ERR_INVALID;
+        return GPURING_ERR_BROKEN;
     }
     if (count == 0) return GPURING_OK;
+    c->calls++; /* every rank numbers the calls with data alike */
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       comm_plane_name(plane));
@@ -894,7 +896,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                  .nchannels = plan.nchannels, .channels = c->exec,
                                  .scratch = scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
-                                 .spin_polls = c->spin_polls};
+                                 .spin_polls = c->spin_polls,
+                                 .call = gpuring_call_id(c->calls, count, type, op)};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
                                      : gpuring_exec_cuda_run(&args, c->dev.stream);

@@ -49,10 +49,17 @@ typedef enum {
 
 /*
  * Counters on separate cache lines: the sender writes tail, the receiver
- * head.  size[] is the byte count of each slot's latest step, written by the
- * sender before its tail: the length of the UCX message on NET connections
- * (the proxy reads it), informational on the others.  It lives here, not in
- * the transport, so a GPU kernel writing the FIFO records it the same way.
+ * head.  Per slot, written by the sender before its tail: size[], the byte
+ * count of the slot's latest step (the length of the UCX message on NET
+ * connections), and call[], the id of the call that step belongs to
+ * (gpuring_call_id: which call of the communicator, with its count, type
+ * and op).  The receiver checks both against its own call before it uses the
+ * slot, so ranks that made different calls fail instead of mixing data; a
+ * step posted with call id GPURING_CALL_ABORT says the sender abandoned the
+ * call (gpuring_conn_post_abort).  Only the low GPURING_CALL_BITS bits are
+ * compared: a NET step carries them in its UCX tag.  The ctrl lives here,
+ * not in the transport, so a GPU kernel writing the FIFO records it the
+ * same way.
  */
 typedef struct gpuring_fifo_ctrl {
     uint64_t tail;
@@ -60,7 +67,26 @@ typedef struct gpuring_fifo_ctrl {
     uint64_t head;
     char pad1[GPURING_CACHELINE - sizeof(uint64_t)];
     uint64_t size[GPURING_NSTEPS];
+    uint64_t call[GPURING_NSTEPS];
 } gpuring_fifo_ctrl_t;
+
+#define GPURING_CALL_BITS 16
+#define GPURING_CALL_MASK ((1ull << GPURING_CALL_BITS) - 1)
+#define GPURING_CALL_ABORT GPURING_CALL_MASK /* never a call's id */
+
+/* The id of a communicator's call number `seq` (every rank counts its calls
+ * the same way) of `count` elements of `type` with `op`: a hash in
+ * [0, GPURING_CALL_ABORT). */
+static inline uint64_t gpuring_call_id(uint64_t seq, uint64_t count, int type, int op)
+{
+    uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ count * 0xc2b2ae3d27d4eb4full ^
+                 ((uint64_t)type << 8 | (uint64_t)op) * 0x165667b19e3779f9ull;
+
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (h & GPURING_CALL_MASK) % GPURING_CALL_ABORT;
+}
 
 typedef struct gpuring_conn gpuring_conn_t;
 
@@ -108,11 +134,37 @@ struct gpuring_conn {
     int slots_device;          /* NET GPU-direct: slots are device memory, only ctrl is host */
 };
 
-/* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step: post it. */
-static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes)
+/* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step of call
+ * `call` (gpuring_call_id): post it. */
+static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes, uint64_t call)
 {
     conn->ctrl->size[conn->step % GPURING_NSTEPS] = bytes;
+    conn->ctrl->call[conn->step % GPURING_NSTEPS] = call & GPURING_CALL_MASK;
     GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
+}
+
+/* Sender giving up on a call: an empty step marked GPURING_CALL_ABORT if a
+ * slot is free (so the receiver fails at once instead of timing out); 1 if posted. */
+static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
+{
+    if (GPURING_LOAD_ACQUIRE(&conn->ctrl->head) + GPURING_NSTEPS <= conn->step) return 0;
+    gpuring_conn_post(conn, 0, GPURING_CALL_ABORT);
+    return 1;
+}
+
+/* Receiver, once step `conn->step` landed: 0 if it is a step of `bytes` bytes of call
+ * `call`; else what it is: GPURING_ERR_REMOTE (the sender abandoned the call) or
+ * GPURING_ERR_MISMATCH, with its byte count in *got_bytes_p. */
+static inline gpuring_status_t gpuring_conn_check(const gpuring_conn_t *conn, size_t bytes,
+                                                  uint64_t call, uint64_t *got_bytes_p)
+{
+    const unsigned slot = (unsigned)(conn->step % GPURING_NSTEPS);
+    const uint64_t got = conn->ctrl->call[slot] & GPURING_CALL_MASK;
+
+    *got_bytes_p = conn->ctrl->size[slot];
+    if (got == GPURING_CALL_ABORT) return GPURING_ERR_REMOTE;
+    return got == (call & GPURING_CALL_MASK) && *got_bytes_p == bytes ? GPURING_OK
+                                                                       : GPURING_ERR_MISMATCH;
 }
 
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */

@@ -3,15 +3,17 @@
  * thread over UCX tagged messages.
  *
  * Send end: the executor writes slot s % NSTEPS, records the byte count in
- * ctrl->size[] and publishes ctrl->tail (gpuring_conn_post).  The thread
- * sends step s once tail > s and the receiver's credit allows it
+ * ctrl->size[] and the call id in ctrl->call[] and publishes ctrl->tail
+ * (gpuring_conn_post).  The thread sends step s, its call id in the tag
+ * (proxy_internal.h), once tail > s and the receiver's credit allows it
  * (s < remote_head + NSTEPS); when sends complete (in order) it publishes
  * ctrl->head = completed steps, so the executor may reuse the slot.
  *
  * Recv end: receives for steps s < head + NSTEPS are always posted into their
  * slots (posted before the credit that lets the sender send them goes out, so
- * data never arrives unexpected).  Landed steps are published in order as
- * ctrl->tail.  When the executor has advanced ctrl->head by a batch of
+ * data never arrives unexpected), matching any call id.  Landed steps are
+ * published in order as ctrl->tail, with their length and the sender's call
+ * id in ctrl->size[] and ctrl->call[], for the executor to check.  When the executor has advanced ctrl->head by a batch of
  * steps, the pass sends the new head to the sender as a credit: at most one
  * credit in flight, always the latest value.  A batch is half the window
  * (the sender still has half the window while the credit travels); a credit
@@ -88,7 +90,10 @@ static void net_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_i
     gpuring_net_conn_t *net = op->net;
 
     (void)request;
-    (void)info; /* the executor knows each step's size from its program */
+    if (status == UCS_OK && info != NULL) { /* what the executor checks the step by */
+        op->length = info->length;
+        op->tag = info->sender_tag;
+    }
     net_op_finish(op, status, op == &net->credit ? "credit recv from" : "recv from");
 }
 
@@ -101,6 +106,8 @@ static void op_begin(gpuring_net_op_t *op, uint64_t step)
     op->busy = 1;
     op->done = 0;
     op->status = UCS_INPROGRESS;
+    op->length = 0;
+    op->tag = GPURING_CALL_ABORT; /* a data receive's callback sets them */
 }
 
 /* Common handling of what a *_nbx call returned. */
@@ -144,7 +151,9 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
     op_posted(op,
               ucp_tag_send_nbx(net->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
                                gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA,
-                                               net->remote_net_id, step),
+                                               net->remote_net_id,
+                                               gpuring_net_data_field(step,
+                                                                      net->ctrl->call[slot])),
                                &param),
               "send to");
 }
@@ -154,17 +163,19 @@ static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
     unsigned slot = (unsigned)(step % GPURING_NSTEPS);
     gpuring_net_op_t *op = &net->data[slot];
     ucp_request_param_t param;
+    ucs_status_ptr_t ret;
 
     data_param(op, &param);
+    /* the callback always runs: it records the length and the sender's tag */
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = net_recv_cb;
     op_begin(op, step);
-    op_posted(op,
-              ucp_tag_recv_nbx(net->proxy->worker,
-                               net->slots + (size_t)slot * net->slot_bytes, net->slot_bytes,
-                               gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id,
-                                               step),
-                               GPURING_TAG_MASK_ALL, &param),
-              "recv from");
+    ret = ucp_tag_recv_nbx(net->proxy->worker, net->slots + (size_t)slot * net->slot_bytes,
+                           net->slot_bytes,
+                           gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id,
+                                           gpuring_net_data_field(step, 0)),
+                           GPURING_TAG_MASK_NOCALL, &param);
+    op_posted(op, ret, "recv from");
 }
 
 static void post_credit_recv(gpuring_net_conn_t *net)
@@ -270,11 +281,14 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     uint64_t head, landed0 = net->landed, credited0 = net->credited;
     int pending;
 
-    /* steps landed, in order */
+    /* steps landed, in order, with what the executor checks them by */
     while (net->landed < net->posted) {
-        gpuring_net_op_t *op = &net->data[net->landed % GPURING_NSTEPS];
+        const unsigned slot = (unsigned)(net->landed % GPURING_NSTEPS);
+        gpuring_net_op_t *op = &net->data[slot];
 
         if (!op->done) break;
+        net->ctrl->size[slot] = op->length;
+        net->ctrl->call[slot] = op->tag & GPURING_CALL_MASK;
         if (op_retire(op) != UCS_OK) net->failed = 1;
         net->landed++;
     }
@@ -559,7 +573,10 @@ void gpuring_net_conn_detach(gpuring_net_conn_t *net)
 /* Is the connection drained (nothing left to hand over)?  Lock held. */
 static int drained(gpuring_net_conn_t *net)
 {
-    int give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
+    int give_up_remote;
+
+    if (net->abandoned) return 1; /* what is in flight is cancelled */
+    give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
 
     if (net->dir == GPURING_CONN_SEND) {
         uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
@@ -571,6 +588,11 @@ static int drained(gpuring_net_conn_t *net)
     if (net->credit.busy && !net->credit.done) return 0; /* credit in flight */
     if (give_up_remote) return 1;
     return net->credited >= GPURING_LOAD_ACQUIRE(&net->ctrl->head) && !net->credit.busy;
+}
+
+void gpuring_conn_net_abandon(gpuring_conn_t *conn)
+{
+    if (conn != NULL && conn->net != NULL) conn->net->abandoned = 1;
 }
 
 void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
@@ -619,7 +641,8 @@ void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
         }
     }
 
-    /* cancel the pre-posted receives (and, after a timeout, whatever is left) */
+    /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left) */
+    if (net->abandoned) ok = 0;
     pthread_mutex_lock(&proxy->lock);
     cancel_all(net, !ok);
     pthread_mutex_unlock(&proxy->lock);

@@ -116,6 +116,12 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
  * and owed credits to complete; cancels pre-posted receives.
  */
 void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
+/*
+ * Before destroy, when the connection's communicator failed (its peers'
+ * counters are out of step: owed credits never come): destroy then waits
+ * for nothing but cancels every operation, at most a second for UCX.
+ */
+void gpuring_conn_net_abandon(gpuring_conn_t *conn);
 
 /* What a NET end has done (for the log and the tests). */
 typedef struct gpuring_conn_net_stats {

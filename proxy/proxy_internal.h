@@ -27,15 +27,24 @@
 
 /* ---- tags -----------------------------------------------------------------
  * [63..44] comm_uid (20 bits)  [43] kind  [42..32] net_id of the landing end
- * [31..0]  step (low 32 bits; credits carry the low bits of the head)      */
+ * [31..0]  data: the step's low 16 bits, then its call id (conn.h; the
+ *          receive matches any, the receiver checks it); credits: the low
+ *          32 bits of the head                                           */
 #define GPURING_TAG_UID_BITS 20
 #define GPURING_TAG_NETID_BITS 11
 #define GPURING_TAG_UID_MAX ((1ull << GPURING_TAG_UID_BITS) - 1)
 #define GPURING_TAG_NETID_MAX ((1u << GPURING_TAG_NETID_BITS) - 1)
 #define GPURING_TAG_KIND_DATA 0ull
 #define GPURING_TAG_KIND_CREDIT 1ull
-#define GPURING_TAG_MASK_ALL (~(ucp_tag_t)0)
 #define GPURING_TAG_MASK_NOSTEP (~(ucp_tag_t)0xffffffffull)
+
+#define GPURING_TAG_MASK_NOCALL (~(ucp_tag_t)GPURING_CALL_MASK)
+
+/* the [31..0] field of a data step's tag */
+static inline uint64_t gpuring_net_data_field(uint64_t step, uint64_t call)
+{
+    return (step & 0xffffull) << GPURING_CALL_BITS | (call & GPURING_CALL_MASK);
+}
 
 static inline ucp_tag_t gpuring_net_tag(uint64_t comm_uid, uint64_t kind, uint32_t net_id,
                                         uint64_t step)
@@ -52,6 +61,8 @@ typedef struct gpuring_net_op {
     int busy;            /* posted, not yet retired */
     int done;            /* completion seen (callback or immediate) */
     ucs_status_t status; /* completion status */
+    size_t length;       /* data receive: bytes that landed */
+    ucp_tag_t tag;       /* data receive: the sender's tag (its call id) */
 } gpuring_net_op_t;
 
 /* ---- the NET state of one connection (conn->net) ------------------------- */
@@ -64,6 +75,7 @@ typedef struct gpuring_net_conn {
     int detached;   /* the proxy was finalized under it: touch no UCX */
     int failed;     /* a UCX operation failed: counters are frozen */
     int draining;   /* its communicator is being torn down: credits go at once */
+    int abandoned;  /* its communicator failed: teardown waits for no peer */
 
     gpuring_conn_dir_t dir;
     int peer;

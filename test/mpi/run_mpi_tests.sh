@@ -168,6 +168,13 @@ run_case() {
                     return
                 fi
                 ;;
+            mismatch)
+                # a rank names the peer whose step was of another call, with both sizes
+                if ! grep -qE "\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes" "$log"; then
+                    fail "$name" "no mismatch report naming peer, channel, step and sizes" "$log"
+                    return
+                fi
+                ;;
             setuptimeout)
                 # every rank that waited names the setup exchange that timed out
                 missing=$(every_rank ".*setup exchange .* timed out after")
@@ -233,7 +240,7 @@ run_case() {
         fi
         local nerr
         nerr=$(grep -ciE '\[gpuring rank [0-9]+\].*(error|warn)' "$log")
-        if [[ $checks == *ready* && $checks != *timeout* && $nerr != 0 ]]; then
+        if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $nerr != 0 ]]; then
             # a healthy run logs no gpuring warning: a fallback would hide a bug
             fail "$name" "$nerr gpuring error/warn lines" "$log"
             return
@@ -314,6 +321,20 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # the last rank passes more elements (or another datatype): every rank fails
+    # promptly (well inside the 60 s timeout) with an MPI error naming gpuring, none
+    # succeeds with data of another call, the next call fails the same way everywhere,
+    # and a new communicator works; a few elements, one slot, many slots; shm, net, both
+    MISMATCH_COUNTS=7:1,131072:1,1048576:4096
+    run_case "mismatch_np2_rpn0" 2 0 ready,mismatch "coll_gpuring_wait_timeout 60" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
+    run_case "mismatch_type_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60" \
+        mismatch_check 20 "$MISMATCH_COUNTS" type
+    run_case "mismatch_np3_rpn1" 3 1 ready,mismatch "coll_gpuring_wait_timeout 60" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
+    run_case "mismatch_np4_rpn2" 4 2 ready,mismatch \
+        "coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
     # the last rank dies (SIGKILL) inside a 16 MiB call; mpirun keeps the others
     # running: each returns an error within the wait timeout, refuses the next call
     # at once, and no gpuring segment is left in /dev/shm.  Every rank its own

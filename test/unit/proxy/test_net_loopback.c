@@ -167,6 +167,27 @@ static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const
     return GPURING_OK;
 }
 
+/* the call id each step is posted with: the receiver must see it (and the length) */
+static uint64_t step_call(uint64_t s)
+{
+    return s * 7919u % GPURING_CALL_ABORT;
+}
+
+/* did step s land with its byte count and call id? */
+static int landed_as_posted(const gpuring_conn_t *c, uint64_t s, size_t bytes)
+{
+    gpuring_conn_t at = *c;
+    uint64_t got;
+
+    at.step = s;
+    if (gpuring_conn_check(&at, bytes, step_call(s), &got) == GPURING_OK) return 1;
+    printf("step %llu landed as %llu bytes of call %llu, posted as %zu bytes of call %llu\n",
+           (unsigned long long)s, (unsigned long long)got,
+           (unsigned long long)c->ctrl->call[s % GPURING_NSTEPS], bytes,
+           (unsigned long long)step_call(s));
+    return 0;
+}
+
 static void *sender_main(void *arg)
 {
     xfer_t *x = arg;
@@ -182,7 +203,7 @@ static void *sender_main(void *arg)
             if (x->st != GPURING_OK) return NULL;
         }
         fill(x, c->slots + (s % GPURING_NSTEPS) * c->slot_bytes, s, n);
-        gpuring_conn_post(c, n);
+        gpuring_conn_post(c, n, step_call(s));
     }
     /* every send completed: head reaches the last step */
     if (x->nsteps > 0) x->st = wait_gt(x, &c->ctrl->head, end - 1, "final send head");
@@ -202,6 +223,13 @@ static void *receiver_main(void *arg)
             if (x->bad_steps++ == 0)
                 snprintf(x->msg, sizeof(x->msg), "step %llu (%zu bytes) corrupted",
                          (unsigned long long)s, step_bytes(x, s));
+        } else if (!landed_as_posted(c, s, step_bytes(x, s))) {
+            if (x->bad_steps++ == 0)
+                snprintf(x->msg, sizeof(x->msg), "step %llu landed as %llu bytes of call %llu, "
+                         "posted as %zu bytes of call %llu", (unsigned long long)s,
+                         (unsigned long long)c->ctrl->size[s % GPURING_NSTEPS],
+                         (unsigned long long)c->ctrl->call[s % GPURING_NSTEPS],
+                         step_bytes(x, s), (unsigned long long)step_call(s));
         }
         GPURING_STORE_RELEASE(&c->ctrl->head, s + 1);
     }
@@ -340,7 +368,7 @@ static void test_continue(gpuring_proxy_t *proxy)
                 ok = 0;
             if (!ok) break;
             fill(&xs, p.send.slots + (s % GPURING_NSTEPS) * 4096, s, b);
-            gpuring_conn_post(&p.send, b);
+            gpuring_conn_post(&p.send, b, step_call(s));
             if (wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") != GPURING_OK) ok = 0;
             if (ok && !verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * 4096, s, b)) ok = 0;
             GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
@@ -379,7 +407,7 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     for (s = 0; s < GPURING_NSTEPS; s++) {
         size_t b = step_bytes(&xs, s);
         fill(&xs, p.send.slots + s * slot, s, b);
-        gpuring_conn_post(&p.send, b);
+        gpuring_conn_post(&p.send, b, step_call(s));
     }
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
     EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
@@ -387,7 +415,8 @@ static void test_early_sender(gpuring_proxy_t *proxy)
           "connect the receiver late");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
-             verify(&xr, p.recv.slots + s * slot, s, step_bytes(&xr, s));
+             verify(&xr, p.recv.slots + s * slot, s, step_bytes(&xr, s)) &&
+             landed_as_posted(&p.recv, s, step_bytes(&xr, s));
         GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
     }
     p.recv.step = GPURING_NSTEPS;
@@ -615,7 +644,7 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     /* an oversized step: the proxy records an error naming the step */
     gpuring_proxy_active_begin(proxy);
     q.send.slots[0] = 1;
-    gpuring_conn_post(&q.send, 4097);
+    gpuring_conn_post(&q.send, 4097, 0);
     {
         gpuring_spin_t spin;
         gpuring_spin_init(&spin, WAIT_TIMEOUT);

@@ -1,0 +1,186 @@
+/*
+ * mismatch_check.c -- ranks that make different calls must fail, every one
+ * of them, promptly, and never return MPI_SUCCESS with data they did not
+ * reduce.
+ *
+ * For each case, on a fresh duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN):
+ * one correct MPI_Allreduce (the communicator is set up), then the
+ * mismatched call -- the last rank passes COUNT + EXTRA elements where the
+ * others pass COUNT (or, for the type case, MPI_FLOAT where the others pass
+ * MPI_INT, same count, so every step has the right size and only the call id
+ * tells) -- then a correct call again.  Expected on every rank:
+ *   the mismatched call  fails, within LIMIT seconds (the driver sets
+ *                        coll_gpuring_wait_timeout far above it, so a
+ *                        detection that waited for the timeout fails), with
+ *                        class MPI_ERR_COUNT (the rank that saw the other
+ *                        call) or MPI_ERR_OTHER (a rank told by a peer that
+ *                        gave up), at least one rank MPI_ERR_COUNT, and an
+ *                        error string naming gpuring;
+ *   the call after it    fails at once on every rank with class
+ *                        MPI_ERR_OTHER: gpuring refuses a communicator that
+ *                        failed, the same way everywhere.
+ * Then a new communicator still works (its result is checked).
+ * Prints `N passed, N failed` on rank 0.
+ *
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type]
+ *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int rc, cls;      /* of the mismatched call */
+    int later_cls;    /* of the call after it (MPI_SUCCESS: it succeeded) */
+    double elapsed;   /* of the mismatched call */
+    int named;        /* the error string names gpuring */
+} outcome_t;
+
+static int err_class(int rc)
+{
+    int cls = rc;
+
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    return cls;
+}
+
+/* One case on a fresh communicator: this rank's outcome. */
+static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
+{
+    outcome_t o = {0, 0, 0, 0.0, 0};
+    MPI_Comm comm;
+    int rank, size, mine = count;
+    MPI_Datatype type = MPI_INT;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    double t0;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == size - 1) {
+        if (by_type) {
+            type = MPI_FLOAT;
+        } else {
+            mine = count + extra;
+        }
+    }
+    MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
+    t0 = MPI_Wtime();
+    o.rc = MPI_Allreduce(in, out, mine, type, MPI_SUM, comm);
+    o.elapsed = MPI_Wtime() - t0;
+    o.cls = err_class(o.rc);
+    if (o.rc != MPI_SUCCESS) {
+        MPI_Error_string(o.rc, msg, &len);
+        o.named = strstr(msg, "gpuring") != NULL;
+        if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, by_type ? " type" : "", msg);
+    }
+    o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+    MPI_Comm_free(&comm);
+    return o;
+}
+
+int main(int argc, char **argv)
+{
+    int rank, size, passed = 0, failed = 0, by_type, maxcount = 0;
+    double limit;
+    char *list, *save = NULL;
+    int *in, *out;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 3) {
+        if (rank == 0) fprintf(stderr, "usage: mismatch_check LIMIT COUNT:EXTRA[,...] [type]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    limit = atof(argv[1]);
+    by_type = argc > 3 && strcmp(argv[3], "type") == 0;
+    list = strdup(argv[2]);
+    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        int c = atoi(t), e = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
+        if (c + e > maxcount) maxcount = c + e;
+    }
+    free(list);
+    in = malloc(sizeof(int) * (size_t)maxcount);
+    out = malloc(sizeof(int) * (size_t)maxcount);
+    for (int i = 0; i < maxcount; i++) in[i] = rank + i;
+
+    list = strdup(argv[2]);
+    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        int count = atoi(t), extra = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
+        outcome_t o = run_case(count, extra, by_type, in, out);
+        outcome_t *all = malloc(sizeof(outcome_t) * (size_t)size);
+        int bad = 0, saw = 0;
+
+        MPI_Gather(&o, (int)sizeof(o), MPI_BYTE, all, (int)sizeof(o), MPI_BYTE, 0,
+                   MPI_COMM_WORLD);
+        for (int r = 0; rank == 0 && r < size; r++) {
+            const outcome_t *x = &all[r];
+            const char *why = NULL;
+
+            if (x->rc == MPI_SUCCESS) {
+                why = "the mismatched call returned MPI_SUCCESS";
+            } else if (x->cls != MPI_ERR_COUNT && x->cls != MPI_ERR_OTHER) {
+                why = "the mismatched call failed with another class";
+            } else if (!x->named) {
+                why = "its error string does not name gpuring";
+            } else if (x->elapsed > limit) {
+                why = "the mismatched call took longer than the limit";
+            } else if (x->later_cls != MPI_ERR_OTHER) {
+                why = "the call after it did not fail with MPI_ERR_OTHER";
+            }
+            saw |= x->cls == MPI_ERR_COUNT;
+            if (why != NULL) {
+                fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
+                        "%.2f s; later class %d)\n", count, extra, by_type ? " type" : "", r,
+                        why, x->rc, x->cls, x->elapsed, x->later_cls);
+                bad = 1;
+            }
+        }
+        if (rank == 0 && !saw) {
+            fprintf(stderr, "FAILED count %d extra %d%s: no rank reported MPI_ERR_COUNT\n",
+                    count, extra, by_type ? " type" : "");
+            bad = 1;
+        }
+        if (rank == 0) {
+            printf("rank 0: count %d extra %d%s: %s (rank %d took %.2f s)\n", count, extra,
+                   by_type ? " type" : "", bad ? "FAILED" : "ok", size - 1,
+                   all[size - 1].elapsed);
+            if (bad) failed++; else passed++;
+        }
+        free(all);
+    }
+    free(list);
+
+    /* a new communicator is not affected: one call, checked */
+    {
+        MPI_Comm comm;
+        int rc, wrong = 0, any;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        rc = MPI_Allreduce(in, out, maxcount, MPI_INT, MPI_SUM, comm);
+        for (int i = 0; rc == MPI_SUCCESS && i < maxcount; i++)
+            wrong |= out[i] != size * i + size * (size - 1) / 2;
+        wrong |= rc != MPI_SUCCESS;
+        MPI_Reduce(&wrong, &any, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            if (any) {
+                fprintf(stderr, "FAILED a new communicator after the mismatches\n");
+                failed++;
+            } else {
+                passed++;
+            }
+        }
+        MPI_Comm_free(&comm);
+    }
+    if (rank == 0) printf("%d passed, %d failed\n", passed, failed);
+    free(in);
+    free(out);
+    MPI_Finalize();
+    return 0;
+}
