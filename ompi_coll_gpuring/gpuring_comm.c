@@ -304,7 +304,8 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
     } else if (conn->type == GPURING_CONN_NET) {
         gpuring_conn_unmap_device(conn); /* before the host FIFO goes */
         if (c->broken) gpuring_conn_net_abandon(conn); /* no credit will come */
-        gpuring_conn_net_destroy(c->proxy, conn);
+        /* one teardown that timed out (a peer gone) abandons the rest: one timeout in all */
+        if (gpuring_conn_net_destroy(c->proxy, conn) != GPURING_OK) c->broken = 1;
     } else if (conn->type == GPURING_CONN_IPC) {
         gpuring_conn_ipc_destroy(conn);
     }

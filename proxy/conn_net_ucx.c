@@ -595,13 +595,14 @@ void gpuring_conn_net_abandon(gpuring_conn_t *conn)
     if (conn != NULL && conn->net != NULL) conn->net->abandoned = 1;
 }
 
-void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
+gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
 {
     gpuring_net_conn_t *net;
     gpuring_spin_t spin;
+    gpuring_status_t st = GPURING_OK;
     int ok = 0;
 
-    if (conn == NULL || conn->net == NULL) return;
+    if (conn == NULL || conn->net == NULL) return GPURING_OK;
     net = conn->net;
     if (proxy == NULL) proxy = net->proxy;
 
@@ -637,6 +638,7 @@ void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
                          (unsigned long long)net->sent, (unsigned long long)net->done,
                          (unsigned long long)net->remote_head, (unsigned long long)net->landed,
                          (unsigned long long)net->credited);
+            st = GPURING_ERR_TIMEOUT;
             break;
         }
     }
@@ -682,4 +684,5 @@ out_clear:
     conn->net = NULL;
     conn->slots = NULL;
     conn->ctrl = NULL;
+    return st;
 }

@@ -113,9 +113,11 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
                                              int *detects_failure_p, char *lanes, size_t len);
 /*
  * Deregister and free.  Waits, bounded by the wait timeout, for posted sends
- * and owed credits to complete; cancels pre-posted receives.
+ * and owed credits to complete; cancels pre-posted receives.  GPURING_OK, or
+ * GPURING_ERR_TIMEOUT when that wait ran out (the peer is gone or stuck: its
+ * communicator's other connections should be abandoned, not waited for).
  */
-void gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
+gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
 /*
  * Before destroy, when the connection's communicator failed (its peers'
  * counters are out of step: owed credits never come): destroy then waits

@@ -144,7 +144,7 @@ timeout -k 10 "$limit" mpirun --oversubscribe -np 3 \
     -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/timeout_check" 60 device > "$log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q '^7 passed, 0 failed$' "$log" &&
-    grep -qE '\[gpuring rank 0\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
+    grep -qE '\[gpuring rank [0-9]+\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
     echo "PASS timeout_np3 (device buffers)"
     passed=$((passed + 7))
 else
