@@ -2,13 +2,17 @@
  * allreduce_perf.c -- MPI_Allreduce bandwidth test in the style of
  * nccl-tests' all_reduce_perf.
  *
- *   -b minbytes  (default 8)        -e maxbytes (default 64M; K/M/G suffixes)
+ *   -b minbytes  (default 8)        -e maxbytes (default 64M; K/M/G suffixes;
+ *                                      always measured, on the factor's grid or not)
  *   -f factor    (default 2)        -t type: float double int8 uint8 int32
  *                                      uint32 int64 uint64 (default float)
  *   -o op: sum prod min max (default sum)
  *   -n iters (default 20)           -w warmup iters (default 5)
- *   -m host|device (default host; device loads libcudart with dlopen at run
- *                   time and exits 2 if it cannot)
+ *   -m host|device|memcpy (default host; device loads libcudart with dlopen
+ *                   at run time and exits 2 if it cannot; memcpy times no
+ *                   MPI call but every rank's memcpy of the same bytes, all
+ *                   ranks at once: the memory bound host paths are held
+ *                   against, busbw = algbw, nothing checked)
  *   -c 0|1 check results (default 1)  -i in place (default off)
  *
  * One row per size: size(B) count type op time(us) algbw(GB/s) busbw(GB/s)
@@ -134,6 +138,18 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
+/* What is timed: one MPI_Allreduce, or (-m memcpy) one memcpy of its bytes. */
+static void timed_call(int copy_only, void *sb, void *recvbuf, size_t bytes, size_t count,
+                       MPI_Datatype dt, MPI_Op mop)
+{
+    if (copy_only) {
+        memcpy(recvbuf, sb, bytes);
+        __asm__ __volatile__("" : : "r"(recvbuf) : "memory"); /* the copy is not dead */
+    } else {
+        MPI_Allreduce(sb, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -143,7 +159,8 @@ int main(int argc, char **argv)
 
     size_t minb = 8, maxb = 64u << 20;
     double factor = 2.0;
-    int ti = 0, op = O_SUM, iters = 20, warmup = 5, device = 0, check = 1, inplace = 0, opt, bad = 0;
+    int ti = 0, op = O_SUM, iters = 20, warmup = 5, device = 0, check = 1, inplace = 0, opt, bad = 0,
+        copy_only = 0;
     while ((opt = getopt(argc, argv, "b:e:f:t:o:n:w:m:c:ih")) != -1) {
         switch (opt) {
         case 'b': minb = parse_size(optarg); break;
@@ -166,6 +183,7 @@ int main(int argc, char **argv)
         case 'm':
             if (!strcmp(optarg, "host")) device = 0;
             else if (!strcmp(optarg, "device")) device = 1;
+            else if (!strcmp(optarg, "memcpy")) copy_only = 1;
             else bad = 1;
             break;
         case 'c': check = atoi(optarg); break;
@@ -176,10 +194,11 @@ int main(int argc, char **argv)
     if (bad || iters < 1 || factor <= 1.0 || minb > maxb) {
         if (!rank)
             fprintf(stderr, "usage: allreduce_perf [-b minbytes] [-e maxbytes] [-f factor] [-t type] [-o op] "
-                            "[-n iters] [-w warmup] [-m host|device] [-c 0|1] [-i]\n");
+                            "[-n iters] [-w warmup] [-m host|device|memcpy] [-c 0|1] [-i]\n");
         MPI_Finalize();
         return 2;
     }
+    if (copy_only) check = inplace = 0; /* a copy has nothing to check, no place to be in */
     tid_t t = types[ti].id;
     size_t es = types[ti].size;
     MPI_Datatype dt = mpi_type(t);
@@ -218,7 +237,7 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         printf("# allreduce_perf: nranks %d, mode %s, type %s, op %s, %s, iters %d, warmup %d, check %d\n", nranks,
-               device ? "device" : "host", types[ti].name, op_names[op], inplace ? "in-place" : "out-of-place", iters,
+               device ? "device" : copy_only ? "memcpy" : "host", types[ti].name, op_names[op], inplace ? "in-place" : "out-of-place", iters,
                warmup, check);
         printf("# %12s %12s %8s %6s %12s %12s %12s %8s\n", "size(B)", "count", "type", "op", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
@@ -229,8 +248,11 @@ int main(int argc, char **argv)
     double sum_busbw = 0;
     int nrows = 0, nrows_wrong = 0;
     size_t last = (size_t)-1;
-    for (double sz = (double)minb; sz <= (double)maxb * 1.0000001; sz *= factor) {
+    /* minb, minb * factor, ... and maxb itself when the factor steps past it */
+    for (double sz = (double)minb, next; sz > 0; sz = next) {
         size_t count = (size_t)sz / es, bytes = count * es;
+        next = sz * factor > (double)maxb * 1.0000001 ? (sz < (double)maxb ? (double)maxb : 0)
+                                                       : sz * factor;
         if (bytes == last) continue;
         last = bytes;
 
@@ -245,11 +267,11 @@ int main(int argc, char **argv)
             memcpy(recvbuf, hsend, bytes);
         }
         void *sb = inplace ? MPI_IN_PLACE : sendbuf;
-        for (int k = 0; k < warmup; k++) MPI_Allreduce(sb, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
+        for (int k = 0; k < warmup; k++) timed_call(copy_only, sb, recvbuf, bytes, count, dt, mop);
         if (device) cu.sync();
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        for (int k = 0; k < iters; k++) MPI_Allreduce(sb, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
+        for (int k = 0; k < iters; k++) timed_call(copy_only, sb, recvbuf, bytes, count, dt, mop);
         if (device) cu.sync();
         double mine = (MPI_Wtime() - t0) / iters, tmax = 0;
         MPI_Reduce(&mine, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -282,7 +304,7 @@ int main(int argc, char **argv)
         }
         if (rank == 0) {
             double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
-            double busbw = algbw * 2.0 * (nranks - 1) / nranks;
+            double busbw = copy_only ? algbw : algbw * 2.0 * (nranks - 1) / nranks;
             char wr[32];
             if (check) snprintf(wr, sizeof wr, "%lld", wrong_all);
             else snprintf(wr, sizeof wr, "N/A");

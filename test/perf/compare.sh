@@ -1,14 +1,18 @@
 #!/bin/bash
 # compare.sh -- MPI_Allreduce through gpuring vs. Open MPI's default (tuned),
-# measured with allreduce_perf in one invocation of this script.
+# and both against the memory bound (memcpy of the same bytes on every rank at
+# once: allreduce_perf -m memcpy), measured with allreduce_perf in one
+# invocation of this script.
 #
 # Sizes are split into groups of G consecutive sizes; for each group the two
 # configurations run back to back (alternating which goes first), so slow
-# drift of the machine hits both columns alike.  The whole sweep is repeated
-# R times and each column keeps, per size, the run with the lowest time
-# (the time printed is still allreduce_perf's average over iters, max over
-# ranks).  Run it with GPURING_MCA_ARGS empty once to see the noise: both
-# columns are then the same plain Open MPI.
+# drift of the machine hits both columns alike, then the memcpy bound (host
+# mode).  The whole sweep is repeated R times (R pairs per size) and each
+# column is the median over the R runs of allreduce_perf's time (its average
+# over iters, max over ranks) and busbw.  Ratios: gpuring/tuned is the
+# busbw ratio (> 1: gpuring faster); gpuring/memcpy is gpuring's busbw over
+# the memcpy rate.  Run it with GPURING_MCA_ARGS empty once to see the noise:
+# both columns are then the same plain Open MPI.
 #
 #   gpuring: mpirun $GPURING_MCA_ARGS --mca coll_gpuring_priority 90 ...
 #   tuned:   mpirun $GPURING_MCA_ARGS --mca coll ^gpuring ...
@@ -20,8 +24,8 @@
 # Usage: compare.sh [-n np] [-b minbytes] [-e maxbytes] [-f factor] [-t type]
 #                   [-o op] [-N iters] [-w warmup] [-m host|device] [-i]
 #                   [-g sizes-per-group] [-r repetitions] [-c 0|1]
-# Defaults: -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10 -m host -g 4 -r 3
-#           -c 1
+# Defaults: -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10 -m host -g 4 -r 5
+#           -c 1  (-e is measured even when -f steps past it)
 # Environment: GPURING_PERF_BIN (default: allreduce_perf next to this
 # script), GPURING_PERF_LOGDIR (raw outputs; default mktemp -d),
 # GPURING_PERF_TIMEOUT (seconds per mpirun, default 600), MPIRUN.
@@ -37,7 +41,7 @@ mkdir -p "$LOGDIR" || exit 2
 TIMEOUT=${GPURING_PERF_TIMEOUT:-600}
 MPIRUN=${MPIRUN:-mpirun}
 
-NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=3
+NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
 while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:h" opt; do
     case $opt in
     n) NP=$OPTARG ;;
@@ -77,20 +81,26 @@ TUNED_MCA=("${MCA[@]}")
 if [ ${#USER_MCA[@]} = 0 ]; then
     echo "# NOTE: GPURING_MCA_ARGS is empty: both columns are plain Open MPI (noise baseline)"
 fi
-echo "# np $NP, type $TYPE, op $OP, mode $MODE, iters $ITERS, warmup $WARMUP${INPLACE:+, in-place}, best of $REPS, logs $LOGDIR"
+echo "# np $NP, type $TYPE, op $OP, mode $MODE, iters $ITERS, warmup $WARMUP${INPLACE:+, in-place}, median of $REPS, logs $LOGDIR"
 
 SIZES=()
 for ((s = MINB; s <= MAXB; s *= FACTOR)); do SIZES+=("$s"); done
+[ ${#SIZES[@]} -gt 0 ] && [ "${SIZES[-1]}" != "$MAXB" ] && SIZES+=("$MAXB")
 [ ${#SIZES[@]} = 0 ] && { echo "no sizes"; exit 2; }
 
-declare -A T_TIME T_BW G_TIME G_BW T_WRONG G_WRONG
+# per configuration and size: every run's time and busbw (space-separated lists)
+declare -A TIMES BWS WRONG
 STATUS=0
-run_perf() { # run_perf CONFIG LOG MIN MAX -> fills arrays
+run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
     local cfg=$1 log=$2 lo=$3 hi=$4
-    local -a mca
-    if [ "$cfg" = gpuring ]; then mca=("${GPU_MCA[@]}"); else mca=("${TUNED_MCA[@]}"); fi
+    local -a mca mode=(-m "$MODE" -c "$CHECK" "${INPLACE[@]}")
+    case $cfg in
+    gpuring) mca=("${GPU_MCA[@]}") ;;
+    tuned) mca=("${TUNED_MCA[@]}") ;;
+    memcpy) mca=("${TUNED_MCA[@]}") mode=(-m memcpy) ;;
+    esac
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${mca[@]}" "$PERF" -b "$lo" -e "$hi" -f "$FACTOR"
-        -t "$TYPE" -o "$OP" -n "$ITERS" -w "$WARMUP" -m "$MODE" -c "$CHECK" "${INPLACE[@]}")
+        -t "$TYPE" -o "$OP" -n "$ITERS" -w "$WARMUP" "${mode[@]}")
     { echo "# ${cmd[*]}"; "${cmd[@]}"; } > "$log" 2> "$log.stderr"
     local rc=$?
     if [ $rc != 0 ]; then
@@ -111,18 +121,17 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> fills arrays
         [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
         if [ "$wrong" != 0 ] && [ "$wrong" != N/A ]; then
             STATUS=1
-            if [ "$cfg" = gpuring ]; then G_WRONG[$size]=$wrong; else T_WRONG[$size]=$wrong; fi
+            WRONG[$cfg.$size]=$wrong
         fi
-        if [ "$cfg" = gpuring ]; then
-            if [ -z "${G_TIME[$size]:-}" ] || awk -v a="$time" -v b="${G_TIME[$size]}" 'BEGIN { exit !(a < b) }'; then
-                G_TIME[$size]=$time G_BW[$size]=$busbw
-            fi
-        else
-            if [ -z "${T_TIME[$size]:-}" ] || awk -v a="$time" -v b="${T_TIME[$size]}" 'BEGIN { exit !(a < b) }'; then
-                T_TIME[$size]=$time T_BW[$size]=$busbw
-            fi
-        fi
+        TIMES[$cfg.$size]+=" $time"
+        BWS[$cfg.$size]+=" $busbw"
     done < <(grep -v '^#' "$log")
+}
+
+median() { # median of a space-separated list of numbers ("-" if empty)
+    printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+        else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 g=0
@@ -133,6 +142,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         ((j >= ${#SIZES[@]})) && j=$((${#SIZES[@]} - 1))
         hi=${SIZES[j]}
         if ((g % 2 == 0)); then order=(tuned gpuring); else order=(gpuring tuned); fi
+        [ "$MODE" = host ] && order+=(memcpy) # the bound, in the same conditions
         for cfg in "${order[@]}"; do
             echo "# rep $rep: running $cfg, sizes $lo..$hi" >&2
             run_perf "$cfg" "$LOGDIR/$cfg.$lo-$hi.rep$rep.log" "$lo" "$hi"
@@ -141,26 +151,39 @@ for ((rep = 1; rep <= REPS; rep++)); do
     done
 done
 
-ratio() { # gpuring busbw / tuned busbw
-    awk -v g="$1" -v t="$2" 'BEGIN { if (g == "" || t == "" || t + 0 == 0) print "-"; else printf "%.2f", g / t }'
+ratio() { # a / b, busbw values
+    awk -v g="$1" -v t="$2" 'BEGIN { if (g == "" || g == "-" || t == "" || t == "-" || t + 0 == 0) print "-"; else printf "%.2f", g / t }'
+}
+declare -A MED
+for s in "${SIZES[@]}"; do
+    for cfg in tuned gpuring memcpy; do
+        MED[$cfg.t.$s]=$(median "${TIMES[$cfg.$s]:-}")
+        MED[$cfg.bw.$s]=$(median "${BWS[$cfg.$s]:-}")
+    done
+done
+note_of() { # what is wrong or missing at size $1
+    local s=$1 note= cfg
+    for cfg in tuned gpuring; do
+        [ -n "${WRONG[$cfg.$s]:-}" ] && note+="$cfg #wrong=${WRONG[$cfg.$s]} "
+        [ -z "${TIMES[$cfg.$s]:-}" ] && note+="$cfg missing "
+    done
+    echo "$note"
 }
 echo
-printf "%12s %14s %14s %14s %14s %8s %s\n" "size(B)" "tuned(us)" "gpuring(us)" "tuned busbw" "gpuring busbw" "ratio" "note"
+printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "size(B)" "tuned(us)" "gpuring(us)" \
+    "tuned busbw" "gpuring bw" "g/tuned" "memcpy GB/s" "g/memcpy" "note"
 for s in "${SIZES[@]}"; do
-    note=
-    [ "${G_WRONG[$s]:-0}" != 0 ] && [ "${G_WRONG[$s]:-0}" != N/A ] && note+="gpuring #wrong=${G_WRONG[$s]} "
-    [ "${T_WRONG[$s]:-0}" != 0 ] && [ "${T_WRONG[$s]:-0}" != N/A ] && note+="tuned #wrong=${T_WRONG[$s]} "
-    [ -z "${G_TIME[$s]:-}" ] && note+="gpuring missing "
-    [ -z "${T_TIME[$s]:-}" ] && note+="tuned missing "
-    printf "%12s %14s %14s %14s %14s %8s %s\n" "$s" "${T_TIME[$s]:--}" "${G_TIME[$s]:--}" "${T_BW[$s]:--}" \
-        "${G_BW[$s]:--}" "$(ratio "${G_BW[$s]:-}" "${T_BW[$s]:-}")" "$note"
+    printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "$s" "${MED[tuned.t.$s]}" "${MED[gpuring.t.$s]}" \
+        "${MED[tuned.bw.$s]}" "${MED[gpuring.bw.$s]}" \
+        "$(ratio "${MED[gpuring.bw.$s]}" "${MED[tuned.bw.$s]}")" "${MED[memcpy.bw.$s]}" \
+        "$(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}")" "$(note_of "$s")"
 done
 echo
-echo "Markdown (np $NP, $TYPE $OP, $MODE buffers, busbw in GB/s, best of $REPS):"
+echo "Markdown (np $NP, $TYPE $OP, $MODE buffers, busbw in GB/s, medians of $REPS runs each):"
 echo
-echo "| size (B) | tuned time (us) | gpuring time (us) | tuned busbw | gpuring busbw | gpuring/tuned |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| size (B) | tuned time (us) | gpuring time (us) | tuned busbw | gpuring busbw | gpuring/tuned | memcpy (GB/s) | gpuring/memcpy |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 for s in "${SIZES[@]}"; do
-    echo "| $s | ${T_TIME[$s]:--} | ${G_TIME[$s]:--} | ${T_BW[$s]:--} | ${G_BW[$s]:--} | $(ratio "${G_BW[$s]:-}" "${T_BW[$s]:-}") |"
+    echo "| $s | ${MED[tuned.t.$s]} | ${MED[gpuring.t.$s]} | ${MED[tuned.bw.$s]} | ${MED[gpuring.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[tuned.bw.$s]}") | ${MED[memcpy.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}") |"
 done
 exit $STATUS
