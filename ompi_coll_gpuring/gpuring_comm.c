@@ -727,6 +727,7 @@ static gpuring_status_t comm_scratch(gpuring_comm_t *c, gpuring_plane_t plane, s
 /* ---- the direct allreduce (device buffers, one node) ------------------------------- */
 typedef struct comm_direct_pub {
     gpuring_ipc_buf_t send, recv;
+    uint64_t call; /* gpuring_call_id: every rank must be making the same call */
 } comm_direct_pub_t;
 
 static uint64_t comm_peer_key(const gpuring_comm_t *c, int r)
@@ -765,13 +766,24 @@ static gpuring_status_t comm_direct_allreduce(gpuring_comm_t *c, const void *sen
     int tokens[2 * GPURING_EXEC_DIRECT_MAX_RANKS], ntokens = 0, bad = -1;
     gpuring_status_t local = GPURING_OK, st;
 
+    memset(&pub, 0, sizeof(pub));
     (void)gpuring_ipc_buf_export(sendbuf, &pub.send);
     if (recvbuf == sendbuf) {
         pub.recv = pub.send;
     } else {
         (void)gpuring_ipc_buf_export(recvbuf, &pub.recv);
     }
+    pub.call = gpuring_call_id(c->calls, count, type, op);
     GPURING_CHECK(gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)));
+    for (int r = 0; r < n; r++) { /* every rank sees the same: all fail alike */
+        if (all[r].call == pub.call) continue;
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce mismatch: rank %d makes another call than "
+                      "this rank's %zu %s (direct allreduce): the ranks passed different "
+                      "counts, datatypes or ops, or made their calls in a different order",
+                      r, count, gpuring_type_name(type));
+        c->broken = 1;
+        return GPURING_ERR_MISMATCH;
+    }
     for (int r = 0; r < n; r++) {
         if (all[r].send.ok && all[r].recv.ok) continue;
         GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers cannot be "

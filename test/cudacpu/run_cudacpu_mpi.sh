@@ -18,6 +18,8 @@
 #                   buffers (direct, and FIFO), nothing leaked
 #   timeout_np3     a rank skips a call on device buffers (FIFO path): the
 #                   others' kernels time out naming step and peer
+#   mismatch_*      a rank passes another count or datatype on device buffers:
+#                   every rank fails at once, none returns unreduced data
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -135,23 +137,42 @@ for churn in "2 1" "3 0"; do
     fi
 done
 
+# failure_case NAME NP WANT REPORT "MCA PARAMS" PROGRAM ARGS...: a failure on device
+# buffers; passes when mpirun exits 0, the program says "WANT passed, 0 failed" and
+# some rank's log line matches REPORT
+failure_case() {
+    name=$1 np=$2 want=$3 report=$4 params=$5
+    shift 5
+    log=$logs/$name.log
+    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+        --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+        $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
+        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$@" > "$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && grep -qE "$report" "$log"; then
+        echo "PASS $name (device buffers)"
+        passed=$((passed + want))
+    else
+        echo "FAIL $name (device buffers): exit $rc; log $log"
+        sed 's/^/    /' "$log" | tail -20
+        bad=1
+    fi
+}
+
 # a peer that never makes a call on device buffers: the CUDA executor's wait times
 # out, the report names step and peer, and the next call fails at once
-log=$logs/timeout_np3.log
-timeout -k 10 "$limit" mpirun --oversubscribe -np 3 \
-    --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-    --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct 0 --mca coll_gpuring_wait_timeout 3 \
-    -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/timeout_check" 60 device > "$log" 2>&1
-rc=$?
-if [ "$rc" -eq 0 ] && grep -q '^7 passed, 0 failed$' "$log" &&
-    grep -qE '\[gpuring rank [0-9]+\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
-    echo "PASS timeout_np3 (device buffers)"
-    passed=$((passed + 7))
-else
-    echo "FAIL timeout_np3 (device buffers): exit $rc; log $log"
-    sed 's/^/    /' "$log" | tail -20
-    bad=1
-fi
+failure_case timeout_np3 3 7 \
+    '\[gpuring rank [0-9]+\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' \
+    "coll_gpuring_direct 0 coll_gpuring_wait_timeout 3" "$top/test/mpi/timeout_check" 60 device
+# the last rank passes more elements (or another datatype) on device buffers: every
+# rank fails at once (wait_timeout 60, limit 20 s), none succeeds, the next call
+# fails everywhere, a new communicator works -- the direct allreduce
+failure_case mismatch_direct_np3 3 4 \
+    '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
+    "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
+failure_case mismatch_direct_type_np2 2 4 \
+    '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
+    "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

@@ -19,16 +19,19 @@
  *   the call after it    fails at once on every rank with class
  *                        MPI_ERR_OTHER: gpuring refuses a communicator that
  *                        failed, the same way everywhere.
- * Then a new communicator still works (its result is checked).
- * Prints `N passed, N failed` on rank 0.
+ * Then a new communicator still works (its result is checked).  With
+ * "device", the buffers are device memory (libcudart, dlopen'ed: a GPU, or
+ * the CUDA CPU runtime).  Prints `N passed, N failed` on rank 0.
  *
- * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type]
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test/cuda_dl.h"
 
 typedef struct {
     int rc, cls;      /* of the mismatched call */
@@ -84,10 +87,10 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 
 int main(int argc, char **argv)
 {
-    int rank, size, passed = 0, failed = 0, by_type, maxcount = 0;
+    int rank, size, passed = 0, failed = 0, by_type = 0, device = 0, maxcount = 0;
     double limit;
     char *list, *save = NULL;
-    int *in, *out;
+    int *in, *out, *hin, *hout;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -98,16 +101,32 @@ int main(int argc, char **argv)
         return 2;
     }
     limit = atof(argv[1]);
-    by_type = argc > 3 && strcmp(argv[3], "type") == 0;
+    for (int a = 3; a < argc; a++) {
+        by_type |= strcmp(argv[a], "type") == 0;
+        device |= strcmp(argv[a], "device") == 0;
+    }
     list = strdup(argv[2]);
     for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
         int c = atoi(t), e = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
         if (c + e > maxcount) maxcount = c + e;
     }
     free(list);
-    in = malloc(sizeof(int) * (size_t)maxcount);
-    out = malloc(sizeof(int) * (size_t)maxcount);
-    for (int i = 0; i < maxcount; i++) in[i] = rank + i;
+    hin = malloc(sizeof(int) * (size_t)maxcount);
+    hout = malloc(sizeof(int) * (size_t)maxcount);
+    for (int i = 0; i < maxcount; i++) hin[i] = rank + i;
+    if (device) {
+        char err[256];
+        if (test_cuda_load(rank, err, sizeof err) != 0 ||
+            cu.malloc_((void **)&in, sizeof(int) * (size_t)maxcount) != 0 ||
+            cu.malloc_((void **)&out, sizeof(int) * (size_t)maxcount) != 0 ||
+            cu.memcpy_(in, hin, sizeof(int) * (size_t)maxcount, TEST_CUDA_H2D) != 0) {
+            fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    } else {
+        in = hin;
+        out = hout;
+    }
 
     list = strdup(argv[2]);
     for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
@@ -164,8 +183,11 @@ int main(int argc, char **argv)
         MPI_Comm_dup(MPI_COMM_WORLD, &comm);
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
         rc = MPI_Allreduce(in, out, maxcount, MPI_INT, MPI_SUM, comm);
+        if (device && rc == MPI_SUCCESS &&
+            cu.memcpy_(hout, out, sizeof(int) * (size_t)maxcount, TEST_CUDA_D2H) != 0)
+            rc = MPI_ERR_OTHER;
         for (int i = 0; rc == MPI_SUCCESS && i < maxcount; i++)
-            wrong |= out[i] != size * i + size * (size - 1) / 2;
+            wrong |= hout[i] != size * i + size * (size - 1) / 2;
         wrong |= rc != MPI_SUCCESS;
         MPI_Reduce(&wrong, &any, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
@@ -179,8 +201,12 @@ int main(int argc, char **argv)
         MPI_Comm_free(&comm);
     }
     if (rank == 0) printf("%d passed, %d failed\n", passed, failed);
-    free(in);
-    free(out);
+    if (device) {
+        cu.free_(in);
+        cu.free_(out);
+    }
+    free(hin);
+    free(hout);
     MPI_Finalize();
     return 0;
 }
