@@ -41,6 +41,9 @@ gpuring_status_t gpuring_device_use(int device);
 /* A non-blocking stream (no implicit sync with the legacy default stream). */
 gpuring_status_t gpuring_device_stream_create(void **stream_p);
 void gpuring_device_stream_destroy(void *stream);
+/* Wait until `stream` has no work left, at most `timeout` seconds (GPURING_ERR_TIMEOUT):
+ * before memory its kernels may touch is freed (NULL: nothing to wait for). */
+gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout);
 
 /*
  * Make `stream` wait for the work queued so far on the current device's

@@ -79,6 +79,20 @@ void gpuring_device_stream_destroy(void *stream)
     }
 }
 
+gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout)
+{
+    gpuring_spin_t spin;
+    cudaError_t err;
+
+    if (stream == NULL) return GPURING_OK;
+    gpuring_spin_init(&spin, timeout);
+    while ((err = cudaStreamQuery((cudaStream_t)stream)) == cudaErrorNotReady) {
+        if (gpuring_spin_tick(&spin) != GPURING_OK) return GPURING_ERR_TIMEOUT;
+    }
+    if (err != cudaSuccess) (void)cudaGetLastError(); /* a failed kernel was reported */
+    return GPURING_OK;
+}
+
 gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p)
 {
     if (*event_p == NULL) {

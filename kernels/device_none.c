@@ -45,6 +45,13 @@ gpuring_status_t gpuring_device_stream_create(void **stream_p)
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout)
+{
+    (void)stream;
+    (void)timeout;
+    return GPURING_OK;
+}
+
 void gpuring_device_stream_destroy(void *stream)
 {
 }

@@ -80,14 +80,16 @@ typedef struct exec_cuda_chan {
     exec_cuda_conn_t recv[GPURING_MAX_PEERS];
 } exec_cuda_chan_t;
 
-/* what an aborted channel was waiting for: kind << 8 | peer */
-enum { EXEC_WAIT_RECV = 1, EXEC_WAIT_SEND = 2 };
+/* why a channel stopped early: kind << 8 | peer (waiting when the host aborted; or the
+ * recv step it found was of another call, or one its sender abandoned) */
+enum { EXEC_WAIT_RECV = 1, EXEC_WAIT_SEND = 2, EXEC_STOP_MISMATCH = 3, EXEC_STOP_ABANDONED = 4 };
 
 /* host-mapped, one per call in flight (a slab entry, see the pool below) */
 typedef struct exec_cuda_status {
     volatile int abort;                                  /* host -> kernel */
-    volatile uint32_t wait[GPURING_EXEC_CUDA_MAX_CHANNELS];     /* kernel, on abort */
+    volatile uint32_t wait[GPURING_EXEC_CUDA_MAX_CHANNELS];     /* kernel, on abort or stop */
     volatile uint64_t progress[GPURING_EXEC_CUDA_MAX_CHANNELS]; /* kernel: next op */
+    volatile uint64_t got_bytes;                                /* kernel: a mismatched step's */
 } exec_cuda_status_t;
 
 #define EXEC_CUDA_STATUS_STRIDE 256 /* bytes per slab entry */
@@ -98,6 +100,7 @@ typedef struct exec_cuda_desc {
     char *scratch;
     size_t count;               /* elements of the whole call: scratch row length */
     exec_cuda_status_t *status; /* device pointer of the call's status entry */
+    uint64_t call;              /* gpuring_call_id (proxy/conn.h), masked */
     int nchannels;
     exec_cuda_chan_t ch[GPURING_EXEC_CUDA_MAX_CHANNELS];
 } exec_cuda_desc_t;
@@ -111,10 +114,14 @@ static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the pa
 #endif
 
 /* ---- device: the FIFO protocol (thread 0) ------------------------------------------ */
-/* Wait until op s may run; 0 if the host aborted first (the reason is recorded). */
+/*
+ * Wait until op s may run; 0 if it must not: the host aborted (the reason
+ * is recorded), or a step received is not one of this call's `bytes`-byte
+ * steps of call `call` (proxy/conn.h: recorded as a stop the host reports).
+ */
 static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
                                 const uint64_t *rstep, const uint64_t *sstep,
-                                exec_cuda_status_t *st, int c)
+                                exec_cuda_status_t *st, int c, uint64_t bytes, uint64_t call)
 {
     unsigned polls = 0;
 
@@ -137,17 +144,30 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
         }
     }
     __threadfence_system(); /* acquire: slot accesses come after the counters were seen */
+    EXEC_FOR_PEERS(s.recv_mask, i) { /* each landed step is one of this call's */
+        const unsigned slot = (unsigned)(rstep[i] % GPURING_NSTEPS);
+        const uint64_t got = ch->recv[i].ctrl->call[slot] & GPURING_CALL_MASK;
+        const uint64_t got_bytes = ch->recv[i].ctrl->size[slot];
+
+        if (got == call && got_bytes == bytes) continue;
+        if (got != GPURING_CALL_ABORT) st->got_bytes = got_bytes;
+        st->wait[c] = ((got == GPURING_CALL_ABORT ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
+                      (unsigned)i;
+        return 0;
+    }
     return 1;
 }
 
-/* Publish op s: the slots were consumed (head) and filled (size, tail:
+/* Publish op s: the slots were consumed (head) and filled (size, call, tail:
  * gpuring_conn_post's order, which the NET proxy relies on). */
 static __device__ void exec_publish(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
-                                    uint64_t bytes, uint64_t *rstep, uint64_t *sstep,
-                                    exec_cuda_status_t *st, int c, uint64_t next_op)
+                                    uint64_t bytes, uint64_t call, uint64_t *rstep,
+                                    uint64_t *sstep, exec_cuda_status_t *st, int c,
+                                    uint64_t next_op)
 {
     EXEC_FOR_PEERS(s.send_mask, i) {
         ch->send[i].ctrl->size[sstep[i] % GPURING_NSTEPS] = bytes;
+        ch->send[i].ctrl->call[sstep[i] % GPURING_NSTEPS] = call;
     }
     __threadfence_system(); /* release: the block's writes (seen through the barrier) first */
     EXEC_FOR_PEERS(s.recv_mask, i) {
@@ -157,6 +177,21 @@ static __device__ void exec_publish(const exec_cuda_chan_t *ch, const gpuring_st
         ch->send[i].ctrl->tail = ++sstep[i];
     }
     st->progress[c] = next_op;
+}
+
+/* The channel gives up on the call: an abandon step (proxy/conn.h) on every send
+ * connection it has with a free slot, so the peers fail at once, not at their timeout. */
+static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
+{
+    for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+        volatile gpuring_fifo_ctrl_t *ctrl = ch->send[i].ctrl;
+
+        if (ctrl == NULL || ctrl->head + GPURING_NSTEPS <= sstep[i]) continue;
+        ctrl->size[sstep[i] % GPURING_NSTEPS] = 0;
+        ctrl->call[sstep[i] % GPURING_NSTEPS] = GPURING_CALL_ABORT;
+        __threadfence_system();
+        ctrl->tail = ++sstep[i];
+    }
 }
 
 /* ---- device: element loops ----------------------------------------------------------- */
@@ -360,12 +395,16 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         gpuring_step_t s;
 
         gpuring_prog_op(&prog, op, &s);
-        if (threadIdx.x == 0 && !exec_wait(ch, s, rstep, sstep, st, c)) aborted = 1;
+        if (threadIdx.x == 0 && !exec_wait(ch, s, rstep, sstep, st, c, s.count * sizeof(T), d.call)) {
+            exec_abandon(ch, sstep);
+            aborted = 1;
+        }
         __syncthreads();
         if (aborted) return;
         exec_op<T, Op>(d, ch, s, rstep, sstep);
         __syncthreads();
-        if (threadIdx.x == 0) exec_publish(ch, s, s.count * sizeof(T), rstep, sstep, st, c, op + 1);
+        if (threadIdx.x == 0)
+            exec_publish(ch, s, s.count * sizeof(T), d.call, rstep, sstep, st, c, op + 1);
     }
 }
 
@@ -645,6 +684,7 @@ static gpuring_status_t exec_cuda_prepare(const gpuring_exec_args_t *a, exec_cud
     d->recvbuf = (char *)a->recvbuf;
     d->scratch = (char *)a->scratch;
     d->count = a->count;
+    d->call = a->call & GPURING_CALL_MASK;
     d->nchannels = a->nchannels;
     *total_ops_p = 0;
     for (int c = 0; c < a->nchannels; c++) {
@@ -741,6 +781,50 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
     }
 }
 
+/* A channel that stopped on a step of another call, or an abandoned one: the
+ * call's status (GPURING_OK: none), logged once by exec_cuda_report_stop. */
+static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int nchannels)
+{
+    gpuring_status_t rc = GPURING_OK;
+
+    for (int c = 0; st != NULL && c < nchannels; c++) {
+        if ((st->wait[c] >> 8) == EXEC_STOP_MISMATCH) return GPURING_ERR_MISMATCH;
+        if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED) rc = GPURING_ERR_REMOTE;
+    }
+    return rc;
+}
+
+/* Name the peer of each channel that stopped on a step of another call or an abandoned one. */
+static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
+{
+    for (int c = 0; c < a->nchannels; c++) {
+        const gpuring_conn_t *r;
+        const int i = (int)(st->wait[c] & 0xffu);
+        const size_t es = gpuring_type_size(a->type);
+        gpuring_step_t s;
+
+        if ((st->wait[c] >> 8) < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
+        r = a->channels[c].recv[i];
+        gpuring_prog_op(&a->channels[c].prog, a->channels[c].next_op, &s);
+        if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce abandoned: rank %d gave up on the call (its log says why); "
+                          "channel %d step %llu (cuda executor)",
+                          r->peer, c, (unsigned long long)r->step);
+        } else {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                          "allreduce mismatch: rank %d sent a step of another call (channel %d "
+                          "step %llu: %llu bytes%s, where this rank's call of %zu %s expects "
+                          "%zu bytes): the ranks passed different counts, datatypes or ops, "
+                          "or made their calls in a different order (cuda executor)",
+                          r->peer, c, (unsigned long long)r->step,
+                          (unsigned long long)st->got_bytes,
+                          st->got_bytes == s.count * es ? " of another call id" : "", a->count,
+                          gpuring_type_name(a->type), (size_t)(s.count * es));
+        }
+    }
+}
+
 static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchannels)
 {
     uint64_t sum = 0;
@@ -751,8 +835,10 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
 
 /*
  * Poll the stream until it is idle, `timeout` passes without progress
- * (*stop_p = GPURING_ERR_TIMEOUT) or the proxy, when there is one, reports
- * a failure (*stop_p = its status, logged): NET peers never answer then.
+ * (*stop_p = GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
+ * or an abandoned one (*stop_p = exec_cuda_stopped's), or the proxy, when
+ * there is one, reports a failure (*stop_p = its status, logged): NET peers
+ * never answer then.
  */
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
                                   int nchannels, double timeout, struct gpuring_proxy *proxy,
@@ -768,6 +854,8 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
         uint64_t now;
 
         if (err != cudaErrorNotReady) return err;
+        *stop_p = exec_cuda_stopped(st, nchannels);
+        if (*stop_p != GPURING_OK) return cudaErrorNotReady; /* the others must leave too */
         now = exec_cuda_progress_sum(st, nchannels);
         if (now != seen) {
             seen = now;
@@ -819,6 +907,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         return GPURING_ERR_NO_MEMORY;
     }
     st->abort = 0;
+    st->got_bytes = 0;
     for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
         st->wait[c] = 0;
         st->progress[c] = 0;
@@ -839,10 +928,11 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
 
     err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, a->proxy, &stop);
     if (stop != GPURING_OK) {
-        /* tell the kernel to leave its waits, give it a moment */
+        /* tell the kernel to leave its waits, give it a moment (no status: the stops
+         * recorded so far would end this wait at once) */
         st->abort = 1;
         __sync_synchronize();
-        err = exec_cuda_poll(stream, st, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, NULL,
+        err = exec_cuda_poll(stream, NULL, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, NULL,
                              &abort_stop);
         exited = abort_stop == GPURING_OK;
     }
@@ -866,6 +956,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         rc = GPURING_OK;
     } else if (stop == GPURING_ERR_TIMEOUT) {
         exec_cuda_report_stall(a, st);
+    }
+    if (exec_cuda_stopped(st, a->nchannels) != GPURING_OK) {
+        exec_cuda_report_stop(a, st); /* after accounting: the steps are current */
+        if (rc == GPURING_OK || rc == GPURING_ERR_TIMEOUT) rc = exec_cuda_stopped(st, a->nchannels);
     }
     if (exited) {
         exec_cuda_pool_put(ix);

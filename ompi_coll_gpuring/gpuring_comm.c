@@ -563,6 +563,12 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
         app = gpuring_device_save();
         (void)gpuring_device_use(c->dev.ordinal);
     }
+    /* a kernel told to abort may still be leaving: it must be gone before its FIFOs are */
+    if (gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout) != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_KERNEL, "a kernel of this communicator still runs %.0f s "
+                     "after its call failed: its connections' memory is kept", c->cfg.wait_timeout);
+        c->nconns = 0;
+    }
     /* peers' FIFOs this rank opened are closed before its own are freed */
     for (int i = 0; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_IPC && c->conns[i].dir == GPURING_CONN_SEND)

@@ -173,6 +173,15 @@ failure_case mismatch_direct_np3 3 4 \
 failure_case mismatch_direct_type_np2 2 4 \
     '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
+# ... the CUDA executor over IPC FIFOs, and over net connections (virtual nodes): the
+# kernel checks each step's size and call id, and abandons the call to its peers
+MISMATCH_REPORT='\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call .*cuda executor'
+failure_case mismatch_fifo_np3 3 4 "$MISMATCH_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
+failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

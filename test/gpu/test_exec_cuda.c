@@ -22,8 +22,9 @@
  *
  * Then: a NET connection not mapped for the device is refused
  * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), and a
- * timeout: one rank is never launched, every other one must return
- * GPURING_ERR_TIMEOUT within its timeout + 2 s.
+ * timeout: one rank is never launched, every other one must return within
+ * its timeout + 2 s: GPURING_ERR_TIMEOUT, or GPURING_ERR_REMOTE when a peer
+ * timed out first and abandoned the call to it; at least one times out.
  *
  * Without a usable GPU: "SKIP: no CUDA device (reason)", exit 77.
  * Otherwise the last line is "N passed, N failed".  GPURING_TEST_SEED sets
@@ -465,13 +466,16 @@ static void test_timeout(void)
     setup_channels(&cfg);
     upload(&cfg);
     run_ranks(&cfg);
+    int timed_out = 0;
     for (int r = 0; r < cfg.n; r++) {
         if (r == cfg.skip_rank) continue;
-        unit_result(ranks[r].st == GPURING_ERR_TIMEOUT, "timeout: rank %d returned %s", r,
-                    gpuring_status_str(ranks[r].st));
+        timed_out += ranks[r].st == GPURING_ERR_TIMEOUT;
+        unit_result(ranks[r].st == GPURING_ERR_TIMEOUT || ranks[r].st == GPURING_ERR_REMOTE,
+                    "timeout: rank %d returned %s", r, gpuring_status_str(ranks[r].st));
         unit_result(ranks[r].secs < cfg.timeout + 2.0, "timeout: rank %d took %.2f s", r,
                     ranks[r].secs);
     }
+    unit_result(timed_out > 0, "timeout: no rank timed out");
     /* the aborted kernels are gone: the GPU still works */
     TEST_CUDA(cudaDeviceSynchronize());
 }
