@@ -138,25 +138,27 @@ for churn in "2 1" "3 0"; do
 done
 
 # failure_case NAME NP WANT REPORT "MCA PARAMS" PROGRAM ARGS...: a failure on device
-# buffers; passes when mpirun exits 0, the program says "WANT passed, 0 failed" and
-# some rank's log line matches REPORT
+# buffers, in forward and reverse fiber order; passes when mpirun exits 0, the
+# program says "WANT passed, 0 failed" and some rank's log line matches REPORT
 failure_case() {
     name=$1 np=$2 want=$3 report=$4 params=$5
     shift 5
-    log=$logs/$name.log
-    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-        --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-        $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
-        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$@" > "$log" 2>&1
-    rc=$?
-    if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && grep -qE "$report" "$log"; then
-        echo "PASS $name (device buffers)"
-        passed=$((passed + want))
-    else
-        echo "FAIL $name (device buffers): exit $rc; log $log"
-        sed 's/^/    /' "$log" | tail -20
-        bad=1
-    fi
+    for order in forward reverse; do
+        log=$logs/$name-$order.log
+        CUDACPU_FIBER_ORDER=$order timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+            --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+            $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
+            -x LD_LIBRARY_PATH -x CUDACPU_DRIVER -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
+        rc=$?
+        if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && grep -qE "$report" "$log"; then
+            echo "PASS $name ($order, device buffers)"
+            passed=$((passed + want))
+        else
+            echo "FAIL $name ($order, device buffers): exit $rc; log $log"
+            sed 's/^/    /' "$log" | tail -20
+            bad=1
+        fi
+    done
 }
 
 # a peer that never makes a call on device buffers: the CUDA executor's wait times
