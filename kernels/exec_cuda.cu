@@ -31,7 +31,9 @@
  * Each is a fused loop: every element is read from all inputs and written
  * to all outputs by one thread, so an output may alias an input (in place).
  * 16-byte packs where every pointer shares its offset modulo 16, else
- * element by element; the per-element operators are reduce_dev.cuh's.
+ * element by element; the packs EXEC_UNROLL per thread per trip, all loads
+ * issued before the first use (below); the per-element operators are
+ * reduce_dev.cuh's.
  *
  * The host side validates (every connection device-reachable, see exec_cuda.h), launches
  * with cudaLaunchKernel, polls cudaStreamQuery under a gpuring_spin_t that
@@ -216,10 +218,39 @@ static __device__ __forceinline__ uint4 *exec_pk(T *p, const exec_split_t &sp)
 #define EXEC_MAX_IO GPURING_MAX(1 + GPURING_MAX_PEERS, GPURING_EXEC_DIRECT_MAX_RANKS)
 
 /*
+ * The pack loops below move EXEC_UNROLL packs per thread per trip: every
+ * load of an input for the trip is issued before any of them is used
+ * (NCCL's COLL_UNROLL in reduceCopyPacks).  A block has 512 threads; with
+ * one 16-byte load in flight per thread it holds 8 KiB in flight, which at
+ * ~1 us of HBM latency is ~8 GB/s per block -- what one channel measured
+ * before (issue 17).  EXEC_UNROLL packs per input per thread multiply that;
+ * the first two inputs' loads (a ring step's input and recv slot) are all
+ * in flight together.  Adjacent threads take adjacent packs (the u-th pack
+ * of a trip is nth packs after the (u-1)-th), so every warp load is 512
+ * contiguous bytes.  The packs left after the last whole trip (fewer than
+ * EXEC_UNROLL * nth) go one per thread per trip, then the scalar head and
+ * tail.  Registers: 2 * EXEC_UNROLL packs, 8 * EXEC_UNROLL registers, well
+ * inside the 128 per thread that __launch_bounds__(512) leaves.
+ */
+#ifndef GPURING_EXEC_UNROLL
+#define GPURING_EXEC_UNROLL 4
+#endif
+#define EXEC_UNROLL GPURING_EXEC_UNROLL
+
+/* packs [0, npacks) of one loop, thread tid of nth: where the unrolled trips stop */
+static __device__ __forceinline__ size_t exec_unrolled_end(size_t tid, size_t nth, size_t npacks)
+{
+    const size_t trip = (size_t)EXEC_UNROLL * nth;
+    const size_t whole = npacks / trip * trip; /* packs covered by whole trips */
+    return whole + tid; /* first pack of this thread after them */
+}
+
+/*
  * out[*] = in[0] (op) in[1] (op) ... (op) in[nin-1], left to right, for
  * count elements.  NCCL's reduceCopy behind its send / recvReduceSend /
  * recvReduceCopySend / recvCopySend / recv primitives (and copySend for
- * STASH); nin 1 is a copy.
+ * STASH); nin 1 is a copy.  An output may alias an input: each element is
+ * read, from every input, before it is written, by one thread.
  */
 template <typename T, typename Op>
 static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *out, int nout,
@@ -231,8 +262,28 @@ static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *o
     for (int k = 0; k < nin; k++) ptrs[k] = in[k];
     for (int k = 0; k < nout; k++) ptrs[nin + k] = out[k];
     const exec_split_t sp = exec_split<T>(ptrs, nin + nout, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    size_t p = tid;
 
-    for (size_t p = tid; p < sp.npacks; p += nth) {
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 acc[EXEC_UNROLL], x[EXEC_UNROLL];
+        const uint4 *a = exec_pk(in[0], sp) + p;
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = a[u * nth];
+        for (int k = 1; k < nin; k++) {
+            const uint4 *b = exec_pk(in[k], sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) x[u] = b[u * nth];
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = gpuring_dev_pack_apply<T, Op>(acc[u], x[u]);
+        }
+        for (int k = 0; k < nout; k++) {
+            uint4 *o = exec_pk(out[k], sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) o[u * nth] = acc[u];
+        }
+    }
+    for (; p < sp.npacks; p += nth) {
         uint4 v = exec_pk(in[0], sp)[p];
         for (int k = 1; k < nin; k++) v = gpuring_dev_pack_apply<T, Op>(v, exec_pk(in[k], sp)[p]);
         for (int k = 0; k < nout; k++) exec_pk(out[k], sp)[p] = v;
@@ -249,7 +300,7 @@ static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *o
  * dst (op)= recv; fwd (if any) = recv, unchanged.  The gather's
  * recvAccumulate(Send): NCCL has no such primitive (its one-shot allreduce
  * reduces all peers' buffers at once); closest is recvReduceCopySend with
- * the received value, not the sum, forwarded.
+ * the received value, not the sum, forwarded.  Unrolled as exec_reduce_copy.
  */
 template <typename T, typename Op>
 static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t count)
@@ -257,11 +308,30 @@ static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t cou
     const void *ptrs[3] = { dst, recv, fwd != NULL ? fwd : dst };
     const size_t tid = threadIdx.x, nth = blockDim.x;
     const exec_split_t sp = exec_split<T>(ptrs, 3, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    const uint4 *pr = exec_pk(recv, sp);
+    const uint4 *pd = exec_pk((const T *)dst, sp);
+    size_t p = tid;
 
-    for (size_t p = tid; p < sp.npacks; p += nth) {
-        const uint4 r = exec_pk(recv, sp)[p];
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 r[EXEC_UNROLL], v[EXEC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) {
+            r[u] = pr[p + u * nth];
+            v[u] = pd[p + u * nth];
+        }
+        if (fwd != NULL) {
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) exec_pk(fwd, sp)[p + u * nth] = r[u];
+        }
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++)
+            exec_pk(dst, sp)[p + u * nth] = gpuring_dev_pack_apply<T, Op>(v[u], r[u]);
+    }
+    for (; p < sp.npacks; p += nth) {
+        const uint4 r = pr[p];
         if (fwd != NULL) exec_pk(fwd, sp)[p] = r;
-        exec_pk(dst, sp)[p] = gpuring_dev_pack_apply<T, Op>(exec_pk((const T *)dst, sp)[p], r);
+        exec_pk(dst, sp)[p] = gpuring_dev_pack_apply<T, Op>(pd[p], r);
     }
     for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
         const size_t i = exec_scalar_ix(sp, j);
@@ -275,11 +345,43 @@ static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t cou
  * dst = row 0 (op) row 1 (op) ... (op) row nrows-1, rows `stride` elements
  * apart: the ordered gather's final fold, the same expression on every
  * rank.  No connection; NCCL's nearest is a local multi-source reduceCopy.
+ * Packs when dst, row 0 and row 1 share their offset modulo 16 (then every
+ * row does: the stride is a multiple of 16 bytes), unrolled as
+ * exec_reduce_copy.
  */
 template <typename T, typename Op>
 static __device__ void exec_fold(T *dst, const T *rows, size_t stride, int nrows, size_t count)
 {
-    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const void *ptrs[3] = { dst, rows, rows + (nrows > 1 ? stride : 0) };
+    const size_t tid = threadIdx.x, nth = blockDim.x;
+    const exec_split_t sp = exec_split<T>(ptrs, 3, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    uint4 *pd = exec_pk(dst, sp);
+    size_t p = tid;
+
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 acc[EXEC_UNROLL], x[EXEC_UNROLL];
+        const uint4 *a = exec_pk(rows, sp) + p;
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = a[u * nth];
+        for (int r = 1; r < nrows; r++) {
+            const uint4 *b = exec_pk(rows + (size_t)r * stride, sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) x[u] = b[u * nth];
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = gpuring_dev_pack_apply<T, Op>(acc[u], x[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) pd[p + u * nth] = acc[u];
+    }
+    for (; p < sp.npacks; p += nth) {
+        uint4 v = exec_pk(rows, sp)[p];
+        for (int r = 1; r < nrows; r++)
+            v = gpuring_dev_pack_apply<T, Op>(v, exec_pk(rows + (size_t)r * stride, sp)[p]);
+        pd[p] = v;
+    }
+    for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
+        const size_t i = exec_scalar_ix(sp, j);
         T v = rows[i];
         for (int r = 1; r < nrows; r++) v = Op::apply(v, rows[(size_t)r * stride + i]);
         dst[i] = v;
