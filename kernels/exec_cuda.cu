@@ -92,7 +92,7 @@ typedef struct exec_cuda_status {
     volatile uint64_t progress[GPURING_EXEC_CUDA_MAX_CHANNELS]; /* kernel: next op */
 } exec_cuda_status_t;
 
-#define EXEC_CUDA_STATUS_STRIDE 256 /* bytes per slab entry */
+#define EXEC_CUDA_STATUS_STRIDE 512 /* bytes per slab entry */
 
 typedef struct exec_cuda_desc {
     const char *sendbuf;
@@ -595,6 +595,27 @@ static gpuring_status_t exec_cuda_load_kernels(void)
     return GPURING_OK;
 }
 
+extern "C" gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p)
+{
+    int device = 0, sms = 0, per_sm = -1;
+
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(bus_id_p, cudaDevAttrPciBusId, device));
+    for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
+        for (int o = 0; o < GPURING_OP_COUNT; o++) {
+            const void *fn = exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o);
+            int n = 0;
+            if (fn == NULL) continue;
+            GPURING_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, fn, GPURING_EXEC_CUDA_THREADS, 0));
+            per_sm = per_sm < 0 ? n : GPURING_MIN(per_sm, n);
+        }
+    }
+    *blocks_p = sms * GPURING_MAX(per_sm, 0);
+    return GPURING_OK;
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_init(void)
 {
     gpuring_status_t st = GPURING_OK;
@@ -894,7 +915,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
 extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
-    exec_cuda_desc_t desc; /* about 5 KiB; host threads have the stack for it */
+    exec_cuda_desc_t desc; /* about 11 KiB at 32 channels; host threads have the stack */
     exec_cuda_walk_t walks[GPURING_EXEC_CUDA_MAX_CHANNELS];
     exec_cuda_status_t *st, *st_dev;
     uint64_t total_ops;
