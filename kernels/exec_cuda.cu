@@ -113,6 +113,29 @@ static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the pa
 #endif
 
 /* ---- device: the FIFO protocol (thread 0) ------------------------------------------ */
+/*
+ * Why system-scope fences (fence.sc.sys), once per operation per block, on
+ * every connection kind.  The pattern is message passing: slot writes ->
+ * release fence -> tail store; tail load -> acquire fence -> slot reads (and
+ * the same with head for slot reuse).  Under the PTX memory model the two
+ * fences synchronise only if their scope includes both threads:
+ *  - NET ends: the proxy thread on the host reads size[] and the slots after
+ *    the tail: only .sys includes a CPU thread.
+ *  - IPC ends to a rank on another GPU (one rank per GPU, the normal
+ *    deployment, NVLink or PCIe peer access): the peer's block runs on
+ *    another device; .gpu (__threadfence) covers only threads of this GPU,
+ *    so .sys is required there too (NCCL posts with fence.acq_rel.sys).
+ *  - SHM ends (mapped host memory): the peer may be a host executor.
+ * Only IPC ends whose peer shares this GPU (ranks under MPS) could use
+ * __threadfence(); a connection does not record where its peer runs, and
+ * that case is a test setup, so it is not special-cased.  The cost is one
+ * fence by thread 0 per slot step (hundreds of KiB moved by 512 threads),
+ * not per element; the bandwidth of the steps is what the unrolled pack
+ * loops below address.  A lighter fence.acq_rel.sys would also be correct
+ * (no store-buffering pattern: each side only reads the other's counter
+ * before writing the slots that counter protects) but needs inline PTX,
+ * which the CPU runtime cannot compile; unmeasured either way.
+ */
 /* Wait until op s may run; 0 if the host aborted first (the reason is recorded). */
 static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
                                 const uint64_t *rstep, const uint64_t *sstep,
