@@ -7,7 +7,8 @@
 #   direct_np2      the direct allreduce over IPC-mapped buffers
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   fifo32_np2      the same on 32 channels (GPURING_MAX_CHANNELS): every call
-#                   spread over all of them, up to 4 MiB
+#                   spread over all of them, up to 4 MiB (4 types, sum and max:
+#                   32 spinning blocks per rank are slow on 2 cores)
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
@@ -87,7 +88,7 @@ case_run() {
 case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099
 case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
-    -d -q -i -m world,dup -c 1,17,4099,65537,1048579
+    -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
     -c 1,17,4099,65537
 
