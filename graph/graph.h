@@ -14,7 +14,7 @@
 #include "bootstrap_mpi/bootstrap.h"
 #include "common/gpuring_common.h"
 
-#define GPURING_MAX_CHANNELS 16
+#define GPURING_MAX_CHANNELS 32
 
 typedef struct gpuring_graph {
     int nranks;
@@ -157,7 +157,9 @@ int gpuring_algo_from_name(const char *name);
 typedef struct gpuring_tuning_params {
     gpuring_algo_t algo; /* AUTO, or forced */
     int trees;           /* tree connections usable (not failed) */
-    int nchannels;      /* 0: auto, else forced (<= graph's) */
+    int nchannels;      /* 0: auto, else forced (<= max_channels) */
+    int max_channels;   /* channels the plane has connections for (0: the graph's) */
+    int device;         /* the device plane (CUDA executor, one block per channel) */
     size_t chunk_bytes; /* 0: auto (a slot), else forced (<= slot) */
     size_t slot_bytes;
 } gpuring_tuning_params_t;

@@ -15,12 +15,30 @@
  * algorithms, not predict times.  GATHER needs the buffer in one slot and,
  * where fold order changes the bits, a scratch of nranks * bytes.  The
  * decision is logged at debug level (subsystem tuning).
+ *
+ * Channels per call (unless forced), at most what the plane connected:
+ *   host    one per GPURING_TUNING_BYTES_PER_CHANNEL of the call: the host
+ *           executor's channels share the calling thread, so more only
+ *           help when each has a good amount to move.
+ *   device  each channel is one thread block, and a block moves what its
+ *           memory-level parallelism allows (issue 17: NCCL's ~25 GB/s per
+ *           block on an H100), so a large call needs many channels to fill
+ *           the GPU; but every operation of a channel pays a fixed cost
+ *           (a wait on the FIFO counters, two barriers, a system fence and
+ *           the publish, ~1-2 us), so a channel is only worth it when each
+ *           of its slot steps moves at least GPURING_TUNING_DEVICE_STEP_BYTES
+ *           (~5 us at 25 GB/s).  A ring channel with a region of R bytes
+ *           moves R / nranks per step (one block of the loop; the slot caps
+ *           it), a tree channel min(R, slot): so ring calls take
+ *           bytes / (nranks * STEP) channels, tree calls bytes / STEP.  A 256
+ *           MiB ring call on 2 ranks takes all 32, a 1 MiB one 4.
  */
 #include "graph/graph.h"
 
 #include <string.h>
 
 #define GPURING_TUNING_BYTES_PER_CHANNEL (256 * 1024)
+#define GPURING_TUNING_DEVICE_STEP_BYTES (128 * 1024)
 
 /* microseconds per step and bytes per microsecond, per link class */
 #define GPURING_TUNING_SHM_LAT 0.6
@@ -81,8 +99,10 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     size_t chunk_bytes = params->slot_bytes;
     int gather_ok = bytes <= params->slot_bytes &&
                     (order_free || bytes * (size_t)graph->nranks <= GPURING_TUNING_SCRATCH_MAX);
-    int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, graph->nchannels)
-                                    : graph->nchannels;
+    const int max_ch = params->max_channels > 0
+                           ? GPURING_MIN(params->max_channels, graph->nchannels)
+                           : graph->nchannels;
+    int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, max_ch) : max_ch;
     double cost[3] = {0, 0, 0};
 
     if (params->algo == GPURING_ALGO_AUTO) {
@@ -103,7 +123,12 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     if (plan->algo == GPURING_ALGO_GATHER) {
         nch = 1; /* the whole buffer is one step */
     } else if (params->nchannels <= 0) {
-        size_t useful = GPURING_DIV_UP(bytes, GPURING_TUNING_BYTES_PER_CHANNEL);
+        size_t per = GPURING_TUNING_BYTES_PER_CHANNEL;
+        if (params->device) {
+            per = GPURING_TUNING_DEVICE_STEP_BYTES;
+            if (plan->algo == GPURING_ALGO_RING) per *= (size_t)graph->nranks;
+        }
+        size_t useful = GPURING_DIV_UP(bytes, per);
         nch = (int)GPURING_MAX(1, GPURING_MIN((size_t)nch, useful));
     }
     if (params->chunk_bytes > 0) chunk_bytes = GPURING_MIN(params->chunk_bytes, chunk_bytes);
@@ -111,8 +136,9 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     plan->nchannels = nch;
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_DEBUG(GPURING_SUBSYS_TUNING,
-                  "plan: %zu B -> %s%s, %d channels, %zu elems/step (model us: ring %.1f "
-                  "gather %.1f tree %.1f; 0 = not considered)",
-                  bytes, gpuring_algos[plan->algo].name, plan->ordered ? " (ordered)" : "",
-                  plan->nchannels, plan->chunk_elems, cost[0], cost[1], cost[2]);
+                  "plan: %zu B (%s) -> %s%s, %d of %d channels, %zu elems/step (model us: "
+                  "ring %.1f gather %.1f tree %.1f; 0 = not considered)",
+                  bytes, params->device ? "device" : "host", gpuring_algos[plan->algo].name,
+                  plan->ordered ? " (ordered)" : "", plan->nchannels, max_ch, plan->chunk_elems,
+                  cost[0], cost[1], cost[2]);
 }

@@ -85,6 +85,11 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 gpuring_status_t gpuring_exec_cuda_init(void)
 {
     return GPURING_ERR_NOT_SUPPORTED;

@@ -31,7 +31,9 @@
  * Each is a fused loop: every element is read from all inputs and written
  * to all outputs by one thread, so an output may alias an input (in place).
  * 16-byte packs where every pointer shares its offset modulo 16, else
- * element by element; the per-element operators are reduce_dev.cuh's.
+ * element by element; the packs EXEC_UNROLL per thread per trip, all loads
+ * issued before the first use (below); the per-element operators are
+ * reduce_dev.cuh's.
  *
  * The host side validates (every connection device-reachable, see exec_cuda.h), launches
  * with cudaLaunchKernel, polls cudaStreamQuery under a gpuring_spin_t that
@@ -92,7 +94,7 @@ typedef struct exec_cuda_status {
     volatile uint64_t got_bytes;                                /* kernel: a mismatched step's */
 } exec_cuda_status_t;
 
-#define EXEC_CUDA_STATUS_STRIDE 256 /* bytes per slab entry */
+#define EXEC_CUDA_STATUS_STRIDE 512 /* bytes per slab entry */
 
 typedef struct exec_cuda_desc {
     const char *sendbuf;
@@ -114,6 +116,29 @@ static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the pa
 #endif
 
 /* ---- device: the FIFO protocol (thread 0) ------------------------------------------ */
+/*
+ * Why system-scope fences (fence.sc.sys), once per operation per block, on
+ * every connection kind.  The pattern is message passing: slot writes ->
+ * release fence -> tail store; tail load -> acquire fence -> slot reads (and
+ * the same with head for slot reuse).  Under the PTX memory model the two
+ * fences synchronise only if their scope includes both threads:
+ *  - NET ends: the proxy thread on the host reads size[] and the slots after
+ *    the tail: only .sys includes a CPU thread.
+ *  - IPC ends to a rank on another GPU (one rank per GPU, the normal
+ *    deployment, NVLink or PCIe peer access): the peer's block runs on
+ *    another device; .gpu (__threadfence) covers only threads of this GPU,
+ *    so .sys is required there too (NCCL posts with fence.acq_rel.sys).
+ *  - SHM ends (mapped host memory): the peer may be a host executor.
+ * Only IPC ends whose peer shares this GPU (ranks under MPS) could use
+ * __threadfence(); a connection does not record where its peer runs, and
+ * that case is a test setup, so it is not special-cased.  The cost is one
+ * fence by thread 0 per slot step (hundreds of KiB moved by 512 threads),
+ * not per element; the bandwidth of the steps is what the unrolled pack
+ * loops below address.  A lighter fence.acq_rel.sys would also be correct
+ * (no store-buffering pattern: each side only reads the other's counter
+ * before writing the slots that counter protects) but needs inline PTX,
+ * which the CPU runtime cannot compile; unmeasured either way.
+ */
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
  * is recorded), or a step received is not one of this call's `bytes`-byte
@@ -251,10 +276,39 @@ static __device__ __forceinline__ uint4 *exec_pk(T *p, const exec_split_t &sp)
 #define EXEC_MAX_IO GPURING_MAX(1 + GPURING_MAX_PEERS, GPURING_EXEC_DIRECT_MAX_RANKS)
 
 /*
+ * The pack loops below move EXEC_UNROLL packs per thread per trip: every
+ * load of an input for the trip is issued before any of them is used
+ * (NCCL's COLL_UNROLL in reduceCopyPacks).  A block has 512 threads; with
+ * one 16-byte load in flight per thread it holds 8 KiB in flight, which at
+ * ~1 us of HBM latency is ~8 GB/s per block -- what one channel measured
+ * before (issue 17).  EXEC_UNROLL packs per input per thread multiply that;
+ * the first two inputs' loads (a ring step's input and recv slot) are all
+ * in flight together.  Adjacent threads take adjacent packs (the u-th pack
+ * of a trip is nth packs after the (u-1)-th), so every warp load is 512
+ * contiguous bytes.  The packs left after the last whole trip (fewer than
+ * EXEC_UNROLL * nth) go one per thread per trip, then the scalar head and
+ * tail.  Registers: 2 * EXEC_UNROLL packs, 8 * EXEC_UNROLL registers, well
+ * inside the 128 per thread that __launch_bounds__(512) leaves.
+ */
+#ifndef GPURING_EXEC_UNROLL
+#define GPURING_EXEC_UNROLL 4
+#endif
+#define EXEC_UNROLL GPURING_EXEC_UNROLL
+
+/* packs [0, npacks) of one loop, thread tid of nth: where the unrolled trips stop */
+static __device__ __forceinline__ size_t exec_unrolled_end(size_t tid, size_t nth, size_t npacks)
+{
+    const size_t trip = (size_t)EXEC_UNROLL * nth;
+    const size_t whole = npacks / trip * trip; /* packs covered by whole trips */
+    return whole + tid; /* first pack of this thread after them */
+}
+
+/*
  * out[*] = in[0] (op) in[1] (op) ... (op) in[nin-1], left to right, for
  * count elements.  NCCL's reduceCopy behind its send / recvReduceSend /
  * recvReduceCopySend / recvCopySend / recv primitives (and copySend for
- * STASH); nin 1 is a copy.
+ * STASH); nin 1 is a copy.  An output may alias an input: each element is
+ * read, from every input, before it is written, by one thread.
  */
 template <typename T, typename Op>
 static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *out, int nout,
@@ -266,8 +320,28 @@ static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *o
     for (int k = 0; k < nin; k++) ptrs[k] = in[k];
     for (int k = 0; k < nout; k++) ptrs[nin + k] = out[k];
     const exec_split_t sp = exec_split<T>(ptrs, nin + nout, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    size_t p = tid;
 
-    for (size_t p = tid; p < sp.npacks; p += nth) {
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 acc[EXEC_UNROLL], x[EXEC_UNROLL];
+        const uint4 *a = exec_pk(in[0], sp) + p;
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = a[u * nth];
+        for (int k = 1; k < nin; k++) {
+            const uint4 *b = exec_pk(in[k], sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) x[u] = b[u * nth];
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = gpuring_dev_pack_apply<T, Op>(acc[u], x[u]);
+        }
+        for (int k = 0; k < nout; k++) {
+            uint4 *o = exec_pk(out[k], sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) o[u * nth] = acc[u];
+        }
+    }
+    for (; p < sp.npacks; p += nth) {
         uint4 v = exec_pk(in[0], sp)[p];
         for (int k = 1; k < nin; k++) v = gpuring_dev_pack_apply<T, Op>(v, exec_pk(in[k], sp)[p]);
         for (int k = 0; k < nout; k++) exec_pk(out[k], sp)[p] = v;
@@ -284,7 +358,7 @@ static __device__ void exec_reduce_copy(const T *const *in, int nin, T *const *o
  * dst (op)= recv; fwd (if any) = recv, unchanged.  The gather's
  * recvAccumulate(Send): NCCL has no such primitive (its one-shot allreduce
  * reduces all peers' buffers at once); closest is recvReduceCopySend with
- * the received value, not the sum, forwarded.
+ * the received value, not the sum, forwarded.  Unrolled as exec_reduce_copy.
  */
 template <typename T, typename Op>
 static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t count)
@@ -292,11 +366,30 @@ static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t cou
     const void *ptrs[3] = { dst, recv, fwd != NULL ? fwd : dst };
     const size_t tid = threadIdx.x, nth = blockDim.x;
     const exec_split_t sp = exec_split<T>(ptrs, 3, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    const uint4 *pr = exec_pk(recv, sp);
+    const uint4 *pd = exec_pk((const T *)dst, sp);
+    size_t p = tid;
 
-    for (size_t p = tid; p < sp.npacks; p += nth) {
-        const uint4 r = exec_pk(recv, sp)[p];
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 r[EXEC_UNROLL], v[EXEC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) {
+            r[u] = pr[p + u * nth];
+            v[u] = pd[p + u * nth];
+        }
+        if (fwd != NULL) {
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) exec_pk(fwd, sp)[p + u * nth] = r[u];
+        }
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++)
+            exec_pk(dst, sp)[p + u * nth] = gpuring_dev_pack_apply<T, Op>(v[u], r[u]);
+    }
+    for (; p < sp.npacks; p += nth) {
+        const uint4 r = pr[p];
         if (fwd != NULL) exec_pk(fwd, sp)[p] = r;
-        exec_pk(dst, sp)[p] = gpuring_dev_pack_apply<T, Op>(exec_pk((const T *)dst, sp)[p], r);
+        exec_pk(dst, sp)[p] = gpuring_dev_pack_apply<T, Op>(pd[p], r);
     }
     for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
         const size_t i = exec_scalar_ix(sp, j);
@@ -310,11 +403,43 @@ static __device__ void exec_accumulate(T *dst, const T *recv, T *fwd, size_t cou
  * dst = row 0 (op) row 1 (op) ... (op) row nrows-1, rows `stride` elements
  * apart: the ordered gather's final fold, the same expression on every
  * rank.  No connection; NCCL's nearest is a local multi-source reduceCopy.
+ * Packs when dst, row 0 and row 1 share their offset modulo 16 (then every
+ * row does: the stride is a multiple of 16 bytes), unrolled as
+ * exec_reduce_copy.
  */
 template <typename T, typename Op>
 static __device__ void exec_fold(T *dst, const T *rows, size_t stride, int nrows, size_t count)
 {
-    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const void *ptrs[3] = { dst, rows, rows + (nrows > 1 ? stride : 0) };
+    const size_t tid = threadIdx.x, nth = blockDim.x;
+    const exec_split_t sp = exec_split<T>(ptrs, 3, count);
+    const size_t stop = exec_unrolled_end(tid, nth, sp.npacks);
+    uint4 *pd = exec_pk(dst, sp);
+    size_t p = tid;
+
+    for (; p < stop; p += EXEC_UNROLL * nth) {
+        uint4 acc[EXEC_UNROLL], x[EXEC_UNROLL];
+        const uint4 *a = exec_pk(rows, sp) + p;
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = a[u * nth];
+        for (int r = 1; r < nrows; r++) {
+            const uint4 *b = exec_pk(rows + (size_t)r * stride, sp) + p;
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) x[u] = b[u * nth];
+#pragma unroll
+            for (int u = 0; u < EXEC_UNROLL; u++) acc[u] = gpuring_dev_pack_apply<T, Op>(acc[u], x[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < EXEC_UNROLL; u++) pd[p + u * nth] = acc[u];
+    }
+    for (; p < sp.npacks; p += nth) {
+        uint4 v = exec_pk(rows, sp)[p];
+        for (int r = 1; r < nrows; r++)
+            v = gpuring_dev_pack_apply<T, Op>(v, exec_pk(rows + (size_t)r * stride, sp)[p]);
+        pd[p] = v;
+    }
+    for (size_t j = tid; j < exec_nscalar(sp, count); j += nth) {
+        const size_t i = exec_scalar_ix(sp, j);
         T v = rows[i];
         for (int r = 1; r < nrows; r++) v = Op::apply(v, rows[(size_t)r * stride + i]);
         dst[i] = v;
@@ -529,6 +654,27 @@ static gpuring_status_t exec_cuda_load_kernels(void)
         }
     }
     if (device < 64) exec_cuda_loaded |= (uint64_t)1 << device;
+    return GPURING_OK;
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p)
+{
+    int device = 0, sms = 0, per_sm = -1;
+
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(bus_id_p, cudaDevAttrPciBusId, device));
+    for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
+        for (int o = 0; o < GPURING_OP_COUNT; o++) {
+            const void *fn = exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o);
+            int n = 0;
+            if (fn == NULL) continue;
+            GPURING_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, fn, GPURING_EXEC_CUDA_THREADS, 0));
+            per_sm = per_sm < 0 ? n : GPURING_MIN(per_sm, n);
+        }
+    }
+    *blocks_p = sms * GPURING_MAX(per_sm, 0);
     return GPURING_OK;
 }
 
@@ -880,7 +1026,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
 extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
-    exec_cuda_desc_t desc; /* about 5 KiB; host threads have the stack for it */
+    exec_cuda_desc_t desc; /* about 11 KiB at 32 channels; host threads have the stack */
     exec_cuda_walk_t walks[GPURING_EXEC_CUDA_MAX_CHANNELS];
     exec_cuda_status_t *st, *st_dev;
     uint64_t total_ops;

@@ -34,8 +34,9 @@ extern "C" {
 
 /* threads of the block that runs one channel */
 #define GPURING_EXEC_CUDA_THREADS 512
-/* channels one call runs (the descriptor is a kernel parameter) */
-#define GPURING_EXEC_CUDA_MAX_CHANNELS 16
+/* channels one call runs (the descriptor is a kernel parameter: exec_cuda.cu
+ * checks that 32 of them fit CUDA's 32 KiB); NCCL's count on an H100 */
+#define GPURING_EXEC_CUDA_MAX_CHANNELS 32
 
 /*
  * Run every channel's program to completion on `stream` (a cudaStream_t;
@@ -95,6 +96,16 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * ranks).
  */
 gpuring_status_t gpuring_exec_cuda_init(void);
+
+/*
+ * What the current GPU holds of gpuring_exec_cuda_run's kernel at once: its
+ * blocks (channels) resident together, SMs times the blocks per SM of the
+ * kernel's most demanding variant, in *blocks_p; and the GPU's PCI bus id
+ * in *bus_id_p (which ranks share it).  Every channel of every rank on a
+ * GPU must be resident together -- they wait for each other -- so the
+ * communicator keeps the device plane's channels within this.
+ */
+gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@ typedef struct mca_coll_gpuring_component {
     bool direct;
     char *algorithm;
     int nchannels;
+    int device_nchannels;
     int channels_per_call;
     size_t chunk_size;
     size_t slot_size;

@@ -48,6 +48,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .direct = true,
     .algorithm = NULL,
     .nchannels = 2,
+    .device_nchannels = 0,
     .channels_per_call = 0,
     .chunk_size = 0,
     .slot_size = 512 * 1024,
@@ -139,12 +140,20 @@ static int gpuring_register(void)
         &c->algorithm);
     gpuring_register_int("nchannels",
                          "Channels (independent rings, each with its own connections) set up "
-                         "per communicator, 1-16; each call uses as many as its size makes "
-                         "worthwhile",
+                         "per communicator for host buffers, 1-32; each call uses as many as "
+                         "its size makes worthwhile",
                          OPAL_INFO_LVL_5, &c->nchannels);
+    gpuring_register_int("device_nchannels",
+                         "Channels set up for device buffers (the FIFO rings and trees; each "
+                         "is one thread block of the CUDA kernel), 1-32, or 0: as many as "
+                         "every GPU can hold resident at once for all the ranks using it, at "
+                         "most 32 (NCCL's count on an H100).  Each call uses as many as its "
+                         "size makes worthwhile (at least 128 KiB per slot step)",
+                         OPAL_INFO_LVL_5, &c->device_nchannels);
     gpuring_register_int("channels_per_call",
-                         "Channels every call uses, at most coll_gpuring_nchannels (0: as many "
-                         "as the call's size makes worthwhile, decided by the tuning model)",
+                         "Channels every call uses, at most the channels set up for its "
+                         "buffers (0: as many as the call's size makes worthwhile, decided "
+                         "by the tuning model)",
                          OPAL_INFO_LVL_5, &c->channels_per_call);
     (void)mca_base_component_var_register(
         v, "chunk_size",

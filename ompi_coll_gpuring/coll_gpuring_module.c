@@ -299,6 +299,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     gpuring_comm_config_t cfg = {
         .algo = gpuring_algo_from_name(c->algorithm),
         .nchannels = c->nchannels,
+        .device_nchannels = c->device_nchannels,
         .call_nchannels = c->channels_per_call,
         /* whole 128-byte lines: every slot of a FIFO then starts 16-byte aligned,
          * which the kernels' vector accesses need */
@@ -323,12 +324,15 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }
-    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS || c->slot_size < 64) {
+    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS ||
+        cfg.device_nchannels < 0 || cfg.device_nchannels > GPURING_MAX_CHANNELS ||
+        c->slot_size < 64) {
         /* the same parameters on every rank: every rank disables alike */
         GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "coll_gpuring_nchannels must be 1-%d and coll_gpuring_slot_size at "
-                      "least 64 (have %d, %zu): gpuring disabled",
-                      GPURING_MAX_CHANNELS, cfg.nchannels, c->slot_size);
+                      "coll_gpuring_nchannels must be 1-%d, coll_gpuring_device_nchannels "
+                      "0-%d and coll_gpuring_slot_size at least 64 (have %d, %d, %zu): "
+                      "gpuring disabled", GPURING_MAX_CHANNELS, GPURING_MAX_CHANNELS,
+                      cfg.nchannels, cfg.device_nchannels, c->slot_size);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }

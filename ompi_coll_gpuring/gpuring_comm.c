@@ -27,6 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* a call runs each of its channels as one block of one CUDA kernel */
+_Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
+               "the CUDA executor runs fewer channels than a communicator may have");
+
 /*
  * Communicator uids (20 bits of every UCX tag) must differ between any two
  * live communicators a process belongs to.  Each setup reserves a fresh
@@ -181,7 +185,7 @@ static int32_t comm_edge_label(const gpuring_comm_edge_t *e)
 /* The ring edges of every channel: to next, from prev. */
 static void comm_edges_ring(gpuring_comm_t *c, gpuring_plane_t plane)
 {
-    for (int ch = 0; ch < c->graph.nchannels; ch++) {
+    for (int ch = 0; ch < c->plane_nch[plane]; ch++) {
         comm_edge_add(c, plane, c->graph.next[ch], ch, GPURING_CONN_SEND, GPURING_EDGE_RING);
         comm_edge_add(c, plane, c->graph.prev[ch], ch, GPURING_CONN_RECV, GPURING_EDGE_RING);
     }
@@ -192,7 +196,7 @@ static void comm_edges_tree(gpuring_comm_t *c, gpuring_plane_t plane)
 {
     const gpuring_graph_t *g = &c->graph;
 
-    for (int ch = 0; ch < g->nchannels; ch++) {
+    for (int ch = 0; ch < c->plane_nch[plane]; ch++) {
         const int parent = g->tree_parent[ch];
         if (parent >= 0) {
             comm_edge_add(c, plane, parent, ch, GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
@@ -535,8 +539,13 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
 
     /* 2. graph: nodes, this node's ring orders, everyone's positions (the
      *    graph info exchange), rings and trees -- the same on every rank */
+    c->plane_nch[GPURING_PLANE_HOST] = cfg->nchannels;
+    c->plane_nch[GPURING_PLANE_DEVICE] =
+        cfg->device_nchannels > 0 ? cfg->device_nchannels : GPURING_MAX_CHANNELS;
     GPURING_CHECK_GOTO(gpuring_graph_init(c->peers, boot->size, boot->rank, cfg->ranks_per_node,
-                                          cfg->nchannels, &c->graph),
+                                          GPURING_MAX(c->plane_nch[GPURING_PLANE_HOST],
+                                                      c->plane_nch[GPURING_PLANE_DEVICE]),
+                                          &c->graph),
                        st, out);
     GPURING_CHECK_GOTO(comm_graph_connect(c), st, out);
 
@@ -624,7 +633,47 @@ static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
     return GPURING_OK;
 }
 
-/* The device plane: CUDA state, where NET slots live, then its rings. */
+/*
+ * The device plane's channels when coll_gpuring_device_nchannels is 0:
+ * every channel of every rank on a GPU is a thread block that waits for the
+ * others, so all of them must be resident at once.  Each rank tells its
+ * GPU (host, PCI bus id) and how many FIFO-kernel blocks it holds; each
+ * GPU's capacity is shared by the ranks on it, and every rank takes the
+ * smallest share (at least 1, at most the graph's channels), the same
+ * everywhere.  Every rank takes part, whatever its local status.
+ */
+static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t local_st)
+{
+    const int n = c->boot.size;
+    int32_t mine[2] = {-1, 0}, *all;
+    int blocks = 0, bus = -1, nch = c->graph.nchannels;
+    gpuring_status_t st;
+
+    if (c->cfg.device_nchannels > 0) return GPURING_OK;
+    if (local_st == GPURING_OK && gpuring_exec_cuda_capacity(&blocks, &bus) == GPURING_OK) {
+        mine[0] = bus;
+        mine[1] = blocks;
+    }
+    all = malloc(sizeof(mine) * (size_t)n);
+    if (all == NULL) return GPURING_ERR_NO_MEMORY;
+    st = gpuring_bootstrap_allgather(&c->boot, mine, all, sizeof(mine));
+    for (int r = 0; st == GPURING_OK && r < n; r++) {
+        int share = 0;
+        if (all[2 * r] < 0) continue; /* its plane fails anyway */
+        for (int q = 0; q < n; q++) {
+            share += all[2 * q] == all[2 * r] &&
+                     c->peers[q].host_hash == c->peers[r].host_hash;
+        }
+        nch = GPURING_MIN(nch, all[2 * r + 1] / share);
+    }
+    free(all);
+    c->plane_nch[GPURING_PLANE_DEVICE] = GPURING_MAX(nch, 1);
+    GPURING_INFO(GPURING_SUBSYS_INIT, "device plane: %d channels (this GPU holds %d blocks "
+                 "of the FIFO kernel)", c->plane_nch[GPURING_PLANE_DEVICE], blocks);
+    return st;
+}
+
+/* The device plane: CUDA state, where NET slots live, its channels, then its rings. */
 static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
 {
     gpuring_status_t local_st = GPURING_OK;
@@ -652,6 +701,9 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
     }
     if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
     if (local_st == GPURING_OK) comm_device_net_slots(c);
+    if (comm_device_channels(c, local_st) != GPURING_OK && local_st == GPURING_OK) {
+        local_st = GPURING_ERR_INVALID; /* the exchange failed: so does the connection */
+    }
     if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
                      "communicator go to the component below");
@@ -853,6 +905,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
     const size_t es = gpuring_type_size(type);
     gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
                                   .nchannels = c->cfg.call_nchannels,
+                                  .max_channels = c->plane_nch[plane],
+                                  .device = plane == GPURING_PLANE_DEVICE,
                                   .chunk_bytes = c->cfg.chunk_bytes,
                                   .slot_bytes = c->cfg.slot_bytes,
                                   .trees = c->tree_state[plane] >= 0};
@@ -931,7 +985,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
 
 void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%d ranks, %d nodes, %d channels, ring prev %d next %d, %zu B slots",
-             c->graph.nranks, c->graph.nnodes, c->graph.nchannels, c->graph.prev[0],
+    snprintf(buf, len, "%d ranks, %d nodes, %d host channels, up to %d device channels, ring "
+             "prev %d next %d, %zu B slots", c->graph.nranks, c->graph.nnodes,
+             c->plane_nch[GPURING_PLANE_HOST], c->plane_nch[GPURING_PLANE_DEVICE], c->graph.prev[0],
              c->graph.next[0], c->cfg.slot_bytes);
 }

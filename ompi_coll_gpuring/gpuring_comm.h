@@ -32,7 +32,8 @@
 
 typedef struct gpuring_comm_config {
     gpuring_algo_t algo;   /* AUTO or forced */
-    int nchannels;         /* channels set up (each call may use fewer) */
+    int nchannels;         /* host plane: channels set up (each call may use fewer) */
+    int device_nchannels;  /* device plane: the same, 0: what the GPUs hold (agreed) */
     int call_nchannels;    /* 0: tuned per call, else forced */
     size_t slot_bytes;
     size_t chunk_bytes;    /* 0: one slot */
@@ -102,6 +103,8 @@ typedef struct gpuring_comm {
      * falls back; trees: rings only) */
     int ring_state[GPURING_PLANE_COUNT];
     int tree_state[GPURING_PLANE_COUNT];
+    /* channels each plane connects (<= graph.nchannels, which has the most) */
+    int plane_nch[GPURING_PLANE_COUNT];
     gpuring_comm_device_t dev;
     char *peer_addrs;        /* UCX worker addresses (stride apart), for later edges */
     size_t addr_stride;

@@ -12,6 +12,9 @@
 #   mixed_np3       device buffers on ranks 0 and 2, host on rank 1, with
 #                   coll_gpuring_agree_memory=1: every call goes below, the
 #                   device ranks' staged through host memory
+#   fifo32_np2      the same on 32 channels (GPURING_MAX_CHANNELS): every call
+#                   spread over all of them, up to 4 MiB (4 types, sum and max:
+#                   32 spinning blocks per rank are slow on 2 cores)
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
@@ -110,6 +113,8 @@ staged=2
 case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -d -M -q -i \
     -m world,dup -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
 summary=$SUMMARY_ON_DEVICE staged=0
+case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
+    -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
     -c 1,17,4099,65537
 

@@ -1,9 +1,12 @@
 #!/bin/sh
 # pack_for_gpu.sh -- run HERE (the build machine, with Debian's package
 # archive), before calling the GPU machine: fills .gpu-carry/ (ignored by
-# git) with what test/gpu/run_gpu_tests.sh needs there and cannot get there
-# (the GPU machine has no package registry and no Open MPI):
-#   .gpu-carry/debs/        Debian 12's Open MPI 4.1.4, UCX, hwloc, PMIx and
+# git) with what test/gpu/run_gpu_tests.sh and test/gpu/bench_gpu.sh need
+# there and cannot get there (the GPU machine has no package registry and no
+# Open MPI):
+#   .gpu-carry/debs/        Debian 12's Open MPI 4.1.4, UCX (and ucx-utils:
+#                           ucx_perftest, bench_gpu.sh's bound for the net
+#                           path), hwloc, PMIx and
 #                           the libraries they load (apt-get download; no
 #                           libc, libstdc++ or other base packages: the GPU
 #                           machine's own are newer and compatible)
@@ -24,7 +27,7 @@ builddir=${GPURING_BUILDDIR:-$top}
 out="$top/.gpu-carry"
 
 # the runtime closure of Debian 12's libopenmpi3 + openmpi-bin, less base packages
-pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 libhwloc15 libhwloc-plugins libpmix2
+pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 ucx-utils libgomp1 libhwloc15 libhwloc-plugins libpmix2
       libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libpsm-infinipath1 libpsm2-2
       libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200 libnuma1
       libpciaccess0 libxnvctrl0 libmunge2 libxml2 libicu72 libx11-6 libx11-data libxext6

@@ -51,12 +51,12 @@
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${GPURING_BUILDDIR:-$top}
-carry="$top/.gpu-carry"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_gpu.XXXXXX") || exit 1
-mps_started=0
+# gpu_detect, gpu_find_bin, gpu_mpi_setup, gpu_mps_start/stop (shared with bench_gpu.sh)
+. "$top/test/gpu/gpu_env.sh"
 cleanup() {
-    if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; fi
+    gpu_mps_stop
     rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
@@ -89,14 +89,7 @@ skip() {
 }
 
 # ---- is there a GPU? (the test program asks cudaGetDeviceCount itself too) -----
-smi=""
-if command -v nvidia-smi >/dev/null 2>&1; then
-    if nvidia-smi -L >"$tmp/smi" 2>&1; then
-        smi=$(head -n 1 "$tmp/smi")
-    else
-        smi_err=$(head -n 1 "$tmp/smi")
-    fi
-fi
+gpu_detect
 
 # ---- find or build test_reduce_cuda -----------------------------------------------
 find_nvcc() {
@@ -111,8 +104,7 @@ find_nvcc() {
 find_or_build() {
     name=$1
     shift
-    bin="$builddir/test/gpu/$name"
-    [ -x "$carry/bin/$name" ] && bin="$carry/bin/$name"
+    gpu_find_bin "$name"
     if [ "${GPURING_GPU_REBUILD:-0}" != 1 ] && [ -x "$bin" ]; then
         return 0
     fi
@@ -207,29 +199,8 @@ fi
 
 # ---- MPI on device buffers ---------------------------------------------------------
 # Open MPI: the carried .debs unpacked into a private root, or the machine's own
-mpirun=""
-component_dir="$builddir/.libs"
-mpibin="$builddir/test"
-if [ -d "$carry/debs" ]; then
-    root="$tmp/root"
-    mkdir -p "$root"
-    for d in "$carry"/debs/*.deb; do dpkg-deb -x "$d" "$root" || total_fail=$((total_fail + 1)); done
-    lib="$root/usr/lib/x86_64-linux-gnu"
-    export OPAL_PREFIX="$root/usr" OPAL_SYSCONFDIR="$root/etc/openmpi"
-    export OPAL_LIBDIR="$lib/openmpi/lib" OPAL_PKGLIBDIR="$lib/openmpi/lib/openmpi3"
-    export OPAL_DATADIR="$root/usr/share" OPAL_PKGDATADIR="$root/usr/share/openmpi"
-    export PMIX_INSTALL_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
-    export UCX_MODULE_DIR="$lib/ucx"
-    export LD_LIBRARY_PATH="$lib:$root/lib/x86_64-linux-gnu:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    mpirun="$root/usr/bin/mpiexec.openmpi"
-    pkglibdir="$lib/openmpi/lib/openmpi3"
-    component_dir="$carry/component"
-    mpibin="$carry/bin"
-elif command -v mpirun >/dev/null 2>&1 && [ -x "$builddir/test/mpi/allreduce_check" ]; then
-    mpirun=$(command -v mpirun)
-    pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-    mpibin="$builddir/test/mpi"
-fi
+gpu_mpi_setup
+total_fail=$((total_fail + mpi_setup_failed))
 check_bin="$mpibin/allreduce_check"
 perf_bin="$mpibin/allreduce_perf"
 [ -x "$check_bin" ] || check_bin="$builddir/test/mpi/allreduce_check"
@@ -279,16 +250,7 @@ if [ -z "$mpirun" ]; then
 elif ! want_part mpi && ! want_part perf; then
     :
 else
-    if [ "${GPURING_GPU_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
-        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-        if nvidia-cuda-mps-control -d; then
-            mps_started=1
-            echo "MPS daemon started for the MPI tests"
-        else
-            echo "the MPS daemon did not start: running without (ranks time-slice the GPU)"
-        fi
-    fi
+    gpu_mps_start
 fi
 # the device path needs cross-process CUDA IPC and mapped host memory: without
 # them every MPI run below would fail, so say so once instead

@@ -20,6 +20,17 @@
  * turn, every output checked against the same reference, in place or not,
  * aligned, misaligned alike and misaligned per rank.
  *
+ * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
+ * thread per trip): direct calls of one block whose counts are whole trips
+ * plus every number of leftover packs class (none, one, a warp's, all but
+ * one) plus every tail length, aligned, shifted alike (a scalar head) and
+ * misaligned per rank; and FIFO programs over slots of several trips
+ * (T_BIG_SLOT_BYTES), whose ring, accumulate (gather) and fold (ordered
+ * gather) operations run the unrolled body, leftovers and tail, with the
+ * buffers aligned or all shifted by one element.  32 channels
+ * (GPURING_EXEC_CUDA_MAX_CHANNELS; fewer on the CPU runtime, see
+ * test_max_channels): rings, trees and gathers.
+ *
  * Then: a NET connection not mapped for the device is refused
  * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), and a
  * timeout: one rank is never launched, every other one must return within
@@ -46,8 +57,15 @@
 #include "test/gpu/gpu_test.h"
 
 #define T_MAXR 8
-#define T_MAXCH 3
+#define T_MAXCH GPURING_EXEC_CUDA_MAX_CHANNELS
+#define T_MATRIX_CH 3 /* the main matrix: 1..3 channels */
 #define T_SLOT_BYTES (32u * 1024u)
+/* packs one trip of the unrolled loops covers: GPURING_EXEC_UNROLL (4) per thread */
+#define T_TRIP_PACKS (4u * GPURING_EXEC_CUDA_THREADS)
+/* big slots (channels 0..T_BIGCH-1 only): 3.5 trips, so one operation runs the
+ * unrolled body three times, then leftovers */
+#define T_BIG_SLOT_BYTES (T_TRIP_PACKS * 16u * 7u / 2u)
+#define T_BIGCH 2
 #define T_MAXCOUNT ((size_t)1 << 20)
 #define T_TIMEOUT 20.0 /* seconds without progress: a hang fails, slowly */
 
@@ -75,6 +93,9 @@ static t_rank_t ranks[T_MAXR];
 static t_fifo_t ring_fifo[T_MAXCH][T_MAXR];      /* into rank r on ring c */
 static t_fifo_t up_fifo[T_MAXCH][T_MAXR];        /* r -> its parent, at the parent */
 static t_fifo_t down_fifo[T_MAXCH][T_MAXR];      /* parent -> r, at r */
+/* the same with T_BIG_SLOT_BYTES slots, for channels < T_BIGCH */
+static t_fifo_t big_ring_fifo[T_BIGCH][T_MAXR], big_up_fifo[T_BIGCH][T_MAXR],
+    big_down_fifo[T_BIGCH][T_MAXR];
 static unsigned char *h_in[T_MAXR], *h_ref, *h_out;
 
 static double now_sec(void)
@@ -103,10 +124,10 @@ static int tree_nchildren(int n, int c, int r)
 /* peer slot (1..) of child r at its parent */
 static int tree_slot(int n, int c, int r) { return 1 + (tree_v(n, c, r) - 1) % tree_arity(c); }
 
-static void fifo_alloc(t_fifo_t *f)
+static void fifo_alloc(t_fifo_t *f, size_t slot_bytes)
 {
     void *h, *d;
-    size_t bytes = gpuring_conn_fifo_bytes(T_SLOT_BYTES);
+    size_t bytes = gpuring_conn_fifo_bytes(slot_bytes);
 
     TEST_CUDA(cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
     TEST_CUDA(cudaHostGetDevicePointer(&d, h, 0));
@@ -116,18 +137,22 @@ static void fifo_alloc(t_fifo_t *f)
 }
 
 static void fifo_link(t_fifo_t *f, gpuring_conn_t *s, int sender, gpuring_conn_t *r,
-                      int receiver, int c)
+                      int receiver, int c, size_t slot_bytes)
 {
     memset(f->host, 0, 4096); /* the ctrl page: tail = head = 0 */
-    gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, c, T_SLOT_BYTES,
+    gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, c, slot_bytes,
                         f->dev);
-    gpuring_conn_attach(r, GPURING_CONN_SHM, GPURING_CONN_RECV, sender, c, T_SLOT_BYTES,
+    gpuring_conn_attach(r, GPURING_CONN_SHM, GPURING_CONN_RECV, sender, c, slot_bytes,
                         f->dev);
 }
 
-/* Fresh FIFOs and connections (step 0) for n ranks. */
-static void links_reset(int n)
+/* Fresh FIFOs and connections (step 0) for n ranks, slots of T_SLOT_BYTES or
+ * (big) T_BIG_SLOT_BYTES on channels < T_BIGCH. */
+static void links_reset_slots(int n, int big)
 {
+    const size_t slot_bytes = big ? T_BIG_SLOT_BYTES : T_SLOT_BYTES;
+    const int nch = big ? T_BIGCH : T_MAXCH;
+
     for (int r = 0; r < T_MAXR; r++) { /* no connection left from an earlier n */
         memset(ranks[r].ring_send, 0, sizeof(ranks[r].ring_send));
         memset(ranks[r].ring_recv, 0, sizeof(ranks[r].ring_recv));
@@ -135,20 +160,23 @@ static void links_reset(int n)
         memset(ranks[r].tree_recv, 0, sizeof(ranks[r].tree_recv));
     }
     for (int r = 0; r < n; r++) {
-        for (int c = 0; c < T_MAXCH; c++) {
+        for (int c = 0; c < nch; c++) {
             int next = ring_rank(n, c, (ring_pos(n, c, r) + 1) % n), p = tree_parent(n, c, r);
-            fifo_link(&ring_fifo[c][next], &ranks[r].ring_send[c], r, &ranks[next].ring_recv[c],
-                      next, c);
+            fifo_link(big ? &big_ring_fifo[c][next] : &ring_fifo[c][next],
+                      &ranks[r].ring_send[c], r, &ranks[next].ring_recv[c], next, c, slot_bytes);
             if (p >= 0) {
                 int slot = tree_slot(n, c, r);
-                fifo_link(&up_fifo[c][r], &ranks[r].tree_send[c][0], r,
-                          &ranks[p].tree_recv[c][slot], p, c);
-                fifo_link(&down_fifo[c][r], &ranks[p].tree_send[c][slot], p,
-                          &ranks[r].tree_recv[c][0], r, c);
+                fifo_link(big ? &big_up_fifo[c][r] : &up_fifo[c][r], &ranks[r].tree_send[c][0],
+                          r, &ranks[p].tree_recv[c][slot], p, c, slot_bytes);
+                fifo_link(big ? &big_down_fifo[c][r] : &down_fifo[c][r],
+                          &ranks[p].tree_send[c][slot], p, &ranks[r].tree_recv[c][0], r, c,
+                          slot_bytes);
             }
         }
     }
 }
+
+static void links_reset(int n) { links_reset_slots(n, 0); }
 
 /* ---- one configuration ------------------------------------------------------------- */
 typedef struct t_cfg {
@@ -159,7 +187,21 @@ typedef struct t_cfg {
     size_t count, chunk;
     double timeout;
     int skip_rank; /* -1: all run */
+    int big;       /* T_BIG_SLOT_BYTES slots (nch <= T_BIGCH) */
+    int mis;       /* send, receive and scratch buffers start this many elements late */
 } t_cfg_t;
+
+/* rank r's send / receive buffer of the configuration (shifted by cfg->mis) */
+static char *cfg_in(const t_cfg_t *cfg, int r)
+{
+    const size_t shift = (size_t)cfg->mis * gpuring_type_size(cfg->type);
+    return (char *)(cfg->inplace ? ranks[r].d_out : ranks[r].d_in) + shift;
+}
+
+static char *cfg_out(const t_cfg_t *cfg, int r)
+{
+    return (char *)ranks[r].d_out + (size_t)cfg->mis * gpuring_type_size(cfg->type);
+}
 
 static void setup_channels(const t_cfg_t *cfg)
 {
@@ -200,9 +242,11 @@ static void setup_channels(const t_cfg_t *cfg)
             }
         }
         x->args = (gpuring_exec_args_t){
-            .sendbuf = cfg->inplace ? x->d_out : x->d_in, .recvbuf = x->d_out,
+            .sendbuf = cfg_in(cfg, r), .recvbuf = cfg_out(cfg, r),
             .count = cfg->count, .type = cfg->type, .op = cfg->op, .nchannels = cfg->nch,
-            .channels = x->ch, .scratch = x->d_scratch, .timeout = cfg->timeout};
+            .channels = x->ch,
+            .scratch = (char *)x->d_scratch + (size_t)cfg->mis * gpuring_type_size(cfg->type),
+            .timeout = cfg->timeout};
     }
 }
 
@@ -271,18 +315,18 @@ static void upload(const t_cfg_t *cfg)
     const size_t bytes = cfg->count * gpuring_type_size(cfg->type);
 
     for (int r = 0; r < cfg->n; r++) {
-        TEST_CUDA(cudaMemcpy(cfg->inplace ? ranks[r].d_out : ranks[r].d_in, h_in[r], bytes,
-                             cudaMemcpyHostToDevice));
-        if (!cfg->inplace) TEST_CUDA(cudaMemset(ranks[r].d_out, 0xa5, bytes));
+        TEST_CUDA(cudaMemcpy(cfg_in(cfg, r), h_in[r], bytes, cudaMemcpyHostToDevice));
+        if (!cfg->inplace) TEST_CUDA(cudaMemset(cfg_out(cfg, r), 0xa5, bytes));
     }
     TEST_CUDA(cudaDeviceSynchronize());
 }
 
 static void describe(const t_cfg_t *cfg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s n=%d ch=%d %s %s count=%zu chunk=%zu %s", t_algo_name[cfg->algo],
-             cfg->n, cfg->nch, gpuring_type_name(cfg->type), gpuring_op_name(cfg->op),
-             cfg->count, cfg->chunk, cfg->inplace ? "in-place" : "out-of-place");
+    snprintf(buf, len, "%s n=%d ch=%d %s %s count=%zu chunk=%zu %s%s mis=%d",
+             t_algo_name[cfg->algo], cfg->n, cfg->nch, gpuring_type_name(cfg->type),
+             gpuring_op_name(cfg->op), cfg->count, cfg->chunk,
+             cfg->inplace ? "in-place" : "out-of-place", cfg->big ? " big-slots" : "", cfg->mis);
 }
 
 static void check_results(const t_cfg_t *cfg, int pass)
@@ -297,7 +341,7 @@ static void check_results(const t_cfg_t *cfg, int pass)
         unit_result(ranks[r].st == GPURING_OK, "%s run %d: rank %d returned %s", what, pass, r,
                     gpuring_status_str(ranks[r].st));
         if (ranks[r].st != GPURING_OK) continue;
-        TEST_CUDA(cudaMemcpy(h_out, ranks[r].d_out, bytes, cudaMemcpyDeviceToHost));
+        TEST_CUDA(cudaMemcpy(h_out, cfg_out(cfg, r), bytes, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < cfg->count; i++) {
             if (memcmp(h_out + i * es, h_ref + i * es, es) != 0) {
                 if (bad++ == 0) first = i;
@@ -306,7 +350,7 @@ static void check_results(const t_cfg_t *cfg, int pass)
         unit_result(bad == 0, "%s run %d: rank %d: %zu wrong elements, first at %zu", what,
                     pass, r, bad, first);
         if (!cfg->inplace) {
-            TEST_CUDA(cudaMemcpy(h_out, ranks[r].d_in, bytes, cudaMemcpyDeviceToHost));
+            TEST_CUDA(cudaMemcpy(h_out, cfg_in(cfg, r), bytes, cudaMemcpyDeviceToHost));
             unit_result(memcmp(h_out, h_in[r], bytes) == 0, "%s run %d: rank %d's input changed",
                         what, pass, r);
         }
@@ -315,7 +359,7 @@ static void check_results(const t_cfg_t *cfg, int pass)
 
 static void run_config(const t_cfg_t *cfg)
 {
-    links_reset(cfg->n);
+    links_reset_slots(cfg->n, cfg->big);
     make_inputs(cfg);
     for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
         setup_channels(cfg);
@@ -404,6 +448,137 @@ static void test_direct(void)
                     run_direct(ns[ni], tops[ti].type, tops[ti].op, counts[ci], inplace,
                                (int)(idx % 3) - 1);
     printf("direct done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
+}
+
+/* ---- the unrolled pack loops and 32 channels --------------------------------------------- */
+/*
+ * Direct calls of one block (at most 64 KiB: EXEC_DIRECT_MIN_BLOCK_BYTES) by
+ * one rank (n = 1: a copy) or 3 (a 3-input reduction, each rank's share a
+ * third): whole trips, then none, one, 31 (a partial warp), 32 (a warp) or
+ * all but one of a trip's packs left over, then every tail length (0 ..
+ * pack - 1 elements), aligned (mis 0), shifted alike (-1: a scalar head) and
+ * misaligned per rank (1: all scalar).
+ */
+static void test_unroll_direct(void)
+{
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+    };
+    static const size_t left[] = { 0, 1, 31, 32, T_TRIP_PACKS - 1 };
+    unsigned long idx = 0;
+
+    for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+        const size_t es = gpuring_type_size(tops[ti].type), pe = 16 / es;
+        /* one block: at most 64 KiB, so at most 2 whole trips of 32 KiB */
+        for (size_t trips = 0; trips <= 1; trips++) {
+            for (size_t li = 0; li < sizeof(left) / sizeof(left[0]); li++) {
+                for (size_t tail = 0; tail < pe; tail++) {
+                    const size_t count = (trips * T_TRIP_PACKS + left[li]) * pe + tail;
+                    if (count == 0) continue;
+                    for (int n = 1; n <= 3; n += 2, idx++) {
+                        run_direct(n, tops[ti].type, tops[ti].op, count * (size_t)n,
+                                   (int)(idx % 2), (int)(idx % 3) - 1);
+                    }
+                }
+            }
+        }
+        /* exactly two trips, the most one block gets */
+        run_direct(1, tops[ti].type, tops[ti].op, 2 * T_TRIP_PACKS * pe, 0, 0);
+        run_direct(1, tops[ti].type, tops[ti].op, 2 * T_TRIP_PACKS * pe - 1, 0, -1);
+    }
+    printf("unrolled direct done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
+}
+
+/*
+ * FIFO programs whose operations are several trips long: slots of 3.5 trips
+ * (T_BIG_SLOT_BYTES), counts that leave each channel's blocks whole trips,
+ * leftover packs and tails.  Ring (reduce_copy), gather (accumulate),
+ * ordered gather (fold over the scratch rows), tree; aligned, and every
+ * buffer shifted by one element (then operations between a buffer and a
+ * slot run scalar; the fold, receive buffer from scratch rows, keeps packs
+ * after a scalar head where the rows' stride is a multiple of 16 bytes).
+ */
+static void test_unroll_fifo(void)
+{
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+    };
+    unsigned long idx = 0;
+
+    for (int algo = T_RING; algo <= T_GATHER_O; algo++) {
+        for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+            const size_t es = gpuring_type_size(tops[ti].type), pe = 16 / es;
+            const size_t slot_elems = T_BIG_SLOT_BYTES / es;
+            /* n 3: the gather forwards what it accumulates; odd: counts that are not
+             * whole packs (the ordered gather's rows then lose their common offset) */
+            for (int n = 2; n <= 3; n++) {
+                for (int mis = 0; mis < 2; mis++) {
+                    for (int odd = 0; odd < 2; odd++, idx++) {
+                        t_cfg_t cfg = {.algo = (t_algo_t)algo, .n = n,
+                                       .nch = 1 + (int)(idx % T_BIGCH),
+                                       .inplace = (int)(idx % 3 == 0), .type = tops[ti].type,
+                                       .op = tops[ti].op, .chunk = slot_elems,
+                                       .timeout = T_TIMEOUT, .skip_rank = -1, .big = 1,
+                                       .mis = mis};
+                        const size_t extra = odd ? 1 + idx % pe : 0;
+                        /* the gather: each channel's region in one slot; others: several
+                         * loops of blocks of 3.5 trips, then a shorter one */
+                        const size_t per = algo >= T_GATHER_U
+                                               ? slot_elems - 3 * pe - extra
+                                               : 3 * slot_elems + T_TRIP_PACKS * pe / 2 + extra;
+                        cfg.count = per * (size_t)cfg.nch;
+                        run_config(&cfg);
+                    }
+                }
+            }
+        }
+    }
+    printf("unrolled fifo done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
+}
+
+/*
+ * Every channel the executor allows, on rings, trees and the gather, 2 and 4
+ * ranks.  On the CUDA CPU runtime a launch runs at most CUDACPU_MAX_BLOCKS
+ * (16) blocks at once (channels are independent, so later ones wait their
+ * turn), each a thread with 512 fiber stacks and their guard pages, about
+ * 1024 memory mappings; a process may have vm.max_map_count (65530 by
+ * default).  There 4 ranks in one process get 12 channels; 2 ranks get 32.
+ */
+#ifdef CUDACPU
+#define T_BLOCKS_IN_PROCESS 48 /* blocks running at once, all ranks */
+#define T_BLOCKS_PER_LAUNCH 16
+#else
+#define T_BLOCKS_IN_PROCESS (T_MAXR * T_MAXCH)
+#define T_BLOCKS_PER_LAUNCH T_MAXCH
+#endif
+static int max_channels_for(int n)
+{
+    return n * GPURING_MIN(T_MAXCH, T_BLOCKS_PER_LAUNCH) <= T_BLOCKS_IN_PROCESS
+               ? T_MAXCH
+               : T_BLOCKS_IN_PROCESS / n;
+}
+
+static void test_max_channels(void)
+{
+    static const t_algo_t algos[] = { T_RING, T_TREE, T_GATHER_U, T_GATHER_O };
+
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        for (int n = 2; n <= 4; n += 2) {
+            const int nch = max_channels_for(n);
+            t_cfg_t cfg = {.algo = algos[a], .n = n, .nch = nch, .inplace = n == 4,
+                           .type = GPURING_TYPE_FLOAT, .op = GPURING_OP_SUM,
+                           .count = T_MAXCOUNT - 5, .chunk = T_SLOT_BYTES / 4,
+                           .timeout = T_TIMEOUT, .skip_rank = -1};
+            if (algos[a] >= T_GATHER_U) cfg.count = (size_t)nch * 1000 + 7; /* a slot each */
+            if (n == 4) cfg.chunk = 1000;
+            run_config(&cfg);
+        }
+    }
+    printf("max channels (%d at 2 ranks, %d at 4) done: %lu passed, %lu failed so far\n",
+           max_channels_for(2), max_channels_for(4), unit_passed, unit_failed);
 }
 
 /* ---- error paths ----------------------------------------------------------------------- */
@@ -504,16 +679,22 @@ int main(void)
     }
     for (int c = 0; c < T_MAXCH; c++) {
         for (int r = 0; r < T_MAXR; r++) {
-            fifo_alloc(&ring_fifo[c][r]);
-            fifo_alloc(&up_fifo[c][r]);
-            fifo_alloc(&down_fifo[c][r]);
+            fifo_alloc(&ring_fifo[c][r], T_SLOT_BYTES);
+            fifo_alloc(&up_fifo[c][r], T_SLOT_BYTES);
+            fifo_alloc(&down_fifo[c][r], T_SLOT_BYTES);
+            if (c >= T_BIGCH) continue;
+            fifo_alloc(&big_ring_fifo[c][r], T_BIG_SLOT_BYTES);
+            fifo_alloc(&big_up_fifo[c][r], T_BIG_SLOT_BYTES);
+            fifo_alloc(&big_down_fifo[c][r], T_BIG_SLOT_BYTES);
         }
     }
     for (int r = 0; r < T_MAXR; r++) {
+        /* 64 bytes more than the largest call: room for the shifted (mis) cases */
         TEST_CUDA(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking));
-        TEST_CUDA(cudaMalloc(&ranks[r].d_in, T_MAXCOUNT * 4));
-        TEST_CUDA(cudaMalloc(&ranks[r].d_out, T_MAXCOUNT * 4));
-        TEST_CUDA(cudaMalloc(&ranks[r].d_scratch, (size_t)T_MAXR * T_SLOT_BYTES * T_MAXCH));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_in, T_MAXCOUNT * 4 + 64));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_out, T_MAXCOUNT * 4 + 64));
+        TEST_CUDA(cudaMalloc(&ranks[r].d_scratch,
+                             (size_t)T_MAXR * T_SLOT_BYTES * T_MAXCH + 64));
         h_in[r] = malloc(T_MAXCOUNT * 4);
         if (h_in[r] == NULL) gpu_test_exit();
     }
@@ -527,14 +708,14 @@ int main(void)
                 for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
                     for (int inplace = 0; inplace < 2; inplace++, idx++) {
                         t_cfg_t cfg = {.algo = (t_algo_t)algo, .n = ns[ni],
-                                       .nch = 1 + (int)(idx % T_MAXCH), .inplace = inplace,
+                                       .nch = 1 + (int)(idx % T_MATRIX_CH), .inplace = inplace,
                                        .type = tops[ti].type, .op = tops[ti].op,
                                        .count = counts[ci], .timeout = T_TIMEOUT,
                                        .skip_rank = -1};
                         const size_t es = gpuring_type_size(cfg.type);
                         size_t per = GPURING_DIV_UP(cfg.count, (size_t)cfg.nch);
 
-                        cfg.chunk = (idx / T_MAXCH) % 2 ? 1000 : T_SLOT_BYTES / es;
+                        cfg.chunk = (idx / T_MATRIX_CH) % 2 ? 1000 : T_SLOT_BYTES / es;
                         /* the gather moves a channel's whole region in one slot */
                         if ((algo == T_GATHER_U || algo == T_GATHER_O) &&
                             per * es > T_SLOT_BYTES) {
@@ -548,6 +729,9 @@ int main(void)
         printf("n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed, unit_failed);
     }
     test_direct();
+    test_unroll_direct();
+    test_unroll_fifo();
+    test_max_channels();
     test_refusals();
     test_timeout();
     /* and after the timeout, a normal run still works */

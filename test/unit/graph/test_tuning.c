@@ -2,7 +2,8 @@
  * test_tuning.c -- the cost model's decisions: trees for small messages on
  * many nodes, the choice flipping to the ring as messages grow and never
  * back, the gather only where it may run (one slot, scratch limit), forced
- * algorithms honoured when possible, channels growing with the size.
+ * algorithms honoured when possible, channels growing with the size (the
+ * device plane's by bytes per slot step, up to its own count).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,50 @@ int main(void)
     EXPECT(plan(&g, GPURING_ALGO_RING, 64 << 20, 0, 1).chunk_elems == 512 * 1024 / 4,
            "chunk = one slot");
     gpuring_graph_free(&g);
+    /* device plane (one thread block per channel): channels until each slot step moves
+     * 128 KiB (ring: a channel's region / nranks), at most what the plane connected;
+     * the host plane keeps its own count on the same graph */
+    {
+        gpuring_peer_info_t peers[4];
+        gpuring_tuning_params_t p = {.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
+                                     .max_channels = GPURING_MAX_CHANNELS,
+                                     .slot_bytes = 512 * 1024};
+        gpuring_plan_t out;
+
+        memset(peers, 0, sizeof(peers));
+        EXPECT(gpuring_graph_build(peers, 2, 0, 0, GPURING_MAX_CHANNELS, &g) == GPURING_OK,
+               "build 2 ranks, %d channels", GPURING_MAX_CHANNELS);
+        gpuring_tuning_plan(&g, &p, (256u << 20) / 4, 4, 0, &out);
+        EXPECT(out.algo == GPURING_ALGO_RING && out.nchannels == GPURING_MAX_CHANNELS,
+               "device, 2 ranks, 256 MiB: a ring on all %d channels (got %d)",
+               GPURING_MAX_CHANNELS, out.nchannels);
+        gpuring_tuning_plan(&g, &p, (8u << 20) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 32, "device, 2 ranks, 8 MiB: 32 channels (got %d)",
+               out.nchannels);
+        gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 4, "device, 2 ranks, 1 MiB: 4 channels (got %d)", out.nchannels);
+        gpuring_tuning_plan(&g, &p, 4096 / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 1, "device, 4 KiB: 1 channel (got %d)", out.nchannels);
+        p.max_channels = 12;
+        gpuring_tuning_plan(&g, &p, (256u << 20) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 12, "device plane of 12 channels: 12 (got %d)", out.nchannels);
+        p.nchannels = 20;
+        gpuring_tuning_plan(&g, &p, 4096 / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 12 || out.algo == GPURING_ALGO_GATHER,
+               "forced 20 on a plane of 12: 12 (got %d)", out.nchannels);
+        p.nchannels = 0;
+        p.algo = GPURING_ALGO_TREE;
+        p.max_channels = GPURING_MAX_CHANNELS;
+        gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 8, "device tree, 1 MiB: 8 channels (got %d)", out.nchannels);
+        /* the host plane: 256 KiB per channel, at most its own 2 */
+        p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_RING, .trees = 1, .max_channels = 2,
+                                      .slot_bytes = 512 * 1024};
+        gpuring_tuning_plan(&g, &p, (64u << 20) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 2, "host plane of 2 on a 32-channel graph: 2 (got %d)",
+               out.nchannels);
+        gpuring_graph_free(&g);
+    }
     /* the model's costs: latency counts steps, bandwidth counts bytes */
     build(64, 1, &g);
     EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 8) < gpuring_tuning_cost(&g, GPURING_ALGO_RING, 8),

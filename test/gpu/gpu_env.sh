@@ -1,0 +1,91 @@
+# shellcheck shell=sh disable=SC2154,SC2034
+# gpu_env.sh -- sourced (POSIX sh) by test/gpu/run_gpu_tests.sh and
+# test/gpu/bench_gpu.sh: what both need on the GPU machine.  The caller sets
+# $top (source tree), $builddir (build tree) and $tmp (a private temporary
+# directory it removes at exit, after gpu_mps_stop).
+#
+#   gpu_detect      $smi: the first line of `nvidia-smi -L`, or empty with the
+#                   reason in $smi_err
+#   gpu_find_bin NAME
+#                   $bin: NAME from .gpu-carry/bin (test/gpu/pack_for_gpu.sh),
+#                   else $builddir/test/gpu/NAME (may not exist)
+#   gpu_mpi_setup   Open MPI: Debian's from .gpu-carry/debs unpacked into
+#                   $tmp/root (OPAL_PREFIX and friends exported), or this
+#                   machine's mpirun when the MPI programs are built here.
+#                   Sets $mpirun (empty: none), $pkglibdir, $component_dir
+#                   (mca_coll_gpuring.so), $mpibin (allreduce_check,
+#                   allreduce_perf, ...) and $mpi_setup_failed (.debs that
+#                   did not unpack)
+#   gpu_mps_start   an MPS daemon, its pipes in $tmp, where
+#                   nvidia-cuda-mps-control exists and GPURING_GPU_MPS is not
+#                   0: ranks sharing the one GPU then run at once, like one
+#                   rank per GPU (without it they time-slice it).  Sets
+#                   $mps_started (1: started)
+#   gpu_mps_stop    quits the daemon gpu_mps_start started
+carry="$top/.gpu-carry"
+mps_started=0
+
+gpu_detect() {
+    smi=""
+    smi_err=""
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        if nvidia-smi -L >"$tmp/smi" 2>&1; then
+            smi=$(head -n 1 "$tmp/smi")
+        else
+            smi_err=$(head -n 1 "$tmp/smi")
+        fi
+    fi
+}
+
+gpu_find_bin() {
+    bin="$builddir/test/gpu/$1"
+    [ -x "$carry/bin/$1" ] && bin="$carry/bin/$1"
+}
+
+gpu_mpi_setup() {
+    mpirun=""
+    mpi_setup_failed=0
+    component_dir="$builddir/.libs"
+    mpibin="$builddir/test"
+    if [ -d "$carry/debs" ]; then
+        root="$tmp/root"
+        mkdir -p "$root"
+        for d in "$carry"/debs/*.deb; do
+            dpkg-deb -x "$d" "$root" || mpi_setup_failed=$((mpi_setup_failed + 1))
+        done
+        lib="$root/usr/lib/x86_64-linux-gnu"
+        export OPAL_PREFIX="$root/usr" OPAL_SYSCONFDIR="$root/etc/openmpi"
+        export OPAL_LIBDIR="$lib/openmpi/lib" OPAL_PKGLIBDIR="$lib/openmpi/lib/openmpi3"
+        export OPAL_DATADIR="$root/usr/share" OPAL_PKGDATADIR="$root/usr/share/openmpi"
+        export PMIX_INSTALL_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+        export UCX_MODULE_DIR="$lib/ucx"
+        export LD_LIBRARY_PATH="$lib:$root/lib/x86_64-linux-gnu:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        export PATH="$root/usr/bin${PATH:+:$PATH}" # ucx_perftest, when carried
+        mpirun="$root/usr/bin/mpiexec.openmpi"
+        pkglibdir="$lib/openmpi/lib/openmpi3"
+        component_dir="$carry/component"
+        mpibin="$carry/bin"
+    elif command -v mpirun >/dev/null 2>&1 && [ -x "$builddir/test/mpi/allreduce_check" ]; then
+        mpirun=$(command -v mpirun)
+        pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+        mpibin="$builddir/test/mpi"
+    fi
+}
+
+gpu_mps_start() {
+    if [ "${GPURING_GPU_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        if nvidia-cuda-mps-control -d; then
+            mps_started=1
+            echo "MPS daemon started"
+        else
+            echo "the MPS daemon did not start: running without (ranks time-slice the GPU)"
+        fi
+    fi
+}
+
+gpu_mps_stop() {
+    if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; fi
+    mps_started=0
+}
