@@ -18,14 +18,31 @@
 # mpirun exits 0, allreduce_check says "N passed, 0 failed", every rank ran
 # its calls on device buffers in gpuring, and no process left a shared-memory
 # segment behind.  Prints one line per case, then the sum of allreduce_check's
-# counts as "N passed, N failed".  From the top of the build tree; logs go to
-# test/cudacpu/mpi-logs/.  CUDACPU_TEST_TIMEOUT (300 s) bounds each mpirun.
+# counts as "N passed, N failed".  A case whose log holds a sanitizer report
+# fails.  From the top of the build tree.  Environment:
+#   CUDACPU_TEST_TIMEOUT   seconds per mpirun (300)
+#   CUDACPU_MPI_LOGDIR     where the logs go (test/cudacpu/mpi-logs)
+#   CUDACPU_FLAVOR_DIR     the build of the component (component/.libs), runtime
+#                          (runtime/libcudart.so) and driver (driver/libcuda.so.1)
+#                          to run (test/cudacpu; the sanitizer flavor's is
+#                          test/sanitize/cudacpu: test/sanitize/run_sanitize_tests.sh)
+#   CUDACPU_MPIRUN_ARGS    more mpirun arguments (e.g. -x LD_PRELOAD=...)
+#   CUDACPU_MPI_CASES      the cases to run, by name: direct_np2 fifo_np3
+#                          vnodes_np4 churn timeout_np3 cuda_app (all of them)
+#   CUDACPU_FIBER_ORDERS   the fiber orders of the allreduce_check cases
+#                          (forward reverse)
 top=$(pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../sanitize/sanitizer_report.sh"
 limit=${CUDACPU_TEST_TIMEOUT:-300}
-logs=$top/test/cudacpu/mpi-logs
+logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
+flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
+extra=${CUDACPU_MPIRUN_ARGS:-}
+cases=${CUDACPU_MPI_CASES:-direct_np2 fifo_np3 vnodes_np4 churn timeout_np3 cuda_app}
+orders=${CUDACPU_FIBER_ORDERS:-forward reverse}
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
-LD_LIBRARY_PATH=$top/test/cudacpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-CUDACPU_DRIVER=$top/test/cudacpu/driver/libcuda.so.1
+LD_LIBRARY_PATH=$flavor/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDACPU_DRIVER=$flavor/driver/libcuda.so.1
 export LD_LIBRARY_PATH CUDACPU_DRIVER
 if [ "$(id -u)" = 0 ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -44,26 +61,42 @@ orphans() {
     done
 }
 
+# wanted NAME: whether CUDACPU_MPI_CASES names the case
+wanted() {
+    case " $cases " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+# mpirun_cpu NP ARGS...: mpirun (bounded) on the flavor's component and runtime
+mpirun_cpu() {
+    np=$1
+    shift
+    # shellcheck disable=SC2086
+    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+        --mca mca_base_component_path "$flavor/component/.libs:$pkglibdir" \
+        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER $extra "$@"
+}
+
 # case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...
 case_run() {
     name=$1 np=$2 params=$3
     shift 3
-    for order in forward reverse; do
+    wanted "$name" || return 0
+    for order in $orders; do
         log=$logs/$name-$order.log
         mca=""
         for p in coll_gpuring_verbose 3 $params; do mca="$mca $p"; done
         start=$(date +%s)
-        CUDACPU_FIBER_ORDER=$order timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-            --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-            $(printf -- '--mca %s %s ' $mca) \
-            -x LD_LIBRARY_PATH -x CUDACPU_DRIVER -x CUDACPU_FIBER_ORDER \
-            "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
+        CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
+            -x CUDACPU_FIBER_ORDER "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
         rc=$?
         counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
         ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
         left=$(orphans)
+        report=$(sanitizer_report "$log")
         why=""
-        [ "$rc" -eq 0 ] || why="exit $rc"
+        [ -z "$report" ] || why="sanitizer: $report"
+        [ "$rc" -eq 0 ] || why="${why:+$why, }exit $rc"
         [ -n "$counts" ] || why="${why:+$why, }no result line"
         [ "$ondev" -eq "$np" ] || why="${why:+$why, }$ondev of $np ranks ran device calls in gpuring"
         [ -z "$left" ] || why="${why:+$why, }segments left: $left"
@@ -91,21 +124,20 @@ case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the
 # runtime's and gpuring's /dev/shm segments); split at np 2 makes one-rank
 # communicators, whose device buffers are staged for coll/self
-for churn in "2 1" "3 0"; do
+wanted churn && for churn in "2 1" "3 0"; do
     np=${churn% *} direct=${churn#* }
     log=$logs/churn_np$np-direct$direct.log
-    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-        --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-        --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct "$direct" \
-        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/comm_churn" -d -n 60 -q > "$log" 2>&1
+    mpirun_cpu "$np" --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct "$direct" \
+        "$top/test/mpi/comm_churn" -d -n 60 -q > "$log" 2>&1
     rc=$?
     counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
     ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
-    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ]; then
+    report=$(sanitizer_report "$log")
+    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ] && [ -z "$report" ]; then
         echo "PASS churn_np$np (device buffers, direct $direct)"
         passed=$((passed + ${counts% *}))
     else
-        echo "FAIL churn_np$np (device buffers, direct $direct): exit $rc, ${counts:-no result}, $ondev of $np ranks in gpuring; log $log"
+        echo "FAIL churn_np$np (device buffers, direct $direct): exit $rc, ${counts:-no result}, $ondev of $np ranks in gpuring${report:+, sanitizer: $report}; log $log"
         sed 's/^/    /' "$log" | tail -20
         bad=1
     fi
@@ -114,25 +146,28 @@ done
 # a peer that never makes a call on device buffers: the CUDA executor's wait times
 # out, the report names step and peer, and the next call fails at once
 log=$logs/timeout_np3.log
-timeout -k 10 "$limit" mpirun --oversubscribe -np 3 \
-    --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-    --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct 0 --mca coll_gpuring_wait_timeout 3 \
-    -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/timeout_check" 60 device > "$log" 2>&1
-rc=$?
-if [ "$rc" -eq 0 ] && grep -q '^7 passed, 0 failed$' "$log" &&
-    grep -qE '\[gpuring rank 0\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
-    echo "PASS timeout_np3 (device buffers)"
-    passed=$((passed + 7))
-else
-    echo "FAIL timeout_np3 (device buffers): exit $rc; log $log"
-    sed 's/^/    /' "$log" | tail -20
-    bad=1
+if wanted timeout_np3; then
+    mpirun_cpu 3 --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct 0 \
+        --mca coll_gpuring_wait_timeout 3 "$top/test/mpi/timeout_check" 60 device > "$log" 2>&1
+    rc=$?
+    report=$(sanitizer_report "$log")
+    if [ "$rc" -eq 0 ] && grep -q '^7 passed, 0 failed$' "$log" && [ -z "$report" ] &&
+        grep -qE '\[gpuring rank 0\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' "$log"; then
+        echo "PASS timeout_np3 (device buffers)"
+        passed=$((passed + 7))
+    else
+        echo "FAIL timeout_np3 (device buffers): exit $rc${report:+, sanitizer: $report}; log $log"
+        sed 's/^/    /' "$log" | tail -20
+        bad=1
+    fi
 fi
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths
 app=$logs/cuda_allreduce
-if ! "$top/test/cudacpu/run" cc "$(dirname "$0")/../../examples/cuda_allreduce.c" -o "$app" \
+if ! wanted cuda_app; then
+    :
+elif ! "$top/test/cudacpu/run" cc "$(dirname "$0")/../../examples/cuda_allreduce.c" -o "$app" \
         > "$logs/cuda_app-build.log" 2>&1; then
     echo "FAIL cuda_app: test/cudacpu/run cc failed; log $logs/cuda_app-build.log"
     bad=1
@@ -144,7 +179,8 @@ else
             > "$log" 2>&1
         rc=$?
         ondev=$(grep -c 'allreduce summary: 1 calls in gpuring.* 1 on device buffers' "$log")
-        if [ "$rc" -eq 0 ] && grep -q '^3 passed, 0 failed$' "$log" && [ "$ondev" -eq 3 ]; then
+        if [ "$rc" -eq 0 ] && grep -q '^3 passed, 0 failed$' "$log" && [ "$ondev" -eq 3 ] &&
+            [ -z "$(sanitizer_report "$log")" ]; then
             echo "PASS cuda_app (direct $direct)"
             passed=$((passed + 3))
         else
