@@ -22,18 +22,6 @@
 #error "the CUDA CPU runtime's fibers are written for x86-64"
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CUDACPU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CUDACPU_ASAN 1
-#endif
-#endif
-#ifdef CUDACPU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
-
 /* ---- the switch ---------------------------------------------------------------------- */
 /*
  * cudacpu_ctx_switch(save_sp, load_sp): push the callee-saved registers on the
