@@ -10,10 +10,16 @@
 #             direct, FIFO, virtual nodes, churn, one fiber order
 # mpirun and the test programs are not instrumented: only the ranks preload
 # the compiler's libasan (GPURING_LIBASAN, from configure; make check sets it),
-# through mpirun -x.  Any sanitizer report fails its case (halt_on_error, and
-# the runners grep every log: test/sanitize/sanitizer_report.sh).  Leaks are
-# not checked: Open MPI leaks by design, and a suppression by library would
-# also hide gpuring's allocations, which are all made under libmpi's frames.
+# through mpirun -x.  A sanitizer report fails its case: the runners grep
+# every log (test/sanitize/sanitizer_report.sh), and ASan and UBSan halt at
+# the first error.  Leaks are checked at exit, but only those allocated under
+# gpuring's frames count: Open MPI leaks by design, and a suppression by
+# library would hide gpuring's allocations too, all made under libmpi's
+# frames.  So that the stacks are whole: malloc unwinds without frame
+# pointers (fast_unwind_on_malloc=0: the libraries have none), and dlclose
+# does nothing (nodlclose.so: Open MPI unloads its components before the
+# report).  Exit codes are the runs' own (exitcode=0: Open MPI's leaks would
+# fail every rank): the reports decide.
 #
 # Prints the runners' lines, then the sum of their counts as "N passed, N
 # failed"; a runner that prints no count counts as 1 failed.  Without
@@ -35,8 +41,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 # for the ranks only (one line: run_mpi_tests.sh reads one)
-SAN_X="-x LD_PRELOAD=$GPURING_LIBASAN"
-SAN_X="$SAN_X -x ASAN_OPTIONS=detect_leaks=0:halt_on_error=1"
+SAN_X="-x LD_PRELOAD=$GPURING_LIBASAN:$top/test/sanitize/nodlclose.so"
+SAN_X="$SAN_X -x ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:exitcode=0"
 SAN_X="$SAN_X -x UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
 passed=0 failed=0
 
