@@ -2,7 +2,10 @@
  * cudacpu_fiber.cc -- a block's threads as fibers (test/cudacpu): an x86-64
  * context switch with no system call (callee-saved registers and the stack
  * pointer), fiber stacks cached per OS thread with a
- * guard page each, and the phase scheduler behind __syncthreads.
+ * guard page each, and the phase scheduler behind __syncthreads.  Built with
+ * AddressSanitizer (the sanitizer flavor, test/sanitize), every switch tells it
+ * which stack it moves to, so it neither loses track of the stack nor reports
+ * another fiber's frames.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +72,7 @@ namespace {
 
 struct fiber {
     void *sp;
+    char *stack_lo; /* its stack: [stack_lo, stack_top) */
     char *stack_top;
     uint3 idx; /* its threadIdx */
     bool done;
@@ -82,6 +86,8 @@ struct fiber_set {
     std::vector<fiber> fibers;
     std::vector<unsigned> order;
     void *sched_sp = nullptr;
+    const void *sched_stack = nullptr; /* the scheduler's stack, as ASan knows it */
+    size_t sched_stack_bytes = 0;
     fiber *cur = nullptr;
     void (*body)(void *) = nullptr;
     void *arg = nullptr;
@@ -109,6 +115,7 @@ struct fiber_set {
         for (unsigned t = 0; t < n; t++) {
             char *lo = map + (size_t)t * stride;
             (void)mprotect(lo, page, PROT_NONE); /* overflow faults instead of corrupting */
+            fibers[t].stack_lo = lo + page;
             fibers[t].stack_top = lo + stride;
         }
     }
@@ -116,11 +123,43 @@ struct fiber_set {
 
 thread_local fiber_set tls_fibers;
 
+/*
+ * Every switch goes through here: save the current stack pointer in *save_sp
+ * and continue on load_sp, a stack [to_lo, to_lo + to_bytes).  Under ASan the
+ * switch is announced before (a fiber that will never run again passes
+ * dying, so its fake frames go) and completed after, when this stack runs
+ * again; the stack it came back from is stored in *from_p / *from_bytes_p.
+ */
+inline void switch_stack(void **save_sp, void *load_sp, const void *to_lo, size_t to_bytes,
+                         bool dying, const void **from_p, size_t *from_bytes_p)
+{
+#ifdef CUDACPU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(dying ? nullptr : &fake, to_lo, to_bytes);
+    cudacpu_ctx_switch(save_sp, load_sp);
+    __sanitizer_finish_switch_fiber(fake, from_p, from_bytes_p);
+#else
+    (void)to_lo, (void)to_bytes, (void)dying, (void)from_p, (void)from_bytes_p;
+    cudacpu_ctx_switch(save_sp, load_sp);
+#endif
+}
+
+/* from a fiber back to the scheduler */
+inline void switch_to_sched(fiber_set *fs, bool dying)
+{
+    switch_stack(&fs->cur->sp, fs->sched_sp, fs->sched_stack, fs->sched_stack_bytes, dying,
+                 &fs->sched_stack, &fs->sched_stack_bytes);
+}
+
 [[noreturn]] void fiber_main(fiber_set *fs)
 {
+#ifdef CUDACPU_ASAN
+    /* the first switch into this fiber ends here: learn the scheduler's stack */
+    __sanitizer_finish_switch_fiber(nullptr, &fs->sched_stack, &fs->sched_stack_bytes);
+#endif
     fs->body(fs->arg);
     fs->cur->done = true;
-    cudacpu_ctx_switch(&fs->cur->sp, fs->sched_sp);
+    switch_to_sched(fs, true);
     __builtin_unreachable();
 }
 
@@ -139,6 +178,11 @@ void fiber_prepare(fiber *f, fiber_set *fs)
     sp[6] = (uint64_t)(uintptr_t)&cudacpu_ctx_start; /* return address */
     f->sp = sp;
     f->done = false;
+#ifdef CUDACPU_ASAN
+    /* a reused stack may keep the poisoned redzones of an earlier fiber's frames
+     * (fiber_main's never returns) or of an earlier mapping at this address */
+    ASAN_UNPOISON_MEMORY_REGION(f->stack_lo, (size_t)(f->stack_top - f->stack_lo));
+#endif
 }
 
 uint64_t rng_next(uint64_t *s)
@@ -182,7 +226,8 @@ void fibers_run_block(const dim3 &block, void (*body)(void *), void *arg, uint64
             if (f->done) continue;
             threadIdx = f->idx;
             fs.cur = f;
-            cudacpu_ctx_switch(&fs.sched_sp, f->sp);
+            switch_stack(&fs.sched_sp, f->sp, f->stack_lo, (size_t)(f->stack_top - f->stack_lo),
+                         false, nullptr, nullptr);
             if (f->done) live--;
         }
     }
@@ -200,8 +245,7 @@ extern "C" void cudacpu_syncthreads(void)
         cudacpu::warn("cudacpu: __syncthreads outside a kernel");
         return;
     }
-    cudacpu::fiber *self = fs.cur;
     cudacpu_polls_since_barrier = 0;
-    cudacpu_ctx_switch(&self->sp, fs.sched_sp);
+    switch_to_sched(&fs, false);
     /* resumed: threadIdx was set for us by the scheduler */
 }

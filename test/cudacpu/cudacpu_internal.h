@@ -13,6 +13,20 @@
 #include "include/cuda_runtime.h"
 #include "test/cudacpu/cudacpu_driver_link.h"
 
+/* built with AddressSanitizer (the sanitizer flavor, test/sanitize): the fibers
+ * announce their switches, device memory gets a poisoned tail */
+#if defined(__SANITIZE_ADDRESS__)
+#define CUDACPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUDACPU_ASAN 1
+#endif
+#endif
+#ifdef CUDACPU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace cudacpu {
 
 /* ---- knobs (environment, read once) --------------------------------------------- */

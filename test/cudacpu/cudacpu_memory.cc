@@ -8,6 +8,10 @@
  * cudaIpcOpenMemHandle in another process maps the segment.  The name is
  * unlinked by cudaFree, or at exit for what was never freed, or (a process
  * that died without exit handlers) by the next process's first cudaMalloc.
+ * Built with AddressSanitizer, every mapping of device or pinned memory has
+ * one more page, and the bytes past the buffer's end are poisoned in each
+ * process that maps it: an access past the end is reported, as
+ * compute-sanitizer would on a GPU.
  *
  * cudaMallocAsync's memory (the device's default pool, stream-ordered) is
  * made the same way, but CUDA IPC cannot share it, as with a real pool
@@ -85,6 +89,35 @@ size_t page_round(size_t n)
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (std::max<size_t>(n, 1) + page - 1) / page * page;
+}
+
+/* what a buffer of `bytes` maps: whole pages, and under ASan a redzone page */
+size_t map_round(size_t bytes)
+{
+#ifdef CUDACPU_ASAN
+    return page_round(bytes) + page_round(1);
+#else
+    return page_round(bytes);
+#endif
+}
+
+/* a new mapping p of map_bytes for a buffer of `bytes`: under ASan, its tail is
+ * poisoned (unmap lifts that, so that a later mapping at p starts clean) */
+void map_poison_tail(void *p, size_t bytes, size_t map_bytes)
+{
+#ifdef CUDACPU_ASAN
+    ASAN_POISON_MEMORY_REGION((char *)p + bytes, map_bytes - bytes);
+#else
+    (void)p, (void)bytes, (void)map_bytes;
+#endif
+}
+
+void unmap(void *p, size_t map_bytes)
+{
+#ifdef CUDACPU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, map_bytes);
+#endif
+    munmap(p, map_bytes);
 }
 
 void unlink_leftovers()
@@ -184,7 +217,7 @@ cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *
         atexit(unlink_leftovers);
     });
     r.bytes = size;
-    r.map_bytes = page_round(size);
+    r.map_bytes = map_round(size);
     r.kind = kind;
     r.device = current_device();
     {
@@ -199,6 +232,7 @@ cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *
         return fail(cudaErrorMemoryAllocation);
     }
     if (knobs_get().poison) memset(p, 0xa5, size);
+    map_poison_tail(p, size, r.map_bytes);
     std::lock_guard<std::mutex> g(mu);
     r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
@@ -219,7 +253,7 @@ bool device_take(void *p, mem_range *r_p)
 
 void device_unmap(void *p, const mem_range &r)
 {
-    munmap(p, r.map_bytes);
+    unmap(p, r.map_bytes);
     shm_unlink(r.name);
 }
 
@@ -274,12 +308,13 @@ extern "C" cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int fla
         return fail(cudaErrorInvalidValue);
     runtime_init();
     r.bytes = size;
-    r.map_bytes = page_round(size);
+    r.map_bytes = map_round(size);
     r.kind = MEM_HOST_ALLOC;
     r.device = current_device();
     void *p = mmap(nullptr, r.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
     if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    map_poison_tail(p, size, r.map_bytes);
     std::lock_guard<std::mutex> g(mu);
     r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
@@ -306,7 +341,7 @@ extern "C" cudaError_t cudaFreeHost(void *ptr)
         ranges.erase(it);
     }
     device_drain(r.device);
-    munmap(ptr, r.map_bytes);
+    unmap(ptr, r.map_bytes);
     return ok();
 }
 
@@ -422,7 +457,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
         }
     }
     r.bytes = h.bytes;
-    r.map_bytes = page_round(h.bytes);
+    r.map_bytes = map_round(h.bytes);
     r.kind = MEM_IPC_MAPPED;
     r.device = current_device();
     r.refs = 1;
@@ -432,6 +467,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
         warn("cudacpu: cudaIpcOpenMemHandle(%s): %s", r.name, strerror(err));
         return fail(cudaErrorMapBufferObjectFailed);
     }
+    map_poison_tail(p, r.bytes, r.map_bytes);
     r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
     *devPtr = p;
@@ -445,7 +481,7 @@ extern "C" cudaError_t cudaIpcCloseMemHandle(void *devPtr)
     if (it == ranges.end() || it->second.kind != MEM_IPC_MAPPED)
         return fail(cudaErrorInvalidValue);
     if (--it->second.refs == 0) {
-        munmap(devPtr, it->second.map_bytes);
+        unmap(devPtr, it->second.map_bytes);
         ranges.erase(it);
     }
     return ok();

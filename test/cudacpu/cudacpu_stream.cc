@@ -43,7 +43,8 @@ struct stream_op {
 } /* namespace */
 } /* namespace cudacpu */
 
-/* never freed: events and queued dependencies may still name a destroyed stream */
+/* never freed (kept in `retired` once destroyed, so that LeakSanitizer does not
+ * count them): events and queued dependencies may still name a destroyed stream */
 struct cudacpu_stream {
     int device;
     unsigned flags;
@@ -67,6 +68,7 @@ namespace {
 std::mutex &mu = *new std::mutex;
 std::condition_variable &cv = *new std::condition_variable; /* any queue or completion change */
 std::vector<cudacpu_stream *> streams;          /* live ones */
+std::vector<cudacpu_stream *> &retired = *new std::vector<cudacpu_stream *>; /* destroyed */
 std::vector<cudacpu_stream *> legacy_streams;   /* per device */
 
 double now_sec()
@@ -90,6 +92,7 @@ void stream_main(cudacpu_stream *s)
             for (size_t i = 0; i < streams.size(); i++) {
                 if (streams[i] == s) {
                     streams.erase(streams.begin() + (long)i);
+                    retired.push_back(s);
                     break;
                 }
             }

@@ -30,21 +30,38 @@
 # finalize summary matches what the case expects (by default: it ran its
 # calls on device buffers in gpuring), and no process left a shared-memory
 # segment behind.  Prints one line per case, then the sum of allreduce_check's
-# counts as "N passed, N failed".  From the top of the build tree; logs go to
-# test/cudacpu/mpi-logs/.  CUDACPU_TEST_TIMEOUT (300 s) bounds each mpirun.
+# counts as "N passed, N failed".  A case whose log holds a sanitizer report
+# fails.  From the top of the build tree.  Environment:
+#   CUDACPU_TEST_TIMEOUT   seconds per mpirun (300)
+#   CUDACPU_MPI_LOGDIR     where the logs go (test/cudacpu/mpi-logs)
+#   CUDACPU_FLAVOR_DIR     the build of the component (component/.libs), runtime
+#                          (runtime/libcudart.so) and driver (driver/libcuda.so.1)
+#                          to run (test/cudacpu; the sanitizer flavor's is
+#                          test/sanitize/cudacpu: test/sanitize/run_sanitize_tests.sh)
+#   CUDACPU_MPIRUN_ARGS    more mpirun arguments (e.g. -x LD_PRELOAD=...)
+#   CUDACPU_MPI_CASES      the cases to run, by name (e.g. "direct_np2 churn";
+#                          unset: all of them)
+#   CUDACPU_FIBER_ORDERS   the fiber orders of the allreduce_check and failure
+#                          cases (forward reverse)
 top=$(pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../sanitize/sanitizer_report.sh"
 limit=${CUDACPU_TEST_TIMEOUT:-300}
-logs=$top/test/cudacpu/mpi-logs
+logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
+flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
+extra=${CUDACPU_MPIRUN_ARGS:-}
+cases=${CUDACPU_MPI_CASES:-}
+orders=${CUDACPU_FIBER_ORDERS:-forward reverse}
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
-LD_LIBRARY_PATH=$top/test/cudacpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-CUDACPU_DRIVER=$top/test/cudacpu/driver/libcuda.so.1
+LD_LIBRARY_PATH=$flavor/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDACPU_DRIVER=$flavor/driver/libcuda.so.1
 export LD_LIBRARY_PATH CUDACPU_DRIVER
 if [ "$(id -u)" = 0 ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 fi
 mkdir -p "$logs"
-. "$(dirname "$0")/../mpi/known_ompi_bugs.sh" # the mixed case's calls all go below
+. "$here/../mpi/known_ompi_bugs.sh" # the mixed case's calls all go below
 passed=0 failed=0 bad=0
 
 # the segments of processes that are gone
@@ -57,6 +74,23 @@ orphans() {
     done
 }
 
+# wanted NAME: whether CUDACPU_MPI_CASES names the case (unset: every case)
+wanted() {
+    [ -z "$cases" ] && return 0
+    case " $cases " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+# mpirun_cpu NP ARGS...: mpirun (bounded) on the flavor's component and runtime
+mpirun_cpu() {
+    np=$1
+    shift
+    # shellcheck disable=SC2086
+    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+        --mca mca_base_component_path "$flavor/component/.libs:$pkglibdir" \
+        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER $extra "$@"
+}
+
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
@@ -66,23 +100,23 @@ summary=$SUMMARY_ON_DEVICE staged=0
 case_run() {
     name=$1 np=$2 params=$3
     shift 3
-    for order in forward reverse; do
+    wanted "$name" || return 0
+    for order in $orders; do
         log=$logs/$name-$order.log
         mca=""
         for p in coll_gpuring_verbose 3 $params; do mca="$mca $p"; done
         start=$(date +%s)
-        CUDACPU_FIBER_ORDER=$order timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-            --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-            $(printf -- '--mca %s %s ' $mca) \
-            -x LD_LIBRARY_PATH -x CUDACPU_DRIVER -x CUDACPU_FIBER_ORDER \
-            "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
+        CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
+            -x CUDACPU_FIBER_ORDER "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
         rc=$?
         counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
         ondev=$(grep -c "$summary" "$log")
         nstaged=$(grep -c 'staged through host memory for the component below: .*MPI_Allreduce [1-9]' "$log")
         left=$(orphans)
+        report=$(sanitizer_report "$log")
         why=""
-        [ "$rc" -eq 0 ] || why="exit $rc"
+        [ -z "$report" ] || why="sanitizer: $report"
+        [ "$rc" -eq 0 ] || why="${why:+$why, }exit $rc"
         [ -n "$counts" ] || why="${why:+$why, }no result line"
         [ "$ondev" -eq "$np" ] || why="${why:+$why, }$ondev of $np ranks' summaries match '$summary'"
         [ "$nstaged" -eq "$staged" ] || why="${why:+$why, }$nstaged ranks staged allreduces, want $staged"
@@ -122,21 +156,20 @@ case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the
 # runtime's and gpuring's /dev/shm segments); split at np 2 makes one-rank
 # communicators, whose device buffers are staged for coll/self
-for churn in "2 1" "3 0"; do
+wanted churn && for churn in "2 1" "3 0"; do
     np=${churn% *} direct=${churn#* }
     log=$logs/churn_np$np-direct$direct.log
-    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-        --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
-        --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct "$direct" \
-        -x LD_LIBRARY_PATH -x CUDACPU_DRIVER "$top/test/mpi/comm_churn" -d -n 60 -q > "$log" 2>&1
+    mpirun_cpu "$np" --mca coll_gpuring_verbose 3 --mca coll_gpuring_direct "$direct" \
+        "$top/test/mpi/comm_churn" -d -n 60 -q > "$log" 2>&1
     rc=$?
     counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
     ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
-    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ]; then
+    report=$(sanitizer_report "$log")
+    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ] && [ -z "$report" ]; then
         echo "PASS churn_np$np (device buffers, direct $direct)"
         passed=$((passed + ${counts% *}))
     else
-        echo "FAIL churn_np$np (device buffers, direct $direct): exit $rc, ${counts:-no result}, $ondev of $np ranks in gpuring; log $log"
+        echo "FAIL churn_np$np (device buffers, direct $direct): exit $rc, ${counts:-no result}, $ondev of $np ranks in gpuring${report:+, sanitizer: $report}; log $log"
         sed 's/^/    /' "$log" | tail -20
         bad=1
     fi
@@ -146,20 +179,22 @@ done
 # buffers, in forward and reverse fiber order; passes when mpirun exits 0, the
 # program says "WANT passed, 0 failed" and some rank's log line matches REPORT
 failure_case() {
-    name=$1 np=$2 want=$3 report=$4 params=$5
+    name=$1 np=$2 want=$3 pattern=$4 params=$5
     shift 5
-    for order in forward reverse; do
+    wanted "$name" || return 0
+    for order in $orders; do
         log=$logs/$name-$order.log
-        CUDACPU_FIBER_ORDER=$order timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
-            --mca mca_base_component_path "$top/test/cudacpu/component/.libs:$pkglibdir" \
+        CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" \
             $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
-            -x LD_LIBRARY_PATH -x CUDACPU_DRIVER -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
+            -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
         rc=$?
-        if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && grep -qE "$report" "$log"; then
+        report=$(sanitizer_report "$log")
+        if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && [ -z "$report" ] &&
+            grep -qE "$pattern" "$log"; then
             echo "PASS $name ($order, device buffers)"
             passed=$((passed + want))
         else
-            echo "FAIL $name ($order, device buffers): exit $rc; log $log"
+            echo "FAIL $name ($order, device buffers): exit $rc${report:+, sanitizer: $report}; log $log"
             sed 's/^/    /' "$log" | tail -20
             bad=1
         fi
@@ -193,7 +228,9 @@ failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths
 app=$logs/cuda_allreduce
-if ! "$top/test/cudacpu/run" cc "$(dirname "$0")/../../examples/cuda_allreduce.c" -o "$app" \
+if ! wanted cuda_app; then
+    :
+elif ! "$top/test/cudacpu/run" cc "$(dirname "$0")/../../examples/cuda_allreduce.c" -o "$app" \
         > "$logs/cuda_app-build.log" 2>&1; then
     echo "FAIL cuda_app: test/cudacpu/run cc failed; log $logs/cuda_app-build.log"
     bad=1
@@ -205,7 +242,8 @@ else
             > "$log" 2>&1
         rc=$?
         ondev=$(grep -c 'allreduce summary: 1 calls in gpuring.* 1 on device buffers' "$log")
-        if [ "$rc" -eq 0 ] && grep -q '^3 passed, 0 failed$' "$log" && [ "$ondev" -eq 3 ]; then
+        if [ "$rc" -eq 0 ] && grep -q '^3 passed, 0 failed$' "$log" && [ "$ondev" -eq 3 ] &&
+            [ -z "$(sanitizer_report "$log")" ]; then
             echo "PASS cuda_app (direct $direct)"
             passed=$((passed + 3))
         else

@@ -22,10 +22,13 @@
 #   GPURING_CHURN_N_UCX   communicators for comm_churn with ranks_per_node=1
 #                         (default: GPURING_CHURN_N)
 #   GPURING_TEST_FILTER   run only cases whose name matches this bash regex
+#                         (the sanitizer flavor runs a few this way:
+#                         test/sanitize/run_sanitize_tests.sh)
 #   MPIRUN                mpirun command (default mpirun)
 #
 # Output: `PASS name` / `FAIL name (reason, log)` per case, INFO lines, and a
-# last line `N passed, N failed`.  Exit code 0 iff every case passed.
+# last line `N passed, N failed`.  Exit code 0 iff every case passed.  A case
+# whose log holds a sanitizer report fails, whatever its exit code.
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,6 +50,7 @@ source "$HERE/known_ompi_bugs.sh"
 
 # GPURING_MCA_ARGS split on whitespace (paths with spaces are not supported)
 source "$HERE/../mca_args.sh"
+source "$HERE/../sanitize/sanitizer_report.sh"
 if [ ${#USER_MCA[@]} -gt 0 ]; then ACTIVE=1; else ACTIVE=0; fi
 if [ -n "${GPURING_TEST_EXCLUDE+set}" ]; then
     EXCLUDE=$GPURING_TEST_EXCLUDE
@@ -110,8 +114,13 @@ run_case() {
     local rc=$?
     local dt=$((SECONDS - t0))
     echo "# exit $rc after ${dt}s" >> "$log"
-    local last
+    local last report
     last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    report=$(sanitizer_report "$log")
+    if [ -n "$report" ]; then
+        fail "$name" "sanitizer: $report" "$log"
+        return
+    fi
     if [ $rc = 124 ] || [ $rc = 137 ]; then
         fail "$name" "timeout after ${TIMEOUT}s" "$log"
         return
