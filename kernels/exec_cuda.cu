@@ -1105,7 +1105,9 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
     if (exec_cuda_stopped(st, a->nchannels) != GPURING_OK) {
         exec_cuda_report_stop(a, st); /* after accounting: the steps are current */
-        if (rc == GPURING_OK || rc == GPURING_ERR_TIMEOUT) rc = exec_cuda_stopped(st, a->nchannels);
+        /* the kernel may have ended before the poll saw the stop; after a timeout of
+         * this rank's, its own channels' abandoned steps are what its peers see */
+        if (rc == GPURING_OK) rc = exec_cuda_stopped(st, a->nchannels);
     }
     if (exited) {
         exec_cuda_pool_put(ix);
