@@ -51,7 +51,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .device_nchannels = 0,
     .channels_per_call = 0,
     .chunk_size = 0,
-    .slot_size = 512 * 1024,
+    .slot_size = 0, /* each plane's default */
     .wait_timeout = 300,
     .ranks_per_node = 0,
     .topo_xml = NULL,
@@ -162,7 +162,9 @@ static int gpuring_register(void)
         &c->chunk_size);
     (void)mca_base_component_var_register(
         v, "slot_size",
-        "Bytes of one FIFO slot; each connection has 8 slots (receiver-owned buffer)",
+        "Bytes of one FIFO slot; each connection has 8 slots (receiver-owned buffer); 0: "
+        "256 KiB for host buffers' connections (cache-sized steps), 512 KiB for device "
+        "buffers'",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->slot_size);
     gpuring_register_int("wait_timeout",

@@ -238,17 +238,19 @@ static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_h
         const int device = e->plane == GPURING_PLANE_DEVICE ? c->dev.net_device : -1;
 
         GPURING_CHECK(gpuring_conn_net_create(c->proxy, conn, e->dir, e->peer, e->channel,
-                                              c->cfg.slot_bytes, c->uid, (uint32_t)i, device,
-                                              h));
+                                              c->cfg.slot_bytes[e->plane], c->uid, (uint32_t)i,
+                                              device, h));
         /* the GPU writes and polls the host ctrl (and slots) the proxy serves */
         if (e->plane == GPURING_PLANE_DEVICE) GPURING_CHECK(gpuring_conn_map_device(conn));
     } else if (e->dir == GPURING_CONN_SEND) {
         return GPURING_OK; /* same-node sender: opens the receiver's FIFO at connect */
     } else if (e->plane == GPURING_PLANE_DEVICE) {
-        GPURING_CHECK(gpuring_conn_ipc_recv_create(conn, e->peer, e->channel, c->cfg.slot_bytes,
+        GPURING_CHECK(gpuring_conn_ipc_recv_create(conn, e->peer, e->channel,
+                                                   c->cfg.slot_bytes[GPURING_PLANE_DEVICE],
                                                    c->dev.stream, h));
     } else {
-        GPURING_CHECK(gpuring_conn_shm_recv_create(conn, e->peer, e->channel, c->cfg.slot_bytes,
+        GPURING_CHECK(gpuring_conn_shm_recv_create(conn, e->peer, e->channel,
+                                                   c->cfg.slot_bytes[GPURING_PLANE_HOST],
                                                    c->uid, h));
     }
     h->kind = comm_edge_label(e);
@@ -908,7 +910,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                   .max_channels = c->plane_nch[plane],
                                   .device = plane == GPURING_PLANE_DEVICE,
                                   .chunk_bytes = c->cfg.chunk_bytes,
-                                  .slot_bytes = c->cfg.slot_bytes,
+                                  .slot_bytes = c->cfg.slot_bytes[plane],
                                   .trees = c->tree_state[plane] >= 0};
     gpuring_plan_t plan;
     gpuring_exec_args_t args;
@@ -986,7 +988,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
 void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%d ranks, %d nodes, %d host channels, up to %d device channels, ring "
-             "prev %d next %d, %zu B slots", c->graph.nranks, c->graph.nnodes,
-             c->plane_nch[GPURING_PLANE_HOST], c->plane_nch[GPURING_PLANE_DEVICE], c->graph.prev[0],
-             c->graph.next[0], c->cfg.slot_bytes);
+             "prev %d next %d, %zu B host slots, %zu B device slots", c->graph.nranks,
+             c->graph.nnodes, c->plane_nch[GPURING_PLANE_HOST], c->plane_nch[GPURING_PLANE_DEVICE],
+             c->graph.prev[0], c->graph.next[0], c->cfg.slot_bytes[GPURING_PLANE_HOST],
+             c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }

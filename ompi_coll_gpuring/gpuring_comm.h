@@ -30,12 +30,19 @@
 #include "proxy/conn.h"
 #include "proxy/proxy.h"
 
+/* Which executor, and so which memory, a connection serves. */
+typedef enum {
+    GPURING_PLANE_HOST = 0,   /* host buffers: shm, net */
+    GPURING_PLANE_DEVICE = 1, /* device buffers: cuda ipc, net mapped for the GPU */
+    GPURING_PLANE_COUNT = 2,
+} gpuring_plane_t;
+
 typedef struct gpuring_comm_config {
     gpuring_algo_t algo;   /* AUTO or forced */
     int nchannels;         /* host plane: channels set up (each call may use fewer) */
     int device_nchannels;  /* device plane: the same, 0: what the GPUs hold (agreed) */
     int call_nchannels;    /* 0: tuned per call, else forced */
-    size_t slot_bytes;
+    size_t slot_bytes[GPURING_PLANE_COUNT]; /* bytes per FIFO slot, per plane */
     size_t chunk_bytes;    /* 0: one slot */
     double wait_timeout;   /* seconds */
     int ranks_per_node;    /* 0: real hosts */
@@ -52,13 +59,6 @@ typedef enum {
     GPURING_EDGE_TREE_UP = 1,   /* tree: child -> parent (reduce) */
     GPURING_EDGE_TREE_DOWN = 2, /* tree: parent -> child (broadcast) */
 } gpuring_edge_kind_t;
-
-/* Which executor, and so which memory, a connection serves. */
-typedef enum {
-    GPURING_PLANE_HOST = 0,   /* host buffers: shm, net */
-    GPURING_PLANE_DEVICE = 1, /* device buffers: cuda ipc, net mapped for the GPU */
-    GPURING_PLANE_COUNT = 2,
-} gpuring_plane_t;
 
 typedef struct gpuring_comm_edge {
     int peer;
