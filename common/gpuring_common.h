@@ -12,6 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* a function both the host and the CUDA executors call (nvcc compiles it for both) */
+#ifdef __CUDACC__
+#define GPURING_HOSTDEV __host__ __device__
+#else
+#define GPURING_HOSTDEV
+#endif
+
 /* ---- status ------------------------------------------------------------ */
 typedef enum {
     GPURING_OK = 0,

@@ -170,13 +170,13 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
     }
     __threadfence_system(); /* acquire: slot accesses come after the counters were seen */
     EXEC_FOR_PEERS(s.recv_mask, i) { /* each landed step is one of this call's */
-        const unsigned slot = (unsigned)(rstep[i] % GPURING_NSTEPS);
-        const uint64_t got = ch->recv[i].ctrl->call[slot] & GPURING_CALL_MASK;
-        const uint64_t got_bytes = ch->recv[i].ctrl->size[slot];
+        uint64_t got_bytes = 0;
+        const gpuring_status_t chk =
+            gpuring_fifo_check(ch->recv[i].ctrl, rstep[i], bytes, call, &got_bytes);
 
-        if (got == call && got_bytes == bytes) continue;
-        if (got != GPURING_CALL_ABORT) st->got_bytes = got_bytes;
-        st->wait[c] = ((got == GPURING_CALL_ABORT ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
+        if (chk == GPURING_OK) continue;
+        if (chk == GPURING_ERR_MISMATCH) st->got_bytes = got_bytes;
+        st->wait[c] = ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
                       (unsigned)i;
         return 0;
     }
@@ -944,30 +944,17 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
     for (int c = 0; c < a->nchannels; c++) {
-        const gpuring_conn_t *r;
+        const uint32_t kind = st->wait[c] >> 8;
         const int i = (int)(st->wait[c] & 0xffu);
-        const size_t es = gpuring_type_size(a->type);
         gpuring_step_t s;
 
-        if ((st->wait[c] >> 8) < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
-        r = a->channels[c].recv[i];
+        if (kind < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
         gpuring_prog_op(&a->channels[c].prog, a->channels[c].next_op, &s);
-        if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce abandoned: rank %d gave up on the call (its log says why); "
-                          "channel %d step %llu (cuda executor)",
-                          r->peer, c, (unsigned long long)r->step);
-        } else {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce mismatch: rank %d sent a step of another call (channel %d "
-                          "step %llu: %llu bytes%s, where this rank's call of %zu %s expects "
-                          "%zu bytes): the ranks passed different counts, datatypes or ops, "
-                          "or made their calls in a different order (cuda executor)",
-                          r->peer, c, (unsigned long long)r->step,
-                          (unsigned long long)st->got_bytes,
-                          st->got_bytes == s.count * es ? " of another call id" : "", a->count,
-                          gpuring_type_name(a->type), (size_t)(s.count * es));
-        }
+        gpuring_conn_report_check(a->channels[c].recv[i], c,
+                                  kind == EXEC_STOP_ABANDONED ? GPURING_ERR_REMOTE
+                                                              : GPURING_ERR_MISMATCH,
+                                  st->got_bytes, s.count * gpuring_type_size(a->type), a->count,
+                                  gpuring_type_name(a->type), " (cuda executor)");
     }
 }
 
@@ -1032,7 +1019,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     uint64_t total_ops;
     const void *fn;
     void *params[1] = { &desc };
-    gpuring_status_t rc, stop, abort_stop;
+    gpuring_status_t rc, stop, abort_stop, stopped;
     cudaError_t err;
     int ix, exited = 1;
 
@@ -1103,11 +1090,12 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     } else if (stop == GPURING_ERR_TIMEOUT) {
         exec_cuda_report_stall(a, st);
     }
-    if (exec_cuda_stopped(st, a->nchannels) != GPURING_OK) {
+    stopped = exec_cuda_stopped(st, a->nchannels);
+    if (stopped != GPURING_OK) {
         exec_cuda_report_stop(a, st); /* after accounting: the steps are current */
         /* the kernel may have ended before the poll saw the stop; after a timeout of
          * this rank's, its own channels' abandoned steps are what its peers see */
-        if (rc == GPURING_OK) rc = exec_cuda_stopped(st, a->nchannels);
+        if (rc == GPURING_OK) rc = stopped;
     }
     if (exited) {
         exec_cuda_pool_put(ix);

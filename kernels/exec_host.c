@@ -97,25 +97,13 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
         uint64_t got = 0;
-        gpuring_status_t st = gpuring_conn_check(r, bytes, a->call, &got);
+        gpuring_status_t st = gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
 
-        if (st == GPURING_ERR_REMOTE) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce abandoned: rank %d gave up on the call (its log says why); "
-                          "channel %d step %llu",
-                          r->peer, (int)(ch - a->channels), (unsigned long long)r->step);
-        } else if (st != GPURING_OK) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce mismatch: rank %d sent a step of another call (channel %d "
-                          "step %llu: %llu bytes%s, where this rank's call of %zu %s expects "
-                          "%zu bytes): the ranks passed different counts, datatypes or ops, "
-                          "or made their calls in a different order",
-                          r->peer, (int)(ch - a->channels), (unsigned long long)r->step,
-                          (unsigned long long)got,
-                          got == bytes ? " of another call id" : "", a->count,
-                          gpuring_type_name(a->type), bytes);
+        if (st != GPURING_OK) {
+            gpuring_conn_report_check(r, (int)(ch - a->channels), st, got, bytes, a->count,
+                                      gpuring_type_name(a->type), "");
+            return st;
         }
-        if (st != GPURING_OK) return st;
     }
     return GPURING_OK;
 }

@@ -10,11 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define GPURING_HOSTDEV __host__ __device__
-#else
-#define GPURING_HOSTDEV
-#endif
+#include "common/gpuring_common.h" /* GPURING_HOSTDEV */
 
 /*
  * A channel talks to up to GPURING_MAX_PEERS peers, each through one send and

@@ -152,16 +152,18 @@ static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
     return 1;
 }
 
-/* Receiver, once step `conn->step` landed: 0 if it is a step of `bytes` bytes of call
- * `call`; else what it is: GPURING_ERR_REMOTE (the sender abandoned the call) or
- * GPURING_ERR_MISMATCH, with its byte count in *got_bytes_p. */
-static inline gpuring_status_t gpuring_conn_check(const gpuring_conn_t *conn, size_t bytes,
-                                                  uint64_t call, uint64_t *got_bytes_p)
+/* Receiver, once step `step` of a FIFO with this `ctrl` landed: GPURING_OK if it is a
+ * step of `bytes` bytes of call `call`; else what it is: GPURING_ERR_REMOTE (the sender
+ * abandoned the call) or GPURING_ERR_MISMATCH, with its byte count in *got_bytes_p.
+ * The host executor and the CUDA kernel both check every step with it. */
+GPURING_HOSTDEV static inline gpuring_status_t gpuring_fifo_check(
+    const volatile gpuring_fifo_ctrl_t *ctrl, uint64_t step, uint64_t bytes, uint64_t call,
+    uint64_t *got_bytes_p)
 {
-    const unsigned slot = (unsigned)(conn->step % GPURING_NSTEPS);
-    const uint64_t got = conn->ctrl->call[slot] & GPURING_CALL_MASK;
+    const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+    const uint64_t got = ctrl->call[slot] & GPURING_CALL_MASK;
 
-    *got_bytes_p = conn->ctrl->size[slot];
+    *got_bytes_p = ctrl->size[slot];
     if (got == GPURING_CALL_ABORT) return GPURING_ERR_REMOTE;
     return got == (call & GPURING_CALL_MASK) && *got_bytes_p == bytes ? GPURING_OK
                                                                        : GPURING_ERR_MISMATCH;
@@ -176,6 +178,12 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
 /* The handle of an attached end: zeroed, then its peer, channel, direction,
  * type and slot size; the transport adds what is its own. */
 void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t *handle_p);
+/* Log why recv end `conn` (channel `channel`) stopped a call of `count` elements of
+ * `type_name`: gpuring_fifo_check's `st` on its step conn->step, which held `got_bytes`
+ * where the call expected `want_bytes`; `executor` is appended (e.g. " (cuda executor)"). */
+void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_status_t st,
+                               uint64_t got_bytes, size_t want_bytes, size_t count,
+                               const char *type_name, const char *executor);
 
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */

@@ -176,11 +176,9 @@ static uint64_t step_call(uint64_t s)
 /* did step s land with its byte count and call id? */
 static int landed_as_posted(const gpuring_conn_t *c, uint64_t s, size_t bytes)
 {
-    gpuring_conn_t at = *c;
     uint64_t got;
 
-    at.step = s;
-    if (gpuring_conn_check(&at, bytes, step_call(s), &got) == GPURING_OK) return 1;
+    if (gpuring_fifo_check(c->ctrl, s, bytes, step_call(s), &got) == GPURING_OK) return 1;
     printf("step %llu landed as %llu bytes of call %llu, posted as %zu bytes of call %llu\n",
            (unsigned long long)s, (unsigned long long)got,
            (unsigned long long)c->ctrl->call[s % GPURING_NSTEPS], bytes,
