@@ -814,7 +814,7 @@ static int comm_direct_usable(const gpuring_comm_t *c)
  */
 static gpuring_status_t comm_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
                                               void *recvbuf, size_t count, gpuring_type_t type,
-                                              gpuring_op_t op)
+                                              gpuring_op_t op, uint64_t call)
 {
     const int n = c->graph.nranks, me = c->graph.rank;
     const size_t es = gpuring_type_size(type), pack = GPURING_MAX((size_t)1, 16 / es);
@@ -833,7 +833,7 @@ static gpuring_status_t comm_direct_allreduce(gpuring_comm_t *c, const void *sen
     } else {
         (void)gpuring_ipc_buf_export(recvbuf, &pub.recv);
     }
-    pub.call = gpuring_call_id(c->calls, count, type, op);
+    pub.call = call;
     GPURING_CHECK(gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)));
     for (int r = 0; r < n; r++) { /* every rank sees the same: all fail alike */
         if (all[r].call == pub.call) continue;
@@ -916,6 +916,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
     gpuring_exec_args_t args;
     void *scratch = NULL;
     size_t per_channel;
+    uint64_t call;
     int order_free;
     gpuring_status_t st;
 
@@ -924,7 +925,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
         return GPURING_ERR_BROKEN;
     }
     if (count == 0) return GPURING_OK;
-    c->calls++; /* every rank numbers the calls with data alike */
+    /* every rank numbers the calls with data alike: the id its steps carry */
+    call = gpuring_call_id(++c->calls, count, type, op);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       comm_plane_name(plane));
@@ -937,7 +939,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                      "work");
     }
     if (plane == GPURING_PLANE_DEVICE && comm_direct_usable(c)) {
-        st = comm_direct_allreduce(c, sendbuf, recvbuf, count, type, op);
+        st = comm_direct_allreduce(c, sendbuf, recvbuf, count, type, op, call);
         if (st == GPURING_OK) comm_stats_count(&comm_stats.direct_calls, plane, count * es);
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
@@ -972,7 +974,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                  .scratch = scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                  .spin_polls = c->spin_polls,
-                                 .call = gpuring_call_id(c->calls, count, type, op)};
+                                 .call = call};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
                                      : gpuring_exec_cuda_run(&args, c->dev.stream);
