@@ -33,6 +33,8 @@
 
 #include "test/cuda_dl.h"
 
+#define MAX_CASES 64
+
 typedef struct {
     int rc, cls;      /* of the mismatched call */
     int later_cls;    /* of the call after it (MPI_SUCCESS: it succeeded) */
@@ -88,6 +90,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 int main(int argc, char **argv)
 {
     int rank, size, passed = 0, failed = 0, by_type = 0, device = 0, maxcount = 0;
+    int ncases = 0, counts[MAX_CASES], extras[MAX_CASES];
     double limit;
     char *list, *save = NULL;
     int *in, *out, *hin, *hout;
@@ -106,9 +109,11 @@ int main(int argc, char **argv)
         device |= strcmp(argv[a], "device") == 0;
     }
     list = strdup(argv[2]);
-    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-        int c = atoi(t), e = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
-        if (c + e > maxcount) maxcount = c + e;
+    for (char *t = strtok_r(list, ",", &save); t != NULL && ncases < MAX_CASES;
+         t = strtok_r(NULL, ",", &save), ncases++) {
+        counts[ncases] = atoi(t);
+        extras[ncases] = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
+        if (counts[ncases] + extras[ncases] > maxcount) maxcount = counts[ncases] + extras[ncases];
     }
     free(list);
     hin = malloc(sizeof(int) * (size_t)maxcount);
@@ -128,9 +133,8 @@ int main(int argc, char **argv)
         out = hout;
     }
 
-    list = strdup(argv[2]);
-    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-        int count = atoi(t), extra = strchr(t, ':') ? atoi(strchr(t, ':') + 1) : 1;
+    for (int k = 0; k < ncases; k++) {
+        const int count = counts[k], extra = extras[k];
         outcome_t o = run_case(count, extra, by_type, in, out);
         outcome_t *all = malloc(sizeof(outcome_t) * (size_t)size);
         int bad = 0, saw = 0;
@@ -173,7 +177,6 @@ int main(int argc, char **argv)
         }
         free(all);
     }
-    free(list);
 
     /* a new communicator is not affected: one call, checked */
     {
