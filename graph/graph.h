@@ -142,6 +142,15 @@ typedef enum {
     GPURING_ALGO_TREE = 2,   /* reduce up, broadcast down the (double) binary tree */
 } gpuring_algo_t;
 
+/* How steps move on shared-memory connections (proxy/conn.h). */
+typedef enum {
+    GPURING_PROTO_AUTO = -1,
+    GPURING_PROTO_SIMPLE = 0, /* data in the slot, then the tail counter */
+    GPURING_PROTO_LL = 1,     /* a flag in every 8-byte unit: small steps */
+} gpuring_proto_t;
+/* GPURING_PROTO_* for a name (auto, simple, ll); -2 if unknown. */
+int gpuring_proto_from_name(const char *name);
+
 /* The algorithm table: id, name, what it is. */
 typedef struct gpuring_algo_info {
     gpuring_algo_t id;
@@ -162,6 +171,7 @@ typedef struct gpuring_tuning_params {
     int device;         /* the device plane (CUDA executor, one block per channel) */
     size_t chunk_bytes; /* 0: auto (a slot), else forced (<= slot) */
     size_t slot_bytes;
+    gpuring_proto_t proto; /* AUTO, or forced (LL only where the executor has it) */
 } gpuring_tuning_params_t;
 
 typedef struct gpuring_plan {
@@ -169,6 +179,7 @@ typedef struct gpuring_plan {
     int ordered;        /* GATHER: fold in ring order (needs nranks rows of scratch) */
     int nchannels;      /* channels used by this call */
     size_t chunk_elems; /* elements per slot step */
+    int ll;             /* GPURING_PROTO_LL on the connections that have it */
 } gpuring_plan_t;
 
 /*

@@ -34,10 +34,13 @@
  *           MiB ring call on 2 ranks takes all 32, a 1 MiB one 4.
  */
 #include "graph/graph.h"
+#include "proxy/conn.h" /* GPURING_LL_STEP_BYTES */
 
 #include <string.h>
 
 #define GPURING_TUNING_BYTES_PER_CHANNEL (256 * 1024)
+/* protocol auto: LL for calls up to this size (host plane) */
+#define GPURING_TUNING_LL_MAX_BYTES (16 * 1024)
 #define GPURING_TUNING_DEVICE_STEP_BYTES (128 * 1024)
 
 /* microseconds per step and bytes per microsecond, per link class */
@@ -59,6 +62,14 @@ const gpuring_algo_info_t gpuring_algos[] = {
      "even channels use tree 0, odd channels tree 1 of the double binary tree"},
 };
 const int gpuring_nalgos = sizeof(gpuring_algos) / sizeof(gpuring_algos[0]);
+
+int gpuring_proto_from_name(const char *name)
+{
+    if (name == NULL || strcmp(name, "auto") == 0) return GPURING_PROTO_AUTO;
+    if (strcmp(name, "simple") == 0) return GPURING_PROTO_SIMPLE;
+    if (strcmp(name, "ll") == 0) return GPURING_PROTO_LL;
+    return -2;
+}
 
 int gpuring_algo_from_name(const char *name)
 {
@@ -96,8 +107,14 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan)
 {
     size_t bytes = count * elem_size;
-    size_t chunk_bytes = params->slot_bytes;
-    int gather_ok = bytes <= params->slot_bytes &&
+    /* LL: the host executor's, on a graph with shared-memory edges */
+    const int ll_ok = !params->device && graph->nnodes < graph->nranks;
+    const int ll = ll_ok && (params->proto == GPURING_PROTO_AUTO
+                                 ? bytes <= GPURING_TUNING_LL_MAX_BYTES
+                                 : params->proto == GPURING_PROTO_LL);
+    size_t chunk_bytes = ll ? GPURING_MIN(params->slot_bytes, GPURING_LL_STEP_BYTES)
+                            : params->slot_bytes;
+    int gather_ok = bytes <= chunk_bytes &&
                     (order_free || bytes * (size_t)graph->nranks <= GPURING_TUNING_SCRATCH_MAX);
     const int max_ch = params->max_channels > 0
                            ? GPURING_MIN(params->max_channels, graph->nchannels)
@@ -133,12 +150,14 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     }
     if (params->chunk_bytes > 0) chunk_bytes = GPURING_MIN(params->chunk_bytes, chunk_bytes);
     plan->ordered = plan->algo == GPURING_ALGO_GATHER && !order_free;
+    plan->ll = ll;
     plan->nchannels = nch;
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_DEBUG(GPURING_SUBSYS_TUNING,
-                  "plan: %zu B (%s) -> %s%s, %d of %d channels, %zu elems/step (model us: "
+                  "plan: %zu B (%s) -> %s%s%s, %d of %d channels, %zu elems/step (model us: "
                   "ring %.1f gather %.1f tree %.1f; 0 = not considered)",
                   bytes, params->device ? "device" : "host", gpuring_algos[plan->algo].name,
-                  plan->ordered ? " (ordered)" : "", plan->nchannels, max_ch, plan->chunk_elems,
+                  plan->ordered ? " (ordered)" : "", plan->ll ? " LL" : "", plan->nchannels,
+                  max_ch, plan->chunk_elems,
                   cost[0], cost[1], cost[2]);
 }

@@ -37,11 +37,25 @@ static inline int exec_op_uses_net(const gpuring_exec_channel_t *ch, const gpuri
     return 0;
 }
 
+/* Does this call's step on `conn` use the LL protocol? (the same on both ends) */
+static inline int exec_ll(const gpuring_exec_args_t *a, const gpuring_conn_t *conn)
+{
+    return a->ll && conn->ll != NULL;
+}
+
+/* Has recv end `r`'s next step landed? */
+static inline int exec_landed(const gpuring_exec_args_t *a, const gpuring_conn_t *r)
+{
+    return exec_ll(a, r) ? gpuring_conn_ll_landed(r)
+                         : GPURING_LOAD_ACQUIRE(&r->ctrl->tail) > r->step;
+}
+
 /* Can operation `s` run now without blocking? */
-static inline int exec_op_ready(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+static inline int exec_op_ready(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
+                                const gpuring_step_t *s)
 {
     EXEC_FOR_PEERS(s->recv_mask, i) {
-        if (GPURING_LOAD_ACQUIRE(&ch->recv[i]->ctrl->tail) <= ch->recv[i]->step) return 0;
+        if (!exec_landed(a, ch->recv[i])) return 0;
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
         if (GPURING_LOAD_ACQUIRE(&ch->send[i]->ctrl->head) + GPURING_NSTEPS <= ch->send[i]->step) {
@@ -69,23 +83,53 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
     }
 }
 
-/* The value of a plain operation, into `first`: input (op) every received slot. */
-static void exec_value(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
-                       const gpuring_step_t *s, const char *src, char *first)
+/* The value of a plain operation, into `first`: input (op) every received step. */
+static void exec_value(const gpuring_exec_args_t *a, const gpuring_step_t *s,
+                       const char *const in[], const char *src, char *first)
 {
     const size_t bytes = s->count * gpuring_type_size(a->type);
     const char *acc = src; /* what `first` holds so far, NULL if nothing yet */
 
     EXEC_FOR_PEERS(s->recv_mask, i) {
-        const char *in = conn_slot(ch->recv[i]);
         if (acc == NULL) {
-            acc = in;
+            acc = in[i];
             continue;
         }
-        gpuring_reduce_host(first, acc, in, s->count, a->type, a->op);
+        gpuring_reduce_host(first, acc, in[i], s->count, a->type, a->op);
         acc = first;
     }
     if (acc != first) memcpy(first, acc, bytes); /* a copy (in place: already there) */
+}
+
+/* Where operation `s` finds each received step and builds each sent one: the
+ * slot itself, or for an LL step the staging (unpacked here; packed when
+ * posted).  Fails only on an LL unit of another step. */
+static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
+                                        const gpuring_exec_channel_t *ch,
+                                        const gpuring_step_t *s, const char *in[], char *out[])
+{
+    const size_t bytes = s->count * gpuring_type_size(a->type);
+    char *stage = (char *)a->ll_stage;
+
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        const gpuring_conn_t *r = ch->recv[i];
+
+        in[i] = conn_slot(r);
+        if (exec_ll(a, r)) {
+            gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
+            if (st != GPURING_OK) {
+                gpuring_conn_report_check(r, (int)(ch - a->channels), st, bytes, bytes,
+                                          a->count, gpuring_type_name(a->type), " (LL unit)");
+                return st;
+            }
+            in[i] = stage + i * GPURING_LL_STEP_BYTES;
+        }
+    }
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        out[i] = exec_ll(a, ch->send[i]) ? stage + GPURING_MAX_PEERS * GPURING_LL_STEP_BYTES
+                                         : conn_slot(ch->send[i]);
+    }
+    return GPURING_OK;
 }
 
 /* Are the landed steps of operation `s` steps of this call?  (logs why not) */
@@ -97,7 +141,9 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
         uint64_t got = 0;
-        gpuring_status_t st = gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
+        gpuring_status_t st = exec_ll(a, r)
+                                  ? gpuring_conn_ll_check(r, bytes, a->call, &got)
+                                  : gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
 
         if (st != GPURING_OK) {
             gpuring_conn_report_check(r, (int)(ch - a->channels), st, got, bytes, a->count,
@@ -108,8 +154,8 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
     return GPURING_OK;
 }
 
-static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
-                        const gpuring_step_t *s)
+static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
+                                    const gpuring_step_t *s)
 {
     const size_t es = gpuring_type_size(a->type);
     const size_t bytes = s->count * es;
@@ -119,37 +165,47 @@ static void exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch
     char *dst = (s->flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (char *)a->recvbuf + s->off * es
                                                                   : NULL;
     char *first = dst;
+    const char *in[GPURING_MAX_PEERS];
+    char *out[GPURING_MAX_PEERS];
+    gpuring_status_t st;
 
     if (s->flags & GPURING_PRIM_FOLD) {
         exec_fold(a, ch, s);
-        return;
+        return GPURING_OK;
     }
+    st = exec_op_buffers(a, ch, s, in, out);
+    if (st != GPURING_OK) return st;
     if (first == NULL) {
         EXEC_FOR_PEERS(s->send_mask, i) {
-            if (first == NULL) first = conn_slot(ch->send[i]);
+            if (first == NULL) first = out[i];
         }
     }
     if (bytes > 0 && (s->flags & GPURING_PRIM_STASH)) {
         /* gather, one peer: keep the block, forward it unchanged */
-        const char *v = (s->flags & GPURING_PRIM_RECV) ? conn_slot(ch->recv[0]) : src;
+        const char *v = (s->flags & GPURING_PRIM_RECV) ? in[0] : src;
         memcpy(exec_scratch(a, s->stash, s), v, bytes);
-        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), v, bytes);
+        if (s->flags & GPURING_PRIM_SEND) memcpy(out[0], v, bytes);
     } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
         /* gather, one peer: fold the block in, forward it unchanged */
-        const char *in = conn_slot(ch->recv[0]);
-        if (s->flags & GPURING_PRIM_SEND) memcpy(conn_slot(ch->send[0]), in, bytes);
-        gpuring_reduce_host(dst, dst, in, s->count, a->type, a->op);
+        if (s->flags & GPURING_PRIM_SEND) memcpy(out[0], in[0], bytes);
+        gpuring_reduce_host(dst, dst, in[0], s->count, a->type, a->op);
     } else if (bytes > 0) {
-        exec_value(a, ch, s, src, first);
+        exec_value(a, s, in, src, first);
         EXEC_FOR_PEERS(s->send_mask, i) {
-            char *out = conn_slot(ch->send[i]);
-            if (out != first) memcpy(out, first, bytes);
+            if (out[i] != first) memcpy(out[i], first, bytes);
         }
     }
     EXEC_FOR_PEERS(s->recv_mask, i) {
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
-    EXEC_FOR_PEERS(s->send_mask, i) gpuring_conn_post(ch->send[i], bytes, a->call);
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        if (exec_ll(a, ch->send[i])) {
+            gpuring_conn_ll_post(ch->send[i], out[i], bytes, a->call);
+        } else {
+            gpuring_conn_post(ch->send[i], bytes, a->call);
+        }
+    }
+    return GPURING_OK;
 }
 
 /* A failed call: tell the ranks this one sends to (proxy/conn.h's abandon step). */
@@ -178,7 +234,7 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
         gpuring_prog_op(&ch->prog, ch->next_op, &s);
         EXEC_FOR_PEERS(s.recv_mask, i) {
             const gpuring_conn_t *r = ch->recv[i];
-            if (GPURING_LOAD_ACQUIRE(&r->ctrl->tail) > r->step) continue;
+            if (exec_landed(a, r)) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "allreduce timed out after %.0f s: channel %d waits for step %llu "
                           "from rank %d (%s connection, op %llu of %llu)",
@@ -205,6 +261,13 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
         a->channels[c].step_op = UINT64_MAX;
+        if (a->ll && (a->ll_stage == NULL || a->channels[c].prog.chunk *
+                                                     gpuring_type_size(a->type) >
+                                                 GPURING_LL_STEP_BYTES)) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "LL call without staging or with steps "
+                          "over %d B (channel %d): a planning bug", GPURING_LL_STEP_BYTES, c);
+            a->status = GPURING_ERR_INVALID;
+        }
     }
 }
 
@@ -222,13 +285,13 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                 gpuring_prog_op(&ch->prog, ch->next_op, &ch->step);
                 ch->step_op = ch->next_op;
             }
-            if (!exec_op_ready(ch, s)) break;
+            if (!exec_op_ready(a, ch, s)) break;
             a->status = exec_op_check(a, ch, s);
+            if (a->status == GPURING_OK) a->status = exec_op_run(a, ch, s);
             if (a->status != GPURING_OK) {
                 *done_p = 0;
                 return progressed;
             }
-            exec_op_run(a, ch, s);
             ch->next_op++;
             progressed = 1;
             /* the step goes out (or its slot is credited) while we compute the next */
@@ -247,6 +310,7 @@ static gpuring_status_t exec_host_run(gpuring_exec_args_t *a)
     int done = 0, idle = 0;
 
     gpuring_exec_host_start(a);
+    if (a->status != GPURING_OK) return a->status;
     gpuring_spin_init(&spin, a->timeout);
     for (;;) {
         const int moved = gpuring_exec_host_progress(a, &done);

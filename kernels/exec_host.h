@@ -14,6 +14,10 @@
  * yields the CPU only every spin_polls polls (0: every time, for ranks that
  * share cores).
  *
+ * With args->ll, steps on SHM connections use the LL protocol (proxy/conn.h):
+ * a received step is unpacked into the staging before the operation uses it,
+ * and a sent one is packed from it.
+ *
  * Every step received is checked against the call (proxy/conn.h: its byte
  * count and call id): a step of another call fails the call with
  * GPURING_ERR_MISMATCH, one its sender abandoned with GPURING_ERR_REMOTE.  A
@@ -55,8 +59,16 @@ typedef struct gpuring_exec_args {
     int spin_polls;              /* empty polls between yields (0: yield every time) */
     uint64_t call;               /* gpuring_call_id of this call: posted with every step,
                                     checked on every step received (proxy/conn.h) */
+    int ll;                      /* the low-latency protocol on every connection that has
+                                    it (proxy/conn.h; steps of at most
+                                    GPURING_LL_STEP_BYTES) */
+    void *ll_stage;              /* host executor, ll: GPURING_EXEC_LL_STAGE_BYTES where LL
+                                    steps are unpacked and packed */
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
 } gpuring_exec_args_t;
+
+/* The host executor's LL staging: one step per peer received, one sent. */
+#define GPURING_EXEC_LL_STAGE_BYTES ((GPURING_MAX_PEERS + 1) * GPURING_LL_STEP_BYTES)
 
 /* Run every channel's program to completion (timed, reporting waits). */
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);

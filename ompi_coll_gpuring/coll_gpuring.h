@@ -31,6 +31,7 @@ typedef struct mca_coll_gpuring_component {
     bool net_gpu_direct;
     bool direct;
     char *algorithm;
+    char *protocol;
     int nchannels;
     int device_nchannels;
     int channels_per_call;

@@ -47,6 +47,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .net_gpu_direct = true,
     .direct = true,
     .algorithm = NULL,
+    .protocol = NULL,
     .nchannels = 2,
     .device_nchannels = 0,
     .channels_per_call = 0,
@@ -138,6 +139,15 @@ static int gpuring_register(void)
         "slot, others use ring)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->algorithm);
+    c->protocol = "auto";
+    (void)mca_base_component_var_register(
+        v, "protocol",
+        "How steps move between ranks of a node (host buffers): auto (LL for calls up to 16 "
+        "KiB, simple above), simple (data in the slot, then a counter), or ll (NCCL's "
+        "low-latency protocol: a flag in every 8 bytes, half the bandwidth, no counter round "
+        "trip; steps of at most 8 KiB).  Connections between nodes are always simple",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->protocol);
     gpuring_register_int("nchannels",
                          "Channels (independent rings, each with its own connections) set up "
                          "per communicator for host buffers, 1-32; each call uses as many as "

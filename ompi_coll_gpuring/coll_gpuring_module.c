@@ -310,6 +310,7 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
                                 .size = ompi_comm_size(m->comm)};
     gpuring_comm_config_t cfg = {
         .algo = gpuring_algo_from_name(c->algorithm),
+        .proto = gpuring_proto_from_name(c->protocol),
         .nchannels = c->nchannels,
         .device_nchannels = c->device_nchannels,
         .call_nchannels = c->channels_per_call,
@@ -336,6 +337,13 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "coll_gpuring_algorithm '%s' is not auto, ring, gather or tree: gpuring "
                       "disabled", c->algorithm);
+        m->state = MCA_COLL_GPURING_COMM_DISABLED;
+        return NULL;
+    }
+    if ((int)cfg.proto == -2) {
+        GPURING_ERROR(GPURING_SUBSYS_INIT,
+                      "coll_gpuring_protocol '%s' is not auto, simple or ll: gpuring disabled",
+                      c->protocol);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }

@@ -911,7 +911,8 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                   .device = plane == GPURING_PLANE_DEVICE,
                                   .chunk_bytes = c->cfg.chunk_bytes,
                                   .slot_bytes = c->cfg.slot_bytes[plane],
-                                  .trees = c->tree_state[plane] >= 0};
+                                  .trees = c->tree_state[plane] >= 0,
+                                  .proto = c->cfg.proto};
     gpuring_plan_t plan;
     gpuring_exec_args_t args;
     void *scratch = NULL;
@@ -974,7 +975,7 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                  .scratch = scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                  .spin_polls = c->spin_polls,
-                                 .call = call};
+                                 .call = call, .ll = plan.ll, .ll_stage = c->ll_stage};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
                                      : gpuring_exec_cuda_run(&args, c->dev.stream);

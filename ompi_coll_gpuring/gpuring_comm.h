@@ -44,6 +44,7 @@ typedef struct gpuring_comm_config {
     int call_nchannels;    /* 0: tuned per call, else forced */
     size_t slot_bytes[GPURING_PLANE_COUNT]; /* bytes per FIFO slot, per plane */
     size_t chunk_bytes;    /* 0: one slot */
+    gpuring_proto_t proto; /* AUTO or forced (graph.h) */
     double wait_timeout;   /* seconds */
     int ranks_per_node;    /* 0: real hosts */
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
@@ -113,6 +114,8 @@ typedef struct gpuring_comm {
     gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;
+    /* the host executor's LL staging (gpuring_exec_args_t.ll_stage) */
+    _Alignas(GPURING_CACHELINE) char ll_stage[GPURING_EXEC_LL_STAGE_BYTES];
 } gpuring_comm_t;
 
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,

@@ -1,6 +1,7 @@
 /*
  * conn.c -- what every transport shares: the memory layout of one FIFO
- * (the ctrl counters on their own page, then NSTEPS page-aligned slots) and
+ * (the ctrl counters on their own page, the LL slots but on NET, then NSTEPS
+ * slots, page-aligned when the slot size is a multiple of a page) and
  * how a connection end is laid over it.
  */
 #include "proxy/conn.h"
@@ -9,9 +10,14 @@
 
 #define GPURING_CTRL_BYTES 4096
 
-size_t gpuring_conn_fifo_bytes(size_t slot_bytes)
+static size_t conn_ll_bytes(gpuring_conn_type_t type)
 {
-    return GPURING_CTRL_BYTES + GPURING_NSTEPS * slot_bytes;
+    return type == GPURING_CONN_NET ? 0 : GPURING_NSTEPS * GPURING_LL_SLOT_BYTES;
+}
+
+size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)
+{
+    return GPURING_CTRL_BYTES + conn_ll_bytes(type) + GPURING_NSTEPS * slot_bytes;
 }
 
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
@@ -24,7 +30,8 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
     conn->channel = channel;
     conn->slot_bytes = slot_bytes;
     conn->ctrl = (gpuring_fifo_ctrl_t *)fifo;
-    conn->slots = (char *)fifo + GPURING_CTRL_BYTES;
+    conn->ll = conn_ll_bytes(type) > 0 ? (char *)fifo + GPURING_CTRL_BYTES : NULL;
+    conn->slots = (char *)fifo + GPURING_CTRL_BYTES + conn_ll_bytes(type);
     conn->step = 0;
 }
 

@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "common/gpuring_common.h"
 
 #define GPURING_NSTEPS 8
@@ -120,6 +121,7 @@ struct gpuring_conn {
     int channel;
     size_t slot_bytes;
     char *slots;               /* NSTEPS * slot_bytes, where the executor reads/writes */
+    char *ll;                  /* NSTEPS * GPURING_LL_SLOT_BYTES of LL slots (NULL: NET) */
     gpuring_fifo_ctrl_t *ctrl; /* tail/head the executor waits on and publishes */
     uint64_t step;             /* executor: next step on this connection */
 
@@ -143,35 +145,191 @@ static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes, uint64_
     GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
 }
 
-/* Sender giving up on a call: an empty step marked GPURING_CALL_ABORT if a
- * slot is free (so the receiver fails at once instead of timing out); 1 if posted. */
-static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
+/* A landed step that says it is `got_bytes` bytes of call `got_call`, where the
+ * receiver expects `bytes` of `call`: GPURING_OK, GPURING_ERR_REMOTE (the sender
+ * abandoned the call) or GPURING_ERR_MISMATCH.  Both protocols, both executors. */
+GPURING_HOSTDEV static inline gpuring_status_t gpuring_step_check(uint64_t got_call,
+                                                                  uint64_t got_bytes,
+                                                                  uint64_t bytes, uint64_t call)
 {
-    if (GPURING_LOAD_ACQUIRE(&conn->ctrl->head) + GPURING_NSTEPS <= conn->step) return 0;
-    gpuring_conn_post(conn, 0, GPURING_CALL_ABORT);
-    return 1;
+    got_call &= GPURING_CALL_MASK;
+    if (got_call == GPURING_CALL_ABORT) return GPURING_ERR_REMOTE;
+    return got_call == (call & GPURING_CALL_MASK) && got_bytes == bytes ? GPURING_OK
+                                                                        : GPURING_ERR_MISMATCH;
 }
 
-/* Receiver, once step `step` of a FIFO with this `ctrl` landed: GPURING_OK if it is a
- * step of `bytes` bytes of call `call`; else what it is: GPURING_ERR_REMOTE (the sender
- * abandoned the call) or GPURING_ERR_MISMATCH, with its byte count in *got_bytes_p.
- * The host executor and the CUDA kernel both check every step with it. */
+/* Receiver, once step `step` of a FIFO with this `ctrl` landed: gpuring_step_check of
+ * what the sender recorded, its byte count in *got_bytes_p.  The host executor and the
+ * CUDA kernel both check every simple step with it. */
 GPURING_HOSTDEV static inline gpuring_status_t gpuring_fifo_check(
     const volatile gpuring_fifo_ctrl_t *ctrl, uint64_t step, uint64_t bytes, uint64_t call,
     uint64_t *got_bytes_p)
 {
     const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
-    const uint64_t got = ctrl->call[slot] & GPURING_CALL_MASK;
 
     *got_bytes_p = ctrl->size[slot];
-    if (got == GPURING_CALL_ABORT) return GPURING_ERR_REMOTE;
-    return got == (call & GPURING_CALL_MASK) && *got_bytes_p == bytes ? GPURING_OK
-                                                                       : GPURING_ERR_MISMATCH;
+    return gpuring_step_check(ctrl->call[slot], *got_bytes_p, bytes, call);
+}
+
+/*
+ * The low-latency protocol (LL, NCCL's), for small steps on SHM and IPC
+ * connections.  Every such FIFO also has NSTEPS LL slots.  An LL slot is a
+ * row of 8-byte units, each 4 bytes of data and the 4-byte flag of the step
+ * that wrote it (gpuring_ll_flag), written with one 64-bit store: the
+ * receiver waits on the data itself instead of on tail, so a small step
+ * moves one cache line instead of the counter's, the ctrl's and the data's.
+ * Units 0 and 1 are the header: the step's call id and its byte count (what
+ * gpuring_step_check compares); the payload starts at unit 2, 16-byte
+ * aligned, so a GPU thread moves two units with one vector access.  The
+ * sender writes the payload, then the header, unit 0 last with release
+ * order: a host receiver that sees unit 0 sees the rest; a GPU's threads
+ * each wait for their own units' flags.  head works as in the simple
+ * protocol (the sender waits for a free slot); tail is not used.
+ * Whether a step is LL is decided per call (the plan's protocol, the same
+ * on every rank) and per connection (gpuring_conn_t.ll: never NET, whose
+ * proxy moves simple slots), so both ends of a step always agree.
+ */
+#define GPURING_LL_STEP_BYTES 8192 /* payload of one LL step */
+#define GPURING_LL_HDR_UNITS 2
+#define GPURING_LL_SLOT_BYTES \
+    (((GPURING_LL_HDR_UNITS + GPURING_LL_STEP_BYTES / 4) * 8 + 63) / 64 * 64)
+
+/* The flag of step `step`'s units: never 0, what fresh (zeroed) memory holds. */
+GPURING_HOSTDEV static inline uint32_t gpuring_ll_flag(uint64_t step)
+{
+    return (uint32_t)(step % 0xffffffffull) + 1u;
+}
+
+GPURING_HOSTDEV static inline uint64_t gpuring_ll_unit(uint32_t data, uint32_t flag)
+{
+    return (uint64_t)flag << 32 | data;
+}
+
+/* ---- LL on the host (the CUDA executor has its own, exec_cuda.cu) -------- */
+static inline uint64_t *gpuring_conn_ll_slot(const gpuring_conn_t *conn)
+{
+    return (uint64_t *)(conn->ll + (conn->step % GPURING_NSTEPS) * GPURING_LL_SLOT_BYTES);
+}
+
+static inline void gpuring_conn_ll_header(uint64_t *row, uint64_t bytes, uint64_t call,
+                                          uint32_t flag)
+{
+    __atomic_store_n(&row[1], gpuring_ll_unit((uint32_t)bytes, flag), __ATOMIC_RELAXED);
+    __atomic_store_n(&row[0], gpuring_ll_unit((uint32_t)(call & GPURING_CALL_MASK), flag),
+                     __ATOMIC_RELEASE);
+}
+
+/* Sender, once a slot is free: post `bytes` (at most GPURING_LL_STEP_BYTES) of
+ * `src` as an LL step of call `call`. */
+static inline void gpuring_conn_ll_post(gpuring_conn_t *conn, const void *src, size_t bytes,
+                                        uint64_t call)
+{
+    uint64_t *row = gpuring_conn_ll_slot(conn);
+    const uint32_t flag = gpuring_ll_flag(conn->step);
+    const unsigned char *p = (const unsigned char *)src;
+    const size_t whole = bytes / 4;
+    uint32_t d;
+
+    size_t i = 0;
+
+#if defined(__x86_64__)
+    /* two units per 16-byte store: half the stores, so twice the lines in flight
+     * (an x86-64 store of an aligned 16 bytes writes each 8-byte half at once;
+     * processors with AVX guarantee even the whole 16) */
+    for (; i + 2 <= whole; i += 2) {
+        typedef unsigned long long pair_t __attribute__((vector_size(16)));
+        uint32_t d2;
+        pair_t pair;
+
+        memcpy(&d, p + 4 * i, 4);
+        memcpy(&d2, p + 4 * i + 4, 4);
+        pair = (pair_t){gpuring_ll_unit(d, flag), gpuring_ll_unit(d2, flag)};
+        *(volatile pair_t *)&row[GPURING_LL_HDR_UNITS + i] = pair;
+    }
+#endif
+    for (; i < whole; i++) {
+        memcpy(&d, p + 4 * i, 4);
+        __atomic_store_n(&row[GPURING_LL_HDR_UNITS + i], gpuring_ll_unit(d, flag),
+                         __ATOMIC_RELAXED);
+    }
+    if (bytes % 4 != 0) {
+        d = 0;
+        memcpy(&d, p + 4 * whole, bytes % 4);
+        __atomic_store_n(&row[GPURING_LL_HDR_UNITS + whole], gpuring_ll_unit(d, flag),
+                         __ATOMIC_RELAXED);
+    }
+    gpuring_conn_ll_header(row, bytes, call, flag);
+    conn->step++;
+}
+
+/* Receiver: has the header of LL step conn->step landed? */
+static inline int gpuring_conn_ll_landed(const gpuring_conn_t *conn)
+{
+    const uint64_t *row = gpuring_conn_ll_slot(conn);
+    const uint32_t flag = gpuring_ll_flag(conn->step);
+
+    return (uint32_t)(__atomic_load_n(&row[0], __ATOMIC_ACQUIRE) >> 32) == flag &&
+           (uint32_t)(__atomic_load_n(&row[1], __ATOMIC_ACQUIRE) >> 32) == flag;
+}
+
+/* Receiver, once landed: gpuring_step_check of its header. */
+static inline gpuring_status_t gpuring_conn_ll_check(const gpuring_conn_t *conn,
+                                                     uint64_t bytes, uint64_t call,
+                                                     uint64_t *got_bytes_p)
+{
+    const uint64_t *row = gpuring_conn_ll_slot(conn);
+
+    *got_bytes_p = (uint32_t)__atomic_load_n(&row[1], __ATOMIC_RELAXED);
+    return gpuring_step_check((uint32_t)__atomic_load_n(&row[0], __ATOMIC_RELAXED),
+                              *got_bytes_p, bytes, call);
+}
+
+/* Receiver, once checked: the step's `bytes` into `dst`.  The sender wrote them
+ * before the header (release), so each unit holds this step's flag; one that
+ * does not is another step's (GPURING_ERR_MISMATCH, never used). */
+static inline gpuring_status_t gpuring_conn_ll_read(const gpuring_conn_t *conn, void *dst,
+                                                    size_t bytes)
+{
+    const uint64_t *row = gpuring_conn_ll_slot(conn) + GPURING_LL_HDR_UNITS;
+    const uint32_t flag = gpuring_ll_flag(conn->step);
+    unsigned char *p = (unsigned char *)dst;
+    const size_t whole = bytes / 4;
+    uint64_t u, bad = 0;
+    uint32_t d;
+
+    for (size_t i = 0; i < whole; i++) {
+        u = __atomic_load_n(&row[i], __ATOMIC_RELAXED);
+        bad |= (u >> 32) ^ flag;
+        d = (uint32_t)u;
+        memcpy(p + 4 * i, &d, 4);
+    }
+    if (bytes % 4 != 0) {
+        u = __atomic_load_n(&row[whole], __ATOMIC_RELAXED);
+        bad |= (u >> 32) ^ flag;
+        d = (uint32_t)u;
+        memcpy(p + 4 * whole, &d, bytes % 4); /* the low bytes: little endian */
+    }
+    return bad == 0 ? GPURING_OK : GPURING_ERR_MISMATCH;
+}
+
+/* Sender giving up on a call: an empty step marked GPURING_CALL_ABORT, in both
+ * protocols, if a slot is free (so the receiver fails at once instead of timing
+ * out); 1 if posted. */
+static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
+{
+    if (GPURING_LOAD_ACQUIRE(&conn->ctrl->head) + GPURING_NSTEPS <= conn->step) return 0;
+    if (conn->ll != NULL) {
+        gpuring_conn_ll_header(gpuring_conn_ll_slot(conn), 0, GPURING_CALL_ABORT,
+                               gpuring_ll_flag(conn->step));
+    }
+    gpuring_conn_post(conn, 0, GPURING_CALL_ABORT);
+    return 1;
 }
 
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */
-/* Bytes of one FIFO in memory: the ctrl page, then NSTEPS slots. */
-size_t gpuring_conn_fifo_bytes(size_t slot_bytes);
+/* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
+ * slots (not NET), then NSTEPS slots. */
+size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
 /* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first). */
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
                          int peer, int channel, size_t slot_bytes, void *fifo);

@@ -29,14 +29,15 @@ gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, in
                                               size_t slot_bytes, void *stream,
                                               gpuring_conn_handle_t *handle_p)
 {
-    const size_t bytes = gpuring_conn_fifo_bytes(slot_bytes);
+    const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_IPC, slot_bytes);
     cudaIpcMemHandle_t ipc;
     void *fifo = NULL;
     gpuring_status_t st;
 
     GPURING_CUDA_CHECK(cudaMalloc(&fifo, bytes));
-    /* zero counters before any sender can open the FIFO (the handle goes out later) */
-    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(fifo, 0, sizeof(gpuring_fifo_ctrl_t),
+    /* zero the counters and the LL flags before any sender can open the FIFO (the
+     * handle goes out later) */
+    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(fifo, 0, bytes - GPURING_NSTEPS * slot_bytes,
                                             (cudaStream_t)stream),
                             st, out_free);
     GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), st, out_free);
@@ -109,7 +110,7 @@ gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn)
 {
     void *host = conn->ctrl, *dev = NULL; /* the FIFO starts with its ctrl page */
     const size_t bytes = conn->slots_device ? sizeof(gpuring_fifo_ctrl_t)
-                                            : gpuring_conn_fifo_bytes(conn->slot_bytes);
+                                            : gpuring_conn_fifo_bytes(conn->type, conn->slot_bytes);
     gpuring_status_t st;
 
     if (conn->mapped_host != NULL) return GPURING_OK;

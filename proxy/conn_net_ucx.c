@@ -408,7 +408,7 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     if (net == NULL) return GPURING_ERR_NO_MEMORY;
     net->device = -1;
     /* host staging: ctrl + slots; GPU-direct: the ctrl page alone */
-    bytes = device >= 0 ? GPURING_PAGE : gpuring_conn_fifo_bytes(slot_bytes);
+    bytes = device >= 0 ? GPURING_PAGE : gpuring_conn_fifo_bytes(GPURING_CONN_NET, slot_bytes);
     if (device < 0 && bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "gpuring_conn_fifo_bytes(%zu) = %zu is too small",
                       slot_bytes, bytes);

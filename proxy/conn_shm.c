@@ -49,7 +49,7 @@ gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, in
                                               gpuring_conn_handle_t *handle_p)
 {
     static unsigned seq; /* segments this process created: names stay unique */
-    size_t len = gpuring_conn_fifo_bytes(slot_bytes);
+    size_t len = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot_bytes);
     char name[GPURING_SHM_NAME_MAX];
     void *base;
 
@@ -74,7 +74,7 @@ gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, in
 gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, int channel,
                                                const gpuring_conn_handle_t *remote)
 {
-    size_t len = gpuring_conn_fifo_bytes(remote->slot_bytes);
+    size_t len = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, remote->slot_bytes);
     void *base;
 
     GPURING_CHECK(conn_shm_map(remote->where.shm_name, 0, len, &base));

@@ -127,7 +127,7 @@ static int tree_slot(int n, int c, int r) { return 1 + (tree_v(n, c, r) - 1) % t
 static void fifo_alloc(t_fifo_t *f, size_t slot_bytes)
 {
     void *h, *d;
-    size_t bytes = gpuring_conn_fifo_bytes(slot_bytes);
+    size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot_bytes);
 
     TEST_CUDA(cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
     TEST_CUDA(cudaHostGetDevicePointer(&d, h, 0));
@@ -139,7 +139,9 @@ static void fifo_alloc(t_fifo_t *f, size_t slot_bytes)
 static void fifo_link(t_fifo_t *f, gpuring_conn_t *s, int sender, gpuring_conn_t *r,
                       int receiver, int c, size_t slot_bytes)
 {
-    memset(f->host, 0, 4096); /* the ctrl page: tail = head = 0 */
+    /* the ctrl page (tail = head = 0) and the LL slots (no flag) */
+    memset(f->host, 0, gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot_bytes) -
+                           GPURING_NSTEPS * slot_bytes);
     gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, c, slot_bytes,
                         f->dev);
     gpuring_conn_attach(r, GPURING_CONN_SHM, GPURING_CONN_RECV, sender, c, slot_bytes,

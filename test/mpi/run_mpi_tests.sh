@@ -327,6 +327,19 @@ run_case "topo_dgx_np8_rpn4" 8 4 ready,tree \
     allreduce_check -t int32,float,double -o sum,max -i -m world,rev -s "$SEED" -q "${XARG[@]}"
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
 
+# --- the LL protocol (flag in every 8 bytes) forced at every size, so calls of up to
+# 65537 elements run as many LL steps of at most 8 KiB: every type and op, odd counts,
+# in place; ring, tree and gather; shm alone, and shm mixed with net (virtual nodes,
+# whose net edges stay simple); a wrong step under LL fails the call as under simple
+LL="coll_gpuring_protocol ll"
+run_case "ll_full_np3_rpn0" 3 0 ready "$LL" allreduce_check "${FULL[@]}"
+run_case "ll_ring_nch3_np4_rpn2" 4 2 ready "$LL coll_gpuring_algorithm ring coll_gpuring_nchannels 3" \
+    allreduce_check "${MEDIUM[@]}"
+run_case "ll_tree_np5_rpn2" 5 2 ready,tree "$LL coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
+run_case "ll_tree_np6_rpn0" 6 0 ready,tree "$LL coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
+run_case "ll_gather_np5_rpn0" 5 0 ready "$LL coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
+run_case "ll_large_np2_rpn0" 2 0 ready "$LL" allreduce_check "${LARGE[@]}"
+
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)
 if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
@@ -346,6 +359,9 @@ if [ $ACTIVE = 1 ]; then
     run_case "mismatch_np4_rpn2" 4 2 ready,mismatch \
         "coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree" \
         mismatch_check 20 "$MISMATCH_COUNTS"
+    run_case "mismatch_ll_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60 $LL" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
+    run_case "timeout_ll_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3 $LL" timeout_check 60
     # the last rank dies (SIGKILL) inside a 16 MiB call; mpirun keeps the others
     # running: each returns an error within the wait timeout, refuses the next call
     # at once, and no gpuring segment is left in /dev/shm.  Every rank its own

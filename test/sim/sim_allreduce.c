@@ -57,8 +57,8 @@ static int sim_link(sim_t *sim, gpuring_conn_t *s, int sender, gpuring_conn_t *r
     size_t slot = sim->slot_elems * sizeof(int32_t);
     sim_link_t *l = &sim->links[sim->nlinks++];
 
-    l->fifo_s = calloc(1, gpuring_conn_fifo_bytes(slot));
-    l->fifo_r = calloc(1, gpuring_conn_fifo_bytes(slot));
+    l->fifo_s = calloc(1, gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot));
+    l->fifo_r = calloc(1, gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot));
     if (l->fifo_s == NULL || l->fifo_r == NULL) return -1;
     /* each end has its own FIFO, as over a network: the round delivers */
     gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, ch, slot, l->fifo_s);

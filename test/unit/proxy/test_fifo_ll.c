@@ -1,0 +1,230 @@
+/*
+ * test_fifo_ll.c -- the LL protocol of proxy/conn.h on a shared memory
+ * connection.
+ *
+ * Between two processes (fork): 100000 steps of 0 B to a full LL step (odd
+ * sizes included), in runs that switch between LL and simple steps as calls
+ * of different sizes do, every byte checked, the sender never ahead of the
+ * credits.  In one process: the flag is never 0 (what fresh memory holds),
+ * a unit of an earlier step of the slot never counts as landed, the header
+ * check tells a step of this call from one of another call, of another size
+ * or abandoned (both protocols carry the abandon), a unit that lost its flag
+ * is refused, and a step writes no unit past its payload.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proxy/conn.h"
+#include "test/unit/unit_test.h"
+
+#define SLOT 4096
+#define NSTEPS_TEST 100000
+#define CALL 0x1234
+
+static size_t step_bytes(uint64_t s)
+{
+    return (size_t)((s * 2654435761u) % (GPURING_LL_STEP_BYTES + 1));
+}
+static unsigned char step_byte(uint64_t s, size_t i) { return (unsigned char)(s * 31 + i * 7 + 1); }
+/* runs of 1-9 steps of one protocol, then the other (calls of different sizes) */
+static int step_ll(uint64_t s) { return (int)((s / 9 + s % 9 / 5) % 2); }
+
+/* Sender, in the child.  Exit 0 on success. */
+static int run_sender(const gpuring_conn_handle_t *h)
+{
+    static unsigned char buf[GPURING_LL_STEP_BYTES];
+    gpuring_conn_t conn;
+    gpuring_spin_t spin;
+
+    if (gpuring_conn_shm_send_connect(&conn, 0, 0, h) != GPURING_OK) return 2;
+    for (uint64_t s = 0; s < NSTEPS_TEST; s++) {
+        const size_t n = step_bytes(s);
+
+        gpuring_spin_init(&spin, 20.0);
+        while (GPURING_LOAD_ACQUIRE(&conn.ctrl->head) + GPURING_NSTEPS <= conn.step) {
+            if (gpuring_spin_tick(&spin) != GPURING_OK) return 3;
+        }
+        if (step_ll(s)) {
+            for (size_t i = 0; i < n; i++) buf[i] = step_byte(s, i);
+            gpuring_conn_ll_post(&conn, buf, n, CALL);
+        } else {
+            char *slot = conn.slots + (conn.step % GPURING_NSTEPS) * conn.slot_bytes;
+            size_t m = n < SLOT ? n : SLOT;
+            for (size_t i = 0; i < m; i++) slot[i] = (char)step_byte(s, i);
+            gpuring_conn_post(&conn, m, CALL);
+        }
+    }
+    gpuring_conn_shm_destroy(&conn);
+    return 0;
+}
+
+/* Receiver, this process: every step lands whole, checked, in order. */
+static void run_receiver(gpuring_conn_t *recv)
+{
+    static unsigned char buf[GPURING_LL_STEP_BYTES];
+    uint64_t bad = 0, overrun = 0, nll = 0;
+    gpuring_spin_t spin;
+
+    for (uint64_t s = 0; s < NSTEPS_TEST; s++) {
+        const int ll = step_ll(s);
+        const size_t n = ll ? step_bytes(s) : GPURING_MIN(step_bytes(s), SLOT);
+        const unsigned char *data = buf;
+        uint64_t got = 0;
+        gpuring_status_t st;
+        int landed;
+
+        gpuring_spin_init(&spin, 20.0);
+        while (!(landed = ll ? gpuring_conn_ll_landed(recv)
+                             : GPURING_LOAD_ACQUIRE(&recv->ctrl->tail) > recv->step)) {
+            if (gpuring_spin_tick(&spin) != GPURING_OK) break;
+        }
+        if (!landed) {
+            EXPECT(0, "receiver timed out at step %llu", (unsigned long long)s);
+            return;
+        }
+        st = ll ? gpuring_conn_ll_check(recv, n, CALL, &got)
+                : gpuring_fifo_check(recv->ctrl, recv->step, n, CALL, &got);
+        if (st == GPURING_OK && ll) st = gpuring_conn_ll_read(recv, buf, n);
+        if (!ll) data = (const unsigned char *)recv->slots + (s % GPURING_NSTEPS) * SLOT;
+        nll += ll;
+        /* credits: the sender never more than NSTEPS steps past what we consumed
+         * (tail moves only with simple steps: it is a floor of the sender's step) */
+        if (GPURING_LOAD_ACQUIRE(&recv->ctrl->tail) > s + GPURING_NSTEPS) overrun++;
+        if (st != GPURING_OK) {
+            if (bad++ < 5) printf("step %llu (%s): check %d, %llu bytes\n", (unsigned long long)s,
+                                  ll ? "ll" : "simple", st, (unsigned long long)got);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                if (data[i] != step_byte(s, i)) {
+                    if (bad++ < 5) printf("step %llu (%s) byte %zu of %zu: got %u want %u\n",
+                                          (unsigned long long)s, ll ? "ll" : "simple", i, n,
+                                          data[i], step_byte(s, i));
+                    break;
+                }
+            }
+        }
+        GPURING_STORE_RELEASE(&recv->ctrl->head, ++recv->step);
+        if (s == 0) gpuring_conn_shm_unlink(recv);
+    }
+    EXPECT(bad == 0, "%llu steps wrong", (unsigned long long)bad);
+    EXPECT(overrun == 0, "sender ran ahead of the credits %llu times",
+           (unsigned long long)overrun);
+    EXPECT(nll > NSTEPS_TEST / 3 && nll < NSTEPS_TEST * 2 / 3, "%llu of the steps were LL",
+           (unsigned long long)nll);
+}
+
+/* One process: a FIFO whose ends are both here. */
+static void check_one_process(void)
+{
+    const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, SLOT);
+    char *fifo = aligned_alloc(4096, bytes);
+    unsigned char src[GPURING_LL_STEP_BYTES], dst[GPURING_LL_STEP_BYTES];
+    gpuring_conn_t s, r;
+    uint64_t got = 0;
+    uint64_t *row;
+
+    memset(fifo, 0, bytes);
+    gpuring_conn_attach(&s, GPURING_CONN_SHM, GPURING_CONN_SEND, 1, 0, SLOT, fifo);
+    gpuring_conn_attach(&r, GPURING_CONN_SHM, GPURING_CONN_RECV, 0, 0, SLOT, fifo);
+    EXPECT(s.ll == r.ll && s.ll != NULL && (uintptr_t)s.ll % 64 == 0, "LL slots, aligned");
+    EXPECT(s.slots >= s.ll + GPURING_NSTEPS * GPURING_LL_SLOT_BYTES &&
+               s.slots + GPURING_NSTEPS * SLOT <= fifo + bytes,
+           "LL slots before the simple slots, inside the FIFO");
+    {
+        gpuring_conn_t n;
+        char net_fifo[8192];
+        gpuring_conn_attach(&n, GPURING_CONN_NET, GPURING_CONN_SEND, 1, 0, 64, net_fifo);
+        EXPECT(n.ll == NULL, "NET connections have no LL slots");
+        EXPECT(gpuring_conn_fifo_bytes(GPURING_CONN_NET, SLOT) + GPURING_NSTEPS *
+                       GPURING_LL_SLOT_BYTES == bytes, "NET FIFOs are that much smaller");
+    }
+    EXPECT((GPURING_LL_HDR_UNITS + GPURING_LL_STEP_BYTES / 4) * 8 <= GPURING_LL_SLOT_BYTES,
+           "an LL slot holds a full step");
+
+    /* the flag: never 0, different for the steps that share a slot */
+    {
+        const uint64_t at[] = {0, 1, 7, 8, 0xfffffffdull, 0xfffffffeull, 0xffffffffull,
+                               0x100000000ull, 0x1fffffffeull, UINT64_MAX - 1, UINT64_MAX};
+        int zero = 0, same = 0;
+        for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+            zero += gpuring_ll_flag(at[i]) == 0;
+            same += gpuring_ll_flag(at[i]) == gpuring_ll_flag(at[i] + GPURING_NSTEPS);
+        }
+        EXPECT(zero == 0 && same == 0, "flag 0 %d times, equal to the slot's next %d times",
+               zero, same);
+    }
+
+    for (size_t i = 0; i < sizeof(src); i++) src[i] = (unsigned char)(i * 13 + 5);
+    EXPECT(!gpuring_conn_ll_landed(&r), "nothing landed in a fresh FIFO");
+
+    /* a step of 13 bytes: 4 units, nothing written past them */
+    row = (uint64_t *)s.ll;
+    row[GPURING_LL_HDR_UNITS + 4] = 0xdeadbeefcafef00dull;
+    gpuring_conn_ll_post(&s, src, 13, CALL);
+    EXPECT(row[GPURING_LL_HDR_UNITS + 4] == 0xdeadbeefcafef00dull, "no unit past the payload");
+    EXPECT(s.step == 1 && s.ctrl->tail == 0, "an LL post counts the step, leaves tail");
+    EXPECT(gpuring_conn_ll_landed(&r), "landed");
+    EXPECT(gpuring_conn_ll_check(&r, 13, CALL, &got) == GPURING_OK && got == 13, "checks");
+    EXPECT(gpuring_conn_ll_check(&r, 12, CALL, &got) == GPURING_ERR_MISMATCH,
+           "a step of another size is a mismatch");
+    EXPECT(gpuring_conn_ll_check(&r, 13, CALL + 1, &got) == GPURING_ERR_MISMATCH,
+           "a step of another call is a mismatch");
+    memset(dst, 0xff, sizeof(dst));
+    EXPECT(gpuring_conn_ll_read(&r, dst, 13) == GPURING_OK && memcmp(dst, src, 13) == 0 &&
+               dst[13] == 0xff && dst[14] == 0xff && dst[15] == 0xff,
+           "13 bytes read, not one more");
+    r.step++;
+
+    /* the slot's next step (8 later) does not see this one */
+    s.step = r.step = GPURING_NSTEPS;
+    EXPECT(!gpuring_conn_ll_landed(&r), "a step 8 back in the slot has not landed");
+    gpuring_conn_ll_post(&s, src, GPURING_LL_STEP_BYTES, CALL);
+    EXPECT(gpuring_conn_ll_landed(&r) &&
+               gpuring_conn_ll_check(&r, GPURING_LL_STEP_BYTES, CALL, &got) == GPURING_OK &&
+               gpuring_conn_ll_read(&r, dst, GPURING_LL_STEP_BYTES) == GPURING_OK &&
+               memcmp(dst, src, GPURING_LL_STEP_BYTES) == 0, "a full step");
+    /* a unit that lost its flag (another step's) is refused */
+    row = (uint64_t *)(s.ll + (r.step % GPURING_NSTEPS) * GPURING_LL_SLOT_BYTES);
+    row[GPURING_LL_HDR_UNITS + 1000] ^= 1ull << 40;
+    EXPECT(gpuring_conn_ll_read(&r, dst, GPURING_LL_STEP_BYTES) == GPURING_ERR_MISMATCH,
+           "a unit of another step is refused");
+    EXPECT(gpuring_conn_ll_read(&r, dst, 4000) == GPURING_OK, "the units before it are fine");
+    r.step++;
+
+    /* the abandon step: in both protocols, while a slot is free */
+    s.ctrl->head = r.step;
+    EXPECT(gpuring_conn_post_abort(&s) == 1, "abort posted");
+    EXPECT(gpuring_conn_ll_landed(&r) &&
+               gpuring_conn_ll_check(&r, 64, CALL, &got) == GPURING_ERR_REMOTE,
+           "LL receiver sees the abandon");
+    EXPECT(GPURING_LOAD_ACQUIRE(&s.ctrl->tail) > r.step &&
+               gpuring_fifo_check(r.ctrl, r.step, 64, CALL, &got) == GPURING_ERR_REMOTE,
+           "simple receiver sees the abandon");
+    s.step = r.step + GPURING_NSTEPS; /* every slot full */
+    EXPECT(gpuring_conn_post_abort(&s) == 0, "no abort without a free slot");
+    free(fifo);
+}
+
+int main(void)
+{
+    gpuring_conn_t recv;
+    gpuring_conn_handle_t h;
+    pid_t pid;
+    int status = 0;
+
+    check_one_process();
+
+    EXPECT(gpuring_conn_shm_recv_create(&recv, 1, 0, SLOT, 43, &h) == GPURING_OK,
+           "recv_create");
+    EXPECT(recv.ll != NULL, "shm connections have LL slots");
+    pid = fork();
+    if (pid == 0) _exit(run_sender(&h));
+    run_receiver(&recv);
+    waitpid(pid, &status, 0);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sender exit status %d", status);
+    gpuring_conn_shm_destroy(&recv);
+    return unit_report();
+}
