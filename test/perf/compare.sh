@@ -23,9 +23,10 @@
 #
 # Usage: compare.sh [-n np] [-b minbytes] [-e maxbytes] [-f factor] [-t type]
 #                   [-o op] [-N iters] [-w warmup] [-m host|device] [-i]
-#                   [-g sizes-per-group] [-r repetitions] [-c 0|1]
+#                   [-g sizes-per-group] [-r repetitions] [-c 0|1] [-x sizes]
 # Defaults: -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10 -m host -g 4 -r 5
-#           -c 1  (-e is measured even when -f steps past it)
+#           -c 1  (-e is measured even when -f steps past it; -x adds sizes off
+#           the -f grid, comma-separated, e.g. -x 64K)
 # Environment: GPURING_PERF_BIN (default: allreduce_perf next to this
 # script), GPURING_PERF_LOGDIR (raw outputs; default mktemp -d),
 # GPURING_PERF_TIMEOUT (seconds per mpirun, default 600), MPIRUN.
@@ -42,7 +43,8 @@ TIMEOUT=${GPURING_PERF_TIMEOUT:-600}
 MPIRUN=${MPIRUN:-mpirun}
 
 NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
-while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:h" opt; do
+EXTRA=
+while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
     case $opt in
     n) NP=$OPTARG ;;
     b) MINB=$OPTARG ;;
@@ -57,6 +59,7 @@ while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:h" opt; do
     g) GROUP=$OPTARG ;;
     r) REPS=$OPTARG ;;
     c) CHECK=$OPTARG ;;
+    x) EXTRA=$OPTARG ;;
     *)
         sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//' | grep -v '^set -u'
         exit 2
@@ -87,6 +90,20 @@ SIZES=()
 for ((s = MINB; s <= MAXB; s *= FACTOR)); do SIZES+=("$s"); done
 [ ${#SIZES[@]} -gt 0 ] && [ "${SIZES[-1]}" != "$MAXB" ] && SIZES+=("$MAXB")
 [ ${#SIZES[@]} = 0 ] && { echo "no sizes"; exit 2; }
+# the runs: groups of GROUP grid sizes, then each extra size alone
+RUNS=()
+for ((i = 0; i < ${#SIZES[@]}; i += GROUP)); do
+    j=$((i + GROUP - 1))
+    ((j >= ${#SIZES[@]})) && j=$((${#SIZES[@]} - 1))
+    RUNS+=("${SIZES[i]} ${SIZES[j]}")
+done
+for x in ${EXTRA//,/ }; do
+    x=$(to_bytes "$x")
+    [[ " ${SIZES[*]} " == *" $x "* ]] && continue
+    SIZES+=("$x")
+    RUNS+=("$x $x")
+done
+mapfile -t SIZES < <(printf '%s\n' "${SIZES[@]}" | sort -n)
 
 # per configuration and size: every run's time and busbw (space-separated lists)
 declare -A TIMES BWS WRONG
@@ -136,11 +153,8 @@ median() { # median of a space-separated list of numbers ("-" if empty)
 
 g=0
 for ((rep = 1; rep <= REPS; rep++)); do
-    for ((i = 0; i < ${#SIZES[@]}; i += GROUP)); do
-        lo=${SIZES[i]}
-        j=$((i + GROUP - 1))
-        ((j >= ${#SIZES[@]})) && j=$((${#SIZES[@]} - 1))
-        hi=${SIZES[j]}
+    for run in "${RUNS[@]}"; do
+        read -r lo hi <<< "$run"
         if ((g % 2 == 0)); then order=(tuned gpuring); else order=(gpuring tuned); fi
         [ "$MODE" = host ] && order+=(memcpy) # the bound, in the same conditions
         for cfg in "${order[@]}"; do
