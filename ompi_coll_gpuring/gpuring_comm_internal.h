@@ -1,0 +1,52 @@
+/*
+ * gpuring_comm_internal.h -- what the files behind gpuring_comm.h share
+ * with each other.  Each calls only those below it:
+ *
+ *   gpuring_comm.c          the communicator's setup and teardown, the process's
+ *                           stats, the allreduce path
+ *   gpuring_conns.c         edges, connection ends, connecting the planes
+ *
+ * and under them bootstrap_mpi/, graph/, kernels/ and proxy/.  None of this
+ * is for the MCA face: it includes gpuring_comm.h only.
+ */
+#ifndef GPURING_COMM_INTERNAL_H
+#define GPURING_COMM_INTERNAL_H
+
+#include "ompi_coll_gpuring/gpuring_comm.h"
+
+static inline const char *gpuring_comm_plane_name(gpuring_plane_t plane)
+{
+    return plane == GPURING_PLANE_HOST ? "host" : "device";
+}
+
+/* Who peer r is, process-wide (host and pid): the key of its NET and IPC mappings. */
+static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
+{
+    return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
+}
+
+/* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
+
+/* One call done: the direct allreduce ran it (direct = 1; algo unused), or
+ * the plan's algorithm; the device count; the bytes. */
+void gpuring_comm_stats_count(int direct, gpuring_algo_t algo, gpuring_plane_t plane,
+                              size_t bytes);
+
+/* ---- gpuring_conns.c: connections ---------------------------------------------------- */
+
+/* The connection of that edge, or NULL if the plane has none. */
+gpuring_conn_t *gpuring_conns_find(gpuring_comm_t *c, gpuring_plane_t plane, int peer,
+                                   int channel, gpuring_conn_dir_t dir, gpuring_edge_kind_t kind);
+
+/* At create, collective: the proxy and every rank's UCX address when the
+ * communicator spans nodes (a local failure in *local_st, still exchanging). */
+gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st);
+
+/* At the plane's calls planned as trees, collective: 1 when its tree
+ * connections are (or now get) connected, 0 when every rank stays on rings. */
+int gpuring_conns_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane);
+
+/* At destroy: every connection, peers' IPC FIFOs this rank opened first. */
+void gpuring_conns_destroy(gpuring_comm_t *c);
+
+#endif /* GPURING_COMM_INTERNAL_H */
