@@ -4,6 +4,7 @@
  *
  *   gpuring_comm.c          the communicator's setup and teardown, the process's
  *                           stats, the allreduce path
+ *   gpuring_direct.c        the direct allreduce (device buffers, one node)
  *   gpuring_conns.c         edges, connection ends, connecting the planes
  *
  * and under them bootstrap_mpi/, graph/, kernels/ and proxy/.  None of this
@@ -24,6 +25,16 @@ static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
 {
     return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
 }
+
+/* ---- gpuring_direct.c: the direct allreduce ------------------------------------------ */
+
+/* The communicator may take the direct allreduce (one node, not turned off). */
+int gpuring_direct_usable(const gpuring_comm_t *c);
+
+/* GPURING_ERR_NOT_SUPPORTED: on every rank alike, the call takes the FIFOs. */
+gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
+                                          void *recvbuf, size_t count, gpuring_type_t type,
+                                          gpuring_op_t op, uint64_t call);
 
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
 
