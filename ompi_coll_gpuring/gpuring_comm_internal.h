@@ -1,10 +1,16 @@
 /*
  * gpuring_comm_internal.h -- what the files behind gpuring_comm.h share
- * with each other.  Each calls only those below it:
+ * with each other, and the map of them.  A call reads down these layers;
+ * each file calls only those below it:
  *
- *   gpuring_comm.c          the communicator's setup and teardown, the process's
- *                           stats, the allreduce path
+ *   coll_gpuring_<coll>.c   the MCA entry (Open MPI types): checks, fallback,
+ *                           the plane ready (gpuring_comm_plane_ready), the call
+ *   gpuring_collectives.c   one thin function per collective: its program family
+ *   gpuring_enqueue.c       one collective, planned and launched: the call id,
+ *                           the plan, channels, scratch, an executor, stats
  *   gpuring_direct.c        the direct allreduce (device buffers, one node)
+ *   gpuring_comm.c          the communicator's life cycle: uid, create,
+ *                           destroy, describe, the process's stats
  *   gpuring_conns.c         edges, connection ends, connecting the planes
  *
  * and under them bootstrap_mpi/, graph/, kernels/ and proxy/.  None of this
@@ -25,6 +31,34 @@ static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
 {
     return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
 }
+
+/* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */
+
+/* Which collective a call is, and so which family of step programs its
+ * channels run (kernels/prog_*.h).  A new collective adds its family here
+ * and its programs' case in gpuring_enqueue.c's channel setup. */
+typedef enum {
+    GPURING_COLL_ALLREDUCE = 0, /* ring, gather, tree: prog_*_allreduce.h */
+} gpuring_coll_kind_t;
+
+/* One call, as its collective hands it over (NCCL's ncclInfo). */
+typedef struct gpuring_coll_info {
+    gpuring_coll_kind_t kind;
+    const void *sendbuf; /* == recvbuf for in place */
+    void *recvbuf;
+    size_t count;        /* elements */
+    gpuring_type_t type;
+    gpuring_op_t op;
+} gpuring_coll_info_t;
+
+/*
+ * Run the call on the plane's buffers, blocking (gpuring_comm_allreduce
+ * tells what that means for device buffers).  Collective: every rank of the
+ * communicator makes the same calls in the same order.  Any failure midway
+ * marks the communicator broken (GPURING_ERR_BROKEN from then on).
+ */
+gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      const gpuring_coll_info_t *info);
 
 /* ---- gpuring_direct.c: the direct allreduce ------------------------------------------ */
 

@@ -3,7 +3,7 @@
  * one node.  Each rank maps every other rank's send and receive buffers
  * through CUDA IPC and reduces its share of the call straight from all
  * send buffers into all receive buffers (gpuring_exec_cuda_direct), so no
- * kernel waits for another's steps.  The allreduce path picks it.
+ * kernel waits for another's steps.  gpuring_enqueue.c picks it.
  */
 #include "kernels/device.h"
 #include "kernels/exec_cuda.h"
