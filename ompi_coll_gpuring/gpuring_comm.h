@@ -19,6 +19,11 @@
  * those calls is collective (every rank plans alike), and all-or-nothing in
  * the same way; a communicator only ever used on device buffers never makes
  * host FIFOs.
+ *
+ * The life cycle is gpuring_comm.c's, connections and planes
+ * gpuring_conns.c's, the collectives gpuring_collectives.c's (each planned
+ * and launched by gpuring_enqueue.c); gpuring_comm_internal.h maps the
+ * layers.
  */
 #ifndef GPURING_COMM_H
 #define GPURING_COMM_H

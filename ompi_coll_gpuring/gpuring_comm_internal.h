@@ -1,0 +1,97 @@
+/*
+ * gpuring_comm_internal.h -- what the files behind gpuring_comm.h share
+ * with each other, and the map of them.  A call reads down these layers;
+ * each file calls only those below it:
+ *
+ *   coll_gpuring_<coll>.c   the MCA entry (Open MPI types): checks, fallback,
+ *                           the plane ready (gpuring_comm_plane_ready), the call
+ *   gpuring_collectives.c   one thin function per collective: its program family
+ *   gpuring_enqueue.c       one collective, planned and launched: the call id,
+ *                           the plan, channels, scratch, an executor, stats
+ *   gpuring_direct.c        the direct allreduce (device buffers, one node)
+ *   gpuring_comm.c          the communicator's life cycle: uid, create,
+ *                           destroy, describe, the process's stats
+ *   gpuring_conns.c         edges, connection ends, connecting the planes
+ *
+ * and under them bootstrap_mpi/, graph/, kernels/ and proxy/.  None of this
+ * is for the MCA face: it includes gpuring_comm.h only.
+ */
+#ifndef GPURING_COMM_INTERNAL_H
+#define GPURING_COMM_INTERNAL_H
+
+#include "ompi_coll_gpuring/gpuring_comm.h"
+
+static inline const char *gpuring_comm_plane_name(gpuring_plane_t plane)
+{
+    return plane == GPURING_PLANE_HOST ? "host" : "device";
+}
+
+/* Who peer r is, process-wide (host and pid): the key of its NET and IPC mappings. */
+static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
+{
+    return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
+}
+
+/* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */
+
+/* Which collective a call is, and so which family of step programs its
+ * channels run (kernels/prog_*.h).  A new collective adds its family here
+ * and its programs' case in gpuring_enqueue.c's channel setup. */
+typedef enum {
+    GPURING_COLL_ALLREDUCE = 0, /* ring, gather, tree: prog_*_allreduce.h */
+} gpuring_coll_kind_t;
+
+/* One call, as its collective hands it over (NCCL's ncclInfo). */
+typedef struct gpuring_coll_info {
+    gpuring_coll_kind_t kind;
+    const void *sendbuf; /* == recvbuf for in place */
+    void *recvbuf;
+    size_t count;        /* elements */
+    gpuring_type_t type;
+    gpuring_op_t op;
+} gpuring_coll_info_t;
+
+/*
+ * Run the call on the plane's buffers, blocking (gpuring_comm_allreduce
+ * tells what that means for device buffers).  Collective: every rank of the
+ * communicator makes the same calls in the same order.  Any failure midway
+ * marks the communicator broken (GPURING_ERR_BROKEN from then on).
+ */
+gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      const gpuring_coll_info_t *info);
+
+/* ---- gpuring_direct.c: the direct allreduce ------------------------------------------ */
+
+/* The communicator may take the direct allreduce (one node, not turned off). */
+int gpuring_direct_usable(const gpuring_comm_t *c);
+
+/* GPURING_ERR_NOT_SUPPORTED: on every rank alike, the call takes the FIFOs. */
+gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
+                                          void *recvbuf, size_t count, gpuring_type_t type,
+                                          gpuring_op_t op, uint64_t call);
+
+/* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
+
+/* One call done: the direct allreduce ran it (direct = 1; algo unused), or
+ * the plan's algorithm; the device count; the bytes. */
+void gpuring_comm_stats_count(int direct, gpuring_algo_t algo, gpuring_plane_t plane,
+                              size_t bytes);
+
+/* ---- gpuring_conns.c: connections ---------------------------------------------------- */
+
+/* The connection of that edge, or NULL if the plane has none. */
+gpuring_conn_t *gpuring_conns_find(gpuring_comm_t *c, gpuring_plane_t plane, int peer,
+                                   int channel, gpuring_conn_dir_t dir, gpuring_edge_kind_t kind);
+
+/* At create, collective: the proxy and every rank's UCX address when the
+ * communicator spans nodes (a local failure in *local_st, still exchanging). */
+gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st);
+
+/* At the plane's calls planned as trees, collective: 1 when its tree
+ * connections are (or now get) connected, 0 when every rank stays on rings. */
+int gpuring_conns_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane);
+
+/* At destroy: every connection, peers' IPC FIFOs this rank opened first. */
+void gpuring_conns_destroy(gpuring_comm_t *c);
+
+#endif /* GPURING_COMM_INTERNAL_H */

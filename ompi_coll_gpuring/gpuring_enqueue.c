@@ -1,0 +1,197 @@
+/*
+ * gpuring_enqueue.c -- one collective call, planned and launched (NCCL's
+ * enqueue): the broken-communicator check, the call id every step carries,
+ * the direct allreduce where it applies, the plan (graph/tuning: algorithm,
+ * channels, chunk), each channel's step program of the call's family over a
+ * contiguous part of the buffers, the ordered gather's scratch, the host or
+ * CUDA executor, and the statistics.  The collectives (gpuring_collectives.c)
+ * call gpuring_enqueue_coll; it calls only the layers below it.
+ */
+#include "kernels/device.h"
+#include "kernels/exec_cuda.h"
+#include "ompi_coll_gpuring/gpuring_comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* a call runs each of its channels as one block of one CUDA kernel */
+_Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
+               "the CUDA executor runs fewer channels than a communicator may have");
+
+/* The allreduce's program on the channel (ring, gather or tree, as planned)
+ * and the plane's connections it uses. */
+static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      const gpuring_plan_t *plan, int ch, size_t base, size_t n)
+{
+    const gpuring_graph_t *g = &c->graph;
+    gpuring_exec_channel_t *x = &c->exec[ch];
+
+    if (plan->algo == GPURING_ALGO_TREE) {
+        gpuring_tree_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                               g->tree_parent[ch] >= 0, g->tree_nchild[ch]);
+        if (g->tree_parent[ch] >= 0) {
+            x->send[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch,
+                                            GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
+            x->recv[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch,
+                                            GPURING_CONN_RECV, GPURING_EDGE_TREE_DOWN);
+        }
+        for (int i = 0; i < g->tree_nchild[ch]; i++) {
+            x->send[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
+                                                GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
+            x->recv[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
+                                                GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
+        }
+        return;
+    }
+    if (plan->algo == GPURING_ALGO_GATHER) {
+        gpuring_gather_prog_init(&x->prog, base, n, g->nranks, g->ring_ix[ch], plan->ordered);
+    } else {
+        /* across nodes, blocks of several slot steps keep a NET connection busy */
+        gpuring_ring_prog_init_sliced(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                      g->ring_ix[ch], g->nnodes > 1 ? GPURING_RING_NET_SLICES : 1);
+    }
+    x->send[0] = gpuring_conns_find(c, plane, g->next[ch], ch, GPURING_CONN_SEND,
+                                    GPURING_EDGE_RING);
+    x->recv[0] = gpuring_conns_find(c, plane, g->prev[ch], ch, GPURING_CONN_RECV,
+                                    GPURING_EDGE_RING);
+}
+
+/* The channel's program, of the call's family, and the plane's connections
+ * it uses: a new family adds its case. */
+static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
+                                  gpuring_coll_kind_t kind, const gpuring_plan_t *plan, int ch,
+                                  size_t base, size_t n)
+{
+    gpuring_exec_channel_t *x = &c->exec[ch];
+
+    memset(x->send, 0, sizeof(x->send));
+    memset(x->recv, 0, sizeof(x->recv));
+    switch (kind) {
+    case GPURING_COLL_ALLREDUCE:
+        enqueue_allreduce_channel(c, plane, plan, ch, base, n);
+        break;
+    }
+}
+
+/* The ordered gather's rows, in the plane's memory (contents not kept). */
+static gpuring_status_t enqueue_scratch(gpuring_comm_t *c, gpuring_plane_t plane, size_t bytes,
+                                        void **scratch_p)
+{
+    void **buf = plane == GPURING_PLANE_HOST ? &c->scratch : &c->dev.scratch;
+    size_t *have = plane == GPURING_PLANE_HOST ? &c->scratch_bytes : &c->dev.scratch_bytes;
+    gpuring_status_t st = GPURING_OK;
+
+    if (*have < bytes) {
+        if (plane == GPURING_PLANE_HOST) {
+            free(*buf);
+            *buf = malloc(bytes);
+            if (*buf == NULL) st = GPURING_ERR_NO_MEMORY;
+        } else {
+            gpuring_device_free(*buf);
+            *buf = NULL;
+            st = gpuring_device_alloc(bytes, buf);
+        }
+        *have = st == GPURING_OK ? bytes : 0;
+        if (st != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of gather scratch (%s)",
+                          bytes, gpuring_comm_plane_name(plane));
+        }
+    }
+    *scratch_p = *buf;
+    return st;
+}
+
+gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      const gpuring_coll_info_t *info)
+{
+    const void *sendbuf = info->sendbuf;
+    void *recvbuf = info->recvbuf;
+    const size_t count = info->count;
+    const gpuring_type_t type = info->type;
+    const gpuring_op_t op = info->op;
+    const gpuring_graph_t *g = &c->graph;
+    const size_t es = gpuring_type_size(type);
+    gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
+                                  .nchannels = c->cfg.call_nchannels,
+                                  .max_channels = c->plane_nch[plane],
+                                  .device = plane == GPURING_PLANE_DEVICE,
+                                  .chunk_bytes = c->cfg.chunk_bytes,
+                                  .slot_bytes = c->cfg.slot_bytes[plane],
+                                  .trees = c->tree_state[plane] >= 0,
+                                  .proto = c->cfg.proto};
+    gpuring_plan_t plan;
+    gpuring_exec_args_t args;
+    void *scratch = NULL;
+    size_t per_channel;
+    uint64_t call;
+    int order_free;
+    gpuring_status_t st;
+
+    if (c->broken) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
+        return GPURING_ERR_BROKEN;
+    }
+    if (count == 0) return GPURING_OK;
+    /* every rank numbers the calls with data alike: the id its steps carry */
+    call = gpuring_call_id(++c->calls, count, type, op);
+    if (c->ring_state[plane] <= 0) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
+                      gpuring_comm_plane_name(plane));
+        return GPURING_ERR_INVALID;
+    }
+    if (plane == GPURING_PLANE_DEVICE &&
+        gpuring_device_stream_follow_default(c->dev.stream, &c->dev.event) != GPURING_OK) {
+        /* a courtesy (the caller must have synchronised): go on, every rank is in this call */
+        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
+                     "work");
+    }
+    if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE &&
+        gpuring_direct_usable(c)) {
+        st = gpuring_direct_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+        if (st == GPURING_OK) gpuring_comm_stats_count(1, GPURING_ALGO_AUTO, plane, count * es);
+        if (st != GPURING_ERR_NOT_SUPPORTED) return st;
+        /* every rank saw the same: all take the FIFOs */
+    }
+    /* the order ranks fold inputs in changes no bit of these results */
+    /* (integers only: float min/max keep the first operand of equal ones, so
+     * +0/-0 and nan depend on the order; float sum/prod keep the first nan's
+     * payload -- even with two ranks, each folds the other's value second) */
+    order_free = gpuring_type_is_integer(type);
+    gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
+    if (plan.algo == GPURING_ALGO_TREE && !gpuring_conns_trees_ready(c, plane)) {
+        tp.trees = 0; /* every rank saw the same failure */
+        gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
+    }
+    if (plan.ordered &&
+        enqueue_scratch(c, plane, count * es * (size_t)g->nranks, &scratch) != GPURING_OK) {
+        c->broken = 1; /* every rank planned the same: fail rather than diverge */
+        return GPURING_ERR_NO_MEMORY;
+    }
+
+    /* each channel runs the program over a contiguous part of the buffers */
+    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)plan.nchannels),
+                                 (size_t)GPURING_PROG_ALIGN_ELEMS) *
+                  GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
+    for (int ch = 0; ch < plan.nchannels; ch++) {
+        size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
+        enqueue_channel_setup(c, plane, info->kind, &plan, ch, base,
+                              GPURING_MIN(per_channel, count - base));
+    }
+    args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                                 .type = type, .op = op,
+                                 .nchannels = plan.nchannels, .channels = c->exec,
+                                 .scratch = scratch,
+                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
+                                 .spin_polls = c->spin_polls,
+                                 .call = call, .ll = plan.ll, .ll_stage = c->ll_stage};
+    if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
+    st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
+                                     : gpuring_exec_cuda_run(&args, c->dev.stream);
+    if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
+    if (st != GPURING_OK) {
+        c->broken = 1;
+        return st;
+    }
+    gpuring_comm_stats_count(0, plan.algo, plane, count * es);
+    return GPURING_OK;
+}
