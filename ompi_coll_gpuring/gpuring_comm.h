@@ -100,7 +100,7 @@ typedef struct gpuring_comm {
     int uid_claimed;         /* uid registered as live in this process */
     gpuring_proxy_t *proxy;  /* set when this rank has a NET connection */
     int broken;              /* a collective failed midway: refuse further calls */
-    uint64_t calls;          /* allreduces begun here: the next call's number (call ids) */
+    uint64_t calls;          /* calls with data begun here: the next call's number (call ids) */
     /* connections, one per edge, connected plane by plane (see above) */
     int nconns;
     gpuring_comm_edge_t edges[GPURING_COMM_MAX_EDGES];

@@ -3,12 +3,14 @@
  * many nodes, the choice flipping to the ring as messages grow and never
  * back, the gather only where it may run (one slot, scratch limit), forced
  * algorithms honoured when possible, channels growing with the size (the
- * device plane's by bytes per slot step, up to its own count).
+ * device plane's by bytes per slot step, up to its own count), the protocol
+ * (LL for small host calls with shm edges).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph.h"
+#include "proxy/conn.h" /* GPURING_LL_STEP_BYTES */
 #include "test/unit/unit_test.h"
 
 static void build(int nranks, int per_node, gpuring_graph_t *g)
@@ -117,6 +119,46 @@ int main(void)
         gpuring_tuning_plan(&g, &p, (64u << 20) / 4, 4, 0, &out);
         EXPECT(out.nchannels == 2, "host plane of 2 on a 32-channel graph: 2 (got %d)",
                out.nchannels);
+        gpuring_graph_free(&g);
+    }
+    /* the protocol: LL for small host calls on graphs with shm edges, never on
+     * the device plane (until its executor has it) or on a net-only graph; forced
+     * LL caps the step at an LL step, and the gather must fit one */
+    {
+        gpuring_tuning_params_t p = {.algo = GPURING_ALGO_AUTO, .trees = 1,
+                                     .slot_bytes = 256 * 1024, .proto = GPURING_PROTO_AUTO};
+        gpuring_plan_t out;
+
+        build(4, 4, &g);
+        gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
+        EXPECT(out.ll == 1, "auto, 8 B on one node: LL");
+        gpuring_tuning_plan(&g, &p, 256 / 4, 4, 0, &out);
+        EXPECT(out.ll == 1, "auto, 256 B: LL");
+        gpuring_tuning_plan(&g, &p, 512 / 4, 4, 0, &out);
+        EXPECT(out.ll == 0 && out.chunk_elems == 256 * 1024 / 4, "auto, 512 B: simple, slot steps");
+        p.device = 1;
+        gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
+        EXPECT(out.ll == 0, "device plane: simple");
+        p.device = 0;
+        p.proto = GPURING_PROTO_LL;
+        gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
+        EXPECT(out.ll == 1 && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
+               "forced LL, 1 MiB: LL steps of at most %d B (got %zu elems)",
+               GPURING_LL_STEP_BYTES, out.chunk_elems);
+        p.algo = GPURING_ALGO_GATHER;
+        gpuring_tuning_plan(&g, &p, 16384 / 4, 4, 1, &out);
+        EXPECT(out.algo == GPURING_ALGO_RING, "forced LL: a 16 KiB gather does not fit a step");
+        gpuring_tuning_plan(&g, &p, 4096 / 4, 4, 1, &out);
+        EXPECT(out.algo == GPURING_ALGO_GATHER && out.ll == 1, "forced LL: a 4 KiB gather does");
+        p.algo = GPURING_ALGO_AUTO;
+        p.proto = GPURING_PROTO_SIMPLE;
+        gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
+        EXPECT(out.ll == 0, "forced simple, 8 B: simple");
+        gpuring_graph_free(&g);
+        build(4, 1, &g);
+        p.proto = GPURING_PROTO_AUTO;
+        gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
+        EXPECT(out.ll == 0, "every rank its own node: no shm edge, simple");
         gpuring_graph_free(&g);
     }
     /* the model's costs: latency counts steps, bandwidth counts bytes */
