@@ -14,6 +14,9 @@
 #include "kernels/exec_host.h"
 
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "proxy/proxy.h"
 
@@ -83,22 +86,54 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
     }
 }
 
-/* The value of a plain operation, into `first`: input (op) every received step. */
-static void exec_value(const gpuring_exec_args_t *a, const gpuring_step_t *s,
-                       const char *const in[], const char *src, char *first)
+/* The value of a plain operation: input (op) every received step, built in
+ * `home`; with home NULL (a single input: nothing to reduce) the input itself.
+ * Returns where the value is. */
+static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t *s,
+                              const char *const in[], const char *src, char *home)
 {
     const size_t bytes = s->count * gpuring_type_size(a->type);
-    const char *acc = src; /* what `first` holds so far, NULL if nothing yet */
+    const char *acc = src; /* where the value so far is, NULL if nothing yet */
 
     EXEC_FOR_PEERS(s->recv_mask, i) {
         if (acc == NULL) {
             acc = in[i];
             continue;
         }
-        gpuring_reduce_host(first, acc, in[i], s->count, a->type, a->op);
-        acc = first;
+        gpuring_reduce_host(home, acc, in[i], s->count, a->type, a->op);
+        acc = home;
     }
-    if (acc != first) memcpy(first, acc, bytes); /* a copy (in place: already there) */
+    if (home != NULL && acc != home) memcpy(home, acc, bytes); /* in place: already there */
+    return home != NULL ? home : acc;
+}
+
+/* A large call's output, written around the cache (non-temporal stores): it
+ * is not read again during the call, and a write that first reads the line
+ * (what a plain store costs) is a third of the memory traffic of a step. */
+static void exec_copy_out(const gpuring_exec_args_t *a, char *dst, const char *src, size_t bytes)
+{
+#if defined(__x86_64__)
+    if (a->stream_out) {
+        const size_t head = GPURING_MIN(bytes, (16 - (uintptr_t)dst % 16) % 16);
+
+        memcpy(dst, src, head);
+        dst += head;
+        src += head;
+        bytes -= head;
+        for (; bytes >= 64; dst += 64, src += 64, bytes -= 64) {
+            const __m128i v0 = _mm_loadu_si128((const __m128i *)src);
+            const __m128i v1 = _mm_loadu_si128((const __m128i *)(src + 16));
+            const __m128i v2 = _mm_loadu_si128((const __m128i *)(src + 32));
+            const __m128i v3 = _mm_loadu_si128((const __m128i *)(src + 48));
+
+            _mm_stream_si128((__m128i *)dst, v0);
+            _mm_stream_si128((__m128i *)(dst + 16), v1);
+            _mm_stream_si128((__m128i *)(dst + 32), v2);
+            _mm_stream_si128((__m128i *)(dst + 48), v3);
+        }
+    }
+#endif
+    memcpy(dst, src, bytes);
 }
 
 /* Where operation `s` finds each received step and builds each sent one: the
@@ -190,10 +225,23 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
         if (s->flags & GPURING_PRIM_SEND) memcpy(out[0], in[0], bytes);
         gpuring_reduce_host(dst, dst, in[0], s->count, a->type, a->op);
     } else if (bytes > 0) {
-        exec_value(a, s, in, src, first);
-        EXEC_FOR_PEERS(s->send_mask, i) {
-            if (out[i] != first) memcpy(out[i], first, bytes);
+        /* the value is built in the output, else where it is sent from; a
+         * streamed output gets it last, from the send slot or the one input */
+        char *home = first;
+        const char *v;
+
+        if (a->stream_out && dst != NULL) {
+            home = NULL;
+            EXEC_FOR_PEERS(s->send_mask, i) {
+                if (home == NULL) home = out[i];
+            }
+            if (home == NULL && (src != NULL) + __builtin_popcount(s->recv_mask) > 1) home = dst;
         }
+        v = exec_value(a, s, in, src, home);
+        EXEC_FOR_PEERS(s->send_mask, i) {
+            if (out[i] != v) memcpy(out[i], v, bytes);
+        }
+        if (dst != NULL && dst != v) exec_copy_out(a, dst, v, bytes);
     }
     EXEC_FOR_PEERS(s->recv_mask, i) {
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
@@ -258,6 +306,7 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
     a->status = GPURING_OK;
+    a->stream_out = a->count * gpuring_type_size(a->type) >= GPURING_EXEC_STREAM_MIN_BYTES;
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
         a->channels[c].step_op = UINT64_MAX;
@@ -347,6 +396,9 @@ static gpuring_status_t exec_host_run(gpuring_exec_args_t *a)
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
 {
     a->status = exec_host_run(a);
+#if defined(__x86_64__)
+    if (a->stream_out) _mm_sfence(); /* the output's streamed stores, before the caller's */
+#endif
     if (a->status != GPURING_OK) exec_abandon(a);
     return a->status;
 }

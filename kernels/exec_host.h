@@ -65,7 +65,13 @@ typedef struct gpuring_exec_args {
     void *ll_stage;              /* host executor, ll: GPURING_EXEC_LL_STAGE_BYTES where LL
                                     steps are unpacked and packed */
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
+    int stream_out;              /* set at start: the call's output is written around the
+                                    cache (at least GPURING_EXEC_STREAM_MIN_BYTES) */
 } gpuring_exec_args_t;
+
+/* Calls at least this large write their output with non-temporal stores: it
+ * does not fit the caches, and is not read again during the call. */
+#define GPURING_EXEC_STREAM_MIN_BYTES (8u << 20)
 
 /* The host executor's LL staging: one step per peer received, one sent. */
 #define GPURING_EXEC_LL_STAGE_BYTES ((GPURING_MAX_PEERS + 1) * GPURING_LL_STEP_BYTES)
