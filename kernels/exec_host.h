@@ -67,6 +67,13 @@ typedef struct gpuring_exec_args {
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
 } gpuring_exec_args_t;
 
+/* Does this call's step on `conn` use the LL protocol?  The same on both ends (the
+ * call's plan, and a property of the connection); both executors ask it. */
+static inline int gpuring_exec_ll(const gpuring_exec_args_t *a, const gpuring_conn_t *conn)
+{
+    return a->ll && conn->ll != NULL;
+}
+
 /* The host executor's LL staging: one step per peer received, one sent. */
 #define GPURING_EXEC_LL_STAGE_BYTES ((GPURING_MAX_PEERS + 1) * GPURING_LL_STEP_BYTES)
 
