@@ -3,12 +3,14 @@
  * many nodes, the choice flipping to the ring as messages grow and never
  * back, the gather only where it may run (one slot, scratch limit), forced
  * algorithms honoured when possible, channels growing with the size (the
- * device plane's by bytes per slot step, up to its own count).
+ * device plane's by bytes per slot step, up to its own count), the protocol
+ * (LL for small calls on either plane, where a node has several ranks).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph.h"
+#include "proxy/conn.h" /* GPURING_LL_STEP_BYTES */
 #include "test/unit/unit_test.h"
 
 static void build(int nranks, int per_node, gpuring_graph_t *g)
@@ -111,6 +113,29 @@ int main(void)
         p.max_channels = GPURING_MAX_CHANNELS;
         gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
         EXPECT(out.nchannels == 8, "device tree, 1 MiB: 8 channels (got %d)", out.nchannels);
+        /* the protocol: auto picks LL up to 64 KiB on the device plane (16 KiB on
+         * the host plane), in steps of at most one LL slot; forced either way */
+        p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
+                                      .max_channels = GPURING_MAX_CHANNELS,
+                                      .slot_bytes = 512 * 1024, .proto = GPURING_PROTO_AUTO};
+        gpuring_tuning_plan(&g, &p, (64u << 10) / 4, 4, 0, &out);
+        EXPECT(out.ll && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
+               "device, auto, 64 KiB: LL in steps of <= %d B (got ll %d, %zu elems)",
+               GPURING_LL_STEP_BYTES, out.ll, out.chunk_elems);
+        gpuring_tuning_plan(&g, &p, (64u << 10) / 4 + 1, 4, 0, &out);
+        EXPECT(!out.ll, "device, auto, 64 KiB + 4 B: simple");
+        p.proto = GPURING_PROTO_LL;
+        gpuring_tuning_plan(&g, &p, (64u << 20) / 4, 4, 0, &out);
+        EXPECT(out.ll, "device, forced LL, 64 MiB: LL");
+        p.proto = GPURING_PROTO_SIMPLE;
+        gpuring_tuning_plan(&g, &p, 64 / 4, 4, 0, &out);
+        EXPECT(!out.ll, "device, forced simple, 64 B: simple");
+        p.device = 0;
+        p.proto = GPURING_PROTO_AUTO;
+        gpuring_tuning_plan(&g, &p, (16u << 10) / 4, 4, 0, &out);
+        EXPECT(out.ll, "host, auto, 16 KiB: LL");
+        gpuring_tuning_plan(&g, &p, (32u << 10) / 4, 4, 0, &out);
+        EXPECT(!out.ll, "host, auto, 32 KiB: simple");
         /* the host plane: 256 KiB per channel, at most its own 2 */
         p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_RING, .trees = 1, .max_channels = 2,
                                       .slot_bytes = 512 * 1024};
@@ -119,6 +144,16 @@ int main(void)
                out.nchannels);
         gpuring_graph_free(&g);
     }
+    /* every rank its own node: no edge has LL slots, so never LL */
+    build(4, 1, &g);
+    {
+        gpuring_tuning_params_t p = {.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
+                                     .slot_bytes = 512 * 1024, .proto = GPURING_PROTO_LL};
+        gpuring_plan_t out;
+        gpuring_tuning_plan(&g, &p, 64 / 4, 4, 0, &out);
+        EXPECT(!out.ll, "4 nodes of one rank, forced LL: simple");
+    }
+    gpuring_graph_free(&g);
     /* the model's costs: latency counts steps, bandwidth counts bytes */
     build(64, 1, &g);
     EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 8) < gpuring_tuning_cost(&g, GPURING_ALGO_RING, 8),
