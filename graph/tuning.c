@@ -43,6 +43,10 @@
  * 2-core machines: LL 0.29 us against simple 0.43-0.47 up to 128 B, even at 256 B,
  * slower from 512 B, where its doubled bytes cost more than the counter round trip) */
 #define GPURING_TUNING_LL_MAX_BYTES 256
+/* ... and on the device plane (the CUDA executor's LL, IPC FIFOs): NCCL's LL
+ * range inside a node.  UNMEASURED: no GPU has run this protocol yet; set it
+ * from test/gpu/bench_gpu.sh (coll_gpuring_protocol simple against ll) */
+#define GPURING_TUNING_LL_DEVICE_MAX_BYTES (64 * 1024)
 #define GPURING_TUNING_DEVICE_STEP_BYTES (128 * 1024)
 
 /* microseconds per step and bytes per microsecond, per link class */
@@ -109,10 +113,12 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan)
 {
     size_t bytes = count * elem_size;
-    /* LL: the host executor's, on a graph with shared-memory edges */
-    const int ll_ok = !params->device && graph->nnodes < graph->nranks;
+    /* LL: on a graph with edges inside a node (shm or CUDA IPC: net edges stay simple) */
+    const int ll_ok = graph->nnodes < graph->nranks;
+    const size_t ll_max = params->device ? GPURING_TUNING_LL_DEVICE_MAX_BYTES
+                                         : GPURING_TUNING_LL_MAX_BYTES;
     const int ll = ll_ok && (params->proto == GPURING_PROTO_AUTO
-                                 ? bytes <= GPURING_TUNING_LL_MAX_BYTES
+                                 ? bytes <= ll_max
                                  : params->proto == GPURING_PROTO_LL);
     size_t chunk_bytes = ll ? GPURING_MIN(params->slot_bytes, GPURING_LL_STEP_BYTES)
                             : params->slot_bytes;

@@ -8,7 +8,8 @@
  *   thread 0   wait: every recv in the op's mask has tail > step, every send
  *              has head + NSTEPS > step (volatile loads, polling the
  *              host-mapped abort flag now and then), then a system fence so
- *              the slots are read/written after the counters were seen
+ *              the slots are read/written after the counters were seen;
+ *              check every step received (its call id and byte count)
  *   barrier
  *   all        compute (one function per flag family, below)
  *   barrier
@@ -16,6 +17,13 @@
  *              visible to thread 0 by the barrier, are ordered before the
  *              counters), then head = ++step on each recv, tail = ++step on
  *              each send, then the channel's progress counter (next op)
+ *
+ * On the connections where the call uses the LL protocol (args->ll, and the
+ * connection has LL slots: not NET) a recv waits for its step's header
+ * instead of tail, a send writes its header right after the first barrier,
+ * and the compute is exec_ll_reduce_copy: every thread waits for the flags
+ * of its own units and stores its own with the step's flag, so no tail and
+ * no fence for them (see "the LL protocol" below).
  *
  * Step counters live in shared memory, start from the connections' `step`
  * values (kernel parameter) and are only written by thread 0 between the
@@ -71,6 +79,7 @@ extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, cha
 /* ---- what the kernel gets ------------------------------------------------------ */
 typedef struct exec_cuda_conn {
     char *slots;                        /* device-accessible */
+    char *ll;                           /* its LL slots (device-accessible); NULL: none (NET) */
     volatile gpuring_fifo_ctrl_t *ctrl; /* device-accessible */
     uint64_t step;                      /* the connection's step at launch */
     uint64_t slot_bytes;
@@ -103,6 +112,7 @@ typedef struct exec_cuda_desc {
     size_t count;               /* elements of the whole call: scratch row length */
     exec_cuda_status_t *status; /* device pointer of the call's status entry */
     uint64_t call;              /* gpuring_call_id (proxy/conn.h), masked */
+    int ll;                     /* the LL protocol on every connection that has it */
     int nchannels;
     exec_cuda_chan_t ch[GPURING_EXEC_CUDA_MAX_CHANNELS];
 } exec_cuda_desc_t;
@@ -139,25 +149,98 @@ static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the pa
  * before writing the slots that counter protects) but needs inline PTX,
  * which the CPU runtime cannot compile; unmeasured either way.
  */
+/* ---- device: the LL protocol (proxy/conn.h) ------------------------------------------ */
+/*
+ * On a connection where this call uses LL (exec_ll: exec_host.h's
+ * gpuring_exec_ll), a step is not announced by tail: every 8-byte unit of
+ * the LL slot carries the step's flag next to its 4 data bytes, written and
+ * read with one 64-bit volatile access.  The block moves 16-byte pairs of
+ * units, 8 data bytes each: thread t the pairs t, t + nth, ...
+ *   sender    thread 0 waits for a free slot (head, as simple) and the block
+ *             agrees (the first barrier); thread 0 writes the header (call
+ *             id, byte count: exec_ll_header) and every thread stores its
+ *             own pairs, all at once: no barrier, no fence, no tail.
+ *   receiver  thread 0 waits for the header's two units to carry the flag,
+ *             checks it (gpuring_step_check) and the block agrees on the
+ *             result as for a simple step (the first barrier); then each
+ *             thread waits for its own pairs' flags (exec_ll_pair_wait) and
+ *             uses the data at once, from registers (exec_ll_reduce_copy).
+ *             head is published as in the simple protocol.
+ * So a receiver never waits on data it was not sent: a step whose header
+ * says another byte count or call stops the block before any thread waits
+ * for a unit.  The header goes first, not last as the host sender writes it
+ * (release order, for host receivers): a device plane connection has a
+ * kernel at both ends, whose threads each check their own units.  A thread
+ * that gave up on its units (the host's abort) stores nothing; the block
+ * then abandons the call, whose abort header (exec_abandon) replaces the
+ * step's header where the receiver has not read it yet.
+ * No system fence orders LL data: each unit carries its own validity.  The
+ * fences of exec_wait and exec_publish are there for simple connections,
+ * and skipped by an operation that has none (NCCL's LL primitives read
+ * head and the flags with volatile accesses alone).  A pair is two 8-byte
+ * accesses, not one 16-byte one: that needs inline PTX, which the CPU
+ * runtime cannot compile (DESIGN.md: no #ifdef beyond the two hooks).
+ */
+#define EXEC_LL_PAIR_BYTES 8 /* data bytes of a pair of units */
+
+static __device__ __forceinline__ bool exec_ll(const exec_cuda_desc_t &d, const exec_cuda_conn_t &c)
+{
+    return d.ll && c.ll != NULL;
+}
+
+/* The LL slot of `step` on connection c: its header units, then the data units. */
+static __device__ __forceinline__ volatile uint64_t *exec_ll_row(const exec_cuda_conn_t &c,
+                                                                  uint64_t step)
+{
+    return reinterpret_cast<volatile uint64_t *>(c.ll + (step % GPURING_NSTEPS) *
+                                                             GPURING_LL_SLOT_BYTES);
+}
+
+/* The header of an LL step: byte count, then call id (gpuring_conn_ll_header's order). */
+static __device__ __forceinline__ void exec_ll_header(volatile uint64_t *row, uint64_t bytes,
+                                                      uint64_t call, uint32_t flag)
+{
+    row[1] = gpuring_ll_unit((uint32_t)bytes, flag);
+    row[0] = gpuring_ll_unit((uint32_t)(call & GPURING_CALL_MASK), flag);
+}
+
+/* Has the header of the LL step of this flag landed in `row`?  Its units in *hdr_p. */
+static __device__ __forceinline__ bool exec_ll_landed(const volatile uint64_t *row,
+                                                      uint32_t flag, uint64_t *hdr_p)
+{
+    hdr_p[0] = row[0];
+    hdr_p[1] = row[1];
+    return (uint32_t)(hdr_p[0] >> 32) == flag && (uint32_t)(hdr_p[1] >> 32) == flag;
+}
+
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
  * is recorded), or a step received is not one of this call's `bytes`-byte
- * steps of call `call` (proxy/conn.h: recorded as a stop the host reports).
+ * steps of call d.call (proxy/conn.h: recorded as a stop the host reports).
+ * A recv waits for tail (simple) or its LL header; a send for head (both).
  */
-static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
-                                const uint64_t *rstep, const uint64_t *sstep,
-                                exec_cuda_status_t *st, int c, uint64_t bytes, uint64_t call)
+static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                                const gpuring_step_t &s, const uint64_t *rstep,
+                                const uint64_t *sstep, exec_cuda_status_t *st, int c,
+                                uint64_t bytes)
 {
+    uint64_t hdr[GPURING_MAX_PEERS][2]; /* LL recvs: the header's units */
     unsigned polls = 0;
+    bool simple = false;
 
     EXEC_FOR_PEERS(s.recv_mask, i) {
-        while (ch->recv[i].ctrl->tail <= rstep[i]) {
+        const bool ll = exec_ll(d, ch->recv[i]);
+        const volatile uint64_t *row = ll ? exec_ll_row(ch->recv[i], rstep[i]) : NULL;
+        const uint32_t flag = gpuring_ll_flag(rstep[i]);
+
+        while (ll ? !exec_ll_landed(row, flag, hdr[i]) : ch->recv[i].ctrl->tail <= rstep[i]) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
                 return 0;
             }
         }
+        simple |= !ll;
     }
     EXEC_FOR_PEERS(s.send_mask, i) {
         while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
@@ -167,13 +250,20 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
                 return 0;
             }
         }
+        simple |= !exec_ll(d, ch->send[i]);
     }
-    __threadfence_system(); /* acquire: slot accesses come after the counters were seen */
+    /* acquire: slot accesses come after the counters were seen (simple slots) */
+    if (simple) __threadfence_system();
     EXEC_FOR_PEERS(s.recv_mask, i) { /* each landed step is one of this call's */
         uint64_t got_bytes = 0;
-        const gpuring_status_t chk =
-            gpuring_fifo_check(ch->recv[i].ctrl, rstep[i], bytes, call, &got_bytes);
+        gpuring_status_t chk;
 
+        if (exec_ll(d, ch->recv[i])) {
+            got_bytes = (uint32_t)hdr[i][1];
+            chk = gpuring_step_check((uint32_t)hdr[i][0], got_bytes, bytes, d.call);
+        } else {
+            chk = gpuring_fifo_check(ch->recv[i].ctrl, rstep[i], bytes, d.call, &got_bytes);
+        }
         if (chk == GPURING_OK) continue;
         if (chk == GPURING_ERR_MISMATCH) st->got_bytes = got_bytes;
         st->wait[c] = ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
@@ -183,35 +273,63 @@ static __device__ int exec_wait(const exec_cuda_chan_t *ch, const gpuring_step_t
     return 1;
 }
 
-/* Publish op s: the slots were consumed (head) and filled (size, call, tail:
- * gpuring_conn_post's order, which the NET proxy relies on). */
-static __device__ void exec_publish(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
-                                    uint64_t bytes, uint64_t call, uint64_t *rstep,
+/* Op s may run: the headers of its LL sends (exec_ll_header: before the data). */
+static __device__ void exec_ll_post(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                                    const gpuring_step_t &s, const uint64_t *sstep,
+                                    uint64_t bytes)
+{
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        if (exec_ll(d, ch->send[i])) {
+            exec_ll_header(exec_ll_row(ch->send[i], sstep[i]), bytes, d.call,
+                           gpuring_ll_flag(sstep[i]));
+        }
+    }
+}
+
+/* Publish op s: the slots were consumed (head) and filled (simple: size, call, tail,
+ * gpuring_conn_post's order, which the NET proxy relies on; LL: nothing left). */
+static __device__ void exec_publish(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                                    const gpuring_step_t &s, uint64_t bytes, uint64_t *rstep,
                                     uint64_t *sstep, exec_cuda_status_t *st, int c,
                                     uint64_t next_op)
 {
+    bool simple = false;
+
     EXEC_FOR_PEERS(s.send_mask, i) {
+        if (exec_ll(d, ch->send[i])) continue;
         ch->send[i].ctrl->size[sstep[i] % GPURING_NSTEPS] = bytes;
-        ch->send[i].ctrl->call[sstep[i] % GPURING_NSTEPS] = call;
+        ch->send[i].ctrl->call[sstep[i] % GPURING_NSTEPS] = d.call;
+        simple = true;
     }
-    __threadfence_system(); /* release: the block's writes (seen through the barrier) first */
+    EXEC_FOR_PEERS(s.recv_mask, i) simple |= !exec_ll(d, ch->recv[i]);
+    /* release: the block's writes (seen through the barrier) first (simple slots) */
+    if (simple) __threadfence_system();
     EXEC_FOR_PEERS(s.recv_mask, i) {
         ch->recv[i].ctrl->head = ++rstep[i];
     }
     EXEC_FOR_PEERS(s.send_mask, i) {
-        ch->send[i].ctrl->tail = ++sstep[i];
+        if (exec_ll(d, ch->send[i])) {
+            ++sstep[i];
+        } else {
+            ch->send[i].ctrl->tail = ++sstep[i];
+        }
     }
     st->progress[c] = next_op;
 }
 
 /* The channel gives up on the call: an abandon step (proxy/conn.h) on every send
- * connection it has with a free slot, so the peers fail at once, not at their timeout. */
+ * connection it has with a free slot, so the peers fail at once, not at their timeout;
+ * in both protocols, as gpuring_conn_post_abort. */
 static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
 {
     for (int i = 0; i < GPURING_MAX_PEERS; i++) {
         volatile gpuring_fifo_ctrl_t *ctrl = ch->send[i].ctrl;
 
         if (ctrl == NULL || ctrl->head + GPURING_NSTEPS <= sstep[i]) continue;
+        if (ch->send[i].ll != NULL) {
+            exec_ll_header(exec_ll_row(ch->send[i], sstep[i]), 0, GPURING_CALL_ABORT,
+                           gpuring_ll_flag(sstep[i]));
+        }
         ctrl->size[sstep[i] % GPURING_NSTEPS] = 0;
         ctrl->call[sstep[i] % GPURING_NSTEPS] = GPURING_CALL_ABORT;
         __threadfence_system();
@@ -452,19 +570,179 @@ static __device__ __forceinline__ T *exec_slot(const exec_cuda_conn_t &c, uint64
     return reinterpret_cast<T *>(c.slots + (step % GPURING_NSTEPS) * c.slot_bytes);
 }
 
-/* The compute of one op (all threads), as exec_host.c's exec_op_run. */
+/*
+ * One input or output of an op: memory of T elements (a buffer, a scratch
+ * row, a simple slot), or an LL slot's data units (mem NULL) with the
+ * step's flag and, for a recv, the peer (what a thread that gives up waits
+ * for).
+ */
+template <typename T> struct exec_io {
+    T *mem;
+    volatile uint64_t *ll;
+    uint32_t flag;
+    int peer;
+};
+
+template <typename T> static __device__ __forceinline__ exec_io<T> exec_mem_io(const T *p)
+{
+    exec_io<T> io = { const_cast<T *>(p), NULL, 0, 0 };
+    return io;
+}
+
+/* Connection c's slot of `step` (peer i's): its simple slot, or its LL row (this call's
+ * protocol on c). */
+template <typename T>
+static __device__ __forceinline__ exec_io<T> exec_conn_io(const exec_cuda_desc_t &d,
+                                                          const exec_cuda_conn_t &c,
+                                                          uint64_t step, int i)
+{
+    exec_io<T> io = { NULL, NULL, gpuring_ll_flag(step), i };
+
+    if (exec_ll(d, c)) {
+        io.ll = exec_ll_row(c, step) + GPURING_LL_HDR_UNITS;
+    } else {
+        io.mem = exec_slot<T>(c, step);
+    }
+    return io;
+}
+
+/* element k of the 8 data bytes of a pair (little endian, as the units hold them) */
+template <typename T> static __device__ __forceinline__ T exec_ll_elem(uint64_t v, int k)
+{
+    T x;
+    memcpy(&x, reinterpret_cast<const char *>(&v) + k * sizeof(T), sizeof(T));
+    return x;
+}
+
+/* The n elements at p (at most a pair's) as a pair's data bytes, and back. */
+template <typename T>
+static __device__ __forceinline__ uint64_t exec_ll_mem_load(const T *p, int n)
+{
+    uint64_t v = 0;
+
+    if (n * sizeof(T) == EXEC_LL_PAIR_BYTES && ((uintptr_t)p & 7u) == 0)
+        return *reinterpret_cast<const uint64_t *>(p);
+    for (int k = 0; k < n; k++) {
+        memcpy(reinterpret_cast<char *>(&v) + k * sizeof(T), &p[k], sizeof(T));
+    }
+    return v;
+}
+
+template <typename T>
+static __device__ __forceinline__ void exec_ll_mem_store(T *p, uint64_t v, int n)
+{
+    if (n * sizeof(T) == EXEC_LL_PAIR_BYTES && ((uintptr_t)p & 7u) == 0) {
+        *reinterpret_cast<uint64_t *>(p) = v;
+        return;
+    }
+    for (int k = 0; k < n; k++) p[k] = exec_ll_elem<T>(v, k);
+}
+
+/* a (op) b, element by element, for the first n elements of a pair */
+template <typename T, typename Op>
+static __device__ __forceinline__ uint64_t exec_ll_apply(uint64_t a, uint64_t b, int n)
+{
+    for (int k = 0; k < n; k++) {
+        const T x = Op::apply(exec_ll_elem<T>(a, k), exec_ll_elem<T>(b, k));
+        memcpy(reinterpret_cast<char *>(&a) + k * sizeof(T), &x, sizeof(T));
+    }
+    return a;
+}
+
+/* Wait for a pair of units to carry `flag` (the second one only if it holds data:
+ * `two`), its data bytes in *v_p; 0 if the host aborted first. */
+static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t flag, bool two,
+                                        const exec_cuda_status_t *st, uint64_t *v_p)
+{
+    unsigned polls = 0;
+
+    for (;;) {
+        const uint64_t lo = u[0], hi = two ? u[1] : gpuring_ll_unit(0, flag);
+
+        if ((uint32_t)(lo >> 32) == flag && (uint32_t)(hi >> 32) == flag) {
+            *v_p = (lo & 0xffffffffull) | hi << 32;
+            return 1;
+        }
+        GPURING_DEV_POLL_PAUSE();
+        if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) return 0;
+    }
+}
+
+static __device__ __forceinline__ void exec_ll_pair_store(volatile uint64_t *u, uint64_t v,
+                                                          uint32_t flag, bool two)
+{
+    u[0] = gpuring_ll_unit((uint32_t)v, flag);
+    if (two) u[1] = gpuring_ll_unit((uint32_t)(v >> 32), flag);
+}
+
+/*
+ * exec_reduce_copy for an op with an LL connection, pair by pair, from and
+ * into registers: each thread loads its pair of every input (waiting for
+ * an LL one's flags), reduces them left to right, and stores the value to
+ * every output (an LL one with the step's flag); outputs from `nvalue` on
+ * get the last input unchanged (the gather's accumulate forwards what it
+ * received).  The units of the data, and no more, are written and waited
+ * for (a step of b bytes has ceil(b / 4)).  A thread whose units do not
+ * come before the host aborts records what it waits for, sets *aborted_p
+ * and stores nothing more.
+ */
+template <typename T, typename Op>
+static __device__ void exec_ll_reduce_copy(const exec_io<T> *in, int nin, const exec_io<T> *out,
+                                           int nout, int nvalue, size_t count,
+                                           exec_cuda_status_t *st, int c, int *aborted_p)
+{
+    const size_t per_pair = EXEC_LL_PAIR_BYTES / sizeof(T);
+    const size_t npairs = GPURING_DIV_UP(count, per_pair);
+    const size_t units = GPURING_DIV_UP(count * sizeof(T), 4);
+
+    for (size_t p = threadIdx.x; p < npairs; p += blockDim.x) {
+        const size_t first = p * per_pair;
+        const int n = (int)(count - first < per_pair ? count - first : per_pair);
+        const bool two = 2 * p + 1 < units;
+        uint64_t x[EXEC_MAX_IO], v;
+
+        for (int k = 0; k < nin; k++) {
+            if (in[k].mem != NULL) {
+                x[k] = exec_ll_mem_load(in[k].mem + first, n);
+            } else if (!exec_ll_pair_wait(in[k].ll + 2 * p, in[k].flag, two, st, &x[k])) {
+                st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)in[k].peer;
+                *aborted_p = 1;
+                return;
+            }
+        }
+        v = x[0];
+        for (int k = 1; k < nin; k++) v = exec_ll_apply<T, Op>(v, x[k], n);
+        for (int k = 0; k < nout; k++) {
+            const uint64_t o = k < nvalue ? v : x[nin - 1];
+            if (out[k].mem != NULL) {
+                exec_ll_mem_store(out[k].mem + first, o, n);
+            } else {
+                exec_ll_pair_store(out[k].ll + 2 * p, o, out[k].flag, two);
+            }
+        }
+    }
+}
+
+/*
+ * The compute of one op (all threads), as exec_host.c's exec_op_run: its
+ * inputs and outputs, then the loop that moves them -- exec_ll_reduce_copy
+ * when a connection of the op is LL this call, else the pack loops.
+ */
 template <typename T, typename Op>
 static __device__ void exec_op(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
                                const gpuring_step_t &s, const uint64_t *rstep,
-                               const uint64_t *sstep)
+                               const uint64_t *sstep, exec_cuda_status_t *st, int c,
+                               int *aborted_p)
 {
     const T *src = (s.flags & GPURING_PRIM_SRC) ? (const T *)d.sendbuf + s.off
                    : (s.flags & GPURING_PRIM_OUT_SRC) ? (const T *)d.recvbuf + s.off
                                                       : NULL;
     T *dst = (s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (T *)d.recvbuf + s.off : NULL;
-    const T *in[EXEC_MAX_IO];
-    T *out[EXEC_MAX_IO];
-    int nin = 0, nout = 0;
+    exec_io<T> in[EXEC_MAX_IO], out[EXEC_MAX_IO];
+    const T *pin[EXEC_MAX_IO];
+    T *pout[EXEC_MAX_IO];
+    int nin = 0, nout = 0, nvalue = EXEC_MAX_IO;
+    bool ll = false;
 
     if (s.count == 0) return;
     if (s.flags & GPURING_PRIM_FOLD) {
@@ -474,26 +752,37 @@ static __device__ void exec_op(const exec_cuda_desc_t &d, const exec_cuda_chan_t
     }
     if (s.flags & GPURING_PRIM_STASH) {
         /* recvCopySend / copySend into the scratch row: keep the block, forward it */
-        in[nin++] = (s.flags & GPURING_PRIM_RECV) ? exec_slot<T>(ch->recv[0], rstep[0]) : src;
-        out[nout++] = (T *)d.scratch + (size_t)s.stash * d.count + s.off;
-        if (s.flags & GPURING_PRIM_SEND) out[nout++] = exec_slot<T>(ch->send[0], sstep[0]);
-        exec_reduce_copy<T, Op>(in, nin, out, nout, s.count);
-        return;
+        in[nin++] = (s.flags & GPURING_PRIM_RECV) ? exec_conn_io<T>(d, ch->recv[0], rstep[0], 0)
+                                                  : exec_mem_io(src);
+        out[nout++] = exec_mem_io((T *)d.scratch + (size_t)s.stash * d.count + s.off);
+        if (s.flags & GPURING_PRIM_SEND) out[nout++] = exec_conn_io<T>(d, ch->send[0], sstep[0], 0);
+    } else if (s.flags & GPURING_PRIM_ACC) {
+        /* output (op)= recv; the send gets recv unchanged (nvalue) */
+        in[nin++] = exec_mem_io(dst);
+        in[nin++] = exec_conn_io<T>(d, ch->recv[0], rstep[0], 0);
+        out[nout++] = exec_mem_io(dst);
+        if (s.flags & GPURING_PRIM_SEND) out[nout++] = exec_conn_io<T>(d, ch->send[0], sstep[0], 0);
+        nvalue = 1;
+    } else {
+        /* plain: input first, then the recv slots in peer order; output, then send slots */
+        if (src != NULL) in[nin++] = exec_mem_io(src);
+        EXEC_FOR_PEERS(s.recv_mask, i) in[nin++] = exec_conn_io<T>(d, ch->recv[i], rstep[i], i);
+        /* a lone input copied onto itself (in-place gather op 0): no write */
+        if (dst != NULL && !(nin == 1 && (const T *)dst == in[0].mem)) {
+            out[nout++] = exec_mem_io(dst);
+        }
+        EXEC_FOR_PEERS(s.send_mask, i) out[nout++] = exec_conn_io<T>(d, ch->send[i], sstep[i], i);
     }
-    if (s.flags & GPURING_PRIM_ACC) {
-        exec_accumulate<T, Op>(dst, exec_slot<T>(ch->recv[0], rstep[0]),
-                               (s.flags & GPURING_PRIM_SEND) ? exec_slot<T>(ch->send[0], sstep[0])
-                                                             : NULL,
-                               s.count);
-        return;
+    if (nin == 0 || nout == 0) return;
+    for (int k = 0; k < nin; k++) ll |= (pin[k] = in[k].mem) == NULL;
+    for (int k = 0; k < nout; k++) ll |= (pout[k] = out[k].mem) == NULL;
+    if (ll) {
+        exec_ll_reduce_copy<T, Op>(in, nin, out, nout, nvalue, s.count, st, c, aborted_p);
+    } else if (s.flags & GPURING_PRIM_ACC) {
+        exec_accumulate<T, Op>(pout[0], pin[1], nout > 1 ? pout[1] : NULL, s.count);
+    } else {
+        exec_reduce_copy<T, Op>(pin, nin, pout, nout, s.count);
     }
-    /* plain: input first, then the recv slots in peer order; output, then send slots */
-    if (src != NULL) in[nin++] = src;
-    EXEC_FOR_PEERS(s.recv_mask, i) in[nin++] = exec_slot<T>(ch->recv[i], rstep[i]);
-    /* a lone input copied onto itself (in-place gather op 0): no write */
-    if (dst != NULL && !(nin == 1 && (const T *)dst == in[0])) out[nout++] = dst;
-    EXEC_FOR_PEERS(s.send_mask, i) out[nout++] = exec_slot<T>(ch->send[i], sstep[i]);
-    if (nin > 0 && nout > 0) exec_reduce_copy<T, Op>(in, nin, out, nout, s.count);
 }
 
 /* One block per channel: the channel's whole program. */
@@ -520,16 +809,21 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         gpuring_step_t s;
 
         gpuring_prog_op(&prog, op, &s);
-        if (threadIdx.x == 0 && !exec_wait(ch, s, rstep, sstep, st, c, s.count * sizeof(T), d.call)) {
+        if (threadIdx.x == 0 && !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T))) {
             exec_abandon(ch, sstep);
             aborted = 1;
         }
         __syncthreads();
         if (aborted) return;
-        exec_op<T, Op>(d, ch, s, rstep, sstep);
+        if (threadIdx.x == 0) exec_ll_post(d, ch, s, sstep, s.count * sizeof(T));
+        exec_op<T, Op>(d, ch, s, rstep, sstep, st, c, &aborted);
         __syncthreads();
+        if (aborted) { /* a thread's LL units did not come (the host aborted) */
+            if (threadIdx.x == 0) exec_abandon(ch, sstep);
+            return;
+        }
         if (threadIdx.x == 0)
-            exec_publish(ch, s, s.count * sizeof(T), d.call, rstep, sstep, st, c, op + 1);
+            exec_publish(d, ch, s, s.count * sizeof(T), rstep, sstep, st, c, op + 1);
     }
 }
 
@@ -755,8 +1049,9 @@ static void exec_cuda_walk(const gpuring_prog_t *p, uint64_t upto, exec_cuda_wal
     }
 }
 
-/* Is connection end `conn` (peer i of channel c) usable by the kernel? */
-static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const char *dir, int c,
+/* Is connection end `conn` (peer i of channel c) usable by the kernel for call a? */
+static gpuring_status_t exec_cuda_check_conn(const gpuring_exec_args_t *a,
+                                             const gpuring_conn_t *conn, const char *dir, int c,
                                              int i, size_t need_bytes)
 {
     if (conn == NULL || conn->slots == NULL || conn->ctrl == NULL) {
@@ -770,11 +1065,17 @@ static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const c
                       conn->peer);
         return GPURING_ERR_INVALID;
     }
-    if (((uintptr_t)conn->slots | conn->slot_bytes) % 16 != 0) {
+    if (((uintptr_t)conn->slots | (uintptr_t)conn->ll | conn->slot_bytes) % 16 != 0) {
         /* a misaligned access would kill the application's CUDA context */
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
-                      "has slots at %p of %zu bytes: not 16-byte aligned", c, dir, conn->peer,
-                      (void *)conn->slots, conn->slot_bytes);
+                      "has slots at %p of %zu bytes (LL slots at %p): not 16-byte aligned", c,
+                      dir, conn->peer, (void *)conn->slots, conn->slot_bytes, (void *)conn->ll);
+        return GPURING_ERR_INVALID;
+    }
+    if (gpuring_exec_ll(a, conn) && need_bytes > GPURING_LL_STEP_BYTES) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's %s connection to rank %d "
+                      "runs LL steps of at most %d bytes, the program moves %zu (a planning "
+                      "bug)", c, dir, conn->peer, GPURING_LL_STEP_BYTES, need_bytes);
         return GPURING_ERR_INVALID;
     }
     if (conn->slot_bytes < need_bytes) {
@@ -789,6 +1090,7 @@ static gpuring_status_t exec_cuda_check_conn(const gpuring_conn_t *conn, const c
 static void exec_cuda_fill_conn(exec_cuda_conn_t *d, const gpuring_conn_t *conn)
 {
     d->slots = conn->slots;
+    d->ll = conn->ll;
     d->ctrl = conn->ctrl;
     d->step = conn->step;
     d->slot_bytes = conn->slot_bytes;
@@ -831,6 +1133,7 @@ static gpuring_status_t exec_cuda_prepare(const gpuring_exec_args_t *a, exec_cud
     d->scratch = (char *)a->scratch;
     d->count = a->count;
     d->call = a->call & GPURING_CALL_MASK;
+    d->ll = a->ll;
     d->nchannels = a->nchannels;
     *total_ops_p = 0;
     for (int c = 0; c < a->nchannels; c++) {
@@ -854,7 +1157,7 @@ static gpuring_status_t exec_cuda_prepare(const gpuring_exec_args_t *a, exec_cud
                                               (w->send_used >> i & 1u) ? ch->send[i] : NULL };
             for (int k = 0; k < 2; k++) {
                 if (!((k == 0 ? w->recv_used : w->send_used) >> i & 1u)) continue;
-                GPURING_CHECK(exec_cuda_check_conn(pair[k], k == 0 ? "recv" : "send", c, i,
+                GPURING_CHECK(exec_cuda_check_conn(a, pair[k], k == 0 ? "recv" : "send", c, i,
                                                    w->max_slot_count * es));
                 for (int j = 0; j < nseen; j++) {
                     if (seen[j] == pair[k]) {

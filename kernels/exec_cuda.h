@@ -17,6 +17,11 @@
  *    NET ends mapped with gpuring_conn_map_device (their proxy reads the
  *    sizes and tails the kernel posts; args->proxy names it, and its
  *    failures abort the kernel like a timeout does).
+ *  - with args->ll, steps on connections with LL slots (conn->ll: SHM and
+ *    IPC) use the LL protocol (proxy/conn.h), steps of at most
+ *    GPURING_LL_STEP_BYTES; NET ends stay simple.  The peers' executors at
+ *    both ends of such a connection are CUDA executors (the kernel writes
+ *    an LL step's header before its data, not after as the host does).
  *  - no connection serves two channels (each block owns its connections),
  *    and nothing else uses these connections while the call runs.
  *  - every peer's executor (host or CUDA) runs at the same time: the kernel
@@ -53,7 +58,8 @@ extern "C" {
  * business (an aborted collective: tear the connections down).
  *
  * Returns GPURING_OK, GPURING_ERR_INVALID (bad arguments, NULL or shared
- * connection, a NET end not mapped for the device, no scratch for a FOLD),
+ * connection, a NET end not mapped for the device, no scratch for a FOLD,
+ * an LL step over GPURING_LL_STEP_BYTES),
  * GPURING_ERR_NOT_SUPPORTED (op undefined on the type, too many channels),
  * GPURING_ERR_TIMEOUT, GPURING_ERR_NO_MEMORY, or GPURING_ERR_CUDA (launch
  * failure or a fault in the kernel; logged).

@@ -40,16 +40,10 @@ static inline int exec_op_uses_net(const gpuring_exec_channel_t *ch, const gpuri
     return 0;
 }
 
-/* Does this call's step on `conn` use the LL protocol? (the same on both ends) */
-static inline int exec_ll(const gpuring_exec_args_t *a, const gpuring_conn_t *conn)
-{
-    return a->ll && conn->ll != NULL;
-}
-
 /* Has recv end `r`'s next step landed? */
 static inline int exec_landed(const gpuring_exec_args_t *a, const gpuring_conn_t *r)
 {
-    return exec_ll(a, r) ? gpuring_conn_ll_landed(r)
+    return gpuring_exec_ll(a, r) ? gpuring_conn_ll_landed(r)
                          : GPURING_LOAD_ACQUIRE(&r->ctrl->tail) > r->step;
 }
 
@@ -150,7 +144,7 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
         const gpuring_conn_t *r = ch->recv[i];
 
         in[i] = conn_slot(r);
-        if (exec_ll(a, r)) {
+        if (gpuring_exec_ll(a, r)) {
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
                 gpuring_conn_report_check(r, (int)(ch - a->channels), st, bytes, bytes,
@@ -161,8 +155,9 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
         }
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
-        out[i] = exec_ll(a, ch->send[i]) ? stage + GPURING_MAX_PEERS * GPURING_LL_STEP_BYTES
-                                         : conn_slot(ch->send[i]);
+        out[i] = gpuring_exec_ll(a, ch->send[i])
+                     ? stage + GPURING_MAX_PEERS * GPURING_LL_STEP_BYTES
+                     : conn_slot(ch->send[i]);
     }
     return GPURING_OK;
 }
@@ -176,7 +171,7 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
         uint64_t got = 0;
-        gpuring_status_t st = exec_ll(a, r)
+        gpuring_status_t st = gpuring_exec_ll(a, r)
                                   ? gpuring_conn_ll_check(r, bytes, a->call, &got)
                                   : gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
 
@@ -247,7 +242,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
         GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
-        if (exec_ll(a, ch->send[i])) {
+        if (gpuring_exec_ll(a, ch->send[i])) {
             gpuring_conn_ll_post(ch->send[i], out[i], bytes, a->call);
         } else {
             gpuring_conn_post(ch->send[i], bytes, a->call);

@@ -73,6 +73,13 @@ typedef struct gpuring_exec_args {
  * does not fit the caches, and is not read again during the call. */
 #define GPURING_EXEC_STREAM_MIN_BYTES (8u << 20)
 
+/* Does this call's step on `conn` use the LL protocol?  The same on both ends (the
+ * call's plan, and a property of the connection); both executors ask it. */
+static inline int gpuring_exec_ll(const gpuring_exec_args_t *a, const gpuring_conn_t *conn)
+{
+    return a->ll && conn->ll != NULL;
+}
+
 /* The host executor's LL staging: one step per peer received, one sent. */
 #define GPURING_EXEC_LL_STAGE_BYTES ((GPURING_MAX_PEERS + 1) * GPURING_LL_STEP_BYTES)
 

@@ -1,18 +1,23 @@
 /*
  * conn.c -- what every transport shares: the memory layout of one FIFO
- * (the ctrl counters on their own page, the LL slots but on NET, then NSTEPS
- * slots, page-aligned when the slot size is a multiple of a page) and
+ * (the ctrl counters on their own page, the LL slots but on NET (whole
+ * pages), then NSTEPS slots, page-aligned when the slot size is a multiple of
+ * a page) and
  * how a connection end is laid over it.
  */
 #include "proxy/conn.h"
 
 #include <string.h>
 
-#define GPURING_CTRL_BYTES 4096
+#define GPURING_CTRL_BYTES 4096 /* a page */
 
+/* The LL slots, whole pages: the simple slots after them stay page-aligned. */
 static size_t conn_ll_bytes(gpuring_conn_type_t type)
 {
-    return type == GPURING_CONN_NET ? 0 : GPURING_NSTEPS * GPURING_LL_SLOT_BYTES;
+    return type == GPURING_CONN_NET
+               ? 0
+               : GPURING_DIV_UP(GPURING_NSTEPS * GPURING_LL_SLOT_BYTES, GPURING_CTRL_BYTES) *
+                     GPURING_CTRL_BYTES;
 }
 
 size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)

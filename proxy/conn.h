@@ -180,10 +180,12 @@ GPURING_HOSTDEV static inline gpuring_status_t gpuring_fifo_check(
  * moves one cache line instead of the counter's, the ctrl's and the data's.
  * Units 0 and 1 are the header: the step's call id and its byte count (what
  * gpuring_step_check compares); the payload starts at unit 2, 16-byte
- * aligned, so a GPU thread moves two units with one vector access.  The
- * sender writes the payload, then the header, unit 0 last with release
- * order: a host receiver that sees unit 0 sees the rest; a GPU's threads
- * each wait for their own units' flags.  head works as in the simple
+ * aligned, so a GPU thread moves two units together.  The host sender
+ * writes the payload, then the header, unit 0 last with release order: a
+ * host receiver that sees unit 0 sees the rest.  A GPU's threads each wait
+ * for their own units' flags, once thread 0 has checked the header; the
+ * CUDA executor, whose receivers are always kernels, writes the header
+ * first (kernels/exec_cuda.cu).  head works as in the simple
  * protocol (the sender waits for a free slot); tail is not used.
  * Whether a step is LL is decided per call (the plan's protocol, the same
  * on every rank) and per connection (gpuring_conn_t.ll: never NET, whose

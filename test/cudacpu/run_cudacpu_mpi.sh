@@ -15,6 +15,11 @@
 #   fifo32_np2      the same on 32 channels (GPURING_MAX_CHANNELS): every call
 #                   spread over all of them, up to 4 MiB (4 types, sum and max:
 #                   32 spinning blocks per rank are slow on 2 cores)
+#   ll_fifo_np3     the FIFO programs with the LL protocol forced at every size
+#                   (coll_gpuring_protocol ll: steps of at most 8 KiB, so 65537
+#                   elements are many), every type and op
+#   ll_tree_vnodes_np4  LL forced on trees over two virtual nodes: the CUDA IPC
+#                   edges LL, the net edges simple, in the same operations
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
@@ -22,6 +27,7 @@
 #   timeout_np3     a rank skips a call on device buffers (FIFO path): the
 #                   others' kernels time out naming step and peer
 #   mismatch_*      a rank passes another count or datatype on device buffers
+#                   (direct, FIFO, FIFO under LL, virtual nodes)
 #                   (one fiber order each, in turn):
 #                   every rank fails at once, none returns unreduced data
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
@@ -30,7 +36,8 @@
 # mpirun exits 0, allreduce_check says "N passed, 0 failed", every rank's
 # finalize summary matches what the case expects (by default: it ran its
 # calls on device buffers in gpuring), and no process left a shared-memory
-# segment behind.  Prints one line per case, then the sum of allreduce_check's
+# segment behind (and, where $want is set, every rank's log has a line matching
+# that extended regex).  Prints one line per case, then the sum of allreduce_check's
 # counts as "N passed, N failed".  A case whose log holds a sanitizer report
 # fails.  From the top of the build tree.  Environment:
 #   CUDACPU_TEST_TIMEOUT   seconds per mpirun (300)
@@ -95,9 +102,15 @@ mpirun_cpu() {
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
-summary=$SUMMARY_ON_DEVICE staged=0
+summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3
 
-# case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...  (and $summary, $staged)
+# ranks_matching ERE LOG: how many ranks logged a line matching ERE
+ranks_matching() {
+    grep -E "$1" "$2" | sed -n 's/.*\[gpuring rank \([0-9]*\)\].*/\1/p' | sort -u | wc -l
+}
+
+# case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...  (and $summary, $staged, $want,
+# $verbose: coll_gpuring_verbose)
 case_run() {
     name=$1 np=$2 params=$3
     shift 3
@@ -105,7 +118,7 @@ case_run() {
     for order in $orders; do
         log=$logs/$name-$order.log
         mca=""
-        for p in coll_gpuring_verbose 3 $params; do mca="$mca $p"; done
+        for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
         start=$(date +%s)
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
             -x CUDACPU_FIBER_ORDER "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
@@ -122,6 +135,9 @@ case_run() {
         [ "$ondev" -eq "$np" ] || why="${why:+$why, }$ondev of $np ranks' summaries match '$summary'"
         [ "$nstaged" -eq "$staged" ] || why="${why:+$why, }$nstaged ranks staged allreduces, want $staged"
         [ -z "$left" ] || why="${why:+$why, }segments left: $left"
+        if [ -n "$want" ] && [ "$(ranks_matching "$want" "$log")" -ne "$np" ]; then
+            why="${why:+$why, }$(ranks_matching "$want" "$log") of $np ranks logged '$want'"
+        fi
         if [ -n "$counts" ]; then
             passed=$((passed + ${counts% *}))
             failed=$((failed + ${counts#* }))
@@ -152,6 +168,14 @@ case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 co
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
     -c 1,17,4099,65537
+# the LL protocol forced on the FIFO kernels; every rank's plans (debug, subsystem
+# tuning) must say LL on device buffers
+LL="coll_gpuring_direct 0 coll_gpuring_protocol ll coll_gpuring_verbose_subsys coll,tuning"
+want='plan: [0-9]+ B \(device\) -> [a-z]+( \(ordered\))? LL,' verbose=4
+case_run ll_fifo_np3 3 "$LL" -d -q -i -m world,dup,split -c 1,17,4099,65537
+case_run ll_tree_vnodes_np4 4 "$LL coll_gpuring_ranks_per_node 2 coll_gpuring_algorithm tree" \
+    -d -q -i -m world,rev -t int8,int16,int32,float,double -c 1,17,4099,65537
+want="" verbose=3
 
 # communicator churn on device buffers: every communicator's device plane (IPC
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the
@@ -231,6 +255,12 @@ fc_orders=${orders##* }
 failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
+# ... and under LL: the kernel checks each LL step's header before any thread waits
+# for its data
+fc_orders=${orders%% *}
+failure_case mismatch_fifo_ll_np3 3 4 "$MISMATCH_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_protocol ll" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

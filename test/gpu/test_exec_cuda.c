@@ -191,6 +191,8 @@ typedef struct t_cfg {
     int skip_rank; /* -1: all run */
     int big;       /* T_BIG_SLOT_BYTES slots (nch <= T_BIGCH) */
     int mis;       /* send, receive and scratch buffers start this many elements late */
+    int ll;        /* the LL protocol (steps of at most GPURING_LL_STEP_BYTES) */
+    int mixed;     /* ll: the connections into rank 0 have no LL slots (simple, as NET) */
 } t_cfg_t;
 
 /* rank r's send / receive buffer of the configuration (shifted by cfg->mis) */
@@ -248,7 +250,7 @@ static void setup_channels(const t_cfg_t *cfg)
             .count = cfg->count, .type = cfg->type, .op = cfg->op, .nchannels = cfg->nch,
             .channels = x->ch,
             .scratch = (char *)x->d_scratch + (size_t)cfg->mis * gpuring_type_size(cfg->type),
-            .timeout = cfg->timeout};
+            .timeout = cfg->timeout, .ll = cfg->ll};
     }
 }
 
@@ -295,14 +297,16 @@ static void make_inputs(const t_cfg_t *cfg)
             if (cfg->type == GPURING_TYPE_FLOAT) {
                 float f = (float)((int)(z % 1001) - 500);
                 memcpy(p, &f, 4);
+            } else if (cfg->type == GPURING_TYPE_DOUBLE) {
+                double f = (double)((int)(z % 100001) - 50000);
+                memcpy(p, &f, 8);
             } else if (cfg->type == GPURING_TYPE_FLOAT16) {
                 /* normal numbers: exponent 1..30 */
                 uint16_t h = (uint16_t)(((z & 1) << 15) | ((1 + (z >> 1) % 30) << 10) |
                                         ((z >> 8) & 0x3ff));
                 memcpy(p, &h, 2);
-            } else {
-                uint32_t u = (uint32_t)z;
-                memcpy(p, &u, 4);
+            } else { /* integers: the low es bytes (little endian) */
+                memcpy(p, &z, es);
             }
         }
     }
@@ -325,10 +329,11 @@ static void upload(const t_cfg_t *cfg)
 
 static void describe(const t_cfg_t *cfg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s n=%d ch=%d %s %s count=%zu chunk=%zu %s%s mis=%d",
+    snprintf(buf, len, "%s n=%d ch=%d %s %s count=%zu chunk=%zu %s%s mis=%d%s",
              t_algo_name[cfg->algo], cfg->n, cfg->nch, gpuring_type_name(cfg->type),
              gpuring_op_name(cfg->op), cfg->count, cfg->chunk,
-             cfg->inplace ? "in-place" : "out-of-place", cfg->big ? " big-slots" : "", cfg->mis);
+             cfg->inplace ? "in-place" : "out-of-place", cfg->big ? " big-slots" : "", cfg->mis,
+             !cfg->ll ? "" : cfg->mixed ? " LL (simple into rank 0)" : " LL");
 }
 
 static void check_results(const t_cfg_t *cfg, int pass)
@@ -359,9 +364,26 @@ static void check_results(const t_cfg_t *cfg, int pass)
     }
 }
 
+/* The connections into rank 0 without LL slots, as a NET edge has none: its steps
+ * stay simple while the others' are LL, so operations mix the two. */
+static void links_simple_into_rank0(int n)
+{
+    for (int r = 0; r < n; r++) {
+        for (int c = 0; c < T_MAXCH; c++) {
+            if (ranks[r].ring_send[c].peer == 0) ranks[r].ring_send[c].ll = NULL;
+            if (r == 0) ranks[r].ring_recv[c].ll = NULL;
+            for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+                if (ranks[r].tree_send[c][i].peer == 0) ranks[r].tree_send[c][i].ll = NULL;
+                if (r == 0) ranks[r].tree_recv[c][i].ll = NULL;
+            }
+        }
+    }
+}
+
 static void run_config(const t_cfg_t *cfg)
 {
     links_reset_slots(cfg->n, cfg->big);
+    if (cfg->mixed) links_simple_into_rank0(cfg->n);
     make_inputs(cfg);
     for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
         setup_channels(cfg);
@@ -583,6 +605,56 @@ static void test_max_channels(void)
            max_channels_for(2), max_channels_for(4), unit_passed, unit_failed);
 }
 
+/* ---- the LL protocol (proxy/conn.h) --------------------------------------------------------- */
+/*
+ * Every algorithm under LL: 1-, 2-, 4- and 8-byte elements (int8 and int32
+ * sum, float16 max, float and double sum), so a pair of units (8 data
+ * bytes) holds 8, 4, 2 or 1 elements; counts of one element, odd ones and
+ * many LL steps per channel; steps of a whole LL slot (8 KiB) or of 1001
+ * elements (an odd number of units: the last pair has one); in place and
+ * not; 1-3 channels; every third configuration with the connections into
+ * rank 0 simple (operations that receive one protocol and send the other).
+ * Each configuration runs twice over the same FIFOs, so the second run's
+ * flags are those of later steps over slots the first one filled.
+ */
+static void test_ll(void)
+{
+    static const int ns[] = { 2, 3, 5 };
+    static const size_t counts[] = { 1, 17, 4099, 65537 };
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT8, GPURING_OP_SUM },    { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX }, { GPURING_TYPE_FLOAT, GPURING_OP_SUM },
+        { GPURING_TYPE_DOUBLE, GPURING_OP_SUM },
+    };
+    unsigned long idx = 0;
+
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        for (int algo = T_RING; algo <= T_GATHER_O; algo++) {
+            for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++, idx++) {
+                    const size_t es = gpuring_type_size(tops[ti].type);
+                    t_cfg_t cfg = {.algo = (t_algo_t)algo, .n = ns[ni],
+                                   .nch = 1 + (int)(idx % T_MATRIX_CH),
+                                   .inplace = (int)(idx / 2 % 2), .type = tops[ti].type,
+                                   .op = tops[ti].op, .count = counts[ci],
+                                   .chunk = idx % 2 ? 1001 : GPURING_LL_STEP_BYTES / es,
+                                   .timeout = T_TIMEOUT, .skip_rank = -1, .ll = 1,
+                                   .mixed = idx % 3 == 0};
+
+                    /* the gather moves a channel's whole region in one LL step */
+                    if (algo >= T_GATHER_U &&
+                        GPURING_DIV_UP(cfg.count, (size_t)cfg.nch) * es > GPURING_LL_STEP_BYTES) {
+                        continue;
+                    }
+                    run_config(&cfg);
+                }
+            }
+        }
+        printf("LL n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed,
+               unit_failed);
+    }
+}
+
 /* ---- error paths ----------------------------------------------------------------------- */
 static void test_refusals(void)
 {
@@ -632,11 +704,12 @@ static void test_refusals(void)
     }
 }
 
-static void test_timeout(void)
+static void test_timeout(int ll)
 {
     t_cfg_t cfg = {.algo = T_RING, .n = 4, .nch = 2, .type = GPURING_TYPE_INT32,
                    .op = GPURING_OP_SUM, .count = 4099, .chunk = 1000, .timeout = 1.0,
-                   .skip_rank = 2};
+                   .skip_rank = 2, .ll = ll};
+    const char *proto = ll ? "LL" : "simple";
 
     links_reset(cfg.n);
     make_inputs(&cfg);
@@ -648,12 +721,63 @@ static void test_timeout(void)
         if (r == cfg.skip_rank) continue;
         timed_out += ranks[r].st == GPURING_ERR_TIMEOUT;
         unit_result(ranks[r].st == GPURING_ERR_TIMEOUT || ranks[r].st == GPURING_ERR_REMOTE,
-                    "timeout: rank %d returned %s", r, gpuring_status_str(ranks[r].st));
-        unit_result(ranks[r].secs < cfg.timeout + 2.0, "timeout: rank %d took %.2f s", r,
-                    ranks[r].secs);
+                    "timeout (%s): rank %d returned %s", proto, r,
+                    gpuring_status_str(ranks[r].st));
+        unit_result(ranks[r].secs < cfg.timeout + 2.0, "timeout (%s): rank %d took %.2f s",
+                    proto, r, ranks[r].secs);
     }
-    unit_result(timed_out > 0, "timeout: no rank timed out");
+    unit_result(timed_out > 0, "timeout (%s): no rank timed out", proto);
     /* the aborted kernels are gone: the GPU still works */
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
+/*
+ * The last rank makes another call: another call id (`count_too`: 0), or 8
+ * more elements (1: every step it sends says other bytes than its receiver
+ * expects, and expects other bytes than it receives).  Every rank must fail
+ * (GPURING_ERR_MISMATCH where it saw the wrong step, GPURING_ERR_REMOTE where
+ * a peer abandoned the call), at least one with a mismatch, and long before
+ * the timeout: abandon steps pass the failure on.  Under LL the header check
+ * is all that keeps a receiver from waiting for units that never come.
+ */
+static void test_mismatch(int ll, int count_too)
+{
+    t_cfg_t cfg = {.algo = T_RING, .n = 3, .nch = 2, .type = GPURING_TYPE_INT32,
+                   .op = GPURING_OP_SUM, .count = 4099, .chunk = 1000, .timeout = T_TIMEOUT,
+                   .skip_rank = -1, .ll = ll};
+    const char *what = count_too ? "8 more elements" : "another call id";
+    const char *proto = ll ? "LL" : "simple";
+    int mismatched = 0;
+
+    links_reset(cfg.n);
+    make_inputs(&cfg);
+    if (count_too) { /* the last rank's programs of count + 8 elements, the others' of count */
+        t_cfg_t other = cfg;
+        gpuring_exec_channel_t ch[T_MAXCH];
+        gpuring_exec_args_t args;
+
+        other.count += 8;
+        setup_channels(&other);
+        memcpy(ch, ranks[cfg.n - 1].ch, sizeof(ch));
+        args = ranks[cfg.n - 1].args;
+        setup_channels(&cfg);
+        memcpy(ranks[cfg.n - 1].ch, ch, sizeof(ch));
+        ranks[cfg.n - 1].args = args;
+    } else {
+        setup_channels(&cfg);
+        ranks[cfg.n - 1].args.call = 1;
+    }
+    upload(&cfg);
+    run_ranks(&cfg);
+    for (int r = 0; r < cfg.n; r++) {
+        mismatched += ranks[r].st == GPURING_ERR_MISMATCH;
+        unit_result(ranks[r].st == GPURING_ERR_MISMATCH || ranks[r].st == GPURING_ERR_REMOTE,
+                    "mismatch (%s, %s): rank %d returned %s", what, proto, r,
+                    gpuring_status_str(ranks[r].st));
+        unit_result(ranks[r].secs < cfg.timeout / 2, "mismatch (%s, %s): rank %d took %.2f s",
+                    what, proto, r, ranks[r].secs);
+    }
+    unit_result(mismatched > 0, "mismatch (%s, %s): no rank saw a mismatch", what, proto);
     TEST_CUDA(cudaDeviceSynchronize());
 }
 
@@ -735,7 +859,12 @@ int main(void)
     test_unroll_fifo();
     test_max_channels();
     test_refusals();
-    test_timeout();
+    test_ll();
+    for (int ll = 0; ll < 2; ll++) {
+        test_mismatch(ll, 0);
+        test_mismatch(ll, 1);
+        test_timeout(ll);
+    }
     /* and after the timeout, a normal run still works */
     {
         t_cfg_t cfg = {.algo = T_TREE, .n = 8, .nch = 3, .type = GPURING_TYPE_INT32,

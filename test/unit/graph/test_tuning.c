@@ -4,7 +4,7 @@
  * back, the gather only where it may run (one slot, scratch limit), forced
  * algorithms honoured when possible, channels growing with the size (the
  * device plane's by bytes per slot step, up to its own count), the protocol
- * (LL for small host calls with shm edges).
+ * (LL for small calls on either plane, where a node has several ranks).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +113,24 @@ int main(void)
         p.max_channels = GPURING_MAX_CHANNELS;
         gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
         EXPECT(out.nchannels == 8, "device tree, 1 MiB: 8 channels (got %d)", out.nchannels);
+        /* the protocol: auto picks LL up to 64 KiB on the device plane (16 KiB on
+         * the host plane), in steps of at most one LL slot; forced either way */
+        p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
+                                      .max_channels = GPURING_MAX_CHANNELS,
+                                      .slot_bytes = 512 * 1024, .proto = GPURING_PROTO_AUTO};
+        gpuring_tuning_plan(&g, &p, (64u << 10) / 4, 4, 0, &out);
+        EXPECT(out.ll && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
+               "device, auto, 64 KiB: LL in steps of <= %d B (got ll %d, %zu elems)",
+               GPURING_LL_STEP_BYTES, out.ll, out.chunk_elems);
+        gpuring_tuning_plan(&g, &p, (64u << 10) / 4 + 1, 4, 0, &out);
+        EXPECT(!out.ll, "device, auto, 64 KiB + 4 B: simple");
+        p.proto = GPURING_PROTO_LL;
+        gpuring_tuning_plan(&g, &p, (64u << 20) / 4, 4, 0, &out);
+        EXPECT(out.ll, "device, forced LL, 64 MiB: LL");
+        p.proto = GPURING_PROTO_SIMPLE;
+        gpuring_tuning_plan(&g, &p, 64 / 4, 4, 0, &out);
+        EXPECT(!out.ll, "device, forced simple, 64 B: simple");
+        p.device = 0; /* the host plane's threshold: below */
         /* the host plane: 256 KiB per channel, at most its own 2 */
         p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_RING, .trees = 1, .max_channels = 2,
                                       .slot_bytes = 512 * 1024};
@@ -121,9 +139,9 @@ int main(void)
                out.nchannels);
         gpuring_graph_free(&g);
     }
-    /* the protocol: LL for small host calls on graphs with shm edges, never on
-     * the device plane (until its executor has it) or on a net-only graph; forced
-     * LL caps the step at an LL step, and the gather must fit one */
+    /* the protocol: LL for small calls on graphs with shm edges (each plane its
+     * own threshold), never on a net-only graph; forced LL caps the step at an
+     * LL step, and the gather must fit one */
     {
         gpuring_tuning_params_t p = {.algo = GPURING_ALGO_AUTO, .trees = 1,
                                      .slot_bytes = 256 * 1024, .proto = GPURING_PROTO_AUTO};
@@ -137,8 +155,10 @@ int main(void)
         gpuring_tuning_plan(&g, &p, 512 / 4, 4, 0, &out);
         EXPECT(out.ll == 0 && out.chunk_elems == 256 * 1024 / 4, "auto, 512 B: simple, slot steps");
         p.device = 1;
-        gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
-        EXPECT(out.ll == 0, "device plane: simple");
+        gpuring_tuning_plan(&g, &p, 8192 / 4, 4, 0, &out);
+        EXPECT(out.ll == 1, "device plane, 8 KiB: LL (its own threshold)");
+        gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
+        EXPECT(out.ll == 0, "device plane, 1 MiB: simple");
         p.device = 0;
         p.proto = GPURING_PROTO_LL;
         gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
@@ -161,6 +181,16 @@ int main(void)
         EXPECT(out.ll == 0, "every rank its own node: no shm edge, simple");
         gpuring_graph_free(&g);
     }
+    /* every rank its own node: no edge has LL slots, so never LL */
+    build(4, 1, &g);
+    {
+        gpuring_tuning_params_t p = {.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
+                                     .slot_bytes = 512 * 1024, .proto = GPURING_PROTO_LL};
+        gpuring_plan_t out;
+        gpuring_tuning_plan(&g, &p, 64 / 4, 4, 0, &out);
+        EXPECT(!out.ll, "4 nodes of one rank, forced LL: simple");
+    }
+    gpuring_graph_free(&g);
     /* the model's costs: latency counts steps, bandwidth counts bytes */
     build(64, 1, &g);
     EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 8) < gpuring_tuning_cost(&g, GPURING_ALGO_RING, 8),

@@ -138,8 +138,10 @@ static void check_one_process(void)
         char net_fifo[8192];
         gpuring_conn_attach(&n, GPURING_CONN_NET, GPURING_CONN_SEND, 1, 0, 64, net_fifo);
         EXPECT(n.ll == NULL, "NET connections have no LL slots");
-        EXPECT(gpuring_conn_fifo_bytes(GPURING_CONN_NET, SLOT) + GPURING_NSTEPS *
-                       GPURING_LL_SLOT_BYTES == bytes, "NET FIFOs are that much smaller");
+        const size_t ll_bytes = bytes - gpuring_conn_fifo_bytes(GPURING_CONN_NET, SLOT);
+        EXPECT(ll_bytes >= GPURING_NSTEPS * GPURING_LL_SLOT_BYTES && ll_bytes % 4096 == 0 &&
+                   (uintptr_t)(s.slots - fifo) % 4096 == 0,
+               "NET FIFOs are the LL slots (whole pages) smaller; simple slots page-aligned");
     }
     EXPECT((GPURING_LL_HDR_UNITS + GPURING_LL_STEP_BYTES / 4) * 8 <= GPURING_LL_SLOT_BYTES,
            "an LL slot holds a full step");
