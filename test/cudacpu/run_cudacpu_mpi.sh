@@ -3,7 +3,8 @@
 # allreduce_check -d (device buffers, from the libcudart.so it dlopens) with
 # the component built on the CUDA CPU runtime (test/cudacpu/component), the
 # runtime as that libcudart.so (test/cudacpu/runtime) and its stand-in driver
-# (CUDACPU_DRIVER), every case in forward and in reverse fiber order:
+# (CUDACPU_DRIVER), each case in one fiber order, forward and reverse in turn
+# (CUDACPU_FIBER_ORDERS="forward reverse" runs every case in both):
 #   direct_np2      the direct allreduce over IPC-mapped buffers
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   pool_np3        buffers from cudaMallocAsync's pool, which CUDA IPC cannot
@@ -28,7 +29,6 @@
 #                   others' kernels time out naming step and peer
 #   mismatch_*      a rank passes another count or datatype on device buffers
 #                   (direct, FIFO, FIFO under LL, virtual nodes)
-#                   (one fiber order each, in turn):
 #                   every rank fails at once, none returns unreduced data
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
@@ -49,8 +49,8 @@
 #   CUDACPU_MPIRUN_ARGS    more mpirun arguments (e.g. -x LD_PRELOAD=...)
 #   CUDACPU_MPI_CASES      the cases to run, by name (e.g. "direct_np2 churn";
 #                          unset: all of them)
-#   CUDACPU_FIBER_ORDERS   the fiber orders of the allreduce_check and failure
-#                          cases (forward reverse)
+#   CUDACPU_FIBER_ORDERS   the fiber orders each allreduce_check and failure case
+#                          runs in (unset: one each, forward and reverse in turn)
 top=$(pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../sanitize/sanitizer_report.sh"
@@ -59,7 +59,8 @@ logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
 flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
 extra=${CUDACPU_MPIRUN_ARGS:-}
 cases=${CUDACPU_MPI_CASES:-}
-orders=${CUDACPU_FIBER_ORDERS:-forward reverse}
+orders=${CUDACPU_FIBER_ORDERS:-}
+turn=0 # unset orders: the cases take the two in turn
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 LD_LIBRARY_PATH=$flavor/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CUDACPU_DRIVER=$flavor/driver/libcuda.so.1
@@ -109,13 +110,26 @@ ranks_matching() {
     grep -E "$1" "$2" | sed -n 's/.*\[gpuring rank \([0-9]*\)\].*/\1/p' | sort -u | wc -l
 }
 
+# next_orders: $case_orders, the fiber orders of the next case
+next_orders() {
+    turn=$((turn + 1))
+    if [ -n "$orders" ]; then
+        case_orders=$orders
+    elif [ $((turn % 2)) = 1 ]; then
+        case_orders=forward
+    else
+        case_orders=reverse
+    fi
+}
+
 # case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...  (and $summary, $staged, $want,
 # $verbose: coll_gpuring_verbose)
 case_run() {
     name=$1 np=$2 params=$3
     shift 3
     wanted "$name" || return 0
-    for order in $orders; do
+    next_orders
+    for order in $case_orders; do
         log=$logs/$name-$order.log
         mca=""
         for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
@@ -203,14 +217,14 @@ wanted churn && for churn in "2 1" "3 0"; do
 done
 
 # failure_case NAME NP WANT REPORT "MCA PARAMS" PROGRAM ARGS...: a failure on device
-# buffers, in the fiber orders $fc_orders; passes when mpirun exits 0, the
+# buffers, in the fiber orders of next_orders; passes when mpirun exits 0, the
 # program says "WANT passed, 0 failed" and some rank's log line matches REPORT
-fc_orders=$orders
 failure_case() {
     name=$1 np=$2 want=$3 pattern=$4 params=$5
     shift 5
     wanted "$name" || return 0
-    for order in $fc_orders; do
+    next_orders
+    for order in $case_orders; do
         log=$logs/$name-$order.log
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" \
             $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
@@ -236,30 +250,24 @@ failure_case timeout_np3 3 7 \
     "coll_gpuring_direct 0 coll_gpuring_wait_timeout 3" "$top/test/mpi/timeout_check" 60 device
 # the last rank passes more elements (or another datatype) on device buffers: every
 # rank fails at once (wait_timeout 60, limit 20 s), none succeeds, the next call
-# fails everywhere, a new communicator works -- the direct allreduce (one fiber
-# order per case, in turn: CI's time)
-fc_orders=${orders%% *}
+# fails everywhere, a new communicator works -- the direct allreduce
 failure_case mismatch_direct_np3 3 4 \
     '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
-fc_orders=${orders##* }
 failure_case mismatch_direct_type_np2 2 4 \
     '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
 # ... the CUDA executor over IPC FIFOs, and over net connections (virtual nodes): the
 # kernel checks each step's size and call id, and abandons the call to its peers
 MISMATCH_REPORT='\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call .*cuda executor'
-fc_orders=${orders%% *}
 failure_case mismatch_fifo_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
-fc_orders=${orders##* }
 failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
 # ... and under LL: the kernel checks each LL step's header before any thread waits
 # for its data
-fc_orders=${orders%% *}
 failure_case mismatch_fifo_ll_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_protocol ll" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device

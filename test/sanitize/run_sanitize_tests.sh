@@ -7,8 +7,8 @@
 #             communicator churn, device buffers staged (stand-in driver)
 #   cudacpu   test/cudacpu/run_cudacpu_mpi.sh's device-buffer cases with the
 #             instrumented component and CUDA CPU runtime (test/sanitize/cudacpu):
-#             direct, FIFO, virtual nodes, LL trees over virtual nodes (LL and
-#             simple connections in one kernel), churn, one fiber order
+#             direct, FIFO, LL trees over virtual nodes (LL shm and simple net
+#             connections in one kernel), churn, one fiber order
 # mpirun and the test programs are not instrumented: only the ranks preload
 # the compiler's libasan (GPURING_LIBASAN, from configure; make check sets it),
 # through mpirun -x.  A sanitizer report fails its case: the runners grep
@@ -82,7 +82,7 @@ fi
 if [ -f "$top/test/sanitize/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
     CUDACPU_FLAVOR_DIR=$top/test/sanitize/cudacpu CUDACPU_MPI_LOGDIR=$logs/cudacpu \
     CUDACPU_MPIRUN_ARGS=$SAN_X CUDACPU_FIBER_ORDERS=forward \
-    CUDACPU_MPI_CASES="direct_np2 fifo_np3 vnodes_np4 ll_tree_vnodes_np4 churn" \
+    CUDACPU_MPI_CASES="direct_np2 fifo_np3 ll_tree_vnodes_np4 churn" \
         runner cudacpu "$here/../cudacpu/run_cudacpu_mpi.sh"
 else
     echo "INFO cudacpu: skipped (no CUDA toolkit at configure: the CPU flavor is not built)"
