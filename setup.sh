@@ -31,6 +31,7 @@ fi
 [ -f Makefile ] || ./configure ${CONFIGURE_FLAGS:-}
 make -j"$(nproc)"
 make install
+make -j"$(nproc)" check-build # the test suite's programs (make check then only runs it)
 
 # ---- 3. the main job ---------------------------------------------------------------
 if [ "$demo" = 1 ]; then
