@@ -53,7 +53,7 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
 /*
  * Every collective slot gpuring registers, as X(slot, function type): all of
  * them go to the component below (saved at enable) except what gpuring runs
- * itself (MPI_Allreduce, when it can).  Blocking calls on device buffers are
+ * itself (MPI_Allreduce and MPI_Iallreduce, when it can).  Blocking calls on device buffers are
  * staged through host memory on the way down; non-blocking ones on device
  * buffers are refused (coll_gpuring_below.c).
  */
@@ -136,10 +136,47 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
 gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 
-/* coll_gpuring_allreduce.c */
+/* coll_gpuring_allreduce.c: MPI_Allreduce and MPI_Iallreduce */
 int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpuring_iallreduce(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, ompi_request_t **request,
+                                mca_coll_base_module_t *module);
+/* A call gpuring took failed: logged (the call, rank, cause); the MPI error. */
+int mca_coll_gpuring_allreduce_failed(const char *name, gpuring_status_t st, int count,
+                                      gpuring_type_t type, gpuring_plane_t plane,
+                                      struct ompi_communicator_t *comm);
+
+/*
+ * coll_gpuring_request.c: the request of a non-blocking call gpuring runs.
+ * request_new makes it (active; NULL: no memory); gpuring_comm_i*'s done
+ * function is request_done (ctx: the request), from any thread; the request
+ * completes at the next opal_progress after that.  request_drop: the call
+ * was not started after all.  request_finalize: at component close.
+ */
+typedef struct mca_coll_gpuring_request {
+    ompi_request_t super;
+    gpuring_status_t st;  /* the call's end, from the worker */
+    int user_freed;       /* MPI_Request_free before it ended: released when it does */
+    /* for the error report */
+    struct ompi_communicator_t *comm;
+    const char *name;
+    int count;
+    gpuring_type_t type;
+    gpuring_plane_t plane;
+    struct mca_coll_gpuring_request *next; /* ended, not yet completed */
+} mca_coll_gpuring_request_t;
+OBJ_CLASS_DECLARATION(mca_coll_gpuring_request_t);
+
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
+                                                         const char *name, int count,
+                                                         gpuring_type_t type,
+                                                         gpuring_plane_t plane);
+void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st);
+void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req);
+void mca_coll_gpuring_request_finalize(void);
 
 /*
  * coll_gpuring_stage.c: a call's buffers on the way to the component below.
@@ -197,6 +234,12 @@ int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                      struct ompi_communicator_t *comm,
                                      mca_coll_base_module_t *module);
+/* MPI_Iallreduce through the component below (refused on device buffers it
+ * cannot read) */
+int mca_coll_gpuring_iallreduce_below(const void *sbuf, void *rbuf, int count,
+                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm, ompi_request_t **req,
+                                      mca_coll_base_module_t *module);
 
 
 END_C_DECLS

@@ -120,40 +120,53 @@ static int gpuring_allreduce_planes_agree(mca_coll_gpuring_module_t *m,
            v[0] == -v[1];
 }
 
-int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
-                               struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
-    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    const char *why = NULL;
-    gpuring_type_t type;
-    gpuring_op_t gop;
-    int plane;
-    gpuring_device_saved_t app = {0, NULL};
+/* A call gpuring runs: its communicator, plane and types, the application's
+ * CUDA context to give back. */
+typedef struct allreduce_call {
     gpuring_comm_t *gcomm;
-    gpuring_status_t ready, st;
-    int device;
+    gpuring_plane_t plane;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    gpuring_device_saved_t app;
+} allreduce_call_t;
+
+enum { ALLREDUCE_RUN, ALLREDUCE_NOTHING, ALLREDUCE_FALLBACK, ALLREDUCE_ERROR };
+
+/*
+ * What MPI_Allreduce and MPI_Iallreduce do before the call: the checks, the
+ * plane, the communicator and its plane's connections.  ALLREDUCE_RUN: the
+ * call is gpuring's (for device buffers gpuring's GPU is current until
+ * allreduce_end); ALLREDUCE_NOTHING: gpuring's, with no element (nothing set
+ * up, nothing to do); ALLREDUCE_FALLBACK: the component below's (the reason
+ * logged); ALLREDUCE_ERROR: *rc_p fails the call.
+ */
+static int allreduce_begin(mca_coll_gpuring_module_t *m, const char *name, const void *src,
+                           void *rbuf, int count, struct ompi_datatype_t *dtype,
+                           struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                           allreduce_call_t *call, int *rc_p)
+{
+    const char *why = NULL;
+    gpuring_status_t ready;
+    int plane, device;
 
     if (count < 0) {
         /* only reaches here with mpi_param_check 0: no component should see it */
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce on comm %s with count %d (MPI_ERR_COUNT)",
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s with count %d (MPI_ERR_COUNT)", name,
                       comm->c_name, count);
-        return MPI_ERR_COUNT;
+        *rc_p = MPI_ERR_COUNT;
+        return ALLREDUCE_ERROR;
     }
-    if (!gpuring_map_op(op, &gop)) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: op %s is not handled",
-                     op->o_name);
-        goto fallback;
+    if (!gpuring_map_op(op, &call->op)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: op %s is not handled", name, op->o_name);
+        return ALLREDUCE_FALLBACK;
     }
-    if (!gpuring_map_type(dtype, gop, &type) || !gpuring_op_supported(type, gop)) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: datatype %s with op %s is not "
-                     "handled", dtype->name, op->o_name);
-        goto fallback;
+    if (!gpuring_map_type(dtype, call->op, &call->type) ||
+        !gpuring_op_supported(call->type, call->op)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: datatype %s with op %s is not "
+                     "handled", name, dtype->name, op->o_name);
+        return ALLREDUCE_FALLBACK;
     }
-    if (count == 0) {
-        return OMPI_SUCCESS; /* nothing to reduce, nothing to set up */
-    }
+    if (count == 0) return ALLREDUCE_NOTHING;
     plane = gpuring_allreduce_plane(src, rbuf, &device, &why);
     if (mca_coll_gpuring_component.agree_memory &&
         !gpuring_allreduce_planes_agree(m, comm, plane)) {
@@ -162,45 +175,123 @@ int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
               "not all can run it";
     }
     if (plane < 0) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: %s", why);
-        goto fallback;
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: %s", name, why);
+        return ALLREDUCE_FALLBACK;
     }
-    gcomm = mca_coll_gpuring_comm_get(m);
-    if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
-        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
+    call->gcomm = mca_coll_gpuring_comm_get(m);
+    if (call->gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
+        *rc_p = mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged */
+        return ALLREDUCE_ERROR;
     }
-    if (gcomm == NULL) {
-        goto fallback; /* setup failed or disabled: logged there */
+    if (call->gcomm == NULL) {
+        return ALLREDUCE_FALLBACK; /* setup failed or disabled: logged there */
     }
+    call->plane = (gpuring_plane_t)plane;
     /* the device calls below make gpuring's GPU current: give the application back its own */
-    if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
-    ready = gpuring_comm_plane_ready(gcomm, plane, device);
-    st = ready == GPURING_OK
-             ? gpuring_comm_allreduce(gcomm, plane, src, rbuf, (size_t)count, type, gop)
-             : ready;
-    if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
+    call->app = (gpuring_device_saved_t){0, NULL};
+    if (plane == GPURING_PLANE_DEVICE) call->app = gpuring_device_save();
+    ready = gpuring_comm_plane_ready(call->gcomm, call->plane, device);
+    if (ready == GPURING_OK) return ALLREDUCE_RUN;
+    if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(call->app);
     if (ready == GPURING_ERR_NOT_SUPPORTED) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "allreduce fallback: no %s connections on comm %s",
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s", name,
                      plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
-        goto fallback;
+        return ALLREDUCE_FALLBACK;
     }
+    *rc_p = mca_coll_gpuring_allreduce_failed(name, ready, count, call->type, call->plane,
+                                              comm);
+    return ALLREDUCE_ERROR;
+}
+
+/* After the call (or its start): the application's CUDA context back. */
+static void allreduce_end(allreduce_call_t *call)
+{
+    if (call->plane == GPURING_PLANE_DEVICE) gpuring_device_restore(call->app);
+}
+
+int mca_coll_gpuring_allreduce_failed(const char *name, gpuring_status_t st, int count,
+                                      gpuring_type_t type, gpuring_plane_t plane,
+                                      struct ompi_communicator_t *comm)
+{
+    GPURING_ERROR(GPURING_SUBSYS_COLL,
+                  "%s of %d %s on %s buffers on comm %s failed: %s; the "
+                  "communicator cannot be used by gpuring any more%s",
+                  name, count, gpuring_type_name(type),
+                  plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
+                  gpuring_status_str(st),
+                  st != GPURING_ERR_TIMEOUT ? ""
+                  : " (a peer that did not make the matching call, or made it with "
+                    "buffers of another memory kind -- host on some ranks, device on "
+                    "others -- is waited for until the timeout; "
+                    "coll_gpuring_agree_memory=1 makes such calls fall back)");
+    return mca_coll_gpuring_status_to_ompi(st);
+}
+
+int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
+                               struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    allreduce_call_t call;
+    gpuring_status_t st;
+    int rc = OMPI_SUCCESS;
+
+    switch (allreduce_begin(m, "allreduce", src, rbuf, count, dtype, op, comm, &call, &rc)) {
+    case ALLREDUCE_NOTHING:
+        return OMPI_SUCCESS;
+    case ALLREDUCE_ERROR:
+        return rc;
+    case ALLREDUCE_FALLBACK:
+        __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks, 1, __ATOMIC_RELAXED);
+        return mca_coll_gpuring_allreduce_below(sbuf, rbuf, count, dtype, op, comm, module);
+    }
+    st = gpuring_comm_allreduce(call.gcomm, call.plane, src, rbuf, (size_t)count, call.type,
+                                call.op);
+    allreduce_end(&call);
     if (st != GPURING_OK) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL,
-                      "allreduce of %d %s on %s buffers on comm %s failed: %s; the "
-                      "communicator cannot be used by gpuring any more%s",
-                      count, gpuring_type_name(type),
-                      plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
-                      gpuring_status_str(st),
-                      st != GPURING_ERR_TIMEOUT ? ""
-                      : " (a peer that did not make the matching call, or made it with "
-                        "buffers of another memory kind -- host on some ranks, device on "
-                        "others -- is waited for until the timeout; "
-                        "coll_gpuring_agree_memory=1 makes such calls fall back)");
-        return mca_coll_gpuring_status_to_ompi(st);
+        return mca_coll_gpuring_allreduce_failed("allreduce", st, count, call.type, call.plane,
+                                                 comm);
     }
     return OMPI_SUCCESS;
+}
 
-fallback:
-    __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks, 1, __ATOMIC_RELAXED);
-    return mca_coll_gpuring_allreduce_below(sbuf, rbuf, count, dtype, op, comm, module);
+int mca_coll_gpuring_iallreduce(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, ompi_request_t **request,
+                                mca_coll_base_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    const void *src = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    mca_coll_gpuring_request_t *req;
+    allreduce_call_t call;
+    gpuring_status_t st;
+    int rc = OMPI_SUCCESS;
+
+    switch (allreduce_begin(m, "iallreduce", src, rbuf, count, dtype, op, comm, &call, &rc)) {
+    case ALLREDUCE_NOTHING:
+        *request = &ompi_request_empty; /* complete, and never freed */
+        return OMPI_SUCCESS;
+    case ALLREDUCE_ERROR:
+        return rc;
+    case ALLREDUCE_FALLBACK:
+        __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks, 1, __ATOMIC_RELAXED);
+        return mca_coll_gpuring_iallreduce_below(sbuf, rbuf, count, dtype, op, comm, request,
+                                                 module);
+    }
+    req = mca_coll_gpuring_request_new(comm, "iallreduce", count, call.type, call.plane);
+    if (req == NULL) {
+        allreduce_end(&call);
+        return OMPI_ERR_OUT_OF_RESOURCE; /* before the call: no rank has begun it */
+    }
+    st = gpuring_comm_iallreduce(call.gcomm, call.plane, src, rbuf, (size_t)count, call.type,
+                                 call.op, mca_coll_gpuring_request_done, req);
+    allreduce_end(&call);
+    if (st != GPURING_OK) {
+        mca_coll_gpuring_request_drop(req);
+        return mca_coll_gpuring_allreduce_failed("iallreduce", st, count, call.type,
+                                                 call.plane, comm);
+    }
+    *request = &req->super;
+    return OMPI_SUCCESS;
 }

@@ -463,6 +463,13 @@ static int below_iallreduce(const void *sbuf, void *rbuf, int count, below_dt_t 
                 (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iallreduce_module));
 }
 
+int mca_coll_gpuring_iallreduce_below(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                                      struct ompi_op_t *op, below_comm_t *comm,
+                                      ompi_request_t **req, below_module_t *module)
+{
+    return below_iallreduce(sbuf, rbuf, count, dt, op, comm, req, module);
+}
+
 static int below_ialltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
                            below_dt_t *rdt, below_comm_t *comm, ompi_request_t **req,
                            below_module_t *module)

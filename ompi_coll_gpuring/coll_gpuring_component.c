@@ -313,6 +313,7 @@ static int gpuring_close(void)
     gpuring_stage_summary(0);
     gpuring_stage_summary(1);
 
+    mca_coll_gpuring_request_finalize();
     app = gpuring_device_save(); /* CUDA teardown below may switch devices */
     gpuring_ipc_buf_finalize();
     gpuring_proxy_finalize();

@@ -81,12 +81,13 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     if (m == NULL) return NULL;
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
-    /* every collective goes below, device buffers staged; allreduce gpuring
-     * runs, except on a single rank (coll/self's memcpy then must not meet
+    /* every collective goes below, device buffers staged; allreduce and
+     * iallreduce gpuring runs, except on a single rank (coll/self's memcpy then must not meet
      * device memory either) */
     mca_coll_gpuring_below_install(&m->super);
     if (ompi_comm_size(comm) > 1) {
         m->super.coll_allreduce = mca_coll_gpuring_allreduce;
+        m->super.coll_iallreduce = mca_coll_gpuring_iallreduce;
     } else {
         GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: a single rank: only device buffers "
                       "staged for the component below", comm->c_name);

@@ -1,8 +1,8 @@
 /*
  * gpuring_collectives.c -- the collectives gpuring runs (gpuring_comm.h),
  * one thin function each (NCCL's collectives.cc): it names its program
- * family and hands the call to gpuring_enqueue_coll, which plans and
- * launches it.
+ * family and hands the call to gpuring_async.c, which orders it among the
+ * communicator's calls and has gpuring_enqueue.c plan and launch it.
  */
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 
@@ -14,5 +14,17 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *c, gpuring_plane_t plane
                                       .recvbuf = recvbuf, .count = count, .type = type,
                                       .op = op};
 
-    return gpuring_enqueue_coll(c, plane, &info);
+    return gpuring_async_run(c, plane, &info);
+}
+
+gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *c, gpuring_plane_t plane,
+                                         const void *sendbuf, void *recvbuf, size_t count,
+                                         gpuring_type_t type, gpuring_op_t op,
+                                         gpuring_comm_done_fn_t done, void *ctx)
+{
+    const gpuring_coll_info_t info = {.kind = GPURING_COLL_ALLREDUCE, .sendbuf = sendbuf,
+                                      .recvbuf = recvbuf, .count = count, .type = type,
+                                      .op = op};
+
+    return gpuring_async_submit(c, plane, &info, done, ctx);
 }

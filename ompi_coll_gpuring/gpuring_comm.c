@@ -277,6 +277,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     gpuring_device_saved_t app = {0, NULL};
 
     if (c == NULL) return;
+    gpuring_async_destroy(c); /* its queued calls end first */
     if (c->dev.ordinal >= 0) {
         app = gpuring_device_save();
         (void)gpuring_device_use(c->dev.ordinal);

@@ -21,9 +21,9 @@
  * host FIFOs.
  *
  * The life cycle is gpuring_comm.c's, connections and planes
- * gpuring_conns.c's, the collectives gpuring_collectives.c's (each planned
- * and launched by gpuring_enqueue.c); gpuring_comm_internal.h maps the
- * layers.
+ * gpuring_conns.c's, the collectives gpuring_collectives.c's (ordered by
+ * gpuring_async.c, each planned and launched by gpuring_enqueue.c);
+ * gpuring_comm_internal.h maps the layers.
  */
 #ifndef GPURING_COMM_H
 #define GPURING_COMM_H
@@ -99,7 +99,8 @@ typedef struct gpuring_comm {
     uint64_t uid;            /* unique among this process's communicators: tags */
     int uid_claimed;         /* uid registered as live in this process */
     gpuring_proxy_t *proxy;  /* set when this rank has a NET connection */
-    int broken;              /* a collective failed midway: refuse further calls */
+    int broken;              /* a collective failed midway: refuse further calls (atomic:
+                                the worker of non-blocking calls sets it too) */
     uint64_t calls;          /* calls with data begun here: the next call's number (call ids) */
     /* connections, one per edge, connected plane by plane (see above) */
     int nconns;
@@ -116,7 +117,7 @@ typedef struct gpuring_comm {
     size_t addr_stride;
     gpuring_peer_info_t *peers;
     int spin_polls;          /* host executor: empty polls between yields */
-    gpuring_exec_channel_t exec[GPURING_MAX_CHANNELS];
+    struct gpuring_async *async; /* non-blocking calls' queue and worker, from the first */
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;
     /* the host executor's LL staging (gpuring_exec_args_t.ll_stage) */
@@ -151,11 +152,37 @@ gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t 
  * into all ranks' receive buffers, so no kernel ever waits for another
  * (ranks sharing one GPU time-slice it, and a kernel waiting for another
  * process's would wait a time slice per step).  Otherwise the step programs
- * over the plane's FIFOs.
+ * over the plane's FIFOs.  Waits first for the communicator's non-blocking
+ * calls made before it.
  */
 gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, gpuring_plane_t plane,
                                         const void *sendbuf, void *recvbuf, size_t count,
                                         gpuring_type_t type, gpuring_op_t op);
+
+/* A non-blocking call's end: called once, with its status, from the
+ * communicator's worker thread (or, for a call with nothing to run, from
+ * the caller's, before gpuring_comm_iallreduce returns). */
+typedef void (*gpuring_comm_done_fn_t)(void *ctx, gpuring_status_t st);
+
+/*
+ * Non-blocking allreduce (MPI_Iallreduce), the same collective as
+ * gpuring_comm_allreduce: checked, numbered and planned now, in the
+ * caller's thread (trees may connect: collective), then run by the
+ * communicator's worker thread -- started at the first such call -- after
+ * every call begun before it, so the caller's thread is free until it
+ * needs the result (device buffers: the kernel runs while it works).
+ * Calls of one communicator end in the order they were made, blocking
+ * ones included: a blocking call first waits for the non-blocking calls
+ * before it.  GPURING_OK: done(ctx, status) will be called exactly once;
+ * until then the buffers belong to the call.  Anything else: nothing was
+ * started (done is never called).  Never the direct allreduce, which
+ * exchanges buffer handles through MPI at every call (the worker calls no
+ * MPI): device calls take the FIFO programs.
+ */
+gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                         const void *sendbuf, void *recvbuf, size_t count,
+                                         gpuring_type_t type, gpuring_op_t op,
+                                         gpuring_comm_done_fn_t done, void *ctx);
 
 /* What this process ran through gpuring, for the closing summary. */
 typedef struct gpuring_comm_stats {

@@ -6,8 +6,10 @@
  *   coll_gpuring_<coll>.c   the MCA entry (Open MPI types): checks, fallback,
  *                           the plane ready (gpuring_comm_plane_ready), the call
  *   gpuring_collectives.c   one thin function per collective: its program family
- *   gpuring_enqueue.c       one collective, planned and launched: the call id,
- *                           the plan, channels, scratch, an executor, stats
+ *   gpuring_async.c         blocking calls after the non-blocking ones before
+ *                           them; the worker thread that runs non-blocking calls
+ *   gpuring_enqueue.c       one collective, prepared (the call id, the plan,
+ *                           channels) and launched (scratch, an executor, stats)
  *   gpuring_direct.c        the direct allreduce (device buffers, one node)
  *   gpuring_comm.c          the communicator's life cycle: uid, create,
  *                           destroy, describe, the process's stats
@@ -51,14 +53,56 @@ typedef struct gpuring_coll_info {
     gpuring_op_t op;
 } gpuring_coll_info_t;
 
+/* One call, prepared and ready to launch: a blocking call's on its caller's
+ * stack, a non-blocking one's in the communicator's queue until its worker
+ * runs it. */
+typedef struct gpuring_work {
+    gpuring_coll_info_t info;
+    gpuring_plane_t plane;
+    uint64_t call;       /* gpuring_call_id */
+    gpuring_plan_t plan;
+    int done;            /* prepare did all of it (no data; the direct allreduce) */
+    gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
+    /* gpuring_async.c: a non-blocking call's completion, and the queue */
+    gpuring_comm_done_fn_t done_fn;
+    void *done_ctx;
+    struct gpuring_work *next;
+} gpuring_work_t;
+
 /*
- * Run the call on the plane's buffers, blocking (gpuring_comm_allreduce
- * tells what that means for device buffers).  Collective: every rank of the
- * communicator makes the same calls in the same order.  Any failure midway
- * marks the communicator broken (GPURING_ERR_BROKEN from then on).
+ * The first half of a call, in the caller's thread and in call order on
+ * every rank (it numbers the call, and may connect trees: collective).
+ * GPURING_OK with w->done set: nothing left to launch (count 0, or the
+ * direct allreduce ran it -- never for a nonblocking call).  Any other
+ * status: the call failed (nothing to launch).
  */
-gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
-                                      const gpuring_coll_info_t *info);
+gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
+                                         const gpuring_coll_info_t *info, int nonblocking,
+                                         gpuring_work_t *w);
+
+/*
+ * The second half: run the prepared call to its end on the plane's executor
+ * (gpuring_comm_allreduce tells what that means for device buffers).  One
+ * call of a communicator at a time, in the order they were prepared.  Any
+ * failure midway marks the communicator broken (GPURING_ERR_BROKEN from then
+ * on).
+ */
+gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w);
+
+/* ---- gpuring_async.c: the order of blocking and non-blocking calls ------------------- */
+
+/* A blocking call: after every non-blocking call begun before it has ended. */
+gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
+                                   const gpuring_coll_info_t *info);
+
+/* A non-blocking call: prepared now, launched by the communicator's worker
+ * (gpuring_comm_iallreduce tells the contract). */
+gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      const gpuring_coll_info_t *info,
+                                      gpuring_comm_done_fn_t done, void *ctx);
+
+/* At destroy: wait for the queued calls, stop the worker. */
+void gpuring_async_destroy(gpuring_comm_t *c);
 
 /* ---- gpuring_direct.c: the direct allreduce ------------------------------------------ */
 

@@ -1,11 +1,19 @@
 /*
  * gpuring_enqueue.c -- one collective call, planned and launched (NCCL's
- * enqueue): the broken-communicator check, the call id every step carries,
- * the direct allreduce where it applies, the plan (graph/tuning: algorithm,
- * channels, chunk), each channel's step program of the call's family over a
- * contiguous part of the buffers, the ordered gather's scratch, the host or
- * CUDA executor, and the statistics.  The collectives (gpuring_collectives.c)
- * call gpuring_enqueue_coll; it calls only the layers below it.
+ * enqueue), in two halves:
+ *   prepare  in the caller's thread, in call order: the broken-communicator
+ *            check, the call id every step carries, the direct allreduce
+ *            where it applies (blocking calls), the plan (graph/tuning:
+ *            algorithm, channels, chunk; tree connections at the plane's
+ *            first tree call), and each channel's step program of the
+ *            call's family over a contiguous part of the buffers, with its
+ *            connections;
+ *   launch   the ordered gather's scratch, the host or CUDA executor, the
+ *            statistics: in the caller's thread for a blocking call, in the
+ *            communicator's worker for a non-blocking one (gpuring_async.c).
+ * Only prepare touches the communicator's connection set; launch touches
+ * only the connections the work names, the scratch and the LL staging,
+ * which one call at a time uses.  It calls only the layers below it.
  */
 #include "kernels/device.h"
 #include "kernels/exec_cuda.h"
@@ -21,10 +29,10 @@ _Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
 /* The allreduce's program on the channel (ring, gather or tree, as planned)
  * and the plane's connections it uses. */
 static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
-                                      const gpuring_plan_t *plan, int ch, size_t base, size_t n)
+                                      const gpuring_plan_t *plan, gpuring_exec_channel_t *x,
+                                      int ch, size_t base, size_t n)
 {
     const gpuring_graph_t *g = &c->graph;
-    gpuring_exec_channel_t *x = &c->exec[ch];
 
     if (plan->algo == GPURING_ALGO_TREE) {
         gpuring_tree_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
@@ -58,17 +66,15 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
 
 /* The channel's program, of the call's family, and the plane's connections
  * it uses: a new family adds its case. */
-static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
-                                  gpuring_coll_kind_t kind, const gpuring_plan_t *plan, int ch,
-                                  size_t base, size_t n)
+static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, size_t base,
+                                  size_t n)
 {
-    gpuring_exec_channel_t *x = &c->exec[ch];
+    gpuring_exec_channel_t *x = &w->channels[ch];
 
-    memset(x->send, 0, sizeof(x->send));
-    memset(x->recv, 0, sizeof(x->recv));
-    switch (kind) {
+    memset(x, 0, sizeof(*x));
+    switch (w->info.kind) {
     case GPURING_COLL_ALLREDUCE:
-        enqueue_allreduce_channel(c, plane, plan, ch, base, n);
+        enqueue_allreduce_channel(c, w->plane, &w->plan, x, ch, base, n);
         break;
     }
 }
@@ -101,14 +107,12 @@ static gpuring_status_t enqueue_scratch(gpuring_comm_t *c, gpuring_plane_t plane
     return st;
 }
 
-gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
-                                      const gpuring_coll_info_t *info)
+gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
+                                         const gpuring_coll_info_t *info, int nonblocking,
+                                         gpuring_work_t *w)
 {
-    const void *sendbuf = info->sendbuf;
-    void *recvbuf = info->recvbuf;
     const size_t count = info->count;
     const gpuring_type_t type = info->type;
-    const gpuring_op_t op = info->op;
     const gpuring_graph_t *g = &c->graph;
     const size_t es = gpuring_type_size(type);
     gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
@@ -119,21 +123,20 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
                                   .slot_bytes = c->cfg.slot_bytes[plane],
                                   .trees = c->tree_state[plane] >= 0,
                                   .proto = c->cfg.proto};
-    gpuring_plan_t plan;
-    gpuring_exec_args_t args;
-    void *scratch = NULL;
     size_t per_channel;
-    uint64_t call;
     int order_free;
     gpuring_status_t st;
 
-    if (c->broken) {
+    w->info = *info;
+    w->plane = plane;
+    w->done = 1;
+    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
         return GPURING_ERR_BROKEN;
     }
     if (count == 0) return GPURING_OK;
     /* every rank numbers the calls with data alike: the id its steps carry */
-    call = gpuring_call_id(++c->calls, count, type, op);
+    w->call = gpuring_call_id(++c->calls, count, type, info->op);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       gpuring_comm_plane_name(plane));
@@ -145,9 +148,12 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
         GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
                      "work");
     }
-    if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE &&
+    /* (not for a non-blocking call: it exchanges buffer handles through MPI, and the
+     * worker that runs the call makes no MPI call) */
+    if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && !nonblocking &&
         gpuring_direct_usable(c)) {
-        st = gpuring_direct_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+        st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, type, info->op,
+                                      w->call);
         if (st == GPURING_OK) gpuring_comm_stats_count(1, GPURING_ALGO_AUTO, plane, count * es);
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
@@ -157,41 +163,54 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
      * +0/-0 and nan depend on the order; float sum/prod keep the first nan's
      * payload -- even with two ranks, each folds the other's value second) */
     order_free = gpuring_type_is_integer(type);
-    gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
-    if (plan.algo == GPURING_ALGO_TREE && !gpuring_conns_trees_ready(c, plane)) {
+    gpuring_tuning_plan(g, &tp, count, es, order_free, &w->plan);
+    if (w->plan.algo == GPURING_ALGO_TREE && !gpuring_conns_trees_ready(c, plane)) {
         tp.trees = 0; /* every rank saw the same failure */
-        gpuring_tuning_plan(g, &tp, count, es, order_free, &plan);
-    }
-    if (plan.ordered &&
-        enqueue_scratch(c, plane, count * es * (size_t)g->nranks, &scratch) != GPURING_OK) {
-        c->broken = 1; /* every rank planned the same: fail rather than diverge */
-        return GPURING_ERR_NO_MEMORY;
+        gpuring_tuning_plan(g, &tp, count, es, order_free, &w->plan);
     }
 
     /* each channel runs the program over a contiguous part of the buffers */
-    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)plan.nchannels),
+    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)w->plan.nchannels),
                                  (size_t)GPURING_PROG_ALIGN_ELEMS) *
                   GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
-    for (int ch = 0; ch < plan.nchannels; ch++) {
+    for (int ch = 0; ch < w->plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
-        enqueue_channel_setup(c, plane, info->kind, &plan, ch, base,
-                              GPURING_MIN(per_channel, count - base));
+        enqueue_channel_setup(c, w, ch, base, GPURING_MIN(per_channel, count - base));
     }
-    args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
-                                 .type = type, .op = op,
-                                 .nchannels = plan.nchannels, .channels = c->exec,
+    w->done = 0;
+    return GPURING_OK;
+}
+
+gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
+{
+    const gpuring_coll_info_t *info = &w->info;
+    const size_t es = gpuring_type_size(info->type);
+    gpuring_exec_args_t args;
+    void *scratch = NULL;
+    gpuring_status_t st;
+
+    if (w->plan.ordered &&
+        enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch) !=
+            GPURING_OK) {
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE); /* every rank planned the same:
+                                                              fail rather than diverge */
+        return GPURING_ERR_NO_MEMORY;
+    }
+    args = (gpuring_exec_args_t){.sendbuf = info->sendbuf, .recvbuf = info->recvbuf,
+                                 .count = info->count, .type = info->type, .op = info->op,
+                                 .nchannels = w->plan.nchannels, .channels = w->channels,
                                  .scratch = scratch,
                                  .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                  .spin_polls = c->spin_polls,
-                                 .call = call, .ll = plan.ll, .ll_stage = c->ll_stage};
+                                 .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
-    st = plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
-                                     : gpuring_exec_cuda_run(&args, c->dev.stream);
+    st = w->plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
+                                        : gpuring_exec_cuda_run(&args, c->dev.stream);
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
     if (st != GPURING_OK) {
-        c->broken = 1;
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
         return st;
     }
-    gpuring_comm_stats_count(0, plan.algo, plane, count * es);
+    gpuring_comm_stats_count(0, w->plan.algo, w->plane, info->count * es);
     return GPURING_OK;
 }

@@ -23,6 +23,9 @@
 #                   edges LL, the net edges simple, in the same operations
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
+#   iallreduce_np3  iallreduce_check -d: MPI_Iallreduce calls in flight (the
+#                   FIFO programs, in gpuring's worker thread) mixed with
+#                   blocking ones (direct)
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
 #                   buffers (direct, and FIFO), nothing leaked
 #   timeout_np3     a rank skips a call on device buffers (FIFO path): the
@@ -103,7 +106,7 @@ mpirun_cpu() {
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
-summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3
+summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 prog=allreduce_check
 
 # ranks_matching ERE LOG: how many ranks logged a line matching ERE
 ranks_matching() {
@@ -122,8 +125,8 @@ next_orders() {
     fi
 }
 
-# case NAME NP "MCA PARAMS" ALLREDUCE_CHECK_ARGS...  (and $summary, $staged, $want,
-# $verbose: coll_gpuring_verbose)
+# case NAME NP "MCA PARAMS" ARGS...: $prog (allreduce_check) with ARGS (and $summary,
+# $staged, $want, $verbose: coll_gpuring_verbose)
 case_run() {
     name=$1 np=$2 params=$3
     shift 3
@@ -135,7 +138,7 @@ case_run() {
         for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
         start=$(date +%s)
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
-            -x CUDACPU_FIBER_ORDER "$top/test/mpi/allreduce_check" "$@" > "$log" 2>&1
+            -x CUDACPU_FIBER_ORDER "$top/test/mpi/$prog" "$@" > "$log" 2>&1
         rc=$?
         counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
         ondev=$(grep -c "$summary" "$log")
@@ -192,6 +195,13 @@ case_run ll_fifo_np3 3 "$LL" -d -q -i -m world,split -c 1,17,4099,65537 \
 case_run ll_tree_vnodes_np4 4 "$LL coll_gpuring_ranks_per_node 2 coll_gpuring_algorithm tree" \
     -d -q -i -m world,rev -t int8,int16,int32,float,double -c 1,17,4099,65537
 want="" verbose=3
+
+# MPI_Iallreduce on device buffers: calls in flight, blocking ones (direct) between
+# them, world and dup at once, in place, a large call that must end while its caller
+# makes no MPI call (iallreduce_check -d)
+prog=iallreduce_check
+case_run iallreduce_np3 3 "" -d -q
+prog=allreduce_check
 
 # communicator churn on device buffers: every communicator's device plane (IPC
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the

@@ -33,6 +33,7 @@
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
  *   -I        only in place
+ *   -B        non-blocking: every call is MPI_Iallreduce, then MPI_Wait
  *   -m LIST   communicator kinds (default world): world, dup, half (split by
  *             rank%2, reversed key), rev (all ranks, reversed key), split
  *             (= half + rev)
@@ -116,6 +117,19 @@ static op_t g_ops[OP_N];
 static int g_world_rank, g_world_size;
 static int g_printed;
 static int g_quiet;
+static int g_nonblocking; /* -B */
+
+/* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait. */
+static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+                     MPI_Comm comm)
+{
+    MPI_Request req;
+    int rc;
+
+    if (!g_nonblocking) return MPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+    rc = MPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req);
+    return rc != MPI_SUCCESS ? rc : MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
 
 static void init_tables(void)
 {
@@ -537,7 +551,7 @@ int main(int argc, char **argv)
     int bad = 0, opt, device = 0, pool = 0, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIm:Lx:s:r:qdPMF:ZNh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPMF:ZNh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -567,6 +581,7 @@ int main(int argc, char **argv)
             break;
         case 'i': inplace_mode = 1; break;
         case 'I': inplace_mode = 2; break;
+        case 'B': g_nonblocking = 1; break;
         case 'm':
             n = split_list(optarg, list, MAX_LIST);
             for (int k = 0; k < n; k++) {
@@ -737,9 +752,9 @@ int main(int argc, char **argv)
                             cu.memcpy_(dsendraw, sendraw, span, TEST_CUDA_H2D);
                             cu.memcpy_(drecvraw, recvraw, span, TEST_CUDA_H2D);
                             cu.sync(); /* a copy from pageable memory may still be landing */
-                            rc = MPI_Allreduce(ip ? MPI_IN_PLACE : dsendraw + (sendbuf - sendraw),
-                                               drecvraw + (recvbuf - recvraw), (int)count, t->dt,
-                                               g_ops[oi].op, comm);
+                            rc = allreduce(ip ? MPI_IN_PLACE : dsendraw + (sendbuf - sendraw),
+                                           drecvraw + (recvbuf - recvraw), (int)count, t->dt,
+                                           g_ops[oi].op, comm);
                             if (cu.memcpy_(sendraw, dsendraw, span, TEST_CUDA_D2H) != 0 ||
                                 cu.memcpy_(recvraw, drecvraw, span, TEST_CUDA_D2H) != 0) {
                                 fprintf(stderr, "rank %d: cudaMemcpy back failed (a fault in the "
@@ -747,8 +762,8 @@ int main(int argc, char **argv)
                                 MPI_Abort(MPI_COMM_WORLD, 3);
                             }
                         } else {
-                            rc = MPI_Allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, t->dt,
-                                               g_ops[oi].op, comm);
+                            rc = allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, t->dt,
+                                           g_ops[oi].op, comm);
                         }
                         char where[200];
                         snprintf(where, sizeof where, "rank %d comm %s(%d/%d) type %s op %s count %zu%s",
@@ -763,7 +778,8 @@ int main(int argc, char **argv)
                             char es_[MPI_MAX_ERROR_STRING];
                             int len = 0;
                             MPI_Error_string(rc, es_, &len);
-                            fprintf(stderr, "FAILED %s: MPI_Allreduce returned %d (%s)\n", where, rc, es_);
+                            fprintf(stderr, "FAILED %s: %s returned %d (%s)\n", where,
+                                    g_nonblocking ? "MPI_Iallreduce/MPI_Wait" : "MPI_Allreduce", rc, es_);
                             failed = 1;
                         } else {
                             for (size_t i = 0; i < count; i++) {

@@ -340,6 +340,22 @@ run_case "ll_tree_np6_rpn0" 6 0 ready,tree "$LL coll_gpuring_algorithm tree" all
 run_case "ll_gather_np5_rpn0" 5 0 ready "$LL coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
 run_case "ll_large_np2_rpn0" 2 0 ready "$LL" allreduce_check "${LARGE[@]}"
 
+# --- MPI_Iallreduce: several calls in flight, mixed with blocking ones, on world, dup
+# and split at once; a large call that must finish while its caller makes no MPI call;
+# the type x op matrix one non-blocking call at a time (allreduce_check -B); a stuck
+# call's error through MPI_Wait.  gpuring-only: plain Open MPI's libnbc moves data only
+# inside MPI calls, and 4.1's 8-bit sums saturate
+if [ $ACTIVE = 1 ]; then
+    run_case "iallreduce_np2_rpn0" 2 0 ready,allcalls "" iallreduce_check -q
+    run_case "iallreduce_np4_rpn2" 4 2 ready,allcalls "" iallreduce_check -q
+    run_case "iallreduce_tree_np5_rpn2" 5 2 ready,tree,allcalls "coll_gpuring_algorithm tree" \
+        iallreduce_check -q
+    run_case "iallreduce_ll_np3_rpn0" 3 0 ready,allcalls "$LL" iallreduce_check -q
+    run_case "iallreduce_matrix_np3_rpn1" 3 1 ready,allcalls "" allreduce_check -B "${REDUCED[@]}"
+    run_case "timeout_nonblocking_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
+        timeout_check 60 nonblocking
+fi
+
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)
 if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return

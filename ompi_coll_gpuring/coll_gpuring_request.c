@@ -1,0 +1,156 @@
+/*
+ * coll_gpuring_request.c -- the MPI request of a non-blocking call gpuring
+ * runs (MPI_Iallreduce).
+ *
+ * The communicator's worker thread (gpuring_async.c) runs the call and says
+ * it ended through mca_coll_gpuring_request_done, which only files the
+ * request on a list: Open MPI's request completion is not safe from a
+ * thread outside MPI when the application asked for less than
+ * MPI_THREAD_MULTIPLE.  An opal_progress callback, registered at the first
+ * request, completes the filed requests in the thread that tests or waits
+ * (MPI_Test and MPI_Wait progress), with the call's status as the
+ * request's error; a failed call's error is logged there, naming the rank
+ * and the cause, like a blocking call's.  The data moves without any of
+ * this: the worker runs the call whether or not the application polls.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "opal/runtime/opal_progress.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
+static mca_coll_gpuring_request_t *request_ended; /* filed by the workers */
+static int request_nended;                        /* atomic: the list is not empty */
+static int request_progress_on;                   /* opal_progress calls request_progress */
+
+OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_request_t, NULL, NULL);
+
+/* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
+ * running is released when it ends. */
+static int request_free(ompi_request_t **rptr)
+{
+    mca_coll_gpuring_request_t *req = (mca_coll_gpuring_request_t *)*rptr;
+    int release;
+
+    pthread_mutex_lock(&request_lock);
+    release = REQUEST_COMPLETE(&req->super);
+    req->user_freed = !release;
+    pthread_mutex_unlock(&request_lock);
+    if (release) {
+        OMPI_REQUEST_FINI(&req->super);
+        OBJ_RELEASE(req);
+    }
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+/* A collective cannot be cancelled (MPI 4.0, 6.12: erroneous): it runs on. */
+static int request_cancel(ompi_request_t *request, int complete)
+{
+    (void)request;
+    (void)complete;
+    return OMPI_SUCCESS;
+}
+
+/* Complete what the workers filed; in an MPI thread (opal_progress). */
+static int request_progress(void)
+{
+    mca_coll_gpuring_request_t *req, *next;
+    int n = 0;
+
+    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
+    pthread_mutex_lock(&request_lock);
+    req = request_ended;
+    request_ended = NULL;
+    __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
+    for (; req != NULL; req = next, n++) {
+        int release;
+
+        next = req->next;
+        if (req->st != GPURING_OK) {
+            req->super.req_status.MPI_ERROR = mca_coll_gpuring_allreduce_failed(
+                req->name, req->st, req->count, req->type, req->plane, req->comm);
+        }
+        pthread_mutex_lock(&request_lock);
+        release = req->user_freed; /* MPI_Request_free came first: nobody waits for it */
+        ompi_request_complete(&req->super, true);
+        pthread_mutex_unlock(&request_lock);
+        if (release) {
+            OMPI_REQUEST_FINI(&req->super);
+            OBJ_RELEASE(req);
+        }
+    }
+    return n;
+}
+
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
+                                                         const char *name, int count,
+                                                         gpuring_type_t type,
+                                                         gpuring_plane_t plane)
+{
+    mca_coll_gpuring_request_t *req;
+    int on;
+
+    pthread_mutex_lock(&request_lock);
+    on = request_progress_on;
+    request_progress_on = 1;
+    pthread_mutex_unlock(&request_lock);
+    if (!on && opal_progress_register(request_progress) != OPAL_SUCCESS) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot register gpuring's request progress with "
+                      "Open MPI");
+        pthread_mutex_lock(&request_lock);
+        request_progress_on = 0;
+        pthread_mutex_unlock(&request_lock);
+        return NULL;
+    }
+    req = OBJ_NEW(mca_coll_gpuring_request_t);
+    if (req == NULL) return NULL;
+    OMPI_REQUEST_INIT(&req->super, false);
+    req->super.req_type = OMPI_REQUEST_COLL;
+    req->super.req_state = OMPI_REQUEST_ACTIVE;
+    req->super.req_free = request_free;
+    req->super.req_cancel = request_cancel;
+    req->super.req_mpi_object.comm = comm;
+    req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
+    req->comm = comm;
+    req->name = name;
+    req->count = count;
+    req->type = type;
+    req->plane = plane;
+    req->st = GPURING_OK;
+    req->user_freed = 0;
+    req->next = NULL;
+    return req;
+}
+
+void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st)
+{
+    mca_coll_gpuring_request_t *req = ctx;
+
+    req->st = st;
+    pthread_mutex_lock(&request_lock);
+    req->next = request_ended;
+    request_ended = req;
+    __atomic_store_n(&request_nended, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
+}
+
+void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req)
+{
+    OMPI_REQUEST_FINI(&req->super);
+    OBJ_RELEASE(req);
+}
+
+void mca_coll_gpuring_request_finalize(void)
+{
+    int on;
+
+    request_progress(); /* (nothing should be left: MPI_Finalize after every wait) */
+    pthread_mutex_lock(&request_lock);
+    on = request_progress_on;
+    request_progress_on = 0;
+    pthread_mutex_unlock(&request_lock);
+    if (on) opal_progress_unregister(request_progress);
+}
