@@ -174,11 +174,10 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     plan->nchannels = nch;
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_DEBUG(GPURING_SUBSYS_TUNING,
-                  "plan: %s %zu B (%s) -> %s%s%s, %d of %d channels, %zu elems/step (model "
-                  "us: ring %.1f gather %.1f tree %.1f; 0 = not considered)",
-                  gpuring_coll_names[params->coll], bytes, params->device ? "device" : "host",
-                  gpuring_algos[plan->algo].name,
+                  "plan: %zu B (%s) -> %s%s%s, %d of %d channels, %zu elems/step (model us: "
+                  "ring %.1f gather %.1f tree %.1f; 0 = not considered), %s",
+                  bytes, params->device ? "device" : "host", gpuring_algos[plan->algo].name,
                   plan->ordered ? " (ordered)" : "", plan->ll ? " LL" : "", plan->nchannels,
                   max_ch, plan->chunk_elems,
-                  cost[0], cost[1], cost[2]);
+                  cost[0], cost[1], cost[2], gpuring_coll_names[params->coll]);
 }
