@@ -179,7 +179,7 @@ case_run ll_tree_vnodes_np4 4 "$LL coll_gpuring_ranks_per_node 2 coll_gpuring_al
     -d -q -i -m world,rev -t int8,int16,int32,float,double -c 1,17,4099,65537
 # reduce-scatter, allgather, bcast and reduce on device buffers (colls_check -f: a
 # few type x op pairs, every root, in place, world/dup/split, 64 Ki elements)
-summary='bcast summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers'
+summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers'
 want='reduce_scatter summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers' verbose=3
 bin=colls_check
 case_run colls_np3 3 "coll_gpuring_direct 0" -d -f -q -L 65536
