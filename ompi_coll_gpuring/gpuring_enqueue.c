@@ -56,19 +56,70 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
                                     GPURING_EDGE_RING);
 }
 
+/* The ring position of `rank` on channel ch's ring. */
+static int enqueue_ring_pos(const gpuring_graph_t *g, int ch, int rank)
+{
+    for (int p = 0; p < g->nranks; p++) {
+        if (g->rings[(size_t)ch * (size_t)g->nranks + (size_t)p] == rank) return p;
+    }
+    return 0; /* every ring holds every rank (gpuring_graph_rings_check) */
+}
+
+/* The ring programs of the other collectives (the call's per-rank count is
+ * `stride`, for the block programs), on the ring's connections. */
+static void enqueue_ring_channel(gpuring_comm_t *c, gpuring_plane_t plane,
+                                 const gpuring_coll_info_t *info, const gpuring_plan_t *plan,
+                                 int ch, size_t base, size_t n)
+{
+    const gpuring_graph_t *g = &c->graph;
+    gpuring_exec_channel_t *x = &c->exec[ch];
+    const size_t row = (size_t)ch * (size_t)g->nranks;
+    /* across nodes, blocks of several slot steps keep a NET connection busy */
+    const int slices = g->nnodes > 1 ? GPURING_RING_NET_SLICES : 1;
+
+    switch (info->kind) {
+    case GPURING_COLL_REDUCE_SCATTER:
+        gpuring_rs_prog_init(&x->prog, base, n, info->count, plan->chunk_elems, g->nranks,
+                             g->ring_ix[ch], g->rings + row, slices);
+        break;
+    case GPURING_COLL_ALLGATHER:
+        gpuring_ag_prog_init(&x->prog, base, n, info->count, plan->chunk_elems, g->nranks,
+                             g->ring_ix[ch], g->rings + row, slices);
+        break;
+    case GPURING_COLL_BCAST:
+        gpuring_bcast_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+        break;
+    default:
+        gpuring_reduce_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                 g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+        break;
+    }
+    x->dev_ranks = plane == GPURING_PLANE_DEVICE && c->dev.rings != NULL ? c->dev.rings + row
+                                                                       : NULL;
+    x->send[0] = gpuring_conns_find(c, plane, g->next[ch], ch, GPURING_CONN_SEND,
+                                    GPURING_EDGE_RING);
+    x->recv[0] = gpuring_conns_find(c, plane, g->prev[ch], ch, GPURING_CONN_RECV,
+                                    GPURING_EDGE_RING);
+}
+
 /* The channel's program, of the call's family, and the plane's connections
  * it uses: a new family adds its case. */
 static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_plane_t plane,
-                                  gpuring_coll_kind_t kind, const gpuring_plan_t *plan, int ch,
-                                  size_t base, size_t n)
+                                  const gpuring_coll_info_t *info, const gpuring_plan_t *plan,
+                                  int ch, size_t base, size_t n)
 {
     gpuring_exec_channel_t *x = &c->exec[ch];
 
     memset(x->send, 0, sizeof(x->send));
     memset(x->recv, 0, sizeof(x->recv));
-    switch (kind) {
+    x->dev_ranks = NULL;
+    switch (info->kind) {
     case GPURING_COLL_ALLREDUCE:
         enqueue_allreduce_channel(c, plane, plan, ch, base, n);
+        break;
+    default:
+        enqueue_ring_channel(c, plane, info, plan, ch, base, n);
         break;
     }
 }
@@ -111,7 +162,8 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
     const gpuring_op_t op = info->op;
     const gpuring_graph_t *g = &c->graph;
     const size_t es = gpuring_type_size(type);
-    gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
+    gpuring_tuning_params_t tp = {.coll = info->kind,
+                                  .algo = c->cfg.algo,
                                   .nchannels = c->cfg.call_nchannels,
                                   .max_channels = c->plane_nch[plane],
                                   .device = plane == GPURING_PLANE_DEVICE,
@@ -133,7 +185,7 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
     }
     if (count == 0) return GPURING_OK;
     /* every rank numbers the calls with data alike: the id its steps carry */
-    call = gpuring_call_id(++c->calls, count, type, op);
+    call = gpuring_call_id(++c->calls, count, type, op, (int)info->kind, info->root);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       gpuring_comm_plane_name(plane));
@@ -148,7 +200,9 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
     if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE &&
         gpuring_direct_usable(c)) {
         st = gpuring_direct_allreduce(c, sendbuf, recvbuf, count, type, op, call);
-        if (st == GPURING_OK) gpuring_comm_stats_count(1, GPURING_ALGO_AUTO, plane, count * es);
+        if (st == GPURING_OK) {
+            gpuring_comm_stats_count(info->kind, 1, GPURING_ALGO_AUTO, plane, count * es);
+        }
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }
@@ -174,7 +228,7 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
                   GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
     for (int ch = 0; ch < plan.nchannels; ch++) {
         size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
-        enqueue_channel_setup(c, plane, info->kind, &plan, ch, base,
+        enqueue_channel_setup(c, plane, info, &plan, ch, base,
                               GPURING_MIN(per_channel, count - base));
     }
     args = (gpuring_exec_args_t){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
@@ -192,6 +246,8 @@ gpuring_status_t gpuring_enqueue_coll(gpuring_comm_t *c, gpuring_plane_t plane,
         c->broken = 1;
         return st;
     }
-    gpuring_comm_stats_count(0, plan.algo, plane, count * es);
+    gpuring_comm_stats_count(info->kind, 0, plan.algo, plane,
+                             count * es * (gpuring_coll_blocks(info->kind) ? (size_t)g->nranks
+                                                                           : 1));
     return GPURING_OK;
 }
