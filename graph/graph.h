@@ -163,8 +163,30 @@ extern const int gpuring_nalgos;
 /* GPURING_ALGO_* for a name ("auto" included); -2 if unknown. */
 int gpuring_algo_from_name(const char *name);
 
+/* Which collective a call is: its family of step programs and, here, the
+ * bytes it moves.  `count` is the whole buffer's elements, but for
+ * reduce-scatter and allgather each rank's block's. */
+typedef enum {
+    GPURING_COLL_ALLREDUCE = 0,      /* ring, gather, tree: prog_*_allreduce.h */
+    GPURING_COLL_REDUCE_SCATTER = 1, /* prog_ring_reduce_scatter.h */
+    GPURING_COLL_ALLGATHER = 2,      /* prog_ring_allgather.h */
+    GPURING_COLL_BCAST = 3,          /* prog_ring_bcast.h */
+    GPURING_COLL_REDUCE = 4,         /* prog_ring_reduce.h */
+    GPURING_COLL_COUNT
+} gpuring_coll_kind_t;
+
+/* Does the collective's count name each rank's block (reduce-scatter, allgather)? */
+static inline int gpuring_coll_blocks(gpuring_coll_kind_t coll)
+{
+    return coll == GPURING_COLL_REDUCE_SCATTER || coll == GPURING_COLL_ALLGATHER;
+}
+
+/* Lowercase names, for logs ("reduce_scatter"). */
+extern const char *const gpuring_coll_names[GPURING_COLL_COUNT];
+
 typedef struct gpuring_tuning_params {
-    gpuring_algo_t algo; /* AUTO, or forced */
+    gpuring_coll_kind_t coll; /* which collective (zero: allreduce) */
+    gpuring_algo_t algo; /* AUTO, or forced (allreduce only: the others run on rings) */
     int trees;           /* tree connections usable (not failed) */
     int nchannels;      /* 0: auto, else forced (<= max_channels) */
     int max_channels;   /* channels the plane has connections for (0: the graph's) */
@@ -183,6 +205,10 @@ typedef struct gpuring_plan {
 } gpuring_plan_t;
 
 /*
+ * Allreduce: the algorithm of least modelled cost.  The other collectives
+ * run their ring program (chains for bcast and reduce); their channels
+ * follow the bytes they move (reduce-scatter and allgather: every rank's
+ * block), and the protocol the same size limits as allreduce's.
  * order_free: the reduction gives the same bits whatever order ranks fold
  * inputs in (integer ops, MIN/MAX, or 2 ranks); otherwise GATHER folds in
  * ring order from a scratch of nranks * bytes, at most

@@ -69,6 +69,9 @@ const gpuring_algo_info_t gpuring_algos[] = {
 };
 const int gpuring_nalgos = sizeof(gpuring_algos) / sizeof(gpuring_algos[0]);
 
+const char *const gpuring_coll_names[GPURING_COLL_COUNT] = {
+    "allreduce", "reduce_scatter", "allgather", "bcast", "reduce"};
+
 int gpuring_proto_from_name(const char *name)
 {
     if (name == NULL || strcmp(name, "auto") == 0) return GPURING_PROTO_AUTO;
@@ -112,7 +115,10 @@ double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_algo_t algo, size_t
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan)
 {
-    size_t bytes = count * elem_size;
+    const int blocks = gpuring_coll_blocks(params->coll);
+    /* the bytes the call moves: every rank's block for reduce-scatter and allgather */
+    size_t bytes = count * elem_size * (blocks ? (size_t)graph->nranks : 1);
+    const int allreduce = params->coll == GPURING_COLL_ALLREDUCE;
     /* LL: on a graph with edges inside a node (shm or CUDA IPC: net edges stay simple) */
     const int ll_ok = graph->nnodes < graph->nranks;
     const size_t ll_max = params->device ? GPURING_TUNING_LL_DEVICE_MAX_BYTES
@@ -130,7 +136,9 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, max_ch) : max_ch;
     double cost[3] = {0, 0, 0};
 
-    if (params->algo == GPURING_ALGO_AUTO) {
+    if (!allreduce) {
+        plan->algo = GPURING_ALGO_RING; /* the collective's ring program */
+    } else if (params->algo == GPURING_ALGO_AUTO) {
         plan->algo = GPURING_ALGO_RING;
         for (int a = GPURING_ALGO_RING; a <= GPURING_ALGO_TREE; a++) {
             if ((a == GPURING_ALGO_GATHER && !gather_ok) || (a == GPURING_ALGO_TREE && !params->trees)) {
@@ -150,8 +158,12 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     } else if (params->nchannels <= 0) {
         size_t per = GPURING_TUNING_BYTES_PER_CHANNEL;
         if (params->device) {
+            /* a slot step of a ring channel moves a block of its region (a region
+             * of one rank's block for reduce-scatter and allgather, all of it for
+             * the chains) */
             per = GPURING_TUNING_DEVICE_STEP_BYTES;
-            if (plan->algo == GPURING_ALGO_RING) per *= (size_t)graph->nranks;
+            if (plan->algo == GPURING_ALGO_RING && (allreduce || blocks))
+                per *= (size_t)graph->nranks;
         }
         size_t useful = GPURING_DIV_UP(bytes, per);
         nch = (int)GPURING_MAX(1, GPURING_MIN((size_t)nch, useful));
@@ -163,9 +175,9 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_DEBUG(GPURING_SUBSYS_TUNING,
                   "plan: %zu B (%s) -> %s%s%s, %d of %d channels, %zu elems/step (model us: "
-                  "ring %.1f gather %.1f tree %.1f; 0 = not considered)",
+                  "ring %.1f gather %.1f tree %.1f; 0 = not considered), %s",
                   bytes, params->device ? "device" : "host", gpuring_algos[plan->algo].name,
                   plan->ordered ? " (ordered)" : "", plan->ll ? " LL" : "", plan->nchannels,
                   max_ch, plan->chunk_elems,
-                  cost[0], cost[1], cost[2]);
+                  cost[0], cost[1], cost[2], gpuring_coll_names[params->coll]);
 }

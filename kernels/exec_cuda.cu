@@ -734,7 +734,7 @@ static __device__ void exec_op(const exec_cuda_desc_t &d, const exec_cuda_chan_t
                                const uint64_t *sstep, exec_cuda_status_t *st, int c,
                                int *aborted_p)
 {
-    const T *src = (s.flags & GPURING_PRIM_SRC) ? (const T *)d.sendbuf + s.off
+    const T *src = (s.flags & GPURING_PRIM_SRC) ? (const T *)d.sendbuf + s.in_off
                    : (s.flags & GPURING_PRIM_OUT_SRC) ? (const T *)d.recvbuf + s.off
                                                       : NULL;
     T *dst = (s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (T *)d.recvbuf + s.off : NULL;
@@ -1152,6 +1152,15 @@ static gpuring_status_t exec_cuda_prepare(const gpuring_exec_args_t *a, exec_cud
             return GPURING_ERR_INVALID;
         }
         d->ch[c].prog = ch->prog;
+        if (ch->prog.ranks != NULL) {
+            /* the kernel reads ring positions' ranks from the device copy */
+            if (ch->dev_ranks == NULL) {
+                GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: channel %d's program maps "
+                              "ring positions to ranks but has no device copy of them", c);
+                return GPURING_ERR_INVALID;
+            }
+            d->ch[c].prog.ranks = ch->dev_ranks;
+        }
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
             const gpuring_conn_t *pair[2] = { (w->recv_used >> i & 1u) ? ch->recv[i] : NULL,
                                               (w->send_used >> i & 1u) ? ch->send[i] : NULL };

@@ -189,7 +189,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
 {
     const size_t es = gpuring_type_size(a->type);
     const size_t bytes = s->count * es;
-    const char *src = (s->flags & GPURING_PRIM_SRC) ? (const char *)a->sendbuf + s->off * es
+    const char *src = (s->flags & GPURING_PRIM_SRC) ? (const char *)a->sendbuf + s->in_off * es
                       : (s->flags & GPURING_PRIM_OUT_SRC) ? (const char *)a->recvbuf + s->off * es
                                                           : NULL;
     char *dst = (s->flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC)) ? (char *)a->recvbuf + s->off * es

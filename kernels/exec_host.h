@@ -40,6 +40,7 @@ typedef struct gpuring_exec_channel {
     /* peer i's connections (prog.h: ring peer 0 = next/prev; tree peer 0 = parent) */
     gpuring_conn_t *send[GPURING_MAX_PEERS];
     gpuring_conn_t *recv[GPURING_MAX_PEERS];
+    const int *dev_ranks; /* CUDA executor: device memory copy of prog.ranks (or NULL) */
     uint64_t next_op;     /* executor state: next operation of prog */
     gpuring_step_t step;  /* host executor: operation next_op, while it waits for it */
     uint64_t step_op;     /* which operation `step` is (UINT64_MAX: none yet) */

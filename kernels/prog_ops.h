@@ -1,19 +1,36 @@
 /*
  * prog_ops.h -- operation i of any step program: the one entry executors
- * call.  Adding an algorithm is a header and a case here.
+ * call.  Adding an algorithm is a header and a case here.  The allreduce
+ * programs read their input where they write their output (in_off = off).
  */
 #ifndef GPURING_KERNELS_PROG_OPS_H
 #define GPURING_KERNELS_PROG_OPS_H
 
 #include "kernels/prog.h"
 #include "kernels/prog_gather_allreduce.h"
+#include "kernels/prog_ring_allgather.h"
 #include "kernels/prog_ring_allreduce.h"
+#include "kernels/prog_ring_bcast.h"
+#include "kernels/prog_ring_reduce.h"
+#include "kernels/prog_ring_reduce_scatter.h"
 #include "kernels/prog_tree_allreduce.h"
 
 GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint64_t i,
                                                    gpuring_step_t *s)
 {
     switch (p->algo) {
+    case GPURING_PROG_RING_RS:
+        gpuring_rs_prog_op(p, i, s);
+        return;
+    case GPURING_PROG_RING_AG:
+        gpuring_ag_prog_op(p, i, s);
+        return;
+    case GPURING_PROG_RING_BCAST:
+        gpuring_bcast_prog_op(p, i, s);
+        return;
+    case GPURING_PROG_RING_REDUCE:
+        gpuring_reduce_prog_op(p, i, s);
+        return;
     case GPURING_PROG_GATHER:
         gpuring_gather_prog_op(p, i, s);
         break;
@@ -25,6 +42,7 @@ GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint
         gpuring_ring_prog_op(p, i, s);
         break;
     }
+    s->in_off = s->off; /* the allreduce programs: input and output alike */
 }
 
 #endif /* GPURING_KERNELS_PROG_OPS_H */

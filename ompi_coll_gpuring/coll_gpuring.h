@@ -45,7 +45,8 @@ typedef struct mca_coll_gpuring_component {
     int stage_device_buffers;
 
     int output; /* opal_output stream */
-    uint64_t fallbacks; /* allreduce calls handed to the component below (atomic) */
+    uint64_t fallbacks[GPURING_COLL_COUNT]; /* calls of each collective gpuring takes
+                                                 handed to the component below (atomic) */
 } mca_coll_gpuring_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_component;
@@ -53,7 +54,8 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
 /*
  * Every collective slot gpuring registers, as X(slot, function type): all of
  * them go to the component below (saved at enable) except what gpuring runs
- * itself (MPI_Allreduce and MPI_Iallreduce, when it can).  Blocking calls on device buffers are
+ * itself (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce_scatter(_block),
+ * MPI_Allgather, MPI_Bcast and MPI_Reduce, when it can).  Blocking calls on device buffers are
  * staged through host memory on the way down; non-blocking ones on device
  * buffers are refused (coll_gpuring_below.c).
  */
@@ -136,7 +138,41 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
 gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 
-/* coll_gpuring_allreduce.c: MPI_Allreduce and MPI_Iallreduce */
+/*
+ * coll_gpuring_entry.c: what the entry points share.  A call as its entry
+ * point hands it over (MPI's arguments made gpuring's), run on the plane of
+ * its buffers' memory: OMPI_SUCCESS, an MPI error (logged: the collective,
+ * the rank, the cause), or MCA_COLL_GPURING_FALLBACK (the reason logged:
+ * the entry calls the component below).
+ */
+#define MCA_COLL_GPURING_FALLBACK 1
+typedef struct mca_coll_gpuring_call {
+    gpuring_coll_kind_t coll;
+    const void *sendbuf; /* the input (in place: where it is in the receive buffer) */
+    void *recvbuf;       /* NULL: not significant on this rank (reduce off the root) */
+    size_t count;        /* elements (reduce-scatter: each rank's); allgather, bcast: bytes */
+    gpuring_type_t type; /* reductions */
+    gpuring_op_t op;
+    int root;            /* bcast, reduce */
+    ompi_request_t **request; /* non-NULL: a non-blocking call (MPI_Iallreduce), whose
+                                 request call_run sets when it starts it */
+} mca_coll_gpuring_call_t;
+int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
+                              const mca_coll_gpuring_call_t *call);
+/* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error. */
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
+                                 struct ompi_communicator_t *comm, gpuring_status_t st);
+/* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
+int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
+                                   struct ompi_op_t *op, gpuring_type_t *type_p,
+                                   gpuring_op_t *op_p);
+/* A copy's bytes for count of dtype; 0 (the reason logged): not a contiguous predefined type. */
+int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
+                               size_t count, size_t *bytes_p);
+/* One call of coll handed to the component below (the finalize summary). */
+void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll);
+
+/* the entry points: coll_gpuring_<coll>.c */
 int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -144,35 +180,45 @@ int mca_coll_gpuring_iallreduce(const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, ompi_request_t **request,
                                 mca_coll_base_module_t *module);
-/* A call gpuring took failed: logged (the call, rank, cause); the MPI error. */
-int mca_coll_gpuring_allreduce_failed(const char *name, gpuring_status_t st, int count,
-                                      gpuring_type_t type, gpuring_plane_t plane,
-                                      struct ompi_communicator_t *comm);
+int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                          struct ompi_communicator_t *comm,
+                                          mca_coll_base_module_t *module);
+int mca_coll_gpuring_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                    struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module);
+int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                               void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /*
  * coll_gpuring_request.c: the request of a non-blocking call gpuring runs.
- * request_new makes it (active; NULL: no memory); gpuring_comm_i*'s done
- * function is request_done (ctx: the request), from any thread; the request
- * completes at the next opal_progress after that.  request_drop: the call
- * was not started after all.  request_finalize: at component close.
+ * request_new makes it (active; NULL: no memory) for `call` on `plane`; the
+ * call's done function is request_done (ctx: the request), from any thread;
+ * the request completes at the next opal_progress after that (a failed
+ * call's error logged then, with mca_coll_gpuring_call_failed).
+ * request_drop: the call was not started after all.  request_finalize: at
+ * component close.
  */
 typedef struct mca_coll_gpuring_request {
     ompi_request_t super;
     gpuring_status_t st;  /* the call's end, from the worker */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
-    /* for the error report */
-    struct ompi_communicator_t *comm;
-    const char *name;
-    int count;
-    gpuring_type_t type;
+    mca_coll_gpuring_call_t call; /* for the error report */
     gpuring_plane_t plane;
+    struct ompi_communicator_t *comm;
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
 } mca_coll_gpuring_request_t;
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_request_t);
 
 mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
-                                                         const char *name, int count,
-                                                         gpuring_type_t type,
+                                                         const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane);
 void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st);
 void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req);
@@ -229,11 +275,32 @@ uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll, int refused)
 /* coll_gpuring_below.c: point every collective slot of a module at its way
  * to the component below (the module then puts its own allreduce over it) */
 void mca_coll_gpuring_below_install(mca_coll_base_module_t *module);
-/* MPI_Allreduce through the component below, device buffers staged */
+/* the collectives gpuring runs, through the component below, device buffers staged */
 int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                      struct ompi_communicator_t *comm,
                                      mca_coll_base_module_t *module);
+int mca_coll_gpuring_reduce_scatter_block_below(const void *sbuf, void *rbuf, int rcount,
+                                                struct ompi_datatype_t *dtype,
+                                                struct ompi_op_t *op,
+                                                struct ompi_communicator_t *comm,
+                                                mca_coll_base_module_t *module);
+int mca_coll_gpuring_reduce_scatter_below(const void *sbuf, void *rbuf, const int *rcounts,
+                                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                          struct ompi_communicator_t *comm,
+                                          mca_coll_base_module_t *module);
+int mca_coll_gpuring_allgather_below(const void *sbuf, int scount,
+                                     struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module);
+int mca_coll_gpuring_bcast_below(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                                 struct ompi_communicator_t *comm,
+                                 mca_coll_base_module_t *module);
+int mca_coll_gpuring_reduce_below(const void *sbuf, void *rbuf, int count,
+                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_base_module_t *module);
 /* MPI_Iallreduce through the component below (refused on device buffers it
  * cannot read) */
 int mca_coll_gpuring_iallreduce_below(const void *sbuf, void *rbuf, int count,

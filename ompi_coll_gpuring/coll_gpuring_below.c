@@ -85,8 +85,9 @@ static void below_reduce_bufs(below_buf_t b[2], const void *sbuf, size_t scount,
 
 /* ---- blocking: staged ------------------------------------------------------------ */
 
-static int below_allgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
-                           below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
+int mca_coll_gpuring_allgather_below(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                     int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                     below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
@@ -192,8 +193,8 @@ static int below_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                                    rdispls, rdts, comm, m->prev.alltoallw_module));
 }
 
-static int below_bcast(void *buf, int count, below_dt_t *dt, int root, below_comm_t *comm,
-                       below_module_t *module)
+int mca_coll_gpuring_bcast_below(void *buf, int count, below_dt_t *dt, int root,
+                                 below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[1];
@@ -246,9 +247,9 @@ static int below_gatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rb
                                  comm, m->prev.gatherv_module));
 }
 
-static int below_reduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
-                        struct ompi_op_t *op, int root, below_comm_t *comm,
-                        below_module_t *module)
+int mca_coll_gpuring_reduce_below(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                                  struct ompi_op_t *op, int root, below_comm_t *comm,
+                                  below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
@@ -260,9 +261,9 @@ static int below_reduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                                 m->prev.reduce_module));
 }
 
-static int below_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts, below_dt_t *dt,
-                                struct ompi_op_t *op, below_comm_t *comm,
-                                below_module_t *module)
+int mca_coll_gpuring_reduce_scatter_below(const void *sbuf, void *rbuf, const int *rcounts,
+                                          below_dt_t *dt, struct ompi_op_t *op, below_comm_t *comm,
+                                          below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     size_t total = 0;
@@ -278,9 +279,10 @@ static int below_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
                                         m->prev.reduce_scatter_module));
 }
 
-static int below_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, below_dt_t *dt,
-                                      struct ompi_op_t *op, below_comm_t *comm,
-                                      below_module_t *module)
+int mca_coll_gpuring_reduce_scatter_block_below(const void *sbuf, void *rbuf, int rcount,
+                                                below_dt_t *dt, struct ompi_op_t *op,
+                                                below_comm_t *comm,
+                                                below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     size_t total = (size_t)rcount * below_size(comm);
@@ -632,6 +634,11 @@ static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
 /* ---- registration ------------------------------------------------------------------ */
 
 #define below_allreduce mca_coll_gpuring_allreduce_below
+#define below_allgather mca_coll_gpuring_allgather_below
+#define below_bcast mca_coll_gpuring_bcast_below
+#define below_reduce mca_coll_gpuring_reduce_below
+#define below_reduce_scatter mca_coll_gpuring_reduce_scatter_below
+#define below_reduce_scatter_block mca_coll_gpuring_reduce_scatter_block_below
 #define below_barrier NULL /* no buffers: the component below's own */
 
 void mca_coll_gpuring_below_install(mca_coll_base_module_t *module)

@@ -292,23 +292,36 @@ static int gpuring_open(void)
 static int gpuring_close(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
-    gpuring_comm_stats_t st;
     gpuring_device_saved_t app;
-    uint64_t calls;
 
     /* what this process did, as NCCL_DEBUG=INFO users expect to see */
-    gpuring_comm_stats_get(&st);
-    calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_calls;
-    if (calls + c->fallbacks > 0) {
-        GPURING_INFO(GPURING_SUBSYS_COLL,
-                     "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, gather "
-                     "%llu, direct %llu; %llu on device buffers; %.3f GB), %llu handed to the "
-                     "component below",
-                     (unsigned long long)calls, (unsigned long long)st.calls[GPURING_ALGO_RING],
-                     (unsigned long long)st.calls[GPURING_ALGO_TREE],
-                     (unsigned long long)st.calls[GPURING_ALGO_GATHER],
-                     (unsigned long long)st.direct_calls, (unsigned long long)st.device_calls,
-                     st.bytes / 1e9, (unsigned long long)c->fallbacks);
+    for (int coll = 0; coll < GPURING_COLL_COUNT; coll++) {
+        gpuring_comm_stats_t st;
+        uint64_t calls, below = __atomic_load_n(&c->fallbacks[coll], __ATOMIC_RELAXED);
+
+        gpuring_comm_stats_get((gpuring_coll_kind_t)coll, &st);
+        calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_calls;
+        if (calls + below == 0) continue;
+        if (coll == GPURING_COLL_ALLREDUCE) {
+            GPURING_INFO(GPURING_SUBSYS_COLL,
+                         "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, "
+                         "gather %llu, direct %llu; %llu on device buffers; %.3f GB), %llu "
+                         "handed to the component below",
+                         (unsigned long long)calls,
+                         (unsigned long long)st.calls[GPURING_ALGO_RING],
+                         (unsigned long long)st.calls[GPURING_ALGO_TREE],
+                         (unsigned long long)st.calls[GPURING_ALGO_GATHER],
+                         (unsigned long long)st.direct_calls,
+                         (unsigned long long)st.device_calls, st.bytes / 1e9,
+                         (unsigned long long)below);
+        } else {
+            GPURING_INFO(GPURING_SUBSYS_COLL,
+                         "%s summary: %llu calls in gpuring (%llu on device buffers; %.3f GB), "
+                         "%llu handed to the component below",
+                         gpuring_coll_names[coll], (unsigned long long)calls,
+                         (unsigned long long)st.device_calls, st.bytes / 1e9,
+                         (unsigned long long)below);
+        }
     }
     gpuring_stage_summary(0);
     gpuring_stage_summary(1);

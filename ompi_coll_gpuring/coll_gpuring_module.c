@@ -81,13 +81,19 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     if (m == NULL) return NULL;
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
-    /* every collective goes below, device buffers staged; allreduce and
-     * iallreduce gpuring runs, except on a single rank (coll/self's memcpy then must not meet
+    /* every collective goes below, device buffers staged; allreduce,
+     * iallreduce, reduce-scatter, allgather, bcast and reduce gpuring runs, except on a
+     * single rank (coll/self's memcpy then must not meet
      * device memory either) */
     mca_coll_gpuring_below_install(&m->super);
     if (ompi_comm_size(comm) > 1) {
         m->super.coll_allreduce = mca_coll_gpuring_allreduce;
         m->super.coll_iallreduce = mca_coll_gpuring_iallreduce;
+        m->super.coll_reduce_scatter_block = mca_coll_gpuring_reduce_scatter_block;
+        m->super.coll_reduce_scatter = mca_coll_gpuring_reduce_scatter;
+        m->super.coll_allgather = mca_coll_gpuring_allgather;
+        m->super.coll_bcast = mca_coll_gpuring_bcast;
+        m->super.coll_reduce = mca_coll_gpuring_reduce;
     } else {
         GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: a single rank: only device buffers "
                       "staged for the component below", comm->c_name);

@@ -70,8 +70,8 @@ static int request_progress(void)
 
         next = req->next;
         if (req->st != GPURING_OK) {
-            req->super.req_status.MPI_ERROR = mca_coll_gpuring_allreduce_failed(
-                req->name, req->st, req->count, req->type, req->plane, req->comm);
+            req->super.req_status.MPI_ERROR =
+                mca_coll_gpuring_call_failed(&req->call, req->plane, req->comm, req->st);
         }
         pthread_mutex_lock(&request_lock);
         release = req->user_freed; /* MPI_Request_free came first: nobody waits for it */
@@ -86,8 +86,7 @@ static int request_progress(void)
 }
 
 mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
-                                                         const char *name, int count,
-                                                         gpuring_type_t type,
+                                                         const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane)
 {
     mca_coll_gpuring_request_t *req;
@@ -115,9 +114,7 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->super.req_mpi_object.comm = comm;
     req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
     req->comm = comm;
-    req->name = name;
-    req->count = count;
-    req->type = type;
+    req->call = *call;
     req->plane = plane;
     req->st = GPURING_OK;
     req->user_freed = 0;

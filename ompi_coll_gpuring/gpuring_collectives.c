@@ -28,3 +28,48 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *c, gpuring_plane_t plan
 
     return gpuring_async_submit(c, plane, &info, done, ctx);
 }
+
+gpuring_status_t gpuring_comm_reduce_scatter(gpuring_comm_t *c, gpuring_plane_t plane,
+                                             const void *sendbuf, void *recvbuf, size_t count,
+                                             gpuring_type_t type, gpuring_op_t op)
+{
+    const gpuring_coll_info_t info = {.kind = GPURING_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+                                      .recvbuf = recvbuf, .count = count, .type = type,
+                                      .op = op};
+
+    return gpuring_async_run(c, plane, &info);
+}
+
+/* allgather and bcast copy bytes: one element type serves every MPI type */
+gpuring_status_t gpuring_comm_allgather(gpuring_comm_t *c, gpuring_plane_t plane,
+                                        const void *sendbuf, void *recvbuf, size_t bytes)
+{
+    const gpuring_coll_info_t info = {.kind = GPURING_COLL_ALLGATHER, .sendbuf = sendbuf,
+                                      .recvbuf = recvbuf, .count = bytes,
+                                      .type = GPURING_TYPE_UINT8, .op = GPURING_OP_SUM};
+
+    return gpuring_async_run(c, plane, &info);
+}
+
+gpuring_status_t gpuring_comm_bcast(gpuring_comm_t *c, gpuring_plane_t plane, void *buf,
+                                    size_t bytes, int root)
+{
+    const gpuring_coll_info_t info = {.kind = GPURING_COLL_BCAST, .sendbuf = buf,
+                                      .recvbuf = buf, .count = bytes,
+                                      .type = GPURING_TYPE_UINT8, .op = GPURING_OP_SUM,
+                                      .root = root};
+
+    return gpuring_async_run(c, plane, &info);
+}
+
+gpuring_status_t gpuring_comm_reduce(gpuring_comm_t *c, gpuring_plane_t plane,
+                                     const void *sendbuf, void *recvbuf, size_t count,
+                                     gpuring_type_t type, gpuring_op_t op, int root)
+{
+    /* non-roots write nothing: the executors want a buffer all the same */
+    const gpuring_coll_info_t info = {.kind = GPURING_COLL_REDUCE, .sendbuf = sendbuf,
+                                      .recvbuf = recvbuf != NULL ? recvbuf : (void *)sendbuf,
+                                      .count = count, .type = type, .op = op, .root = root};
+
+    return gpuring_async_run(c, plane, &info);
+}

@@ -121,26 +121,29 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
 }
 
 /* process-wide counters (atomics: communicators may run in several threads) */
-static gpuring_comm_stats_t comm_stats;
+static gpuring_comm_stats_t comm_stats[GPURING_COLL_COUNT];
 
-void gpuring_comm_stats_count(int direct, gpuring_algo_t algo, gpuring_plane_t plane,
-                              size_t bytes)
+void gpuring_comm_stats_count(gpuring_coll_kind_t coll, int direct, gpuring_algo_t algo,
+                              gpuring_plane_t plane, size_t bytes)
 {
-    uint64_t *algo_calls = direct ? &comm_stats.direct_calls : &comm_stats.calls[algo];
+    gpuring_comm_stats_t *cs = &comm_stats[coll];
+    uint64_t *algo_calls = direct ? &cs->direct_calls : &cs->calls[algo];
 
     __atomic_fetch_add(algo_calls, 1, __ATOMIC_RELAXED);
     if (plane == GPURING_PLANE_DEVICE) {
-        __atomic_fetch_add(&comm_stats.device_calls, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cs->device_calls, 1, __ATOMIC_RELAXED);
     }
-    __atomic_fetch_add(&comm_stats.bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&cs->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
-void gpuring_comm_stats_get(gpuring_comm_stats_t *stats)
+void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stats)
 {
-    for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&comm_stats.calls[a], __ATOMIC_RELAXED);
-    stats->direct_calls = __atomic_load_n(&comm_stats.direct_calls, __ATOMIC_RELAXED);
-    stats->device_calls = __atomic_load_n(&comm_stats.device_calls, __ATOMIC_RELAXED);
-    stats->bytes = __atomic_load_n(&comm_stats.bytes, __ATOMIC_RELAXED);
+    const gpuring_comm_stats_t *cs = &comm_stats[coll];
+
+    for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&cs->calls[a], __ATOMIC_RELAXED);
+    stats->direct_calls = __atomic_load_n(&cs->direct_calls, __ATOMIC_RELAXED);
+    stats->device_calls = __atomic_load_n(&cs->device_calls, __ATOMIC_RELAXED);
+    stats->bytes = __atomic_load_n(&cs->bytes, __ATOMIC_RELAXED);
 }
 
 /* Empty polls between yields in the host executor's waits: a short spin when
@@ -290,6 +293,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     }
     gpuring_conns_destroy(c);
     gpuring_device_free(c->dev.scratch);
+    gpuring_device_free(c->dev.rings);
     gpuring_device_event_destroy(c->dev.event);
     gpuring_device_stream_destroy(c->dev.stream);
     if (c->dev.ordinal >= 0) gpuring_device_restore(app);

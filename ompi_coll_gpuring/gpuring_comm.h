@@ -86,6 +86,7 @@ typedef struct gpuring_comm_device {
     void *stream;       /* private non-blocking stream: every device call runs on it */
     void *event;        /* orders the stream after the legacy default stream's work */
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
+    int *rings;         /* a device copy of graph.rings (the RS/AG programs' ranks) */
     size_t scratch_bytes;
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
     const char *net_staging_why; /* why not GPU-direct, for the log */
@@ -184,15 +185,41 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t p
                                          gpuring_type_t type, gpuring_op_t op,
                                          gpuring_comm_done_fn_t done, void *ctx);
 
-/* What this process ran through gpuring, for the closing summary. */
+
+/*
+ * The other collectives, with the same rules (blocking, the plane's memory,
+ * collective, in place as noted), each on the ring (chains for bcast and
+ * reduce):
+ *  - reduce-scatter (MPI_Reduce_scatter_block): sendbuf holds nranks blocks
+ *    of `count`; recvbuf gets this rank's block reduced.  In place: sendbuf
+ *    == recvbuf, the result in its first block.
+ *  - allgather: sendbuf's `bytes` to every rank's recvbuf at rank * bytes.
+ *    In place: sendbuf == recvbuf + rank * bytes.
+ *  - bcast: root's `bytes` of buf to every rank's buf.
+ *  - reduce: the reduction of every rank's sendbuf into root's recvbuf (not
+ *    touched elsewhere; may be NULL there).  In place at root: sendbuf ==
+ *    recvbuf.
+ */
+gpuring_status_t gpuring_comm_reduce_scatter(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                             const void *sendbuf, void *recvbuf, size_t count,
+                                             gpuring_type_t type, gpuring_op_t op);
+gpuring_status_t gpuring_comm_allgather(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                        const void *sendbuf, void *recvbuf, size_t bytes);
+gpuring_status_t gpuring_comm_bcast(gpuring_comm_t *comm, gpuring_plane_t plane, void *buf,
+                                    size_t bytes, int root);
+gpuring_status_t gpuring_comm_reduce(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                     const void *sendbuf, void *recvbuf, size_t count,
+                                     gpuring_type_t type, gpuring_op_t op, int root);
+
+/* What this process ran through gpuring, per collective, for the closing summary. */
 typedef struct gpuring_comm_stats {
     uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
     uint64_t direct_calls; /* device buffers, one node: the direct allreduce */
     uint64_t device_calls; /* of all those, on device buffers */
-    uint64_t bytes;
+    uint64_t bytes;        /* the calls' buffers (reduce-scatter, allgather: all blocks) */
 } gpuring_comm_stats_t;
 
-void gpuring_comm_stats_get(gpuring_comm_stats_t *stats);
+void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stats);
 
 /* One line describing the communicator, for the "ready" log. */
 void gpuring_comm_describe(const gpuring_comm_t *comm, char *buf, size_t len);

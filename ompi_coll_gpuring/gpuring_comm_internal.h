@@ -36,21 +36,18 @@ static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
 
 /* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */
 
-/* Which collective a call is, and so which family of step programs its
- * channels run (kernels/prog_*.h).  A new collective adds its family here
- * and its programs' case in gpuring_enqueue.c's channel setup. */
-typedef enum {
-    GPURING_COLL_ALLREDUCE = 0, /* ring, gather, tree: prog_*_allreduce.h */
-} gpuring_coll_kind_t;
-
 /* One call, as its collective hands it over (NCCL's ncclInfo). */
+/* Which collective (graph.h's gpuring_coll_kind_t) picks the channels'
+ * family of step programs: a new collective adds its family there and its
+ * programs' case in gpuring_enqueue.c's channel setup. */
 typedef struct gpuring_coll_info {
     gpuring_coll_kind_t kind;
-    const void *sendbuf; /* == recvbuf for in place */
-    void *recvbuf;
-    size_t count;        /* elements */
-    gpuring_type_t type;
-    gpuring_op_t op;
+    const void *sendbuf; /* == recvbuf for in place; bcast: the buffer */
+    void *recvbuf;       /* reduce: significant at the root only */
+    size_t count;        /* elements; reduce-scatter and allgather: of each rank's block */
+    gpuring_type_t type; /* allgather, bcast: UINT8 (a copy of bytes) */
+    gpuring_op_t op;     /* unused by the copies (allgather, bcast) */
+    int root;            /* bcast, reduce: the root's rank; 0 otherwise */
 } gpuring_coll_info_t;
 
 /* One call, prepared and ready to launch: a blocking call's on its caller's
@@ -116,10 +113,10 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
 
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
 
-/* One call done: the direct allreduce ran it (direct = 1; algo unused), or
- * the plan's algorithm; the device count; the bytes. */
-void gpuring_comm_stats_count(int direct, gpuring_algo_t algo, gpuring_plane_t plane,
-                              size_t bytes);
+/* One call of collective `coll` done: the direct allreduce ran it (direct =
+ * 1; algo unused), or the plan's algorithm; the device count; the bytes. */
+void gpuring_comm_stats_count(gpuring_coll_kind_t coll, int direct, gpuring_algo_t algo,
+                              gpuring_plane_t plane, size_t bytes);
 
 /* ---- gpuring_conns.c: connections ---------------------------------------------------- */
 

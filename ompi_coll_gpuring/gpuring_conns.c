@@ -17,6 +17,7 @@
  * staging) the device plane maps for the GPU, or whose slots are device
  * memory (GPU-direct).
  */
+#include "kernels/devcopy.h"
 #include "kernels/device.h"
 #include "kernels/exec_cuda.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
@@ -383,6 +384,22 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
     return st;
 }
 
+/* A device copy of the graph's rings: the ring position -> rank maps the
+ * reduce-scatter and allgather programs read on the GPU. */
+static gpuring_status_t comm_device_rings(gpuring_comm_t *c)
+{
+    const size_t bytes = (size_t)c->graph.nchannels * (size_t)c->graph.nranks * sizeof(int);
+    const char *why = NULL;
+    gpuring_status_t st = gpuring_device_alloc(bytes, (void **)&c->dev.rings);
+
+    if (st == GPURING_OK) st = gpuring_devcopy(c->dev.rings, c->graph.rings, bytes, 0, &why);
+    if (st != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_INIT, "no device copy of the rings (%zu B): %s", bytes,
+                      why != NULL ? why : gpuring_status_str(st));
+    }
+    return st;
+}
+
 /* The device plane: CUDA state, where NET slots live, its channels, then its rings. */
 static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
 {
@@ -409,6 +426,7 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
         c->dev.ordinal = ordinal; /* CUDA state from here on: destroy frees it there */
         local_st = gpuring_device_stream_create(&c->dev.stream);
     }
+    if (local_st == GPURING_OK) local_st = comm_device_rings(c);
     if (local_st == GPURING_OK) local_st = gpuring_exec_cuda_init();
     if (local_st == GPURING_OK) comm_device_net_slots(c);
     if (comm_device_channels(c, local_st) != GPURING_OK && local_st == GPURING_OK) {

@@ -64,6 +64,52 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
                                     GPURING_EDGE_RING);
 }
 
+/* The ring position of `rank` on channel ch's ring. */
+static int enqueue_ring_pos(const gpuring_graph_t *g, int ch, int rank)
+{
+    for (int p = 0; p < g->nranks; p++) {
+        if (g->rings[(size_t)ch * (size_t)g->nranks + (size_t)p] == rank) return p;
+    }
+    return 0; /* every ring holds every rank (gpuring_graph_rings_check) */
+}
+
+/* The ring programs of the other collectives (the call's per-rank count is
+ * `stride`, for the block programs), on the ring's connections. */
+static void enqueue_ring_channel(gpuring_comm_t *c, gpuring_plane_t plane,
+                                 const gpuring_coll_info_t *info, const gpuring_plan_t *plan,
+                                 gpuring_exec_channel_t *x, int ch, size_t base, size_t n)
+{
+    const gpuring_graph_t *g = &c->graph;
+    const size_t row = (size_t)ch * (size_t)g->nranks;
+    /* across nodes, blocks of several slot steps keep a NET connection busy */
+    const int slices = g->nnodes > 1 ? GPURING_RING_NET_SLICES : 1;
+
+    switch (info->kind) {
+    case GPURING_COLL_REDUCE_SCATTER:
+        gpuring_rs_prog_init(&x->prog, base, n, info->count, plan->chunk_elems, g->nranks,
+                             g->ring_ix[ch], g->rings + row, slices);
+        break;
+    case GPURING_COLL_ALLGATHER:
+        gpuring_ag_prog_init(&x->prog, base, n, info->count, plan->chunk_elems, g->nranks,
+                             g->ring_ix[ch], g->rings + row, slices);
+        break;
+    case GPURING_COLL_BCAST:
+        gpuring_bcast_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+        break;
+    default:
+        gpuring_reduce_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                 g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+        break;
+    }
+    x->dev_ranks = plane == GPURING_PLANE_DEVICE && c->dev.rings != NULL ? c->dev.rings + row
+                                                                       : NULL;
+    x->send[0] = gpuring_conns_find(c, plane, g->next[ch], ch, GPURING_CONN_SEND,
+                                    GPURING_EDGE_RING);
+    x->recv[0] = gpuring_conns_find(c, plane, g->prev[ch], ch, GPURING_CONN_RECV,
+                                    GPURING_EDGE_RING);
+}
+
 /* The channel's program, of the call's family, and the plane's connections
  * it uses: a new family adds its case. */
 static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, size_t base,
@@ -75,6 +121,9 @@ static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, 
     switch (w->info.kind) {
     case GPURING_COLL_ALLREDUCE:
         enqueue_allreduce_channel(c, w->plane, &w->plan, x, ch, base, n);
+        break;
+    default:
+        enqueue_ring_channel(c, w->plane, &w->info, &w->plan, x, ch, base, n);
         break;
     }
 }
@@ -115,7 +164,8 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     const gpuring_type_t type = info->type;
     const gpuring_graph_t *g = &c->graph;
     const size_t es = gpuring_type_size(type);
-    gpuring_tuning_params_t tp = {.algo = c->cfg.algo,
+    gpuring_tuning_params_t tp = {.coll = info->kind,
+                                  .algo = c->cfg.algo,
                                   .nchannels = c->cfg.call_nchannels,
                                   .max_channels = c->plane_nch[plane],
                                   .device = plane == GPURING_PLANE_DEVICE,
@@ -136,7 +186,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     }
     if (count == 0) return GPURING_OK;
     /* every rank numbers the calls with data alike: the id its steps carry */
-    w->call = gpuring_call_id(++c->calls, count, type, info->op);
+    w->call = gpuring_call_id(++c->calls, count, type, info->op, (int)info->kind, info->root);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       gpuring_comm_plane_name(plane));
@@ -154,7 +204,9 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
         gpuring_direct_usable(c)) {
         st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, type, info->op,
                                       w->call);
-        if (st == GPURING_OK) gpuring_comm_stats_count(1, GPURING_ALGO_AUTO, plane, count * es);
+        if (st == GPURING_OK) {
+            gpuring_comm_stats_count(info->kind, 1, GPURING_ALGO_AUTO, plane, count * es);
+        }
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }
@@ -211,6 +263,8 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
         __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
         return st;
     }
-    gpuring_comm_stats_count(0, w->plan.algo, w->plane, info->count * es);
+    gpuring_comm_stats_count(info->kind, 0, w->plan.algo, w->plane,
+                             info->count * es *
+                                 (gpuring_coll_blocks(info->kind) ? (size_t)c->graph.nranks : 1));
     return GPURING_OK;
 }

@@ -53,8 +53,8 @@ typedef enum {
  * head.  Per slot, written by the sender before its tail: size[], the byte
  * count of the slot's latest step (the length of the UCX message on NET
  * connections), and call[], the id of the call that step belongs to
- * (gpuring_call_id: which call of the communicator, with its count, type
- * and op).  The receiver checks both against its own call before it uses the
+ * (gpuring_call_id: which call of the communicator, with its collective,
+ * root, count, type and op).  The receiver checks both against its own call before it uses the
  * slot, so ranks that made different calls fail instead of mixing data; a
  * step posted with call id GPURING_CALL_ABORT says the sender abandoned the
  * call (gpuring_conn_post_abort).  Only the low GPURING_CALL_BITS bits are
@@ -76,12 +76,15 @@ typedef struct gpuring_fifo_ctrl {
 #define GPURING_CALL_ABORT GPURING_CALL_MASK /* never a call's id */
 
 /* The id of a communicator's call number `seq` (every rank counts its calls
- * the same way) of `count` elements of `type` with `op`: a hash in
- * [0, GPURING_CALL_ABORT). */
-static inline uint64_t gpuring_call_id(uint64_t seq, uint64_t count, int type, int op)
+ * the same way) of collective `coll` (which one: the caller's numbering) with
+ * root `root` (0 where there is none) of `count` elements of `type` with
+ * `op`: a hash in [0, GPURING_CALL_ABORT). */
+static inline uint64_t gpuring_call_id(uint64_t seq, uint64_t count, int type, int op, int coll,
+                                       int root)
 {
     uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ count * 0xc2b2ae3d27d4eb4full ^
-                 ((uint64_t)type << 8 | (uint64_t)op) * 0x165667b19e3779f9ull;
+                 ((uint64_t)type << 8 | (uint64_t)op) * 0x165667b19e3779f9ull ^
+                 ((uint64_t)(uint32_t)coll << 32 | (uint32_t)root) * 0x94d049bb133111ebull;
 
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;

@@ -106,7 +106,7 @@ mpirun_cpu() {
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
-summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 prog=allreduce_check
+summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 bin=allreduce_check
 
 # ranks_matching ERE LOG: how many ranks logged a line matching ERE
 ranks_matching() {
@@ -138,7 +138,7 @@ case_run() {
         for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
         start=$(date +%s)
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
-            -x CUDACPU_FIBER_ORDER "$top/test/mpi/$prog" "$@" > "$log" 2>&1
+            -x CUDACPU_FIBER_ORDER "$top/test/mpi/$bin" "$@" > "$log" 2>&1
         rc=$?
         counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
         ondev=$(grep -c "$summary" "$log")
@@ -194,14 +194,21 @@ case_run ll_fifo_np3 3 "$LL" -d -q -i -m world,split -c 1,17,4099,65537 \
     -t int8,uint8,int16,uint16,int32,uint32,int64,uint64,float,double
 case_run ll_tree_vnodes_np4 4 "$LL coll_gpuring_ranks_per_node 2 coll_gpuring_algorithm tree" \
     -d -q -i -m world,rev -t int8,int16,int32,float,double -c 1,17,4099,65537
+# reduce-scatter, allgather, bcast and reduce on device buffers (colls_check -f: a
+# few type x op pairs, every root, in place, world/dup/split, 64 Ki elements)
+summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers'
+want='reduce_scatter summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers' verbose=3
+bin=colls_check
+case_run colls_np3 3 "coll_gpuring_direct 0" -d -f -q -L 65536
+summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 want="" verbose=3
 
 # MPI_Iallreduce on device buffers: calls in flight, blocking ones (direct) between
 # them, world and dup at once, in place, a large call that must end while its caller
 # makes no MPI call (iallreduce_check -d)
-prog=iallreduce_check
+bin=iallreduce_check
 case_run iallreduce_np3 3 "" -d -q
-prog=allreduce_check
+bin=allreduce_check
 
 # communicator churn on device buffers: every communicator's device plane (IPC
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the

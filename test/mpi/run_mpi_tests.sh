@@ -1,7 +1,7 @@
 #!/bin/bash
 # run_mpi_tests.sh -- the MPI-level test driver for coll/gpuring.
 #
-# Runs allreduce_check, fallback_check and comm_churn under mpirun for
+# Runs allreduce_check, colls_check, fallback_check and comm_churn under mpirun for
 # np = 2, 3, 4 and coll_gpuring_ranks_per_node = 0 (real hosts), 1 (every
 # rank its own virtual node: all traffic over UCX) and 2 (np 3, 4 only; at
 # np 3 the virtual nodes are uneven), plus channel-count and slot-size
@@ -202,6 +202,26 @@ run_case() {
                     return
                 fi
                 ;;
+            colls)
+                # every rank ran reduce-scatter, allgather, bcast and reduce in gpuring
+                local k
+                for k in reduce_scatter allgather bcast reduce; do
+                    missing=$(every_rank " $k summary: [1-9][0-9]* calls in gpuring")
+                    if [ -n "$missing" ]; then
+                        fail "$name" "rank $missing ran no $k in gpuring (summary line)" "$log"
+                        return
+                    fi
+                done
+                # and gave the reason for each fallback colls_check provokes
+                for k in "reduce_scatter fallback: the ranks' counts differ" \
+                         "allgather fallback: datatype .* is not a contiguous" \
+                         "bcast fallback: datatype .* is not a contiguous"; do
+                    if ! grep -qE "\[gpuring rank 0\] $k" "$log"; then
+                        fail "$name" "no '$k' line from rank 0" "$log"
+                        return
+                    fi
+                done
+                ;;
             allcalls)
                 # every rank ran every allreduce in gpuring: none handed below
                 missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
@@ -326,6 +346,17 @@ run_case "topo_dgx_np8_rpn4" 8 4 ready,tree \
     "coll_gpuring_topo_xml $HERE/../fixtures/dgx_like.xml coll_gpuring_algorithm tree" \
     allreduce_check -t int32,float,double -o sum,max -i -m world,rev -s "$SEED" -q "${XARG[@]}"
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
+
+# --- reduce-scatter, allgather, bcast, reduce (colls_check): every type x op, counts
+# 0, 1, odd, 1 Mi elements, every root, in place, world/dup/split, real hosts and
+# virtual nodes (net edges), forced LL; each collective ran in gpuring (summary)
+run_case "colls_np2_rpn0" 2 0 ready,colls "" colls_check -s "$SEED" -q
+run_case "colls_np3_rpn1" 3 1 ready,colls "" colls_check -s "$SEED" -q
+run_case "colls_np5_rpn2" 5 2 ready,colls "" colls_check -s "$SEED" -q
+run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
+run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
+run_case "colls_ll_np4_rpn2" 4 2 ready,colls "coll_gpuring_protocol ll coll_gpuring_nchannels 3" \
+    colls_check -s "$SEED" -f -q
 
 # --- the LL protocol (flag in every 8 bytes) forced at every size, so calls of up to
 # 65537 elements run as many LL steps of at most 8 KiB: every type and op, odd counts,

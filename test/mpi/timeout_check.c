@@ -111,10 +111,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: call after failure returned %d\n", rank, rc);
         }
     }
-    /* the verdict travels over MPI_COMM_WORLD, which is healthy */
-    MPI_Reduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &passed, &passed, 1, MPI_INT, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    /* the verdict travels over MPI_COMM_WORLD, which is healthy -- once every rank is
+     * out of its stuck call: the barrier (the component below's, which waits as long
+     * as it takes) keeps the last rank from waiting in gpuring's MPI_Reduce for the
+     * others' timeouts, which could outlast its own */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (MPI_Reduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &passed, &passed, 1, MPI_INT, MPI_SUM, 0,
+                   MPI_COMM_WORLD) != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: the verdict's MPI_Reduce failed\n", rank);
+        all_failed = 1;
+        if (rank == 0) printf("0 passed, 1 failed\n");
+        MPI_Finalize();
+        return 1;
+    }
     if (rank == 0) printf("%d passed, %d failed\n", passed, all_failed);
     if (device) {
         cu.free_(in);

@@ -250,8 +250,134 @@ static void check_gather_program(int n, size_t count)
            (unsigned long long)p.nops, recvs, sends, acc, bad);
 }
 
+/* ---- reduce-scatter, allgather, bcast, reduce: every rank's program run together --- */
+/*
+ * n ranks on a ring in a scrambled rank order, nch channels splitting the
+ * per-rank count; each rank runs its program op by op (round robin, a queue
+ * per ring edge).  Values are sums: element e of rank r's input block b is
+ * (1 << r) + ((b * count + e) << 8), so a result holds which ranks were
+ * folded in (each exactly once) and from which block and element.
+ */
+typedef struct q_slot { size_t count; uint64_t *v; } q_slot_t;
+static void check_chain(int kind, int n, size_t count, size_t chunk, int nch, int slices, int root)
+{
+    const size_t in_len = kind == GPURING_PROG_RING_RS ? count * n : count;
+    const size_t out_len = kind == GPURING_PROG_RING_AG ? count * n : count;
+    int ranks[MAXR], pos_of[MAXR], bad = 0;
+    uint64_t *in[MAXR], *out[MAXR];
+    size_t per = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)nch), 16) * 16;
+
+    for (int p = 0; p < n; p++) ranks[p] = (p * 3 + 1) % n; /* a permutation for n != 3k */
+    if (n % 3 == 0) for (int p = 0; p < n; p++) ranks[p] = n - 1 - p;
+    for (int p = 0; p < n; p++) pos_of[ranks[p]] = p;
+    for (int r = 0; r < n; r++) {
+        in[r] = calloc(in_len + 1, sizeof(uint64_t));
+        out[r] = calloc(out_len + 1, sizeof(uint64_t));
+        for (size_t e = 0; e < in_len; e++) {
+            in[r][e] = kind == GPURING_PROG_RING_BCAST ? (r == root ? (e << 8) + 1 : 0)
+                                                       : ((uint64_t)1 << r) + ((uint64_t)e << 8);
+            if (kind == GPURING_PROG_RING_AG) in[r][e] = ((uint64_t)1 << r) + ((uint64_t)(r * count + e) << 8);
+        }
+        if (kind == GPURING_PROG_RING_BCAST) memcpy(out[r], in[r], count * sizeof(uint64_t));
+    }
+    for (int ch = 0; ch < nch; ch++) {
+        size_t base = GPURING_MIN(count, (size_t)ch * per), len = GPURING_MIN(per, count - base);
+        gpuring_prog_t pr[MAXR];
+        uint64_t next[MAXR] = {0};
+        q_slot_t *q[MAXR]; /* q[p]: into ring position p */
+        size_t qh[MAXR] = {0}, qt[MAXR] = {0};
+        int moved = 1, done = 0;
+
+        for (int p = 0; p < n; p++) {
+            if (kind == GPURING_PROG_RING_RS)
+                gpuring_rs_prog_init(&pr[p], base, len, count, chunk, n, p, ranks, slices);
+            else if (kind == GPURING_PROG_RING_AG)
+                gpuring_ag_prog_init(&pr[p], base, len, count, chunk, n, p, ranks, slices);
+            else if (kind == GPURING_PROG_RING_BCAST)
+                gpuring_bcast_prog_init(&pr[p], base, len, chunk, n, p, pos_of[root]);
+            else
+                gpuring_reduce_prog_init(&pr[p], base, len, chunk, n, p, pos_of[root]);
+            q[p] = calloc(pr[p].nops + 1, sizeof(q_slot_t));
+        }
+        while (moved && !done) {
+            moved = 0;
+            done = 1;
+            for (int p = 0; p < n; p++) {
+                const int r = ranks[p];
+                gpuring_step_t st;
+                uint64_t *v;
+                if (next[p] >= pr[p].nops) continue;
+                done = 0;
+                gpuring_prog_op(&pr[p], next[p], &st);
+                if ((st.flags & GPURING_PRIM_RECV) && qh[p] == qt[p]) continue;
+                moved = 1;
+                next[p]++;
+                if (st.count > chunk) bad++;
+                if ((st.flags & GPURING_PRIM_SRC) && st.count > 0 && st.in_off + st.count > in_len) { bad++; continue; }
+                if ((st.flags & GPURING_PRIM_DST) && st.count > 0 && st.off + st.count > out_len) { bad++; continue; }
+                v = calloc(st.count + 1, sizeof(uint64_t));
+                for (size_t e = 0; e < st.count; e++) {
+                    if (st.flags & GPURING_PRIM_SRC) v[e] += in[r][st.in_off + e];
+                }
+                if (st.flags & GPURING_PRIM_RECV) {
+                    q_slot_t *sl = &q[p][qh[p]++];
+                    if (sl->count != st.count) bad++;
+                    for (size_t e = 0; e < st.count && e < sl->count; e++) v[e] += sl->v[e];
+                    free(sl->v);
+                }
+                if (st.flags & GPURING_PRIM_DST) memcpy(out[r] + st.off, v, st.count * sizeof(uint64_t));
+                if (st.flags & GPURING_PRIM_SEND) {
+                    q[(p + 1) % n][qt[(p + 1) % n]++] = (q_slot_t){st.count, v};
+                } else {
+                    free(v);
+                }
+            }
+        }
+        for (int p = 0; p < n; p++) {
+            bad += next[p] != pr[p].nops || qh[p] != qt[p]; /* stalled, or slots left over */
+            for (size_t k = qh[p]; k < qt[p]; k++) free(q[p][k].v);
+            free(q[p]);
+        }
+    }
+    /* the reference */
+    for (int r = 0; r < n; r++) {
+        for (size_t e = 0; e < out_len; e++) {
+            uint64_t want = 0;
+            if (kind == GPURING_PROG_RING_RS) {
+                for (int q2 = 0; q2 < n; q2++) want += ((uint64_t)1 << q2) + ((uint64_t)(r * count + e) << 8);
+            } else if (kind == GPURING_PROG_RING_AG) {
+                want = ((uint64_t)1 << (e / count)) + ((uint64_t)e << 8);
+            } else if (kind == GPURING_PROG_RING_BCAST) {
+                want = ((uint64_t)e << 8) + 1;
+            } else if (r == root) {
+                for (int q2 = 0; q2 < n; q2++) want += ((uint64_t)1 << q2) + ((uint64_t)e << 8);
+            }
+            bad += out[r][e] != want;
+        }
+        free(in[r]);
+        free(out[r]);
+    }
+    EXPECT(bad == 0, "program %d n=%d count=%zu chunk=%zu nch=%d slices=%d root=%d: %d errors",
+           kind, n, count, chunk, nch, slices, root, bad);
+}
+
 int main(void)
 {
+    static const size_t ccounts[] = {1, 2, 7, 33, 1000, 4099};
+    static const size_t cchunks[] = {1, 5, 16, 64, 4096};
+
+    for (int kind = GPURING_PROG_RING_RS; kind <= GPURING_PROG_RING_REDUCE; kind++) {
+        for (int n = 1; n <= MAXR; n++) {
+            for (size_t i = 0; i < sizeof(ccounts) / sizeof(ccounts[0]); i++) {
+                for (size_t j = 0; j < sizeof(cchunks) / sizeof(cchunks[0]); j++) {
+                    check_chain(kind, n, ccounts[i], cchunks[j], 1 + (int)(i + j) % MAXC,
+                                (i + j) % 2 ? 4 : 1, (int)(i * 7 + j) % n);
+                }
+            }
+            for (int root = 0; root < n; root++) check_chain(kind, n, 77, 16, 2, 1, root);
+        }
+    }
+
     static const size_t counts[] = {1, 2, 3, 7, 64, 1000, 4099, 65537};
     static const size_t chunks[] = {1, 5, 16, 64, 100, 4096};
 

@@ -1,0 +1,255 @@
+/*
+ * coll_gpuring_entry.c -- what every MPI entry point of gpuring shares
+ * (coll_gpuring_<coll>.c): MPI types and ops to gpuring's, the plane of the
+ * buffers' memory, the coll_gpuring_agree_memory agreement, the lazy
+ * communicator setup, the plane's connections, the call (with the
+ * application's GPU given back), the error report, and the counts of calls
+ * handed to the component below.
+ *
+ * Every check depends only on arguments MPI requires to match across ranks,
+ * and on the memory kind, which CUDA-aware MPI users keep alike on every
+ * rank -- or which the ranks agree on first (coll_gpuring_agree_memory) --
+ * so all ranks take the same path.  The way below stages device buffers
+ * through host memory (coll_gpuring_below.c).
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <limits.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
+
+#include "kernels/device.h"
+#include "kernels/memkind.h"
+
+/* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is
+ * the platform's char (signed on x86); MPI_C_BOOL takes only the logical ops
+ * (MPI allows no others on it), whose 0/1 results are the bool's. */
+static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
+{
+    static const gpuring_type_t sint[9] = {
+        [1] = GPURING_TYPE_INT8, [2] = GPURING_TYPE_INT16,
+        [4] = GPURING_TYPE_INT32, [8] = GPURING_TYPE_INT64};
+    static const gpuring_type_t uint[9] = {
+        [1] = GPURING_TYPE_UINT8, [2] = GPURING_TYPE_UINT16,
+        [4] = GPURING_TYPE_UINT32, [8] = GPURING_TYPE_UINT64};
+    size_t size;
+
+    if (!ompi_datatype_is_predefined(dt)) return 0;
+    ompi_datatype_type_size(dt, &size);
+    if (size > 8) return 0;
+    if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
+        dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
+        dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
+        dt == MPI_COUNT || (dt == MPI_CHAR && CHAR_MIN < 0)) {
+        *type_p = sint[size];
+    } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
+               dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
+               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T ||
+               (dt == MPI_CHAR && CHAR_MIN == 0)) {
+        *type_p = uint[size];
+    } else if (dt == MPI_C_BOOL && size == 1 &&
+               (op == GPURING_OP_LAND || op == GPURING_OP_LOR || op == GPURING_OP_LXOR)) {
+        *type_p = GPURING_TYPE_UINT8;
+    } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
+                                  op == GPURING_OP_BXOR)) {
+        *type_p = GPURING_TYPE_UINT8; /* MPI allows only the bitwise ops on bytes */
+    } else if (dt == MPI_FLOAT && size == 4) {
+        *type_p = GPURING_TYPE_FLOAT;
+    } else if (dt == MPI_DOUBLE && size == 8) {
+        *type_p = GPURING_TYPE_DOUBLE;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int entry_map_op(struct ompi_op_t *op, gpuring_op_t *op_p)
+{
+    static struct {
+        struct ompi_op_t *mpi;
+        gpuring_op_t op;
+    } ops[] = {
+        {MPI_SUM, GPURING_OP_SUM},   {MPI_PROD, GPURING_OP_PROD}, {MPI_MIN, GPURING_OP_MIN},
+        {MPI_MAX, GPURING_OP_MAX},   {MPI_BAND, GPURING_OP_BAND}, {MPI_BOR, GPURING_OP_BOR},
+        {MPI_BXOR, GPURING_OP_BXOR}, {MPI_LAND, GPURING_OP_LAND}, {MPI_LOR, GPURING_OP_LOR},
+        {MPI_LXOR, GPURING_OP_LXOR},
+    };
+
+    if (!ompi_op_is_intrinsic(op)) return 0;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (op == ops[i].mpi) {
+            *op_p = ops[i].op;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
+                                   struct ompi_op_t *op, gpuring_type_t *type_p,
+                                   gpuring_op_t *op_p)
+{
+    if (!entry_map_op(op, op_p)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: op %s is not handled",
+                     gpuring_coll_names[coll], op->o_name);
+        return 0;
+    }
+    if (!entry_map_type(dtype, *op_p, type_p) || !gpuring_op_supported(*type_p, *op_p)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: datatype %s with op %s is not handled",
+                     gpuring_coll_names[coll], dtype->name, op->o_name);
+        return 0;
+    }
+    return 1;
+}
+
+int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
+                               size_t count, size_t *bytes_p)
+{
+    size_t size;
+    ptrdiff_t lb, extent;
+
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    if (!ompi_datatype_is_predefined(dtype) || lb != 0 || (size_t)extent != size) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: datatype %s is not a contiguous "
+                     "predefined type", gpuring_coll_names[coll], dtype->name);
+        return 0;
+    }
+    *bytes_p = count * size;
+    return 1;
+}
+
+void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll)
+{
+    __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks[coll], 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * The plane this rank's buffers would run on, or -1 (the component below,
+ * with *why_p saying why): the buffers' memory kind and the parameters.
+ * out NULL: only in is significant on this rank.
+ */
+static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p)
+{
+    gpuring_mem_kind_t kind = gpuring_mem_kind(in, device_p);
+    int rdevice = *device_p;
+
+    if (out != NULL && (kind != gpuring_mem_kind(out, &rdevice) || *device_p != rdevice)) {
+        *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
+    } else if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
+        *why_p = "managed memory (set coll_gpuring_managed_buffers=1 to run it in gpuring)";
+    } else if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {
+        *why_p = "host buffers (set coll_gpuring_host_buffers=1 to run them in gpuring)";
+    } else if (kind != GPURING_MEM_HOST && *device_p < 0) {
+        *why_p = "the CUDA driver names no GPU for this memory";
+    } else {
+        return kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
+    }
+    return -1;
+}
+
+/* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
+static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
+                              int plane)
+{
+    int v[2] = {plane, -plane}; /* max and -min */
+
+    return m->prev.allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, comm,
+                             m->prev.allreduce_module) == OMPI_SUCCESS &&
+           v[0] == -v[1];
+}
+
+/* The call on the plane's connections (gpuring_comm.h); a non-blocking one
+ * started, ending through `req`. */
+static gpuring_status_t entry_call(gpuring_comm_t *gcomm, gpuring_plane_t plane,
+                                   const mca_coll_gpuring_call_t *c,
+                                   mca_coll_gpuring_request_t *req)
+{
+    if (req != NULL) {
+        return gpuring_comm_iallreduce(gcomm, plane, c->sendbuf, c->recvbuf, c->count, c->type,
+                                       c->op, mca_coll_gpuring_request_done, req);
+    }
+    switch (c->coll) {
+    case GPURING_COLL_REDUCE_SCATTER:
+        return gpuring_comm_reduce_scatter(gcomm, plane, c->sendbuf, c->recvbuf, c->count,
+                                           c->type, c->op);
+    case GPURING_COLL_ALLGATHER:
+        return gpuring_comm_allgather(gcomm, plane, c->sendbuf, c->recvbuf, c->count);
+    case GPURING_COLL_BCAST:
+        return gpuring_comm_bcast(gcomm, plane, c->recvbuf, c->count, c->root);
+    case GPURING_COLL_REDUCE:
+        return gpuring_comm_reduce(gcomm, plane, c->sendbuf, c->recvbuf, c->count, c->type,
+                                   c->op, c->root);
+    case GPURING_COLL_ALLREDUCE:
+    default:
+        return gpuring_comm_allreduce(gcomm, plane, c->sendbuf, c->recvbuf, c->count, c->type,
+                                      c->op);
+    }
+}
+
+int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
+                              const mca_coll_gpuring_call_t *c)
+{
+    const char *name = gpuring_coll_names[c->coll];
+    const char *why = NULL;
+    gpuring_device_saved_t app = {0, NULL};
+    mca_coll_gpuring_request_t *req = NULL;
+    gpuring_comm_t *gcomm;
+    gpuring_status_t ready, st;
+    int plane, device;
+
+    plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
+    if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
+        plane = -1;
+        why = "ranks passed different kinds of memory (host on some, device on others) or "
+              "not all can run it";
+    }
+    if (plane < 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: %s", name, why);
+        return MCA_COLL_GPURING_FALLBACK;
+    }
+    gcomm = mca_coll_gpuring_comm_get(m);
+    if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
+        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
+    }
+    if (gcomm == NULL) {
+        return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
+    }
+    if (c->request != NULL) {
+        req = mca_coll_gpuring_request_new(comm, c, (gpuring_plane_t)plane);
+        if (req == NULL) return OMPI_ERR_OUT_OF_RESOURCE; /* before the call: no rank began it */
+    }
+    /* the device calls below make gpuring's GPU current: give the application back its own */
+    if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
+    ready = gpuring_comm_plane_ready(gcomm, plane, device);
+    st = ready == GPURING_OK ? entry_call(gcomm, plane, c, req) : ready;
+    if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
+    if (st != GPURING_OK && req != NULL) mca_coll_gpuring_request_drop(req); /* not started */
+    if (ready == GPURING_ERR_NOT_SUPPORTED) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s", name,
+                     plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
+        return MCA_COLL_GPURING_FALLBACK;
+    }
+    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
+    if (req != NULL) *c->request = &req->super;
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
+                                 struct ompi_communicator_t *comm, gpuring_status_t st)
+{
+    GPURING_ERROR(GPURING_SUBSYS_COLL,
+                  "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; the "
+                  "communicator cannot be used by gpuring any more%s",
+                  c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
+                  c->count, gpuring_type_name(c->type),
+                  plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
+                  ompi_comm_rank(comm), gpuring_status_str(st),
+                  st != GPURING_ERR_TIMEOUT ? ""
+                  : " (a peer that did not make the matching call, or made it with "
+                    "buffers of another memory kind -- host on some ranks, device on "
+                    "others -- is waited for until the timeout; "
+                    "coll_gpuring_agree_memory=1 makes such calls fall back)");
+    return mca_coll_gpuring_status_to_ompi(st);
+}

@@ -1,0 +1,32 @@
+/*
+ * coll_gpuring_reduce.c -- the MPI_Reduce entry point: the pipelined chain
+ * along the ring toward the root (kernels/prog_ring_reduce.h) through the
+ * shared path (coll_gpuring_entry.c).  In place at the root; the receive
+ * buffer is not looked at elsewhere.  Types and ops as allreduce's; the
+ * rest goes to the component below, the reason logged.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "ompi/communicator/communicator.h"
+
+int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    const int at_root = ompi_comm_rank(comm) == root;
+    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE,
+                                 .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
+                                 .recvbuf = at_root ? rbuf : NULL, .count = (size_t)count,
+                                 .root = root};
+    int rc;
+
+    if (count < 0) return MPI_ERR_COUNT; /* mpi_param_check 0 only */
+    if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
+    if (count == 0) return OMPI_SUCCESS;
+    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+
+fallback:
+    mca_coll_gpuring_fallback_count(c.coll);
+    return mca_coll_gpuring_reduce_below(sbuf, rbuf, count, dtype, op, root, comm, module);
+}

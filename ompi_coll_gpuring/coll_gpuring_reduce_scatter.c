@@ -1,0 +1,52 @@
+/*
+ * coll_gpuring_reduce_scatter.c -- the MPI_Reduce_scatter_block entry point,
+ * and MPI_Reduce_scatter where every rank's count is the same: the ring
+ * reduce-scatter (kernels/prog_ring_reduce_scatter.h) through the shared
+ * path (coll_gpuring_entry.c).  In place, the input is the receive buffer
+ * (every rank's block) and the result its first block.  Types and ops as
+ * allreduce's; the rest goes to the component below, the reason logged.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "ompi/communicator/communicator.h"
+
+int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                          struct ompi_communicator_t *comm,
+                                          mca_coll_base_module_t *module)
+{
+    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE_SCATTER,
+                                 .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
+                                 .recvbuf = rbuf, .count = (size_t)rcount};
+    int rc;
+
+    if (rcount < 0) return MPI_ERR_COUNT; /* mpi_param_check 0 only */
+    if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
+    if (rcount == 0) return OMPI_SUCCESS;
+    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+
+fallback:
+    mca_coll_gpuring_fallback_count(c.coll);
+    return mca_coll_gpuring_reduce_scatter_block_below(sbuf, rbuf, rcount, dtype, op, comm,
+                                                       module);
+}
+
+int mca_coll_gpuring_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                    struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module)
+{
+    /* rcounts is the same array on every rank (MPI): so is the decision */
+    for (int r = 1; r < ompi_comm_size(comm); r++) {
+        if (rcounts[r] != rcounts[0]) {
+            GPURING_INFO(GPURING_SUBSYS_COLL, "reduce_scatter fallback: the ranks' counts "
+                         "differ (%d at rank 0, %d at rank %d)", rcounts[0], rcounts[r], r);
+            mca_coll_gpuring_fallback_count(GPURING_COLL_REDUCE_SCATTER);
+            return mca_coll_gpuring_reduce_scatter_below(sbuf, rbuf, rcounts, dtype, op, comm,
+                                                         module);
+        }
+    }
+    return mca_coll_gpuring_reduce_scatter_block(sbuf, rbuf, rcounts[0], dtype, op, comm,
+                                                 module);
+}

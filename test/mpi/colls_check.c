@@ -1,0 +1,463 @@
+/*
+ * colls_check.c -- MPI-level correctness test for the collectives gpuring
+ * runs besides allreduce: MPI_Reduce_scatter_block, MPI_Reduce_scatter,
+ * MPI_Allgather, MPI_Bcast and MPI_Reduce.
+ *
+ * Every rank fills its input from (seed, case, rank, index), so each rank
+ * computes every expected value on its own, in plain C (no MPI call):
+ * integers in uint64_t truncated to the type's width, floats from small
+ * integers (exact in any order).  Values stay small, so no sum overflows a
+ * type (Open MPI 4.1.4's op/avx saturates 8/16-bit sums; gpuring wraps).
+ * Outputs are poisoned before each call and checked whole, with guard
+ * bytes after them.  Covered: every type x op gpuring takes, counts 0, 1,
+ * odd, one large count, every root, MPI_IN_PLACE, world / dup / split
+ * communicators, equal and unequal reduce_scatter counts, allgather with
+ * different send and receive types of the same bytes, and a derived type
+ * (which falls back).
+ *
+ * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
+ * -f (fast: fewer type x op pairs, for the LL and device cases),
+ * -d (buffers in device memory, through libcudart: the CPU CUDA runtime in
+ * CI), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
+ * when a check failed on any rank.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test/cuda_dl.h"
+
+enum { SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR, LXOR, NOPS };
+static const char *op_names[NOPS] = {"sum", "prod", "min", "max", "band",
+                                     "bor", "bxor", "land", "lor", "lxor"};
+static MPI_Op mpi_ops[NOPS];
+
+#define INT_OPS 0x3ffu
+#define FLT_OPS ((1u << SUM) | (1u << PROD) | (1u << MIN) | (1u << MAX))
+typedef struct {
+    MPI_Datatype dt;
+    const char *name;
+    int size;
+    int fl; /* 0 integer, 1 float, 2 double */
+    unsigned ops;
+} ty_t;
+
+static ty_t types[] = {
+    {MPI_INT8_T, "int8", 1, 0, INT_OPS},     {MPI_UINT8_T, "uint8", 1, 0, INT_OPS},
+    {MPI_INT16_T, "int16", 2, 0, INT_OPS},   {MPI_UINT16_T, "uint16", 2, 0, INT_OPS},
+    {MPI_INT32_T, "int32", 4, 0, INT_OPS},   {MPI_UINT32_T, "uint32", 4, 0, INT_OPS},
+    {MPI_INT64_T, "int64", 8, 0, INT_OPS},   {MPI_UINT64_T, "uint64", 8, 0, INT_OPS},
+    {MPI_INT, "int", 4, 0, INT_OPS},         {MPI_UNSIGNED_LONG, "ulong", 8, 0, INT_OPS},
+    {MPI_FLOAT, "float", 4, 1, FLT_OPS},     {MPI_DOUBLE, "double", 8, 2, FLT_OPS},
+    {MPI_C_BOOL, "bool", 1, 0, (1u << LAND) | (1u << LOR) | (1u << LXOR)},
+    {MPI_BYTE, "byte", 1, 0, (1u << BAND) | (1u << BOR) | (1u << BXOR)},
+};
+#define NTYPES ((int)(sizeof(types) / sizeof(types[0])))
+enum { T_INT32 = 4, T_FLOAT = 10, T_DOUBLE = 11 };
+
+static int g_rank, g_quiet, g_device, g_seed = 1;
+static long g_pass, g_fail;
+
+/* ---- buffers: host, or device memory with a host mirror ---------------------------- */
+#define GUARD 64
+static void *buf_alloc(size_t bytes)
+{
+    void *p = NULL;
+
+    if (g_device) {
+        if (test_cuda_alloc(&p, bytes + GUARD, 0) != 0) p = NULL;
+    } else {
+        p = malloc(bytes + GUARD);
+    }
+    if (p == NULL) {
+        fprintf(stderr, "rank %d: no memory for %zu B\n", g_rank, bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+static void buf_free(void *p)
+{
+    if (g_device) test_cuda_free(p, 0); else free(p);
+}
+static void buf_put(void *dst, const void *src, size_t bytes)
+{
+    if (g_device) cu.memcpy_(dst, src, bytes, TEST_CUDA_H2D); else memcpy(dst, src, bytes);
+}
+static void buf_get(void *dst, const void *src, size_t bytes)
+{
+    if (g_device) cu.memcpy_(dst, src, bytes, TEST_CUDA_D2H); else memcpy(dst, src, bytes);
+}
+
+/* ---- values ------------------------------------------------------------------------ */
+static uint64_t val(int op, int cs, int rank, size_t i)
+{
+    uint64_t h = (uint64_t)g_seed * 2654435761u + (uint64_t)cs * 40503u + (uint64_t)rank * 977u +
+                 (uint64_t)i * 7919u;
+
+    h ^= h >> 13;
+    if (op == PROD) return 1 + h % 2;
+    if (op == LAND || op == LOR || op == LXOR) return h % 5 < 3;
+    return h % 21; /* six ranks sum to at most 120: no type overflows */
+}
+
+static uint64_t fold(int op, uint64_t a, uint64_t b)
+{
+    switch (op) {
+    case SUM: return a + b;
+    case PROD: return a * b;
+    case MIN: return a < b ? a : b;
+    case MAX: return a > b ? a : b;
+    case BAND: return a & b;
+    case BOR: return a | b;
+    case BXOR: return a ^ b;
+    case LAND: return a && b;
+    case LOR: return a || b;
+    default: return !a != !b;
+    }
+}
+
+static void put(void *buf, const ty_t *t, size_t i, uint64_t v)
+{
+    if (t->fl == 1) ((float *)buf)[i] = (float)v;
+    else if (t->fl == 2) ((double *)buf)[i] = (double)v;
+    else memcpy((char *)buf + i * t->size, &v, t->size); /* little-endian: the low bytes */
+}
+
+static uint64_t get(const void *buf, const ty_t *t, size_t i)
+{
+    uint64_t v = 0;
+
+    if (t->fl == 1) return (uint64_t)((const float *)buf)[i];
+    if (t->fl == 2) return (uint64_t)((const double *)buf)[i];
+    memcpy(&v, (const char *)buf + i * t->size, t->size);
+    return v;
+}
+
+static uint64_t trunc_to(const ty_t *t, uint64_t v)
+{
+    return t->fl || t->size == 8 ? v : v & ((1ull << (8 * t->size)) - 1);
+}
+
+/* The reduction over every rank of element i of the input of case cs. */
+static uint64_t expect_red(int op, int cs, int n, size_t i)
+{
+    uint64_t v = val(op, cs, 0, i);
+
+    for (int r = 1; r < n; r++) v = fold(op, v, val(op, cs, r, i));
+    return v;
+}
+
+static void verdict(int ok, const char *what, MPI_Comm comm, const ty_t *t, int op, size_t count,
+                    int root, int inplace, size_t bad_i, uint64_t got, uint64_t want)
+{
+    if (ok) {
+        g_pass++;
+        return;
+    }
+    g_fail++;
+    if (g_fail <= 20) {
+        char cname[MPI_MAX_OBJECT_NAME];
+        int len;
+        MPI_Comm_get_name(comm, cname, &len);
+        fprintf(stderr, "rank %d: FAIL %s %s %s count %zu root %d%s on %s: element %zu is "
+                "%llu, expected %llu\n", g_rank, what, t->name, op >= 0 ? op_names[op] : "-",
+                count, root, inplace ? " in place" : "", cname, bad_i,
+                (unsigned long long)got, (unsigned long long)want);
+    }
+}
+
+/* Compare host[0..count) with want(i) and the guard bytes after them. */
+#define CHECK_OUT(_what, _comm, _t, _op, _count, _root, _inplace, _host, _want)            \
+    do {                                                                                   \
+        size_t bad_ = (size_t)-1;                                                          \
+        uint64_t g_ = 0, w_ = 0;                                                           \
+        for (size_t i = 0; i < (_count); i++) {                                            \
+            w_ = trunc_to(_t, (_want));                                                    \
+            g_ = get(_host, _t, i);                                                        \
+            if (g_ != w_) { bad_ = i; break; }                                             \
+        }                                                                                  \
+        for (size_t k = 0; bad_ == (size_t)-1 && k < GUARD; k++) {                         \
+            if (((unsigned char *)(_host))[(_count) * (_t)->size + k] != 0xa5) {           \
+                bad_ = (_count) + k / (_t)->size; g_ = 0xa5a5; w_ = 0xa5;                   \
+            }                                                                              \
+        }                                                                                  \
+        verdict(bad_ == (size_t)-1, _what, _comm, _t, _op, _count, _root, _inplace, bad_,  \
+                g_, w_);                                                                   \
+    } while (0)
+
+/* host scratch: inputs built and outputs read back here */
+static unsigned char *h_in, *h_out;
+static void *d_in, *d_out;
+
+static void poison_out(size_t bytes)
+{
+    memset(h_out, 0x5a, bytes);
+    memset(h_out + bytes, 0xa5, GUARD);
+    buf_put(d_out, h_out, bytes + GUARD);
+}
+
+/* ---- the collectives ---------------------------------------------------------------- */
+static void check_rs(MPI_Comm comm, const ty_t *t, int op, size_t count, int inplace, int cs,
+                     int v)
+{
+    int n, r;
+    const size_t es = (size_t)t->size;
+
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &r);
+    for (size_t i = 0; i < count * n; i++) put(h_in, t, i, val(op, cs, r, i));
+    if (inplace) {
+        memcpy(h_out, h_in, count * n * es);
+        memset(h_out + count * n * es, 0xa5, GUARD);
+        buf_put(d_out, h_out, count * n * es + GUARD);
+    } else {
+        buf_put(d_in, h_in, count * n * es);
+        poison_out(count * es);
+    }
+    if (v) {
+        int *counts = malloc(sizeof(int) * n);
+        for (int k = 0; k < n; k++) counts[k] = (int)count;
+        MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : d_in, d_out, counts, t->dt, mpi_ops[op], comm);
+        free(counts);
+    } else {
+        MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : d_in, d_out, (int)count, t->dt,
+                                 mpi_ops[op], comm);
+    }
+    buf_get(h_out, d_out, count * es + (inplace ? 0 : GUARD));
+    if (inplace) memset(h_out + count * es, 0xa5, GUARD); /* the rest of the input: undefined */
+    CHECK_OUT(v ? "reduce_scatter" : "reduce_scatter_block", comm, t, op, count, -1, inplace,
+              h_out, expect_red(op, cs, n, (size_t)r * count + i));
+}
+
+/* MPI_Reduce_scatter with unequal counts (rank k gets k + 1 + base): the fallback */
+static void check_rsv_unequal(MPI_Comm comm, int cs)
+{
+    const ty_t *t = &types[T_INT32];
+    int n, r, *counts;
+    size_t total = 0, first = 0;
+
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &r);
+    counts = malloc(sizeof(int) * n);
+    for (int k = 0; k < n; k++) {
+        counts[k] = k + 3;
+        if (k < r) first += (size_t)counts[k];
+        total += (size_t)counts[k];
+    }
+    for (size_t i = 0; i < total; i++) put(h_in, t, i, val(SUM, cs, r, i));
+    buf_put(d_in, h_in, total * 4);
+    poison_out((size_t)counts[r] * 4);
+    MPI_Reduce_scatter(d_in, d_out, counts, t->dt, MPI_SUM, comm);
+    buf_get(h_out, d_out, (size_t)counts[r] * 4 + GUARD);
+    CHECK_OUT("reduce_scatter(unequal)", comm, t, SUM, (size_t)counts[r], -1, 0, h_out,
+              expect_red(SUM, cs, n, first + i));
+    free(counts);
+}
+
+static void check_reduce(MPI_Comm comm, const ty_t *t, int op, size_t count, int root,
+                         int inplace, int cs)
+{
+    int n, r;
+    const size_t es = (size_t)t->size;
+
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &r);
+    inplace = inplace && r == root;
+    for (size_t i = 0; i < count; i++) put(h_in, t, i, val(op, cs, r, i));
+    if (inplace) {
+        memcpy(h_out, h_in, count * es);
+        memset(h_out + count * es, 0xa5, GUARD);
+        buf_put(d_out, h_out, count * es + GUARD);
+    } else {
+        buf_put(d_in, h_in, count * es);
+        poison_out(count * es);
+    }
+    MPI_Reduce(inplace ? MPI_IN_PLACE : d_in, r == root ? d_out : NULL, (int)count, t->dt,
+               mpi_ops[op], root, comm);
+    buf_get(h_out, d_out, count * es + GUARD);
+    if (r == root) {
+        CHECK_OUT("reduce", comm, t, op, count, root, inplace, h_out,
+                  expect_red(op, cs, n, i));
+    } else { /* untouched */
+        CHECK_OUT("reduce(non-root untouched)", comm, &types[1], -1, count * es, root, 0,
+                  h_out, 0x5a);
+    }
+}
+
+/* allgather of count elements of t (sent as scount of st when st != NULL) */
+static void check_ag(MPI_Comm comm, const ty_t *t, size_t count, int inplace, int cs,
+                     MPI_Datatype st, int scount)
+{
+    int n, r;
+    const size_t es = (size_t)t->size;
+
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &r);
+    for (size_t i = 0; i < count; i++) put(h_in, t, i, val(SUM, cs, r, i));
+    poison_out(count * n * es);
+    if (inplace) {
+        memcpy(h_out + (size_t)r * count * es, h_in, count * es);
+        buf_put(d_out, h_out, count * n * es + GUARD);
+    } else {
+        buf_put(d_in, h_in, count * es);
+    }
+    MPI_Allgather(inplace ? MPI_IN_PLACE : d_in, st != MPI_DATATYPE_NULL ? scount : (int)count,
+                  st != MPI_DATATYPE_NULL ? st : t->dt, d_out, (int)count, t->dt, comm);
+    buf_get(h_out, d_out, count * n * es + GUARD);
+    CHECK_OUT("allgather", comm, t, -1, count * n, -1, inplace, h_out,
+              val(SUM, cs, (int)(i / count), i % count));
+}
+
+static void check_bcast(MPI_Comm comm, const ty_t *t, MPI_Datatype dt, size_t count, int root,
+                        int cs)
+{
+    int r;
+    const size_t es = (size_t)t->size;
+
+    MPI_Comm_rank(comm, &r);
+    if (r == root) {
+        for (size_t i = 0; i < count; i++) put(h_out, t, i, val(SUM, cs, root, i));
+        memset(h_out + count * es, 0xa5, GUARD);
+        buf_put(d_out, h_out, count * es + GUARD);
+    } else {
+        poison_out(count * es);
+    }
+    MPI_Bcast(d_out, (int)count, dt, root, comm);
+    buf_get(h_out, d_out, count * es + GUARD);
+    CHECK_OUT("bcast", comm, t, -1, count, root, 0, h_out, val(SUM, cs, root, i));
+}
+
+/* ---- the sweep -------------------------------------------------------------------- */
+static void sweep(MPI_Comm comm, int full, size_t large)
+{
+    static const size_t counts[] = {0, 1, 7, 33, 1000};
+    const int nc = sizeof(counts) / sizeof(counts[0]);
+    int n, cs = 0;
+    MPI_Datatype contig;
+    int32_t one = 1;
+
+    MPI_Comm_size(comm, &n);
+    /* one allreduce: the communicator's setup shows in the log as for allreduce */
+    MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm);
+    /* reductions: every type x op (fast: the first count of each pair, a few pairs) */
+    for (int ti = 0; ti < NTYPES; ti++) {
+        for (int op = 0; op < NOPS; op++) {
+            if (!(types[ti].ops >> op & 1u)) continue;
+            if (!full && (ti + op) % 5 != 0) continue;
+            for (int ci = 0; ci < nc; ci++) {
+                size_t c = counts[ci];
+                int ip = (ti + op + ci) % 2, root = (ti + op + ci) % n;
+                if (!full && ci % 2 == 0 && ci > 0) continue;
+                check_rs(comm, &types[ti], op, c, ip, ++cs, 0);
+                check_reduce(comm, &types[ti], op, c, root, ip, ++cs);
+            }
+        }
+    }
+    /* both forms and every root, on one type */
+    for (int ip = 0; ip < 2; ip++) {
+        check_rs(comm, &types[T_INT32], SUM, 17, ip, ++cs, 1);
+        for (int root = 0; root < n; root++) {
+            check_reduce(comm, &types[T_DOUBLE], MAX, 33, root, ip, ++cs);
+            check_bcast(comm, &types[T_INT32], MPI_INT32_T, 1 + 37 * (size_t)root, root, ++cs);
+        }
+    }
+    check_rsv_unequal(comm, ++cs);
+    /* copies: byte sizes of every kind */
+    for (int ti = 0; ti < NTYPES; ti += full ? 1 : 5) {
+        for (int ci = 0; ci < nc; ci++) {
+            check_ag(comm, &types[ti], counts[ci], (ti + ci) % 2, ++cs, MPI_DATATYPE_NULL, 0);
+            check_bcast(comm, &types[ti], types[ti].dt, counts[ci], (ti + ci) % n, ++cs);
+        }
+    }
+    /* allgather: ints sent, bytes received (the same bytes) */
+    check_ag(comm, &types[13], 4 * 9, 0, ++cs, MPI_INT32_T, 9);
+    /* a derived type: the fallback */
+    MPI_Type_contiguous(2, MPI_INT32_T, &contig);
+    MPI_Type_commit(&contig);
+    check_ag(comm, &types[T_INT32], 10, 0, ++cs, contig, 5);
+    check_bcast(comm, &types[T_INT32], contig, 10, n - 1, ++cs); /* 10 int32 = 5 contig */
+    MPI_Type_free(&contig);
+    if (large > 0) {
+        size_t per = large / (size_t)n;
+        check_rs(comm, &types[T_FLOAT], SUM, per, 0, ++cs, 0);
+        check_rs(comm, &types[T_INT32], SUM, per + 1, 1, ++cs, 0);
+        check_ag(comm, &types[T_INT32], per + 3, 0, ++cs, MPI_DATATYPE_NULL, 0);
+        check_bcast(comm, &types[T_INT32], MPI_INT32_T, large, n - 1, ++cs);
+        check_reduce(comm, &types[T_INT32], SUM, large, n / 2, 0, ++cs);
+        check_reduce(comm, &types[T_FLOAT], MAX, large + 5, 0, 1, ++cs);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    size_t large = 1 << 20, bytes;
+    int opt, full = 1, n, bad = 0;
+    long tot[2];
+    MPI_Comm dup, split;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    while ((opt = getopt(argc, argv, "s:L:fdq")) != -1) {
+        switch (opt) {
+        case 's': g_seed = atoi(optarg); break;
+        case 'L': large = strtoul(optarg, NULL, 0); break;
+        case 'f': full = 0; break;
+        case 'd': g_device = 1; break;
+        case 'q': g_quiet = 1; break;
+        default:
+            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-q]\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (g_device) {
+        char err[256];
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (test_cuda_load(lr ? atoi(lr) : 0, err, sizeof(err)) != 0) {
+            fprintf(stderr, "rank %d: %s\n", g_rank, err);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    mpi_ops[SUM] = MPI_SUM; mpi_ops[PROD] = MPI_PROD; mpi_ops[MIN] = MPI_MIN;
+    mpi_ops[MAX] = MPI_MAX; mpi_ops[BAND] = MPI_BAND; mpi_ops[BOR] = MPI_BOR;
+    mpi_ops[BXOR] = MPI_BXOR; mpi_ops[LAND] = MPI_LAND; mpi_ops[LOR] = MPI_LOR;
+    mpi_ops[LXOR] = MPI_LXOR;
+    bytes = ((large > 2000 ? large : 2000) + 64) * 8 * (size_t)n;
+    h_in = malloc(bytes + GUARD);
+    h_out = malloc(bytes + GUARD);
+    d_in = buf_alloc(bytes);
+    d_out = buf_alloc(bytes);
+
+    sweep(MPI_COMM_WORLD, full, large);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_name(dup, "dup");
+    sweep(dup, 0, 0);
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, n - g_rank, &split); /* reversed order */
+    MPI_Comm_set_name(split, "split");
+    sweep(split, 0, 0);
+    MPI_Comm_free(&split);
+    MPI_Comm_free(&dup);
+
+    /* the verdict through MPI_Gather, which gpuring does not run */
+    {
+        long mine[2] = {g_pass, g_fail}, *all = malloc(sizeof(long) * 2 * (size_t)n);
+        MPI_Gather(mine, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+        tot[0] = tot[1] = 0;
+        for (int k = 0; g_rank == 0 && k < n; k++) {
+            tot[0] += all[2 * k];
+            tot[1] += all[2 * k + 1];
+        }
+        if (g_rank == 0) printf("%ld passed, %ld failed\n", tot[0], tot[1]);
+        free(all);
+    }
+    bad = g_fail != 0 || (g_rank == 0 && tot[1] != 0);
+    buf_free(d_in);
+    buf_free(d_out);
+    free(h_in);
+    free(h_out);
+    MPI_Finalize();
+    return bad;
+}
