@@ -4,6 +4,7 @@
  */
 #include "common/gpuring_common.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -73,7 +74,13 @@ void gpuring_log_emit(int level, unsigned subsys, const char *file, int line,
         va_end(ap);
     }
     if (gpuring_log_config.sink != NULL) {
+        /* one line at a time: the caller, the progress thread and the workers of
+         * non-blocking calls all log, and Open MPI's opal_output takes no lock of its
+         * own unless the application asked for MPI_THREAD_MULTIPLE */
+        static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&sink_lock);
         gpuring_log_config.sink(level, msg);
+        pthread_mutex_unlock(&sink_lock);
     } else {
         fprintf(stderr, "%s\n", msg);
     }
