@@ -4,7 +4,8 @@
 #   host      test/mpi/run_mpi_tests.sh's cases on host buffers with the
 #             instrumented component (test/sanitize/host): shm, virtual nodes
 #             (shm and UCX), all-UCX small slots, the tree, a timeout, threads,
-#             communicator churn, device buffers staged (stand-in driver)
+#             communicator churn, device buffers staged (stand-in driver), the
+#             other collectives, MPI_Iallreduce and its timeout
 #   cudacpu   test/cudacpu/run_cudacpu_mpi.sh's device-buffer cases with the
 #             instrumented component and CUDA CPU runtime (test/sanitize/cudacpu):
 #             direct, FIFO, LL trees over virtual nodes (LL shm and simple net
@@ -73,7 +74,7 @@ if [ -f "$top/test/sanitize/host/.libs/mca_coll_gpuring.so" ]; then
     GPURING_MCA_ARGS="--mca mca_base_component_path $top/test/sanitize/host/.libs:$pkglibdir \
 --mca coll_gpuring_host_buffers 1 --mca coll_gpuring_verbose 3 $SAN_X" \
     GPURING_TEST_LOGDIR=$logs/host GPURING_CHURN_N=100 \
-    GPURING_TEST_FILTER='^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|churn_np2_rpn0|churn_np2_rpn1)$' \
+    GPURING_TEST_FILTER='^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|churn_np2_rpn0|churn_np2_rpn1|colls_np3_rpn1|iallreduce_np4_rpn2|timeout_nonblocking_np3_rpn1)$' \
         runner host "$here/../mpi/run_mpi_tests.sh"
 else
     echo "FAIL host: test/sanitize/host/.libs/mca_coll_gpuring.so not built"
