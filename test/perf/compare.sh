@@ -167,6 +167,7 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
 }
 
 median() { # median of a space-separated list of numbers ("-" if empty)
+    [ -z "${1// /}" ] && { echo -; return; }
     printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END {
         if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
         else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
