@@ -1,26 +1,39 @@
 /*
- * allreduce_perf.c -- MPI_Allreduce bandwidth test in the style of
- * nccl-tests' all_reduce_perf.
+ * allreduce_perf.c -- bandwidth test of one MPI collective in the style of
+ * nccl-tests (all_reduce_perf, reduce_scatter_perf, ...); MPI_Allreduce
+ * unless -C names another.
  *
+ *   -C coll: all_reduce (default), reduce_scatter (MPI_Reduce_scatter_block),
+ *            all_gather (MPI_Allgather), broadcast (MPI_Bcast), reduce
+ *            (MPI_Reduce), iall_reduce (MPI_Iallreduce + MPI_Wait)
+ *   -r root  (broadcast, reduce; default 0)
  *   -b minbytes  (default 8)        -e maxbytes (default 64M; K/M/G suffixes;
  *                                      always measured, on the factor's grid or not)
  *   -f factor    (default 2)        -t type: float double int8 uint8 int32
  *                                      uint32 int64 uint64 (default float)
- *   -o op: sum prod min max (default sum)
+ *   -o op: sum prod min max (default sum; ignored by all_gather, broadcast)
  *   -n iters (default 20)           -w warmup iters (default 5)
  *   -m host|device|memcpy (default host; device loads libcudart with dlopen
  *                   at run time and exits 2 if it cannot; memcpy times no
  *                   MPI call but every rank's memcpy of the same bytes, all
  *                   ranks at once: the memory bound host paths are held
  *                   against, busbw = algbw, nothing checked)
- *   -c 0|1 check results (default 1)  -i in place (default off)
+ *   -c 0|1 check results (default 1)  -i in place (default off; MPI's
+ *                   MPI_IN_PLACE form: reduce at the root only, none for
+ *                   broadcast)
  *
  * One row per size: size(B) count type op time(us) algbw(GB/s) busbw(GB/s)
- * #wrong.  time is the average over iters of one MPI_Allreduce, taken as the
- * maximum over ranks; algbw = size / time; busbw = algbw * 2(n-1)/n.
- * #wrong counts wrong elements over all ranks after one extra checked call
- * made with fresh data (exact reference, see fill_check()).  Rank 0 prints.
- * The exit code is 1 if any element was wrong, 2 on a setup error.
+ * #wrong, with nccl-tests' meanings: size is the largest buffer of the call
+ * (reduce_scatter's send buffer, all_gather's receive buffer: nranks blocks,
+ * so the size is rounded down to a multiple of nranks elements), count is the
+ * count argument (one rank's block for reduce_scatter and all_gather).  time
+ * is the average over iters of one call, taken as the maximum over ranks;
+ * algbw = size / time; busbw = algbw * 2(n-1)/n (all_reduce, iall_reduce),
+ * (n-1)/n (reduce_scatter, all_gather), 1 (broadcast, reduce).  #wrong counts
+ * wrong elements over all ranks (the root only for reduce) after one extra
+ * checked call made with fresh data, against a reference each rank computes
+ * from every rank's inputs (exact, see value()).  Rank 0 prints.  The exit
+ * code is 1 if any element was wrong, 2 on a setup error.
  */
 #include <mpi.h>
 #include <dlfcn.h>
@@ -138,16 +151,151 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
-/* What is timed: one MPI_Allreduce, or (-m memcpy) one memcpy of its bytes. */
-static void timed_call(int copy_only, void *sb, void *recvbuf, size_t bytes, size_t count,
-                       MPI_Datatype dt, MPI_Op mop)
+/* ---- collectives ---------------------------------------------------------- */
+enum { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BCAST, C_REDUCE, C_IALLREDUCE };
+static const struct {
+    const char *name;
+    int reduces; /* takes an op */
+    int blocks;  /* count is one rank's block of a buffer of nranks blocks */
+} colls[] = {
+    {"all_reduce", 1, 0}, {"reduce_scatter", 1, 1}, {"all_gather", 0, 1},
+    {"broadcast", 0, 0},  {"reduce", 1, 0},         {"iall_reduce", 1, 0},
+};
+#define NCOLLS ((int)(sizeof colls / sizeof colls[0]))
+
+/* nccl-tests' bus bandwidth factor */
+static double busbw_factor(int coll, int n)
+{
+    switch (coll) {
+    case C_ALLREDUCE: case C_IALLREDUCE: return 2.0 * (n - 1) / n;
+    case C_REDUCE_SCATTER: case C_ALLGATHER: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+typedef struct {
+    int coll, root, rank, nranks, inplace;
+    tid_t t;
+    MPI_Datatype dt;
+    MPI_Op mop;
+} call_t;
+
+/* One call of the collective: `count` as MPI takes it (a block for
+ * reduce_scatter and all_gather); the input is in sendbuf, or where MPI
+ * wants it in recvbuf for MPI_IN_PLACE (see fill()). */
+static void mpi_call(const call_t *c, void *sendbuf, void *recvbuf, size_t count)
+{
+    int ip = c->inplace, n = (int)count;
+    MPI_Request req;
+    switch (c->coll) {
+    case C_ALLREDUCE:
+        MPI_Allreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, n, c->dt, c->mop, MPI_COMM_WORLD);
+        break;
+    case C_IALLREDUCE:
+        MPI_Iallreduce(ip ? MPI_IN_PLACE : sendbuf, recvbuf, n, c->dt, c->mop, MPI_COMM_WORLD, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        break;
+    case C_REDUCE_SCATTER:
+        MPI_Reduce_scatter_block(ip ? MPI_IN_PLACE : sendbuf, recvbuf, n, c->dt, c->mop, MPI_COMM_WORLD);
+        break;
+    case C_ALLGATHER:
+        if (ip) MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recvbuf, n, c->dt, MPI_COMM_WORLD);
+        else MPI_Allgather(sendbuf, n, c->dt, recvbuf, n, c->dt, MPI_COMM_WORLD);
+        break;
+    case C_BCAST:
+        MPI_Bcast(recvbuf, n, c->dt, c->root, MPI_COMM_WORLD);
+        break;
+    case C_REDUCE:
+        MPI_Reduce(ip && c->rank == c->root ? MPI_IN_PLACE : sendbuf, recvbuf, n, c->dt, c->mop, c->root,
+                   MPI_COMM_WORLD);
+        break;
+    }
+}
+
+/* What is timed: one call, or (-m memcpy) one memcpy of its bytes. */
+static void timed_call(int copy_only, const call_t *c, void *sendbuf, void *recvbuf, size_t bytes,
+                       size_t count)
 {
     if (copy_only) {
-        memcpy(recvbuf, sb, bytes);
+        memcpy(recvbuf, sendbuf, bytes);
         __asm__ __volatile__("" : : "r"(recvbuf) : "memory"); /* the copy is not dead */
     } else {
-        MPI_Allreduce(sb, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
+        mpi_call(c, sendbuf, recvbuf, count);
     }
+}
+
+/* Elements of this rank's input and of its receive buffer for a call of
+ * `count` (a block for reduce_scatter and all_gather). */
+static size_t input_elems(const call_t *c, size_t count)
+{
+    return c->coll == C_REDUCE_SCATTER ? count * (size_t)c->nranks : count;
+}
+static size_t recv_elems(const call_t *c, size_t count)
+{
+    return c->coll == C_ALLGATHER ? count * (size_t)c->nranks : count;
+}
+
+/* Lay out this rank's input for one call of `count` in the host buffers
+ * hsend / hrecv (the MPI buffers themselves in host mode) and copy them to
+ * the device buffers in device mode.  checked: value()'s data and a poisoned
+ * receive buffer; otherwise timing data that keeps repeated in-place
+ * reductions finite (PROD: ones; in-place SUM: zeros).  In place, the input
+ * is where MPI wants it: the receive buffer (all_gather: this rank's block of
+ * it; reduce: at the root only).  broadcast: the root's receive buffer. */
+static void fill(const call_t *c, int op, int checked, int device, void *hsend, void *hrecv,
+                 void *sendbuf, void *recvbuf, size_t count, size_t es)
+{
+    size_t nin = input_elems(c, count), nrecv = recv_elems(c, count);
+    size_t at = c->coll == C_ALLGATHER ? (size_t)c->rank * count : 0; /* in-place input's place */
+    int in_recv = c->coll == C_BCAST ? c->rank == c->root
+                  : c->inplace && (c->coll != C_REDUCE || c->rank == c->root);
+    int reduces = colls[c->coll].reduces;
+
+    for (size_t i = 0; i < nin; i++) {
+        double v = value(op, c->t, c->rank, i, c->nranks);
+        if (!checked && reduces && op == O_PROD) v = 1.0;
+        if (!checked && reduces && op == O_SUM && c->inplace) v = 0.0;
+        store(hsend, c->t, i, v);
+    }
+    if (checked)
+        for (size_t i = 0; i < nrecv; i++) store(hrecv, c->t, i, -3.0); /* poison */
+    if (in_recv) memcpy((char *)hrecv + at * es, hsend, nin * es);
+    if (device) {
+        cu.memcpy_(sendbuf, hsend, nin * es, TEST_CUDA_H2D);
+        cu.memcpy_(recvbuf, hrecv, nrecv * es, TEST_CUDA_H2D);
+    }
+}
+
+/* Wrong elements in this rank's result (host copy), against a reference
+ * computed here from every rank's value()s. */
+static long long check_result(const call_t *c, int op, const void *hrecv, size_t count)
+{
+    const int n = c->nranks;
+    size_t nres = recv_elems(c, count);
+    long long wrong = 0;
+
+    if (c->coll == C_REDUCE && c->rank != c->root) return 0; /* no result here */
+    for (size_t i = 0; i < nres; i++) {
+        double e;
+        switch (c->coll) {
+        case C_ALLGATHER: /* block q is rank q's input */
+            e = value(op, c->t, (int)(i / count), i % count, n);
+            break;
+        case C_BCAST:
+            e = value(op, c->t, c->root, i, n);
+            break;
+        default: { /* reductions; reduce_scatter: this rank's block */
+            size_t j = c->coll == C_REDUCE_SCATTER ? (size_t)c->rank * count + i : i;
+            e = value(op, c->t, 0, j, n);
+            for (int r = 1; r < n; r++) e = fold(op, e, value(op, c->t, r, j, n));
+        }
+        }
+        /* store/load round trip gives the value in the element type */
+        unsigned char tmp[8];
+        store(tmp, c->t, 0, e);
+        if (load(hrecv, c->t, i) != load(tmp, c->t, 0)) wrong++;
+    }
+    return wrong;
 }
 
 int main(int argc, char **argv)
@@ -160,9 +308,16 @@ int main(int argc, char **argv)
     size_t minb = 8, maxb = 64u << 20;
     double factor = 2.0;
     int ti = 0, op = O_SUM, iters = 20, warmup = 5, device = 0, check = 1, inplace = 0, opt, bad = 0,
-        copy_only = 0;
-    while ((opt = getopt(argc, argv, "b:e:f:t:o:n:w:m:c:ih")) != -1) {
+        copy_only = 0, coll = C_ALLREDUCE, root = 0;
+    while ((opt = getopt(argc, argv, "C:r:b:e:f:t:o:n:w:m:c:ih")) != -1) {
         switch (opt) {
+        case 'C': {
+            int found = -1;
+            for (int k = 0; k < NCOLLS; k++) if (!strcmp(colls[k].name, optarg)) found = k;
+            if (found < 0) bad = 1; else coll = found;
+            break;
+        }
+        case 'r': root = atoi(optarg); break;
         case 'b': minb = parse_size(optarg); break;
         case 'e': maxb = parse_size(optarg); break;
         case 'f': factor = atof(optarg); break;
@@ -191,20 +346,23 @@ int main(int argc, char **argv)
         default: bad = 1; break;
         }
     }
-    if (bad || iters < 1 || factor <= 1.0 || minb > maxb) {
+    if (bad || iters < 1 || factor <= 1.0 || minb > maxb || root < 0 || root >= nranks) {
         if (!rank)
-            fprintf(stderr, "usage: allreduce_perf [-b minbytes] [-e maxbytes] [-f factor] [-t type] [-o op] "
+            fprintf(stderr, "usage: allreduce_perf [-C all_reduce|reduce_scatter|all_gather|broadcast|reduce|"
+                            "iall_reduce] [-r root] [-b minbytes] [-e maxbytes] [-f factor] [-t type] [-o op] "
                             "[-n iters] [-w warmup] [-m host|device|memcpy] [-c 0|1] [-i]\n");
         MPI_Finalize();
         return 2;
     }
     if (copy_only) check = inplace = 0; /* a copy has nothing to check, no place to be in */
+    if (coll == C_BCAST) inplace = 0;    /* MPI_Bcast has one buffer */
     tid_t t = types[ti].id;
     size_t es = types[ti].size;
-    MPI_Datatype dt = mpi_type(t);
-    MPI_Op mop = mpi_op(op);
+    call_t call = {.coll = coll, .root = root, .rank = rank, .nranks = nranks, .inplace = inplace,
+                   .t = t, .dt = mpi_type(t), .mop = mpi_op(op)};
+    const char *opname = colls[coll].reduces ? op_names[op] : "none";
 
-    /* buffers */
+    /* buffers: both of the largest size (a call's send or receive buffer) */
     size_t maxcount = maxb / es, bytes_alloc = (maxcount ? maxcount : 1) * es;
     void *sendbuf = NULL, *recvbuf = NULL;
     void *hsend = malloc(bytes_alloc), *hrecv = malloc(bytes_alloc);
@@ -236,79 +394,57 @@ int main(int argc, char **argv)
     }
 
     if (rank == 0) {
-        printf("# allreduce_perf: nranks %d, mode %s, type %s, op %s, %s, iters %d, warmup %d, check %d\n", nranks,
-               device ? "device" : copy_only ? "memcpy" : "host", types[ti].name, op_names[op], inplace ? "in-place" : "out-of-place", iters,
-               warmup, check);
+        printf("# allreduce_perf: coll %s, nranks %d, mode %s, type %s, op %s, %s", colls[coll].name, nranks,
+               device ? "device" : copy_only ? "memcpy" : "host", types[ti].name, opname,
+               inplace ? "in-place" : "out-of-place");
+        if (coll == C_BCAST || coll == C_REDUCE) printf(", root %d", root);
+        printf(", iters %d, warmup %d, check %d\n", iters, warmup, check);
         printf("# %12s %12s %8s %6s %12s %12s %12s %8s\n", "size(B)", "count", "type", "op", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
         fflush(stdout);
     }
 
+    const int blocks = colls[coll].blocks;
     long long total_wrong = 0;
     double sum_busbw = 0;
     int nrows = 0, nrows_wrong = 0;
     size_t last = (size_t)-1;
     /* minb, minb * factor, ... and maxb itself when the factor steps past it */
     for (double sz = (double)minb, next; sz > 0; sz = next) {
-        size_t count = (size_t)sz / es, bytes = count * es;
+        /* count: MPI's count argument (reduce_scatter, all_gather: a block);
+         * bytes: the largest buffer, nccl-tests' size */
+        size_t count = (size_t)sz / es / (blocks ? (size_t)nranks : 1);
+        size_t bytes = count * es * (blocks ? (size_t)nranks : 1);
         next = sz * factor > (double)maxb * 1.0000001 ? (sz < (double)maxb ? (double)maxb : 0)
                                                        : sz * factor;
         if (bytes == last) continue;
         last = bytes;
 
-        /* timing data: zeros for in-place SUM/PROD would stay put anyway;
-         * use values that keep repeated in-place reductions finite */
-        for (size_t i = 0; i < count; i++)
-            store(hsend, t, i, op == O_PROD ? 1.0 : (op == O_SUM && inplace ? 0.0 : value(op, t, rank, i, nranks)));
-        if (device) {
-            cu.memcpy_(sendbuf, hsend, bytes, TEST_CUDA_H2D);
-            cu.memcpy_(recvbuf, hsend, bytes, TEST_CUDA_H2D);
-        } else if (inplace) {
-            memcpy(recvbuf, hsend, bytes);
-        }
-        void *sb = inplace ? MPI_IN_PLACE : sendbuf;
-        for (int k = 0; k < warmup; k++) timed_call(copy_only, sb, recvbuf, bytes, count, dt, mop);
+        fill(&call, op, 0, device, hsend, hrecv, sendbuf, recvbuf, count, es);
+        for (int k = 0; k < warmup; k++) timed_call(copy_only, &call, sendbuf, recvbuf, bytes, count);
         if (device) cu.sync();
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        for (int k = 0; k < iters; k++) timed_call(copy_only, sb, recvbuf, bytes, count, dt, mop);
+        for (int k = 0; k < iters; k++) timed_call(copy_only, &call, sendbuf, recvbuf, bytes, count);
         if (device) cu.sync();
         double mine = (MPI_Wtime() - t0) / iters, tmax = 0;
         MPI_Reduce(&mine, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
         long long wrong = 0, wrong_all = 0;
         if (check) { /* one more call with fresh data, checked exactly */
-            for (size_t i = 0; i < count; i++) store(hsend, t, i, value(op, t, rank, i, nranks));
-            for (size_t i = 0; i < count; i++) store(hrecv, t, i, -3.0); /* poison */
-            if (device) {
-                cu.memcpy_(sendbuf, hsend, bytes, TEST_CUDA_H2D);
-                cu.memcpy_(recvbuf, inplace ? hsend : hrecv, bytes, TEST_CUDA_H2D);
-            } else if (inplace) {
-                memcpy(recvbuf, hsend, bytes);
-            }
-            MPI_Allreduce(inplace ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, dt, mop, MPI_COMM_WORLD);
-            if (device) cu.memcpy_(hrecv, recvbuf, bytes, TEST_CUDA_D2H);
-            for (size_t i = 0; i < count; i++) {
-                double e = value(op, t, 0, i, nranks);
-                for (int r = 1; r < nranks; r++) e = fold(op, e, value(op, t, r, i, nranks));
-                /* store/load round trip gives the value in the element type */
-                double expect;
-                {
-                    unsigned char tmp[8];
-                    store(tmp, t, 0, e);
-                    expect = load(tmp, t, 0);
-                }
-                if (load(hrecv, t, i) != expect) wrong++;
-            }
+            fill(&call, op, 1, device, hsend, hrecv, sendbuf, recvbuf, count, es);
+            mpi_call(&call, sendbuf, recvbuf, count);
+            if (device) cu.memcpy_(hrecv, recvbuf, recv_elems(&call, count) * es, TEST_CUDA_D2H);
+            wrong = check_result(&call, op, hrecv, count);
             MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         }
         if (rank == 0) {
             double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
-            double busbw = copy_only ? algbw : algbw * 2.0 * (nranks - 1) / nranks;
+            double busbw = copy_only ? algbw : algbw * busbw_factor(coll, nranks);
             char wr[32];
             if (check) snprintf(wr, sizeof wr, "%lld", wrong_all);
             else snprintf(wr, sizeof wr, "N/A");
-            printf("  %12zu %12zu %8s %6s %12.2f %12.3f %12.3f %8s\n", bytes, count, types[ti].name, op_names[op],
+            printf("  %12zu %12zu %8s %6s %12.2f %12.3f %12.3f %8s\n", bytes, count, types[ti].name, opname,
                    tmax * 1e6, algbw, busbw, wr);
             fflush(stdout);
             total_wrong += wrong_all;

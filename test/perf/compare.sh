@@ -1,8 +1,9 @@
 #!/bin/bash
-# compare.sh -- MPI_Allreduce through gpuring vs. Open MPI's default (tuned),
-# and both against the memory bound (memcpy of the same bytes on every rank at
-# once: allreduce_perf -m memcpy), measured with allreduce_perf in one
-# invocation of this script.
+# compare.sh -- one collective (MPI_Allreduce unless -C names another, with
+# allreduce_perf's nccl-tests names) through gpuring vs. Open MPI's default
+# (tuned), and both against the memory bound (memcpy of the same bytes on
+# every rank at once: allreduce_perf -m memcpy), measured with allreduce_perf
+# in one invocation of this script.
 #
 # Sizes are split into groups of G consecutive sizes; for each group the two
 # configurations run back to back (alternating which goes first), so slow
@@ -18,15 +19,18 @@
 #   tuned:   mpirun $GPURING_MCA_ARGS --mca coll ^gpuring ...
 # (params named here are dropped from GPURING_MCA_ARGS first: mpirun refuses
 # a param given twice).  The gpuring runs also get coll_gpuring_verbose 3 and
-# must print gpuring's `ready:` line; the tuned runs must not.  With GPURING_MCA_ARGS empty both columns are plain
+# must print gpuring's `ready:` line and a finalize summary counting at least
+# N calls of the collective in gpuring; the tuned runs must print neither.  With GPURING_MCA_ARGS empty both columns are plain
 # Open MPI, which measures the noise of the comparison.
 #
-# Usage: compare.sh [-n np] [-b minbytes] [-e maxbytes] [-f factor] [-t type]
-#                   [-o op] [-N iters] [-w warmup] [-m host|device] [-i]
-#                   [-g sizes-per-group] [-r repetitions] [-c 0|1] [-x sizes]
-# Defaults: -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10 -m host -g 4 -r 5
-#           -c 1  (-e is measured even when -f steps past it; -x adds sizes off
-#           the -f grid, comma-separated, e.g. -x 64K)
+# Usage: compare.sh [-C coll] [-n np] [-b minbytes] [-e maxbytes] [-f factor]
+#                   [-t type] [-o op] [-N iters] [-w warmup] [-m host|device]
+#                   [-i] [-g sizes-per-group] [-r repetitions] [-c 0|1]
+#                   [-x sizes] [-B 0|1]
+# Defaults: -C all_reduce -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10
+#           -m host -g 4 -r 5 -c 1 -B 1  (-e is measured even when -f steps
+#           past it; -x adds sizes off the -f grid, comma-separated, e.g.
+#           -x 64K; -B 0 skips the memcpy bound)
 # Environment: GPURING_PERF_BIN (default: allreduce_perf next to this
 # script), GPURING_PERF_LOGDIR (raw outputs; default mktemp -d),
 # GPURING_PERF_TIMEOUT (seconds per mpirun, default 600), MPIRUN.
@@ -42,10 +46,12 @@ mkdir -p "$LOGDIR" || exit 2
 TIMEOUT=${GPURING_PERF_TIMEOUT:-600}
 MPIRUN=${MPIRUN:-mpirun}
 
-NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
+COLL=all_reduce BOUND=1 NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
 EXTRA=
-while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
+while getopts "C:B:n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
     case $opt in
+    C) COLL=$OPTARG ;;
+    B) BOUND=$OPTARG ;;
     n) NP=$OPTARG ;;
     b) MINB=$OPTARG ;;
     e) MAXB=$OPTARG ;;
@@ -68,6 +74,16 @@ while getopts "n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
 done
 [ -x "$PERF" ] || { echo "allreduce_perf not found at $PERF (set GPURING_PERF_BIN)"; exit 2; }
 
+# the name of the collective in gpuring's finalize summary
+case $COLL in
+all_reduce | iall_reduce) SUMMARY_NAME=allreduce ;;
+reduce_scatter) SUMMARY_NAME=reduce_scatter ;;
+all_gather) SUMMARY_NAME=allgather ;;
+broadcast) SUMMARY_NAME=bcast ;;
+reduce) SUMMARY_NAME=reduce ;;
+*) echo "unknown collective $COLL"; exit 2 ;;
+esac
+
 source "$HERE/perf_sizes.sh"
 MINB=$(to_bytes "$MINB")
 MAXB=$(to_bytes "$MAXB")
@@ -84,7 +100,7 @@ TUNED_MCA=("${MCA[@]}")
 if [ ${#USER_MCA[@]} = 0 ]; then
     echo "# NOTE: GPURING_MCA_ARGS is empty: both columns are plain Open MPI (noise baseline)"
 fi
-echo "# np $NP, type $TYPE, op $OP, mode $MODE, iters $ITERS, warmup $WARMUP${INPLACE:+, in-place}, median of $REPS, logs $LOGDIR"
+echo "# $COLL, np $NP, type $TYPE, op $OP, mode $MODE, iters $ITERS, warmup $WARMUP${INPLACE:+, in-place}, median of $REPS, logs $LOGDIR"
 
 SIZES=()
 for ((s = MINB; s <= MAXB; s *= FACTOR)); do SIZES+=("$s"); done
@@ -116,7 +132,7 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
     tuned) mca=("${TUNED_MCA[@]}") ;;
     memcpy) mca=("${TUNED_MCA[@]}") mode=(-m memcpy) ;;
     esac
-    local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${mca[@]}" "$PERF" -b "$lo" -e "$hi" -f "$FACTOR"
+    local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${mca[@]}" "$PERF" -C "$COLL" -b "$lo" -e "$hi" -f "$FACTOR"
         -t "$TYPE" -o "$OP" -n "$ITERS" -w "$WARMUP" "${mode[@]}")
     { echo "# ${cmd[*]}"; "${cmd[@]}"; } > "$log" 2> "$log.stderr"
     local rc=$?
@@ -124,9 +140,14 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
         echo "# $cfg run for sizes $lo..$hi failed (exit $rc), see $log and $log.stderr"
         STATUS=1
     fi
-    if [ ${#USER_MCA[@]} -gt 0 ]; then # prove which allreduce ran
+    if [ ${#USER_MCA[@]} -gt 0 ]; then # prove which collective ran
+        local ncalls
+        ncalls=$(sed -n "s/.* $SUMMARY_NAME summary: \([0-9]*\) calls in gpuring.*/\1/p" "$log.stderr" | head -1)
         if [ "$cfg" = gpuring ] && ! grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: gpuring run for sizes $lo..$hi printed no 'ready:' line: gpuring did not run"
+            STATUS=1
+        elif [ "$cfg" = gpuring ] && [ "${ncalls:-0}" -lt "$ITERS" ]; then
+            echo "# WARNING: gpuring run for sizes $lo..$hi: ${ncalls:-no} $SUMMARY_NAME calls in gpuring (< $ITERS)"
             STATUS=1
         elif [ "$cfg" = tuned ] && grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: tuned run for sizes $lo..$hi printed a gpuring 'ready:' line"
@@ -146,6 +167,7 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
 }
 
 median() { # median of a space-separated list of numbers ("-" if empty)
+    [ -z "${1// /}" ] && { echo -; return; }
     printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END {
         if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
         else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
@@ -156,7 +178,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     for run in "${RUNS[@]}"; do
         read -r lo hi <<< "$run"
         if ((g % 2 == 0)); then order=(tuned gpuring); else order=(gpuring tuned); fi
-        [ "$MODE" = host ] && order+=(memcpy) # the bound, in the same conditions
+        [ "$MODE" = host ] && [ "$BOUND" = 1 ] && order+=(memcpy) # the bound, in the same conditions
         for cfg in "${order[@]}"; do
             echo "# rep $rep: running $cfg, sizes $lo..$hi" >&2
             run_perf "$cfg" "$LOGDIR/$cfg.$lo-$hi.rep$rep.log" "$lo" "$hi"
@@ -193,7 +215,7 @@ for s in "${SIZES[@]}"; do
         "$(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}")" "$(note_of "$s")"
 done
 echo
-echo "Markdown (np $NP, $TYPE $OP, $MODE buffers, busbw in GB/s, medians of $REPS runs each):"
+echo "Markdown ($COLL, np $NP, $TYPE $OP, $MODE buffers, busbw in GB/s, medians of $REPS runs each):"
 echo
 echo "| size (B) | tuned time (us) | gpuring time (us) | tuned busbw | gpuring busbw | gpuring/tuned | memcpy (GB/s) | gpuring/memcpy |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|"

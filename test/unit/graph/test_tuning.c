@@ -4,7 +4,9 @@
  * back, the gather only where it may run (one slot, scratch limit), forced
  * algorithms honoured when possible, channels growing with the size (the
  * device plane's by bytes per slot step, up to its own count), the protocol
- * (LL for small calls on either plane, where a node has several ranks).
+ * (LL for small calls on either plane, where a node has several ranks);
+ * and the other collectives' plans (always their ring program, channels and
+ * protocol from the bytes they move, forced algorithms ignored).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,128 @@ static gpuring_plan_t plan(const gpuring_graph_t *g, gpuring_algo_t algo, size_t
     gpuring_plan_t out;
     gpuring_tuning_plan(g, &p, bytes / 4, 4, order_free, &out);
     return out;
+}
+
+/* a plan for collective `coll`: `bytes` is the count argument's bytes (one
+ * rank's block for reduce-scatter and allgather) */
+static gpuring_plan_t cplan(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
+                            int device, gpuring_proto_t proto, size_t bytes)
+{
+    gpuring_tuning_params_t p = {.coll = coll, .algo = algo, .trees = 1, .device = device,
+                                 .max_channels = device ? GPURING_MAX_CHANNELS : 0,
+                                 .slot_bytes = 512 * 1024, .proto = proto};
+    gpuring_plan_t out;
+    gpuring_tuning_plan(g, &p, bytes / 4, 4, 0, &out);
+    return out;
+}
+
+/* reduce-scatter, allgather, bcast, reduce: their ring program whatever the
+ * size, the shape or the forced algorithm; channels and protocol from the
+ * bytes they move (every rank's block for reduce-scatter and allgather) */
+static void test_other_colls(void)
+{
+    static const gpuring_coll_kind_t others[] = {GPURING_COLL_REDUCE_SCATTER, GPURING_COLL_ALLGATHER,
+                                                 GPURING_COLL_BCAST, GPURING_COLL_REDUCE};
+    static const int shapes[][2] = {{4, 1}, {64, 8}, {4, 4}};
+    static const gpuring_algo_t algos[] = {GPURING_ALGO_AUTO, GPURING_ALGO_RING, GPURING_ALGO_GATHER,
+                                           GPURING_ALGO_TREE};
+    gpuring_peer_info_t peers[2];
+    gpuring_graph_t g;
+    gpuring_plan_t out;
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        build(shapes[i][0], shapes[i][1], &g);
+        for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
+            for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+                for (size_t b = 8; b <= (size_t)1 << 26; b *= 64) {
+                    for (int dev = 0; dev <= 1; dev++) {
+                        out = cplan(&g, others[c], algos[a], dev, GPURING_PROTO_AUTO, b);
+                        EXPECT(out.algo == GPURING_ALGO_RING && !out.ordered,
+                               "%s, %d ranks on %d nodes, algorithm %d forced, %zu B, %s: "
+                               "its ring program (got %d, ordered %d)",
+                               gpuring_coll_names[others[c]], shapes[i][0], g.nnodes, (int)algos[a],
+                               b, dev ? "device" : "host", (int)out.algo, out.ordered);
+                    }
+                }
+            }
+        }
+        /* the same shape's allreduce does take the tree or the gather at 8 B */
+        if (shapes[i][1] == 1)
+            EXPECT(plan(&g, GPURING_ALGO_AUTO, 8, 1, 1).algo != GPURING_ALGO_RING,
+                   "%d nodes, allreduce of 8 B: not the ring", g.nnodes);
+        gpuring_graph_free(&g);
+    }
+
+    /* channels, 2 ranks on a 32-channel graph.  Host plane: one per 256 KiB moved */
+    memset(peers, 0, sizeof(peers));
+    EXPECT(gpuring_graph_build(peers, 2, 0, 0, GPURING_MAX_CHANNELS, &g) == GPURING_OK,
+           "build 2 ranks, %d channels", GPURING_MAX_CHANNELS);
+    for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
+        const char *name = gpuring_coll_names[others[c]];
+        int blocks = gpuring_coll_blocks(others[c]);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 4096);
+        EXPECT(out.nchannels == 1, "%s, host, 4 KiB: 1 channel (got %d)", name, out.nchannels);
+        /* 1 MiB moved: bcast/reduce's count of 1 MiB, reduce-scatter/allgather's 512 KiB block */
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, blocks ? 512 << 10 : 1 << 20);
+        EXPECT(out.nchannels == 4, "%s, host, 1 MiB moved: 4 channels (got %d)", name, out.nchannels);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 1 << 20);
+        EXPECT(out.nchannels == (blocks ? 8 : 4), "%s, host, count of 1 MiB: %d channels (got %d)",
+               name, blocks ? 8 : 4, out.nchannels);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 256u << 20);
+        EXPECT(out.nchannels == GPURING_MAX_CHANNELS && out.chunk_elems == 512 * 1024 / 4,
+               "%s, host, 256 MiB: all %d channels, slot steps (got %d, %zu elems)", name,
+               GPURING_MAX_CHANNELS, out.nchannels, out.chunk_elems);
+        /* device plane: a slot step moves 128 KiB; a ring channel's step is a block of
+         * its region (reduce-scatter, allgather: 1 MiB moved -> 4), a chain's all of it
+         * (bcast, reduce: 1 MiB -> 8) */
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, blocks ? 512 << 10 : 1 << 20);
+        EXPECT(out.nchannels == (blocks ? 4 : 8), "%s, device, 1 MiB moved: %d channels (got %d)",
+               name, blocks ? 4 : 8, out.nchannels);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, 256u << 20);
+        EXPECT(out.nchannels == GPURING_MAX_CHANNELS, "%s, device, 256 MiB: all %d channels (got %d)",
+               name, GPURING_MAX_CHANNELS, out.nchannels);
+        /* forced channels honoured, up to the plane's */
+        {
+            gpuring_tuning_params_t p = {.coll = others[c], .algo = GPURING_ALGO_AUTO, .trees = 1,
+                                         .nchannels = 3, .slot_bytes = 512 * 1024};
+            gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
+            EXPECT(out.nchannels == 3, "%s, forced 3 channels, 8 B: 3 (got %d)", name, out.nchannels);
+            p.nchannels = 40;
+            p.max_channels = 2;
+            gpuring_tuning_plan(&g, &p, (64u << 20) / 4, 4, 0, &out);
+            EXPECT(out.nchannels == 2, "%s, forced 40 on a plane of 2: 2 (got %d)", name, out.nchannels);
+        }
+    }
+    gpuring_graph_free(&g);
+
+    /* the protocol, 4 ranks on one node: LL up to 256 B moved (host), 64 KiB (device) */
+    build(4, 4, &g);
+    for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
+        const char *name = gpuring_coll_names[others[c]];
+        size_t per = gpuring_coll_blocks(others[c]) ? 4 : 1; /* count = bytes moved / per */
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 256 / per);
+        EXPECT(out.ll && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
+               "%s, host, 256 B moved: LL (got %d)", name, out.ll);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 512 / per);
+        EXPECT(!out.ll, "%s, host, 512 B moved: simple", name);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, (64 << 10) / per);
+        EXPECT(out.ll, "%s, device, 64 KiB moved: LL", name);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, (128 << 10) / per);
+        EXPECT(!out.ll, "%s, device, 128 KiB moved: simple", name);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_LL, 64 << 20);
+        EXPECT(out.ll && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
+               "%s, forced LL, 64 MiB: LL steps (got %d, %zu elems)", name, out.ll, out.chunk_elems);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_SIMPLE, 8);
+        EXPECT(!out.ll, "%s, forced simple, 8 B: simple", name);
+    }
+    gpuring_graph_free(&g);
+    /* every rank its own node: no shm edge, never LL, not even forced */
+    build(4, 1, &g);
+    for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_LL, 8);
+        EXPECT(!out.ll, "%s, 4 nodes of one rank, forced LL: simple", gpuring_coll_names[others[c]]);
+    }
+    gpuring_graph_free(&g);
 }
 
 int main(void)
@@ -199,5 +323,6 @@ int main(void)
                gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 1 << 30),
            "64 nodes, 1 GiB: ring cheaper");
     gpuring_graph_free(&g);
+    test_other_colls();
     return unit_report();
 }
