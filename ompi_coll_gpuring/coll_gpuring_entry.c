@@ -217,7 +217,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
     }
     if (c->request != NULL) {
-        req = mca_coll_gpuring_request_new(comm, c, (gpuring_plane_t)plane);
+        req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
         if (req == NULL) return OMPI_ERR_OUT_OF_RESOURCE; /* before the call: no rank began it */
     }
     /* the device calls below make gpuring's GPU current: give the application back its own */

@@ -12,16 +12,21 @@
  * request's error; a failed call's error is logged there, naming the rank
  * and the cause, like a blocking call's.  The data moves without any of
  * this: the worker runs the call whether or not the application polls.
+ * While the application polls, the callback runs queued calls itself when
+ * the worker is between calls, or yields the core to it.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
 #include "opal/runtime/opal_progress.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
 static mca_coll_gpuring_request_t *request_ended; /* filed by the workers */
 static int request_nended;                        /* atomic: the list is not empty */
+static int request_nrunning;                      /* atomic: started, not ended */
+static mca_coll_gpuring_request_t *request_running, *request_running_tail; /* oldest first */
 static int request_progress_on;                   /* opal_progress calls request_progress */
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_request_t, NULL, NULL);
@@ -59,6 +64,20 @@ static int request_progress(void)
     mca_coll_gpuring_request_t *req, *next;
     int n = 0;
 
+    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0 &&
+        __atomic_load_n(&request_nrunning, __ATOMIC_RELAXED) > 0) {
+        /* a caller polling (MPI_Wait spins on opal_progress) must not keep the worker
+         * that runs its call off the core: where ranks and their workers outnumber
+         * the cores, a spinning wait cost a scheduler slice per call (8 B: 130 us).
+         * So it runs the oldest call's communicator's next queued call itself while
+         * that worker is between calls, or else yields to it. */
+        gpuring_comm_t *gcomm = NULL;
+
+        pthread_mutex_lock(&request_lock);
+        if (request_running != NULL) gcomm = request_running->gcomm;
+        pthread_mutex_unlock(&request_lock);
+        if (gcomm == NULL || !gpuring_comm_async_help(gcomm)) sched_yield();
+    }
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
     pthread_mutex_lock(&request_lock);
     req = request_ended;
@@ -85,7 +104,18 @@ static int request_progress(void)
     return n;
 }
 
+/* Off the list of running requests (request_lock held). */
+static void request_unlink(mca_coll_gpuring_request_t *req)
+{
+    if (req->run_prev != NULL) req->run_prev->run_next = req->run_next;
+    else request_running = req->run_next;
+    if (req->run_next != NULL) req->run_next->run_prev = req->run_prev;
+    else request_running_tail = req->run_prev;
+    req->run_prev = req->run_next = NULL;
+}
+
 mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
+                                                         gpuring_comm_t *gcomm,
                                                          const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane)
 {
@@ -119,6 +149,15 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->st = GPURING_OK;
     req->user_freed = 0;
     req->next = NULL;
+    req->gcomm = gcomm;
+    pthread_mutex_lock(&request_lock);
+    req->run_next = NULL;
+    req->run_prev = request_running_tail;
+    if (request_running_tail != NULL) request_running_tail->run_next = req;
+    else request_running = req;
+    request_running_tail = req;
+    pthread_mutex_unlock(&request_lock);
+    __atomic_fetch_add(&request_nrunning, 1, __ATOMIC_RELAXED);
     return req;
 }
 
@@ -127,7 +166,9 @@ void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st)
     mca_coll_gpuring_request_t *req = ctx;
 
     req->st = st;
+    __atomic_fetch_sub(&request_nrunning, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&request_lock);
+    request_unlink(req);
     req->next = request_ended;
     request_ended = req;
     __atomic_store_n(&request_nended, 1, __ATOMIC_RELEASE);
@@ -136,6 +177,10 @@ void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st)
 
 void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req)
 {
+    __atomic_fetch_sub(&request_nrunning, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&request_lock);
+    request_unlink(req);
+    pthread_mutex_unlock(&request_lock);
     OMPI_REQUEST_FINI(&req->super);
     OBJ_RELEASE(req);
 }

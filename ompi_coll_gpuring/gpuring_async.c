@@ -12,6 +12,10 @@
  * runs in the caller's thread: calls end in the order they were made, and
  * one call at a time uses the communicator's scratch, LL staging and CUDA
  * stream.  Every executor wait has its timeout, so every queued call ends.
+ * A thread that waits for a request may run the oldest queued call itself
+ * while the worker is idle (gpuring_comm_async_help): where ranks and their
+ * workers outnumber the cores, the waiter would otherwise spin while the
+ * worker waits to be scheduled.
  */
 #include "kernels/device.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
@@ -39,7 +43,9 @@ static void *async_worker(void *arg)
 
     pthread_mutex_lock(&q->lock);
     for (;;) {
-        while (q->head == NULL && !q->stop) pthread_cond_wait(&q->queued, &q->lock);
+        /* (busy here: a waiting thread runs a call -- gpuring_comm_async_help) */
+        while ((q->head == NULL || q->busy) && !q->stop) pthread_cond_wait(&q->queued, &q->lock);
+        while (q->busy) pthread_cond_wait(&q->idle, &q->lock); /* stop: after the helper */
         if (q->head == NULL) break; /* stop, nothing left */
         w = q->head;
         q->head = w->next;
@@ -149,6 +155,43 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
     pthread_cond_signal(&q->queued);
     pthread_mutex_unlock(&q->lock);
     return GPURING_OK;
+}
+
+int gpuring_comm_async_help(gpuring_comm_t *c)
+{
+    struct gpuring_async *q = c->async;
+    gpuring_device_saved_t app = {0, NULL};
+    gpuring_work_t *w;
+    gpuring_status_t st = GPURING_OK;
+
+    if (q == NULL) return 0;
+    pthread_mutex_lock(&q->lock);
+    if (q->busy || q->head == NULL) {
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    w = q->head; /* the oldest, and nothing else runs: the order holds */
+    q->head = w->next;
+    if (q->head == NULL) q->tail = NULL;
+    q->busy = 1;
+    pthread_mutex_unlock(&q->lock);
+
+    if (w->plane == GPURING_PLANE_DEVICE) {
+        app = gpuring_device_save(); /* the caller's thread: its CUDA context back after */
+        st = gpuring_device_use(c->dev.ordinal);
+        if (st != GPURING_OK) __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    }
+    if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
+    if (w->plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
+    w->done_fn(w->done_ctx, st);
+    free(w);
+
+    pthread_mutex_lock(&q->lock);
+    q->busy = 0;
+    pthread_cond_broadcast(&q->idle);  /* a drain, or a stopping worker */
+    pthread_cond_signal(&q->queued);   /* the worker takes the next */
+    pthread_mutex_unlock(&q->lock);
+    return 1;
 }
 
 void gpuring_async_destroy(gpuring_comm_t *c)

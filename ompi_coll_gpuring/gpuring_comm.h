@@ -185,6 +185,14 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t p
                                          gpuring_type_t type, gpuring_op_t op,
                                          gpuring_comm_done_fn_t done, void *ctx);
 
+/*
+ * For a thread waiting on a non-blocking call of this communicator: if the
+ * worker is between calls and a call is queued, run the oldest one here (in
+ * order: nothing else runs meanwhile; its done function is called here) and
+ * return 1; else 0.  Makes no MPI call; gives the caller's CUDA context back.
+ */
+int gpuring_comm_async_help(gpuring_comm_t *comm);
+
 
 /*
  * The other collectives, with the same rules (blocking, the plane's memory,
