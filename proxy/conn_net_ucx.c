@@ -31,14 +31,17 @@
  * executor's pass, or create/connect/destroy taking it).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/device.h"
 #include "proxy/proxy_internal.h"
 
 #define GPURING_PAGE 4096
+#define GPURING_NET_HUGE_PAGE (2u << 20) /* x86-64's and most arm64 kernels' PMD size */
 /* steps consumed per credit message */
 #define GPURING_NET_CREDIT_BATCH (GPURING_NSTEPS / 2)
 
@@ -359,6 +362,44 @@ void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
 
 /* ---- create / connect -------------------------------------------------------------- */
 
+/*
+ * The FIFO's host memory (`bytes`: the ctrl page, then `slots_bytes` of
+ * slots; 0 for GPU-direct), mapped on its own: the device plane registers it
+ * with CUDA, so no other object may share its pages.  Slots that fill a huge
+ * page start on one and ask for transparent huge pages (the default 8 x 256
+ * KiB slots are exactly one): a same-host peer's UCX reads them with CMA,
+ * which pins every page of a step in the kernel, and a 256 KiB step is 64
+ * small pages but an eighth of a huge one (measured in the README's net
+ * path table).  Zero-filled, as mmap gives it.
+ */
+static int net_fifo_map(gpuring_net_conn_t *net, size_t bytes, size_t slots_bytes)
+{
+    const size_t huge = GPURING_NET_HUGE_PAGE;
+    const size_t ctrl = bytes - slots_bytes;
+    size_t len = GPURING_DIV_UP(bytes, GPURING_PAGE) * GPURING_PAGE;
+    char *base, *mem;
+
+    if (slots_bytes < huge) {
+        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) return -1;
+        net->mem = base;
+        net->mem_bytes = len;
+        return 0;
+    }
+    /* room to place the slots on a huge page boundary, the rest unmapped again */
+    base = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return -1;
+    mem = (char *)(GPURING_DIV_UP((uintptr_t)base + ctrl, huge) * huge) - ctrl;
+    if (mem > base) munmap(base, (size_t)(mem - base));
+    if (base + len + huge > mem + len)
+        munmap(mem + len, (size_t)(base + len + huge - (mem + len)));
+    /* advice only: without THP the slots are small pages, as before */
+    (void)madvise(mem + ctrl, slots_bytes / huge * huge, MADV_HUGEPAGE);
+    net->mem = mem;
+    net->mem_bytes = len;
+    return 0;
+}
+
 /* The slots in `device`'s memory; only the ctrl page stays in net->mem. */
 static gpuring_status_t net_slots_on_device(gpuring_net_conn_t *net, int device)
 {
@@ -388,7 +429,7 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     gpuring_net_conn_t *net;
     gpuring_status_t st;
     size_t bytes;
-    int i, rc;
+    int i;
 
     if (proxy == NULL || conn == NULL || handle_p == NULL || slot_bytes == 0 ||
         (dir != GPURING_CONN_SEND && dir != GPURING_CONN_RECV)) {
@@ -415,16 +456,12 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
         free(net);
         return GPURING_ERR_INVALID;
     }
-    /* whole pages: the device plane registers this memory with CUDA, and no
-     * other heap object may share a page with it (registering that would fail) */
-    rc = posix_memalign(&net->mem, GPURING_PAGE,
-                        GPURING_DIV_UP(bytes, GPURING_PAGE) * GPURING_PAGE);
-    if (rc != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_NET, "cannot allocate %zu bytes of net slots", bytes);
+    if (net_fifo_map(net, bytes, device >= 0 ? 0 : GPURING_NSTEPS * slot_bytes) != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_NET, "cannot map %zu bytes of net slots: %s", bytes,
+                      strerror(errno));
         free(net);
         return GPURING_ERR_NO_MEMORY;
     }
-    memset(net->mem, 0, bytes);
 
     net->proxy = proxy;
     net->conn = conn;
@@ -434,7 +471,6 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net->slot_bytes = slot_bytes;
     net->comm_uid = comm_uid;
     net->net_id = net_id;
-    net->mem_bytes = bytes;
     net->ctrl = (gpuring_fifo_ctrl_t *)net->mem; /* the layout of gpuring_conn_attach() */
     net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes);
     for (i = 0; i < GPURING_NSTEPS; i++) net->data[i].net = net;
@@ -517,7 +553,7 @@ void gpuring_net_conn_free(gpuring_net_conn_t *net)
 {
     if (net->device >= 0 && gpuring_device_use(net->device) == GPURING_OK)
         gpuring_device_free(net->slots);
-    free(net->mem);
+    munmap(net->mem, net->mem_bytes);
     free(net);
 }
 

@@ -85,7 +85,7 @@ typedef struct gpuring_net_conn {
     uint32_t net_id;        /* this end (tags landing here) */
     uint32_t remote_net_id; /* the other end */
 
-    void *mem; /* ctrl + slots, one page aligned allocation (GPU-direct: ctrl only) */
+    void *mem; /* ctrl + slots, one mapping of mem_bytes (GPU-direct: ctrl only) */
     size_t mem_bytes;
     char *slots;    /* in mem, or device memory of `device` */
     int device;     /* GPU-direct: the slots' device ordinal; -1: host slots */

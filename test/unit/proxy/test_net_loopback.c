@@ -551,6 +551,73 @@ static void test_bad_args(gpuring_proxy_t *proxy)
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
+/* The THPeligible line of the mapping in /proc/self/smaps that holds `p`:
+ * 1 or 0; -1 where the kernel does not say. */
+static int thp_eligible(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512], perms[8];
+    unsigned long lo, hi;
+    int in = 0, v = -1;
+
+    if (f == NULL) return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3) {
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (in && sscanf(line, "THPeligible: %d", &v) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+/* Is transparent huge page support off (the kernel's setting "never")? */
+static int thp_never(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+
+    if (f == NULL) return 1;
+    if (fgets(line, sizeof(line), f) == NULL) line[0] = 0;
+    fclose(f);
+    return strstr(line, "[never]") != NULL || line[0] == 0;
+}
+
+/* The FIFO's memory: ctrl page then slots; slots that fill a huge page start
+ * on one and are THP-eligible, smaller ones stay page-aligned; zeroed. */
+static void test_slot_layout(gpuring_proxy_t *proxy)
+{
+    static const size_t slots[] = {4096, 256 * 1024, 384 * 1024};
+    const size_t huge = 2u << 20;
+
+    for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++) {
+        gpuring_conn_t c;
+        gpuring_conn_handle_t h;
+        const size_t region = GPURING_NSTEPS * slots[k];
+        int zero = 1, eligible;
+
+        if (gpuring_conn_net_create(proxy, &c, GPURING_CONN_RECV, 0, 0, slots[k], 40, 3, -1, &h) !=
+            GPURING_OK) {
+            EXPECT(0, "create a %zu B slot connection", slots[k]);
+            continue;
+        }
+        EXPECT(c.slots == (char *)c.ctrl + 4096 && (uintptr_t)c.ctrl % 4096 == 0,
+               "%zu B slots: the ctrl page, then the slots", slots[k]);
+        EXPECT(region < huge ? (uintptr_t)c.slots % 4096 == 0 : (uintptr_t)c.slots % huge == 0,
+               "%zu B slots (%zu KiB): start on a %s page", slots[k], region / 1024,
+               region < huge ? "small" : "huge");
+        for (size_t i = 0; i < region; i += 4096) zero &= c.slots[i] == 0;
+        EXPECT(zero && c.ctrl->tail == 0 && c.ctrl->head == 0, "%zu B slots: zeroed", slots[k]);
+        memset(c.slots, 0x5a, region); /* every page mapped and writable */
+        eligible = thp_eligible(c.slots);
+        if (region >= huge && !thp_never() && eligible >= 0) {
+            EXPECT(eligible == 1, "%zu B slots: eligible for transparent huge pages", slots[k]);
+        }
+        gpuring_conn_net_destroy(proxy, &c);
+    }
+}
+
 /* GPU-direct slots: refused cleanly where there is no GPU, device memory where there is one. */
 static void test_device_slots(gpuring_proxy_t *proxy)
 {
@@ -863,6 +930,7 @@ int main(void)
     test_concurrent(proxy);
     test_bad_args(proxy);
     test_device_slots(proxy);
+    test_slot_layout(proxy);
     test_connect_while_busy(proxy);
     test_churn(proxy);
     test_idle_cpu(proxy);
