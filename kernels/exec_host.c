@@ -13,6 +13,7 @@
  */
 #include "kernels/exec_host.h"
 
+#include <sched.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -301,6 +302,7 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
 void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
     a->status = GPURING_OK;
+    a->idle_since = 0.0;
     a->stream_out = a->count * gpuring_type_size(a->type) >= GPURING_EXEC_STREAM_MIN_BYTES;
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
@@ -347,53 +349,69 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
     return progressed;
 }
 
-/* Run to completion or failure (the reason logged where it was seen). */
-static gpuring_status_t exec_host_run(gpuring_exec_args_t *a)
+/* The end of a call, however it ended: its streamed output stores before the
+ * caller's, and a failed call's abandon steps.  Returns 1 (ended). */
+static int exec_host_end(gpuring_exec_args_t *a)
 {
-    gpuring_spin_t spin;
-    int done = 0, idle = 0;
+#if defined(__x86_64__)
+    if (a->stream_out) _mm_sfence();
+#endif
+    if (a->status != GPURING_OK) exec_abandon(a);
+    return 1;
+}
 
-    gpuring_exec_host_start(a);
-    if (a->status != GPURING_OK) return a->status;
-    gpuring_spin_init(&spin, a->timeout);
-    for (;;) {
-        const int moved = gpuring_exec_host_progress(a, &done);
+int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
+{
+    int done = 0, moved = 0;
 
-        if (a->status != GPURING_OK) return a->status;
-        if (done) return GPURING_OK;
-        if (moved) {
-            gpuring_spin_init(&spin, a->timeout);
-            idle = 0;
-            continue;
-        }
-        if (a->proxy != NULL) {
-            char msg[256];
-            gpuring_status_t st;
+    *moved_p = 0;
+    if (a->status != GPURING_OK) return exec_host_end(a); /* start refused it */
+    moved = gpuring_exec_host_progress(a, &done);
+    if (a->status != GPURING_OK || done) return exec_host_end(a);
+    if (!moved && a->proxy != NULL) {
+        char msg[256];
 
-            /* move the NET steps ourselves; poll again at once if a counter moved */
-            if (gpuring_proxy_progress(a->proxy)) continue;
-            /* nothing could move: is the proxy in trouble, or are we stuck? */
-            st = gpuring_proxy_error(a->proxy, msg, sizeof(msg));
-            if (st != GPURING_OK) {
-                GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
-                return st;
-            }
-        }
-        if (++idle <= a->spin_polls) continue; /* a short spin before yielding */
-        idle = 0;
-        if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            exec_report_stall(a);
-            return GPURING_ERR_TIMEOUT;
+        /* move the NET steps ourselves; nothing moved: is the proxy in trouble? */
+        moved = gpuring_proxy_progress(a->proxy);
+        if (!moved && (a->status = gpuring_proxy_error(a->proxy, msg, sizeof(msg))) != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
+            return exec_host_end(a);
         }
     }
+    if (moved) {
+        a->idle_since = 0.0;
+    } else if (a->timeout > 0) {
+        const double now = gpuring_time_sec();
+
+        if (a->idle_since == 0.0) {
+            a->idle_since = now;
+        } else if (now - a->idle_since > a->timeout) {
+            exec_report_stall(a);
+            a->status = GPURING_ERR_TIMEOUT;
+            return exec_host_end(a);
+        }
+    }
+    *moved_p = moved;
+    return 0;
+}
+
+gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *a)
+{
+    int moved, idle = 0;
+
+    while (!gpuring_exec_host_test(a, &moved)) {
+        if (moved) {
+            idle = 0;
+        } else if (++idle > a->spin_polls) { /* a short spin before yielding */
+            idle = 0;
+            sched_yield();
+        }
+    }
+    return a->status;
 }
 
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *a)
 {
-    a->status = exec_host_run(a);
-#if defined(__x86_64__)
-    if (a->stream_out) _mm_sfence(); /* the output's streamed stores, before the caller's */
-#endif
-    if (a->status != GPURING_OK) exec_abandon(a);
-    return a->status;
+    gpuring_exec_host_start(a);
+    return gpuring_exec_host_wait(a);
 }

@@ -68,6 +68,7 @@ typedef struct gpuring_exec_args {
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
     int stream_out;              /* set at start: the call's output is written around the
                                     cache (at least GPURING_EXEC_STREAM_MIN_BYTES) */
+    double idle_since;           /* test: when the call last stopped moving (0: moving) */
 } gpuring_exec_args_t;
 
 /* Calls at least this large write their output with non-temporal stores: it
@@ -84,15 +85,27 @@ static inline int gpuring_exec_ll(const gpuring_exec_args_t *a, const gpuring_co
 /* The host executor's LL staging: one step per peer received, one sent. */
 #define GPURING_EXEC_LL_STAGE_BYTES ((GPURING_MAX_PEERS + 1) * GPURING_LL_STEP_BYTES)
 
-/* Run every channel's program to completion (timed, reporting waits). */
+/* Run every channel's program to completion (timed, reporting waits):
+ * start, then wait. */
 gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);
 
 /*
- * The same, in pieces, for a caller that drives many executors from one
- * thread (the simulation): start, then progress until *done_p or a failure
- * (args->status).  progress returns 1 if any operation ran.
+ * The same in pieces, for callers that must not block: start, then test
+ * until it returns 1 (the call ended: args->status says how; its output is
+ * complete, or a failed call's abandon steps are posted).  A test is one
+ * pass: every channel as far as its FIFOs allow, then (nothing moved) a
+ * proxy pass; *moved_p says whether anything moved.  The call fails with
+ * GPURING_ERR_TIMEOUT in the test that finds it `timeout` seconds without
+ * progress, so any thread may test it, at any rate.  wait tests until the
+ * end, yielding the CPU after spin_polls empty passes.
  */
 void gpuring_exec_host_start(gpuring_exec_args_t *args);
+int gpuring_exec_host_test(gpuring_exec_args_t *args, int *moved_p);
+gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *args);
+
+/* The channels' operations alone, for a caller that drives many executors
+ * from one thread (the simulation): progress until *done_p or a failure
+ * (args->status); returns 1 if any operation ran. */
 int gpuring_exec_host_progress(gpuring_exec_args_t *args, int *done_p);
 
 #endif /* GPURING_KERNELS_EXEC_HOST_H */

@@ -213,7 +213,7 @@ typedef struct mca_coll_gpuring_request {
     mca_coll_gpuring_call_t call; /* for the error report */
     gpuring_plane_t plane;
     struct ompi_communicator_t *comm;
-    gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_help) */
+    gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */
 } mca_coll_gpuring_request_t;

@@ -69,14 +69,14 @@ static int request_progress(void)
         /* a caller polling (MPI_Wait spins on opal_progress) must not keep the worker
          * that runs its call off the core: where ranks and their workers outnumber
          * the cores, a spinning wait cost a scheduler slice per call (8 B: 130 us).
-         * So it runs the oldest call's communicator's next queued call itself while
-         * that worker is between calls, or else yields to it. */
+         * So it steps the oldest call's communicator itself (one pass, never
+         * waiting: this may be any MPI call's progress), or else yields. */
         gpuring_comm_t *gcomm = NULL;
 
         pthread_mutex_lock(&request_lock);
         if (request_running != NULL) gcomm = request_running->gcomm;
         pthread_mutex_unlock(&request_lock);
-        if (gcomm == NULL || !gpuring_comm_async_help(gcomm)) sched_yield();
+        if (gcomm == NULL || !gpuring_comm_async_step(gcomm)) sched_yield();
     }
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
     pthread_mutex_lock(&request_lock);

@@ -5,22 +5,29 @@
  * A non-blocking call is prepared in the caller's thread (gpuring_enqueue.c:
  * numbered, planned, its channels set up -- everything that must happen in
  * call order on every rank, and everything that may touch MPI or connect)
- * and queued; the communicator's worker, started at its first non-blocking
- * call, launches the queued calls one after another (the executor, which
- * calls no MPI) and reports each one's end through its done function.  A
- * blocking call waits until the queue is empty and the worker idle, then
- * runs in the caller's thread: calls end in the order they were made, and
- * one call at a time uses the communicator's scratch, LL staging and CUDA
- * stream.  Every executor wait has its timeout, so every queued call ends.
- * A thread that waits for a request may run the oldest queued call itself
- * while the worker is idle (gpuring_comm_async_help): where ranks and their
- * workers outnumber the cores, the waiter would otherwise spin while the
- * worker waits to be scheduled.
+ * and queued.  The queue's calls run one at a time, in order:
+ *   host buffers: the oldest is started and then stepped, one non-blocking
+ *     pass at a time (gpuring_enqueue_test), by whichever thread gets to it
+ *     first -- the communicator's worker, or an MPI thread that progresses
+ *     (gpuring_comm_async_step, from opal_progress: where ranks and their
+ *     workers outnumber the cores, the waiter would otherwise spin while the
+ *     worker waits to be scheduled).  No thread ever waits inside a pass, so
+ *     stepping a call from an unrelated MPI call (an MPI_Recv whose sender
+ *     reaches this collective only after that receive) holds nothing up.
+ *   device buffers: the worker runs the call to its end (the CUDA executor
+ *     waits for its kernel); MPI threads leave it alone.
+ * Whoever ends a call reports it through its done function.  A blocking call
+ * steps the queue itself until it is empty, then runs in the caller's
+ * thread: calls end in the order they were made, and one call at a time
+ * uses the communicator's scratch, LL staging and CUDA stream.  Every call
+ * has its timeout (a test fails a host call idle that long), so every
+ * queued call ends.
  */
 #include "kernels/device.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,41 +35,124 @@ struct gpuring_async {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t queued;  /* work queued, or stop */
-    pthread_cond_t idle;    /* the queue is empty and the worker between calls */
+    pthread_cond_t idle;    /* the worker ended a device call */
     gpuring_work_t *head, *tail;
-    int busy;               /* the worker is running a call */
+    gpuring_work_t *active; /* the host call being stepped, off the queue (NULL: none) */
+    int stepping;           /* a thread is in a pass over `active` */
+    int busy;               /* the worker runs a device call */
     int stop;
 };
+
+/* Is nothing queued or running?  (lock held) */
+static int async_empty(const struct gpuring_async *q)
+{
+    return q->head == NULL && q->active == NULL && !q->busy;
+}
+
+/*
+ * One pass on the calling thread, never waiting: start the oldest host call
+ * if none runs, test the running one, end it if it ended.  1 if anything
+ * moved or ended; 0 if nothing could (another thread is in a pass or runs a
+ * device call, the oldest call is a device call, or the call waits).
+ */
+static int async_step(gpuring_comm_t *c)
+{
+    struct gpuring_async *q = c->async;
+    gpuring_work_t *w;
+    gpuring_status_t st = GPURING_OK;
+    int moved = 0, ended = 0;
+
+    pthread_mutex_lock(&q->lock);
+    if (q->stepping || q->busy ||
+        (q->active == NULL && (q->head == NULL || q->head->plane != GPURING_PLANE_HOST))) {
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    if (q->active == NULL) { /* the oldest: nothing else runs, the order holds */
+        q->active = q->head;
+        q->head = q->head->next;
+        if (q->head == NULL) q->tail = NULL;
+    }
+    w = q->active;
+    q->stepping = 1;
+    pthread_mutex_unlock(&q->lock);
+
+    if (!w->started) {
+        w->started = 1;
+        moved = 1;
+        st = gpuring_enqueue_start(c, w);
+        ended = st != GPURING_OK; /* nothing started: nothing to finish */
+    }
+    if (!ended) {
+        int m;
+
+        ended = gpuring_enqueue_test(c, w, &m);
+        moved |= m;
+        if (ended) st = gpuring_enqueue_finish(c, w);
+    }
+    if (ended) {
+        w->done_fn(w->done_ctx, st);
+        free(w);
+    }
+
+    pthread_mutex_lock(&q->lock);
+    q->stepping = 0;
+    if (ended) {
+        q->active = NULL;
+        pthread_cond_signal(&q->queued); /* the worker: the next call, or stop */
+    }
+    pthread_mutex_unlock(&q->lock);
+    return moved || ended;
+}
+
+/* The worker runs the oldest call if it is a device call: to its end.  Lock held
+ * on entry and return; 1 if it ran one. */
+static int async_run_device(gpuring_comm_t *c)
+{
+    struct gpuring_async *q = c->async;
+    gpuring_work_t *w = q->head;
+    gpuring_status_t st;
+
+    if (w == NULL || w->plane != GPURING_PLANE_DEVICE || q->active != NULL || q->stepping)
+        return 0;
+    q->head = w->next;
+    if (q->head == NULL) q->tail = NULL;
+    q->busy = 1;
+    pthread_mutex_unlock(&q->lock);
+
+    /* CUDA's current device is per thread: this one's, for the plane's GPU */
+    st = gpuring_device_use(c->dev.ordinal);
+    if (st != GPURING_OK) __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
+    w->done_fn(w->done_ctx, st);
+    free(w);
+
+    pthread_mutex_lock(&q->lock);
+    q->busy = 0;
+    pthread_cond_broadcast(&q->idle);
+    return 1;
+}
 
 static void *async_worker(void *arg)
 {
     gpuring_comm_t *c = arg;
     struct gpuring_async *q = c->async;
-    gpuring_work_t *w;
-    gpuring_status_t st;
+    int idle = 0;
 
     pthread_mutex_lock(&q->lock);
     for (;;) {
-        /* (busy here: a waiting thread runs a call -- gpuring_comm_async_help) */
-        while ((q->head == NULL || q->busy) && !q->stop) pthread_cond_wait(&q->queued, &q->lock);
-        while (q->busy) pthread_cond_wait(&q->idle, &q->lock); /* stop: after the helper */
-        if (q->head == NULL) break; /* stop, nothing left */
-        w = q->head;
-        q->head = w->next;
-        if (q->head == NULL) q->tail = NULL;
-        q->busy = 1;
+        while (q->head == NULL && q->active == NULL && !q->stop)
+            pthread_cond_wait(&q->queued, &q->lock);
+        if (q->stop && q->head == NULL && q->active == NULL) break;
+        if (async_run_device(c)) continue;
         pthread_mutex_unlock(&q->lock);
-
-        /* CUDA's current device is per thread: this one's, for the plane's GPU */
-        st = w->plane == GPURING_PLANE_DEVICE ? gpuring_device_use(c->dev.ordinal) : GPURING_OK;
-        if (st != GPURING_OK) __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-        if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
-        w->done_fn(w->done_ctx, st);
-        free(w);
-
+        if (async_step(c)) {
+            idle = 0;
+        } else if (++idle > c->spin_polls) { /* waits, or an MPI thread is in a pass */
+            idle = 0;
+            sched_yield();
+        }
         pthread_mutex_lock(&q->lock);
-        q->busy = 0;
-        if (q->head == NULL) pthread_cond_broadcast(&q->idle);
     }
     pthread_mutex_unlock(&q->lock);
     return NULL;
@@ -95,15 +185,30 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
     return GPURING_OK;
 }
 
-/* Until every queued call has ended. */
+/* Until every queued call has ended: the caller steps them itself (the
+ * worker may be waiting for a core), and waits while the worker runs a
+ * device call. */
 static void async_drain(gpuring_comm_t *c)
 {
     struct gpuring_async *q = c->async;
+    int idle = 0;
 
     if (q == NULL) return;
-    pthread_mutex_lock(&q->lock);
-    while (q->head != NULL || q->busy) pthread_cond_wait(&q->idle, &q->lock);
-    pthread_mutex_unlock(&q->lock);
+    for (;;) {
+        pthread_mutex_lock(&q->lock);
+        while (q->busy) pthread_cond_wait(&q->idle, &q->lock);
+        if (async_empty(q)) {
+            pthread_mutex_unlock(&q->lock);
+            return;
+        }
+        pthread_mutex_unlock(&q->lock);
+        if (async_step(c)) {
+            idle = 0;
+        } else if (++idle > c->spin_polls) {
+            idle = 0;
+            sched_yield(); /* the worker's turn (a device call) or the stepping thread's */
+        }
+    }
 }
 
 gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
@@ -144,6 +249,7 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
     w->done_fn = done;
     w->done_ctx = ctx;
     w->next = NULL;
+    w->started = 0;
     q = c->async;
     pthread_mutex_lock(&q->lock);
     if (q->tail != NULL) {
@@ -157,41 +263,9 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
     return GPURING_OK;
 }
 
-int gpuring_comm_async_help(gpuring_comm_t *c)
+int gpuring_comm_async_step(gpuring_comm_t *c)
 {
-    struct gpuring_async *q = c->async;
-    gpuring_device_saved_t app = {0, NULL};
-    gpuring_work_t *w;
-    gpuring_status_t st = GPURING_OK;
-
-    if (q == NULL) return 0;
-    pthread_mutex_lock(&q->lock);
-    if (q->busy || q->head == NULL) {
-        pthread_mutex_unlock(&q->lock);
-        return 0;
-    }
-    w = q->head; /* the oldest, and nothing else runs: the order holds */
-    q->head = w->next;
-    if (q->head == NULL) q->tail = NULL;
-    q->busy = 1;
-    pthread_mutex_unlock(&q->lock);
-
-    if (w->plane == GPURING_PLANE_DEVICE) {
-        app = gpuring_device_save(); /* the caller's thread: its CUDA context back after */
-        st = gpuring_device_use(c->dev.ordinal);
-        if (st != GPURING_OK) __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-    }
-    if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
-    if (w->plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
-    w->done_fn(w->done_ctx, st);
-    free(w);
-
-    pthread_mutex_lock(&q->lock);
-    q->busy = 0;
-    pthread_cond_broadcast(&q->idle);  /* a drain, or a stopping worker */
-    pthread_cond_signal(&q->queued);   /* the worker takes the next */
-    pthread_mutex_unlock(&q->lock);
-    return 1;
+    return c->async != NULL && async_step(c);
 }
 
 void gpuring_async_destroy(gpuring_comm_t *c)

@@ -160,16 +160,18 @@ gpuring_status_t gpuring_comm_allreduce(gpuring_comm_t *comm, gpuring_plane_t pl
                                         const void *sendbuf, void *recvbuf, size_t count,
                                         gpuring_type_t type, gpuring_op_t op);
 
-/* A non-blocking call's end: called once, with its status, from the
- * communicator's worker thread (or, for a call with nothing to run, from
- * the caller's, before gpuring_comm_iallreduce returns). */
+/* A non-blocking call's end: called once, with its status, from the thread
+ * that ended it -- the communicator's worker, or one in
+ * gpuring_comm_async_step (or, for a call with nothing to run, the caller's,
+ * before gpuring_comm_iallreduce returns). */
 typedef void (*gpuring_comm_done_fn_t)(void *ctx, gpuring_status_t st);
 
 /*
  * Non-blocking allreduce (MPI_Iallreduce), the same collective as
  * gpuring_comm_allreduce: checked, numbered and planned now, in the
  * caller's thread (trees may connect: collective), then run by the
- * communicator's worker thread -- started at the first such call -- after
+ * communicator's worker thread -- started at the first such call -- or
+ * stepped by threads that progress MPI (gpuring_comm_async_step), after
  * every call begun before it, so the caller's thread is free until it
  * needs the result (device buffers: the kernel runs while it works).
  * Calls of one communicator end in the order they were made, blocking
@@ -186,12 +188,14 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t p
                                          gpuring_comm_done_fn_t done, void *ctx);
 
 /*
- * For a thread waiting on a non-blocking call of this communicator: if the
- * worker is between calls and a call is queued, run the oldest one here (in
- * order: nothing else runs meanwhile; its done function is called here) and
- * return 1; else 0.  Makes no MPI call; gives the caller's CUDA context back.
+ * For any thread that progresses MPI (opal_progress): one pass over the
+ * communicator's oldest non-blocking call on host buffers -- start it if
+ * none runs, move what its connections allow, end it (its done function is
+ * called here) -- without waiting for anything.  1 if anything moved or
+ * ended; 0 if nothing could (another thread is in a pass, the worker runs a
+ * device call, or the call waits for its peers).  Makes no MPI call.
  */
-int gpuring_comm_async_help(gpuring_comm_t *comm);
+int gpuring_comm_async_step(gpuring_comm_t *comm);
 
 
 /*

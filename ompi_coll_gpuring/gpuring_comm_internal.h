@@ -60,6 +60,8 @@ typedef struct gpuring_work {
     gpuring_plan_t plan;
     int done;            /* prepare did all of it (no data; the direct allreduce) */
     gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
+    gpuring_exec_args_t args; /* from start on: the executor's call */
+    int started;              /* gpuring_async.c: a host call's start has run */
     /* gpuring_async.c: a non-blocking call's completion, and the queue */
     gpuring_comm_done_fn_t done_fn;
     void *done_ctx;
@@ -82,9 +84,21 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
  * (gpuring_comm_allreduce tells what that means for device buffers).  One
  * call of a communicator at a time, in the order they were prepared.  Any
  * failure midway marks the communicator broken (GPURING_ERR_BROKEN from then
- * on).
+ * on).  launch is start, the executor's wait, finish.
  */
 gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w);
+
+/*
+ * The same without blocking, host buffers only: start, then test until it
+ * returns 1, then finish (its status).  A test is one pass of the host
+ * executor (gpuring_exec_host_test): any thread may make it, one at a time,
+ * and none waits in it -- so an MPI thread can step a non-blocking call from
+ * inside any MPI call without holding up that call's own progress.  A start
+ * that fails needs no finish.
+ */
+gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w);
+int gpuring_enqueue_test(gpuring_comm_t *c, gpuring_work_t *w, int *moved_p);
+gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w);
 
 /* ---- gpuring_async.c: the order of blocking and non-blocking calls ------------------- */
 

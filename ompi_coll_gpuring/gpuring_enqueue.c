@@ -233,13 +233,11 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     return GPURING_OK;
 }
 
-gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
+gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
 {
     const gpuring_coll_info_t *info = &w->info;
     const size_t es = gpuring_type_size(info->type);
-    gpuring_exec_args_t args;
     void *scratch = NULL;
-    gpuring_status_t st;
 
     if (w->plan.ordered &&
         enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch) !=
@@ -248,23 +246,48 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
                                                               fail rather than diverge */
         return GPURING_ERR_NO_MEMORY;
     }
-    args = (gpuring_exec_args_t){.sendbuf = info->sendbuf, .recvbuf = info->recvbuf,
-                                 .count = info->count, .type = info->type, .op = info->op,
-                                 .nchannels = w->plan.nchannels, .channels = w->channels,
-                                 .scratch = scratch,
-                                 .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
-                                 .spin_polls = c->spin_polls,
-                                 .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage};
+    w->args = (gpuring_exec_args_t){.sendbuf = info->sendbuf, .recvbuf = info->recvbuf,
+                                    .count = info->count, .type = info->type, .op = info->op,
+                                    .nchannels = w->plan.nchannels, .channels = w->channels,
+                                    .scratch = scratch,
+                                    .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
+                                    .spin_polls = c->spin_polls,
+                                    .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
-    st = w->plane == GPURING_PLANE_HOST ? gpuring_exec_host_run(&args)
-                                        : gpuring_exec_cuda_run(&args, c->dev.stream);
+    if (w->plane == GPURING_PLANE_HOST) gpuring_exec_host_start(&w->args);
+    return GPURING_OK;
+}
+
+int gpuring_enqueue_test(gpuring_comm_t *c, gpuring_work_t *w, int *moved_p)
+{
+    (void)c;
+    return gpuring_exec_host_test(&w->args, moved_p);
+}
+
+gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
+{
+    const gpuring_coll_info_t *info = &w->info;
+
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
-    if (st != GPURING_OK) {
+    if (w->args.status != GPURING_OK) {
         __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-        return st;
+        return w->args.status;
     }
     gpuring_comm_stats_count(info->kind, 0, w->plan.algo, w->plane,
-                             info->count * es *
+                             info->count * gpuring_type_size(info->type) *
                                  (gpuring_coll_blocks(info->kind) ? (size_t)c->graph.nranks : 1));
     return GPURING_OK;
+}
+
+gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
+{
+    gpuring_status_t st = gpuring_enqueue_start(c, w);
+
+    if (st != GPURING_OK) return st;
+    if (w->plane == GPURING_PLANE_HOST) {
+        (void)gpuring_exec_host_wait(&w->args);
+    } else {
+        w->args.status = gpuring_exec_cuda_run(&w->args, c->dev.stream);
+    }
+    return gpuring_enqueue_finish(c, w);
 }

@@ -13,6 +13,8 @@
  *                it waits, bounded by a deadline): the call must progress
  *                without the caller polling; then MPI_Wait
  *   inplace      MPI_IN_PLACE calls in flight together
+ *   p2p          a call in flight while its caller receives a large message
+ *                from a rank that starts the call only after sending it
  * Values: rank r's element i of call k is a function of (k, r, i), so each
  * rank computes every rank's contribution: int32 sums of small values,
  * int8 sums that wrap (computed in unsigned arithmetic), doubles holding
@@ -406,6 +408,45 @@ static void case_inplace(MPI_Comm comm, unsigned seed)
     for (int k = 0; k < 4; k++) call_check(&c[k], rc, n, "inplace");
 }
 
+/* p2p: a call in flight while its caller receives a large message whose sender
+ * starts the same call only after sending it (a valid program: the call may
+ * not hold up the receive).  Even rank e receives from e+1, which sends after
+ * a pause, so the receiver's progress runs while its call waits for e+1; a
+ * rank without a partner only makes the call. */
+static void case_p2p(MPI_Comm comm, unsigned seed)
+{
+    const size_t bytes = 4u << 20; /* above the shared-memory eager limits: rendezvous */
+    unsigned char *msg = xmalloc(bytes);
+    call_t c;
+    int r, n, rc = MPI_SUCCESS, bad = 0;
+
+    if (skipped(comm)) {
+        free(msg);
+        return;
+    }
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    call_init(&c, K_INT32_SUM, 1000, 0, seed, r, n);
+    if (r % 2 == 1) {
+        for (size_t i = 0; i < bytes; i++) msg[i] = (unsigned char)(i * 7 + seed);
+        usleep(200 * 1000);
+        rc = MPI_Send(msg, (int)bytes, MPI_BYTE, r - 1, 77, comm);
+    }
+    if (call_start(&c, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    if (r % 2 == 0 && r + 1 < n) {
+        rc = MPI_Recv(msg, (int)bytes, MPI_BYTE, r + 1, 77, comm, MPI_STATUS_IGNORE);
+        for (size_t i = 0; rc == MPI_SUCCESS && !bad && i < bytes; i++)
+            bad = msg[i] != (unsigned char)(i * 7 + seed);
+    }
+    if (rc != MPI_SUCCESS || bad) {
+        fprintf(stderr, "FAILED rank %d p2p: the message %s\n", g_rank,
+                rc != MPI_SUCCESS ? "failed" : "arrived wrong");
+        g_failed++;
+    }
+    call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "p2p");
+    free(msg);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm comms[3];
@@ -450,6 +491,7 @@ int main(int argc, char **argv)
         case_overlap(comms[1], seed + 300);
         case_inplace(comms[0], seed + 400);
         case_inplace(comms[2], seed + 500);
+        case_p2p(comms[0], seed + 600);
     }
 
     counts[0] = g_passed;
