@@ -54,6 +54,9 @@
 #                          unset: all of them)
 #   CUDACPU_FIBER_ORDERS   the fiber orders each allreduce_check and failure case
 #                          runs in (unset: one each, forward and reverse in turn)
+#   CUDACPU_CASE_TYPES     direct_np2 and fifo_np3 on these types only
+#                          (allreduce_check -t; unset: every type and MPI alias;
+#                          the sanitizer flavor's: each width once)
 top=$(pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../sanitize/sanitizer_report.sh"
@@ -63,6 +66,7 @@ flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
 extra=${CUDACPU_MPIRUN_ARGS:-}
 cases=${CUDACPU_MPI_CASES:-}
 orders=${CUDACPU_FIBER_ORDERS:-}
+case_types=${CUDACPU_CASE_TYPES:+-t $CUDACPU_CASE_TYPES}
 turn=0 # unset orders: the cases take the two in turn
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 LD_LIBRARY_PATH=$flavor/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -171,9 +175,9 @@ case_run() {
 }
 
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
-case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099
+case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
 summary=$SUMMARY_ON_DEVICE
-case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099
+case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct 0; [1-9][0-9]* on device buffers'
 case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099
 summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'

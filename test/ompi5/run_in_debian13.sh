@@ -77,6 +77,9 @@ if [ $# -eq 0 ]; then
     set -- bash -c './setup.sh && make --no-print-directory check'
 fi
 echo "run_in_debian13: in Debian 13 ($root): $*"
+# (the CUDA executor's matrix on the CPU runtime makes no MPI call: the first
+# job runs it in both fiber orders, this one forward only -- 1.3 min less)
 chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
+    CUDACPU_EXEC_ORDERS="${CUDACPU_EXEC_ORDERS:-forward}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     bash -c 'cd /build/gpuring && exec "$@"' run_in_debian13 "$@"

@@ -9,7 +9,8 @@
 #   cudacpu   test/cudacpu/run_cudacpu_mpi.sh's device-buffer cases with the
 #             instrumented component and CUDA CPU runtime (test/sanitize/cudacpu):
 #             direct, FIFO, LL trees over virtual nodes (LL shm and simple net
-#             connections in one kernel), churn, one fiber order
+#             connections in one kernel), churn, one fiber order; direct and
+#             FIFO on one type of each width (ASan makes every type slow)
 # mpirun and the test programs are not instrumented: only the ranks preload
 # the compiler's libasan (GPURING_LIBASAN, from configure; make check sets it),
 # through mpirun -x.  A sanitizer report fails its case: the runners grep
@@ -83,6 +84,7 @@ fi
 if [ -f "$top/test/sanitize/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
     CUDACPU_FLAVOR_DIR=$top/test/sanitize/cudacpu CUDACPU_MPI_LOGDIR=$logs/cudacpu \
     CUDACPU_MPIRUN_ARGS=$SAN_X CUDACPU_FIBER_ORDERS=forward \
+    CUDACPU_CASE_TYPES=int8,int16,int32,int64,float,double \
     CUDACPU_MPI_CASES="direct_np2 fifo_np3 ll_tree_vnodes_np4 churn" \
         runner cudacpu "$here/../cudacpu/run_cudacpu_mpi.sh"
 else
