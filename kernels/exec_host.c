@@ -21,6 +21,9 @@
 
 #include "proxy/proxy.h"
 
+/* idle passes between two looks at the clock (the timeout) */
+#define GPURING_EXEC_CLOCK_EVERY 64
+
 #define EXEC_FOR_PEERS(_mask, _i) \
     for (int _i = 0; _i < GPURING_MAX_PEERS; _i++) if ((_mask) & (1u << _i))
 
@@ -303,6 +306,7 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
 {
     a->status = GPURING_OK;
     a->idle_since = 0.0;
+    a->idle_polls = 0;
     a->stream_out = a->count * gpuring_type_size(a->type) >= GPURING_EXEC_STREAM_MIN_BYTES;
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
@@ -380,7 +384,8 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
     }
     if (moved) {
         a->idle_since = 0.0;
-    } else if (a->timeout > 0) {
+        a->idle_polls = 0;
+    } else if (a->timeout > 0 && ++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
         const double now = gpuring_time_sec();
 
         if (a->idle_since == 0.0) {

@@ -69,6 +69,7 @@ typedef struct gpuring_exec_args {
     int stream_out;              /* set at start: the call's output is written around the
                                     cache (at least GPURING_EXEC_STREAM_MIN_BYTES) */
     double idle_since;           /* test: when the call last stopped moving (0: moving) */
+    unsigned idle_polls;         /* test: passes since it last moved */
 } gpuring_exec_args_t;
 
 /* Calls at least this large write their output with non-temporal stores: it

@@ -70,13 +70,14 @@ static int request_progress(void)
          * that runs its call off the core: where ranks and their workers outnumber
          * the cores, a spinning wait cost a scheduler slice per call (8 B: 130 us).
          * So it steps the oldest call's communicator itself (one pass, never
-         * waiting: this may be any MPI call's progress), or else yields. */
+         * waiting: this may be any MPI call's progress; the worker naps while MPI
+         * threads step), or yields where another thread has the call. */
         gpuring_comm_t *gcomm = NULL;
 
         pthread_mutex_lock(&request_lock);
         if (request_running != NULL) gcomm = request_running->gcomm;
         pthread_mutex_unlock(&request_lock);
-        if (gcomm == NULL || !gpuring_comm_async_step(gcomm)) sched_yield();
+        if (gcomm == NULL || gpuring_comm_async_step(gcomm) < 0) sched_yield();
     }
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
     pthread_mutex_lock(&request_lock);

@@ -30,6 +30,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct gpuring_async {
     pthread_t thread;
@@ -37,11 +38,27 @@ struct gpuring_async {
     pthread_cond_t queued;  /* work queued, or stop */
     pthread_cond_t idle;    /* the worker ended a device call */
     gpuring_work_t *head, *tail;
+    /* the token (atomic): held by the thread in a pass, or by the worker while
+     * it runs a device call; only its holder changes `active` (under the lock,
+     * so that readers holding the lock see it whole) */
+    int stepping;
     gpuring_work_t *active; /* the host call being stepped, off the queue (NULL: none) */
-    int stepping;           /* a thread is in a pass over `active` */
     int busy;               /* the worker runs a device call */
     int stop;
+    int sleeping;           /* the worker waits for a signal: nothing to do for a while */
+    unsigned long mpi_passes; /* atomic: passes MPI threads tried (gpuring_comm_async_step) */
 };
+
+/*
+ * The worker leaves a host call to the MPI threads that step it (a waiter
+ * in MPI_Wait does it at once, with no thread hand-over) and looks again
+ * every GPURING_ASYNC_NAP_SEC: when none has tried a pass during its nap,
+ * it steps the call itself -- so a call progresses within a nap of its
+ * caller going off to compute.  Idle for GPURING_ASYNC_LINGER_SEC, it sleeps
+ * until a call is queued; a call queued while it naps wakes nobody.
+ */
+#define GPURING_ASYNC_NAP_SEC 100e-6
+#define GPURING_ASYNC_LINGER_SEC 10e-3
 
 /* Is nothing queued or running?  (lock held) */
 static int async_empty(const struct gpuring_async *q)
@@ -49,36 +66,48 @@ static int async_empty(const struct gpuring_async *q)
     return q->head == NULL && q->active == NULL && !q->busy;
 }
 
+/* The token: 1 if this thread now holds it. */
+static int async_token_take(struct gpuring_async *q)
+{
+    return !__atomic_exchange_n(&q->stepping, 1, __ATOMIC_ACQUIRE);
+}
+
+static void async_token_give(struct gpuring_async *q)
+{
+    __atomic_store_n(&q->stepping, 0, __ATOMIC_RELEASE);
+}
+
 /*
  * One pass on the calling thread, never waiting: start the oldest host call
  * if none runs, test the running one, end it if it ended.  1 if anything
- * moved or ended; 0 if nothing could (another thread is in a pass or runs a
- * device call, the oldest call is a device call, or the call waits).
+ * moved or ended; 0 if the call waits for its peers; -1 if no pass could be
+ * made (another thread is in one or runs a device call, the oldest call is
+ * a device call, or nothing is queued).  A pass over a running call takes
+ * no lock: only the token.
  */
-static int async_step(gpuring_comm_t *c)
+static int async_step(gpuring_comm_t *c, int by_mpi)
 {
     struct gpuring_async *q = c->async;
     gpuring_work_t *w;
     gpuring_status_t st = GPURING_OK;
     int moved = 0, ended = 0;
 
-    pthread_mutex_lock(&q->lock);
-    if (q->stepping || q->busy ||
-        (q->active == NULL && (q->head == NULL || q->head->plane != GPURING_PLANE_HOST))) {
-        pthread_mutex_unlock(&q->lock);
-        return 0;
-    }
-    if (q->active == NULL) { /* the oldest: nothing else runs, the order holds */
-        q->active = q->head;
-        q->head = q->head->next;
-        if (q->head == NULL) q->tail = NULL;
-    }
+    if (by_mpi) __atomic_fetch_add(&q->mpi_passes, 1, __ATOMIC_RELAXED);
+    if (!async_token_take(q)) return -1;
     w = q->active;
-    q->stepping = 1;
-    pthread_mutex_unlock(&q->lock);
-
-    if (!w->started) {
-        w->started = 1;
+    if (w == NULL) { /* the oldest, if a host call: nothing else runs, the order holds */
+        pthread_mutex_lock(&q->lock);
+        w = q->head;
+        if (w != NULL && w->plane == GPURING_PLANE_HOST) {
+            q->head = w->next;
+            if (q->head == NULL) q->tail = NULL;
+            q->active = w;
+        }
+        pthread_mutex_unlock(&q->lock);
+        if (q->active == NULL) {
+            async_token_give(q);
+            return -1;
+        }
         moved = 1;
         st = gpuring_enqueue_start(c, w);
         ended = st != GPURING_OK; /* nothing started: nothing to finish */
@@ -93,15 +122,14 @@ static int async_step(gpuring_comm_t *c)
     if (ended) {
         w->done_fn(w->done_ctx, st);
         free(w);
-    }
-
-    pthread_mutex_lock(&q->lock);
-    q->stepping = 0;
-    if (ended) {
+        pthread_mutex_lock(&q->lock);
         q->active = NULL;
-        pthread_cond_signal(&q->queued); /* the worker: the next call, or stop */
+        /* the worker, where it would not look by itself: a device call next, or stop */
+        if (q->stop || (q->head != NULL && (q->sleeping || q->head->plane == GPURING_PLANE_DEVICE)))
+            pthread_cond_signal(&q->queued);
+        pthread_mutex_unlock(&q->lock);
     }
-    pthread_mutex_unlock(&q->lock);
+    async_token_give(q);
     return moved || ended;
 }
 
@@ -113,7 +141,7 @@ static int async_run_device(gpuring_comm_t *c)
     gpuring_work_t *w = q->head;
     gpuring_status_t st;
 
-    if (w == NULL || w->plane != GPURING_PLANE_DEVICE || q->active != NULL || q->stepping)
+    if (w == NULL || w->plane != GPURING_PLANE_DEVICE || q->active != NULL || !async_token_take(q))
         return 0;
     q->head = w->next;
     if (q->head == NULL) q->tail = NULL;
@@ -129,26 +157,58 @@ static int async_run_device(gpuring_comm_t *c)
 
     pthread_mutex_lock(&q->lock);
     q->busy = 0;
+    async_token_give(q);
     pthread_cond_broadcast(&q->idle);
     return 1;
+}
+
+/* The worker waits for a signal, at most `sec` seconds (0: no limit).  Lock held. */
+static void async_nap(struct gpuring_async *q, double sec)
+{
+    struct timespec ts;
+    double t;
+
+    if (sec <= 0) {
+        q->sleeping = 1;
+        pthread_cond_wait(&q->queued, &q->lock);
+        q->sleeping = 0;
+        return;
+    }
+    t = gpuring_time_sec() + sec;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&q->queued, &q->lock, &ts); /* the cond's clock: monotonic */
 }
 
 static void *async_worker(void *arg)
 {
     gpuring_comm_t *c = arg;
     struct gpuring_async *q = c->async;
+    double busy_at = gpuring_time_sec(); /* when it last had a call */
+    unsigned long passes = 0;            /* MPI threads' passes, at the last look */
     int idle = 0;
 
     pthread_mutex_lock(&q->lock);
     for (;;) {
-        while (q->head == NULL && q->active == NULL && !q->stop)
-            pthread_cond_wait(&q->queued, &q->lock);
-        if (q->stop && q->head == NULL && q->active == NULL) break;
+        const double now = gpuring_time_sec();
+
+        if (q->head == NULL && q->active == NULL) {
+            if (q->stop) break;
+            async_nap(q, now - busy_at < GPURING_ASYNC_LINGER_SEC ? GPURING_ASYNC_NAP_SEC : 0);
+            continue;
+        }
+        busy_at = now;
         if (async_run_device(c)) continue;
+        if (__atomic_load_n(&q->mpi_passes, __ATOMIC_RELAXED) != passes) {
+            /* an MPI thread steps it: look again after a nap */
+            passes = __atomic_load_n(&q->mpi_passes, __ATOMIC_RELAXED);
+            async_nap(q, GPURING_ASYNC_NAP_SEC);
+            continue;
+        }
         pthread_mutex_unlock(&q->lock);
-        if (async_step(c)) {
+        if (async_step(c, 0) > 0) {
             idle = 0;
-        } else if (++idle > c->spin_polls) { /* waits, or an MPI thread is in a pass */
+        } else if (++idle > c->spin_polls) { /* the call waits for its peers */
             idle = 0;
             sched_yield();
         }
@@ -162,13 +222,17 @@ static void *async_worker(void *arg)
 static gpuring_status_t async_start(gpuring_comm_t *c)
 {
     struct gpuring_async *q;
+    pthread_condattr_t attr;
     int rc;
 
     if (c->async != NULL) return GPURING_OK;
     q = calloc(1, sizeof(*q));
     if (q == NULL) return GPURING_ERR_NO_MEMORY;
     pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->queued, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* gpuring_time_sec's, for naps */
+    pthread_cond_init(&q->queued, &attr);
+    pthread_condattr_destroy(&attr);
     pthread_cond_init(&q->idle, NULL);
     c->async = q;
     rc = pthread_create(&q->thread, NULL, async_worker, c);
@@ -202,7 +266,7 @@ static void async_drain(gpuring_comm_t *c)
             return;
         }
         pthread_mutex_unlock(&q->lock);
-        if (async_step(c)) {
+        if (async_step(c, 1) > 0) {
             idle = 0;
         } else if (++idle > c->spin_polls) {
             idle = 0;
@@ -258,14 +322,15 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
         q->head = w;
     }
     q->tail = w;
-    pthread_cond_signal(&q->queued);
+    /* a napping worker looks by itself; a device call is only the worker's */
+    if (q->sleeping || plane == GPURING_PLANE_DEVICE) pthread_cond_signal(&q->queued);
     pthread_mutex_unlock(&q->lock);
     return GPURING_OK;
 }
 
 int gpuring_comm_async_step(gpuring_comm_t *c)
 {
-    return c->async != NULL && async_step(c);
+    return c->async != NULL ? async_step(c, 1) : -1;
 }
 
 void gpuring_async_destroy(gpuring_comm_t *c)

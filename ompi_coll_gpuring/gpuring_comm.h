@@ -192,8 +192,9 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t p
  * communicator's oldest non-blocking call on host buffers -- start it if
  * none runs, move what its connections allow, end it (its done function is
  * called here) -- without waiting for anything.  1 if anything moved or
- * ended; 0 if nothing could (another thread is in a pass, the worker runs a
- * device call, or the call waits for its peers).  Makes no MPI call.
+ * ended; 0 if the call waits for its peers; -1 if no pass could be made
+ * (another thread is in one, the worker runs a device call, or nothing is
+ * queued): the caller may yield the core.  Makes no MPI call.
  */
 int gpuring_comm_async_step(gpuring_comm_t *comm);
 
