@@ -27,8 +27,11 @@
 #                   [-t type] [-o op] [-N iters] [-w warmup] [-m host|device]
 #                   [-i] [-g sizes-per-group] [-r repetitions] [-c 0|1]
 #                   [-x sizes] [-B 0|1]
-# Defaults: -C all_reduce -n 2 -b 8 -e 64M -f 2 -t float -o sum -N 50 -w 10
-#           -m host -g 4 -r 5 -c 1 -B 1  (-e is measured even when -f steps
+# Defaults: -C all_reduce -n 2 -b 8 -e 64M -f 2 -t float -o sum -N auto -w 10
+#           -m host -g 4 -r 5 -c 1 -B 1  (-N auto: iterations by the run's
+#           largest size, 2000 up to 64 KiB, 200 up to 4 MiB, 50 above --
+#           a call of a microsecond needs thousands to average out the first
+#           ones'; the warmup is then at least a tenth; -e is measured even when -f steps
 #           past it; -x adds sizes off the -f grid, comma-separated, e.g.
 #           -x 64K; -B 0 skips the memcpy bound)
 # Environment: GPURING_PERF_BIN (default: allreduce_perf next to this
@@ -46,7 +49,7 @@ mkdir -p "$LOGDIR" || exit 2
 TIMEOUT=${GPURING_PERF_TIMEOUT:-600}
 MPIRUN=${MPIRUN:-mpirun}
 
-COLL=all_reduce BOUND=1 NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=50 WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
+COLL=all_reduce BOUND=1 NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=auto WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
 EXTRA=
 while getopts "C:B:n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
     case $opt in
@@ -132,8 +135,13 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
     tuned) mca=("${TUNED_MCA[@]}") ;;
     memcpy) mca=("${TUNED_MCA[@]}") mode=(-m memcpy) ;;
     esac
+    local iters=$ITERS warmup=$WARMUP
+    if [ "$iters" = auto ]; then
+        iters=$((hi <= 65536 ? 2000 : hi <= 4194304 ? 200 : 50))
+        warmup=$((warmup > iters / 10 ? warmup : iters / 10))
+    fi
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${mca[@]}" "$PERF" -C "$COLL" -b "$lo" -e "$hi" -f "$FACTOR"
-        -t "$TYPE" -o "$OP" -n "$ITERS" -w "$WARMUP" "${mode[@]}")
+        -t "$TYPE" -o "$OP" -n "$iters" -w "$warmup" "${mode[@]}")
     { echo "# ${cmd[*]}"; "${cmd[@]}"; } > "$log" 2> "$log.stderr"
     local rc=$?
     if [ $rc != 0 ]; then
@@ -146,8 +154,8 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
         if [ "$cfg" = gpuring ] && ! grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: gpuring run for sizes $lo..$hi printed no 'ready:' line: gpuring did not run"
             STATUS=1
-        elif [ "$cfg" = gpuring ] && [ "${ncalls:-0}" -lt "$ITERS" ]; then
-            echo "# WARNING: gpuring run for sizes $lo..$hi: ${ncalls:-no} $SUMMARY_NAME calls in gpuring (< $ITERS)"
+        elif [ "$cfg" = gpuring ] && [ "${ncalls:-0}" -lt "$iters" ]; then
+            echo "# WARNING: gpuring run for sizes $lo..$hi: ${ncalls:-no} $SUMMARY_NAME calls in gpuring (< $iters)"
             STATUS=1
         elif [ "$cfg" = tuned ] && grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: tuned run for sizes $lo..$hi printed a gpuring 'ready:' line"
