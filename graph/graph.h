@@ -23,6 +23,8 @@ typedef struct gpuring_graph {
     int *node;      /* node index of each rank, 0..nnodes-1 */
     int nchannels;
     int *rings;     /* nchannels rows of nranks: ranks in ring order */
+    int *ring_pos;  /* nchannels rows of nranks: each rank's position in the ring (the
+                       rings' inverse: a root's position without a scan per call) */
     int ring_ix[GPURING_MAX_CHANNELS]; /* this rank's position in each ring */
     int prev[GPURING_MAX_CHANNELS];
     int next[GPURING_MAX_CHANNELS];
@@ -32,6 +34,12 @@ typedef struct gpuring_graph {
     int tree_child[GPURING_MAX_CHANNELS][3]; /* ranks, nchild of them */
     int tree_nchild[GPURING_MAX_CHANNELS];
     int tree_depth;                          /* longest root-to-leaf path, in edges */
+    /* nchannels rows of nranks: the tree peer toward each rank (kernels/prog.h's peer
+     * index: 0 the parent, 1 + i child i), -1 at this rank itself.  A bcast or reduce
+     * rooted at r flows over the channel's tree seen as undirected: each rank receives
+     * from (bcast) or sends to (reduce) its peer toward r.  Every rank derives its row
+     * from the same rings and nodes, so the rows agree. */
+    signed char *tree_toward;
 } gpuring_graph_t;
 
 /* ---- topo.c: the machine, from hwloc (seed 002's topology, NCCL's paths) --- */

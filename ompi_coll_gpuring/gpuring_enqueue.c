@@ -64,15 +64,6 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
                                     GPURING_EDGE_RING);
 }
 
-/* The ring position of `rank` on channel ch's ring. */
-static int enqueue_ring_pos(const gpuring_graph_t *g, int ch, int rank)
-{
-    for (int p = 0; p < g->nranks; p++) {
-        if (g->rings[(size_t)ch * (size_t)g->nranks + (size_t)p] == rank) return p;
-    }
-    return 0; /* every ring holds every rank (gpuring_graph_rings_check) */
-}
-
 /* The ring programs of the other collectives (the call's per-rank count is
  * `stride`, for the block programs), on the ring's connections. */
 static void enqueue_ring_channel(gpuring_comm_t *c, gpuring_plane_t plane,
@@ -95,11 +86,11 @@ static void enqueue_ring_channel(gpuring_comm_t *c, gpuring_plane_t plane,
         break;
     case GPURING_COLL_BCAST:
         gpuring_bcast_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
-                                g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+                                g->ring_ix[ch], g->ring_pos[row + (size_t)info->root]);
         break;
     default:
         gpuring_reduce_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
-                                 g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+                                 g->ring_ix[ch], g->ring_pos[row + (size_t)info->root]);
         break;
     }
     x->dev_ranks = plane == GPURING_PLANE_DEVICE && c->dev.rings != NULL ? c->dev.rings + row
