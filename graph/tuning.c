@@ -13,11 +13,15 @@
  *   chain   n-1 steps on its slowest link       S bytes (pipelined)
  *   tree    depth over nodes net steps          2 * S bytes (an inner rank sends
  *           + longest chain intra-node steps    to, or reduces from, two peers)
+ *           + 1 step on its slowest link        (that second peer's step)
  * (the tree's depth from its own root: a root elsewhere may have farther
  * to go, up to twice that, but the depth is what every rank knows alike
  * and it orders the two where it matters, many nodes against few).  So
  * across nodes the tree takes small messages, the chain large ones; inside
- * one node the tree is a chain too, and the chain keeps it.
+ * one node the tree is a chain too, and the chain keeps it.  On 4 nodes of
+ * one rank the two tie (2 + 1 against 3 steps) and the chain keeps them:
+ * measured there, the tree is no faster (README, "gpuring's algorithms
+ * against each other"); from 8 nodes (3 + 1 against 7) the tree takes them.
  * Links are shared memory inside a node and the network between nodes
  * (virtual nodes included).  The constants are what the host executor
  * measured on the project's 2-core machines; they only need to order the
@@ -117,7 +121,7 @@ double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, g
         for (int d = 1; d < g->nnodes; d <<= 1) node_depth++;
         chain = g->tree_depth - node_depth > 0 ? g->tree_depth - node_depth : 0;
         return ways * (node_depth * GPURING_TUNING_NET_LAT + chain * GPURING_TUNING_SHM_LAT) +
-               GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
+               (ways == 1.0 ? lat : 0.0) + GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
     case GPURING_ALGO_RING:
     default:
         if (ways == 1.0) return (n - 1) * lat + s / bw; /* the chain */
