@@ -14,7 +14,10 @@
  * parent is the parent node's head, its children the child nodes' heads and
  * the next rank of the chain.  Channel c uses tree c % 2 of the double
  * binary tree, so with an even channel count each tree carries half of the
- * data.
+ * data.  Bcast and reduce run on a tree rooted at any rank: every rank keeps,
+ * per channel, its peer toward each rank (tree_toward), computed here from
+ * every rank's place in the tree, as it keeps each rank's ring position
+ * (ring_pos): a call looks its root up instead of searching.
  */
 #include "graph/graph.h"
 
@@ -84,15 +87,62 @@ static void graph_chains(const gpuring_graph_t *g, int c, int *head, int *chain_
     }
 }
 
+/* The tree parent of every rank on channel c (-1 at the tree's root), from its chains. */
+static void graph_tree_parents(const gpuring_graph_t *g, int c, const int *head,
+                               const int *chain_prev, int *parent_of)
+{
+    for (int r = 0; r < g->nranks; r++) {
+        int parent[2], child0[2], child1[2];
+
+        if (head[g->node[r]] != r) {
+            parent_of[r] = chain_prev[r];
+            continue;
+        }
+        gpuring_graph_dtree(g->nnodes, g->node[r], parent, child0, child1);
+        parent_of[r] = parent[c % 2] >= 0 ? head[parent[c % 2]] : -1;
+    }
+}
+
+/*
+ * This rank's peer toward every rank x on channel c (graph.h: tree_toward):
+ * the child whose subtree holds x, else the parent.  Walks up from x to the
+ * first rank whose answer is known (this rank's children and the tree's
+ * root are), then fills the path: O(nranks) per channel.
+ */
+static void graph_tree_toward(gpuring_graph_t *g, int c, const int *parent_of, int *path)
+{
+    signed char *toward = g->tree_toward + (size_t)c * (size_t)g->nranks;
+    const signed char unknown = -2;
+
+    for (int x = 0; x < g->nranks; x++) toward[x] = unknown;
+    toward[g->rank] = -1;
+    for (int i = 0; i < g->tree_nchild[c]; i++) toward[g->tree_child[c][i]] = (signed char)(1 + i);
+    for (int x = 0; x < g->nranks; x++) {
+        int len = 0, y = x;
+        signed char answer;
+
+        while (toward[y] == unknown && parent_of[y] >= 0) {
+            path[len++] = y;
+            y = parent_of[y];
+        }
+        /* stopped at a known rank, or at the tree's root: then x is not below this rank */
+        if (toward[y] == unknown) toward[y] = 0;
+        answer = toward[y];
+        while (len > 0) toward[path[--len]] = answer;
+    }
+}
+
 static gpuring_status_t graph_trees(gpuring_graph_t *g)
 {
     int *head = malloc(sizeof(int) * (size_t)g->nnodes);
     int *next = malloc(sizeof(int) * (size_t)g->nranks);
     int *prev = malloc(sizeof(int) * (size_t)g->nranks);
+    int *parent_of = malloc(sizeof(int) * (size_t)g->nranks);
+    int *path = malloc(sizeof(int) * (size_t)g->nranks);
     const int me = g->rank, mynode = g->node[me];
 
-    if (head == NULL || next == NULL || prev == NULL) {
-        free(head); free(next); free(prev);
+    if (head == NULL || next == NULL || prev == NULL || parent_of == NULL || path == NULL) {
+        free(head); free(next); free(prev); free(parent_of); free(path);
         return GPURING_ERR_NO_MEMORY;
     }
     g->tree_depth = 0;
@@ -111,6 +161,8 @@ static gpuring_status_t graph_trees(gpuring_graph_t *g)
             g->tree_parent[c] = prev[me];
         }
         if (next[me] >= 0) kids[g->tree_nchild[c]++] = next[me];
+        graph_tree_parents(g, c, head, prev, parent_of);
+        graph_tree_toward(g, c, parent_of, path);
     }
     /* depth: the node tree's depth plus the longest chain (tuning) */
     {
@@ -132,7 +184,7 @@ static gpuring_status_t graph_trees(gpuring_graph_t *g)
         }
         g->tree_depth = depth + maxchain;
     }
-    free(head); free(next); free(prev);
+    free(head); free(next); free(prev); free(parent_of); free(path);
     return GPURING_OK;
 }
 
@@ -152,7 +204,9 @@ gpuring_status_t gpuring_graph_init(const gpuring_peer_info_t *peers, int nranks
     g->nchannels = nchannels;
     g->node = malloc(sizeof(int) * (size_t)nranks);
     g->rings = malloc(sizeof(int) * (size_t)nranks * (size_t)nchannels);
-    if (g->node == NULL || g->rings == NULL) {
+    g->ring_pos = malloc(sizeof(int) * (size_t)nranks * (size_t)nchannels);
+    g->tree_toward = malloc((size_t)nranks * (size_t)nchannels);
+    if (g->node == NULL || g->rings == NULL || g->ring_pos == NULL || g->tree_toward == NULL) {
         gpuring_graph_free(g);
         return GPURING_ERR_NO_MEMORY;
     }
@@ -229,7 +283,10 @@ gpuring_status_t gpuring_graph_connect(gpuring_graph_t *g, const int32_t *pos)
             keys[r] = (graph_ring_key_t){g->node[r], pos ? pos[(size_t)r * g->nchannels + c] : r, r};
         }
         qsort(keys, (size_t)nranks, sizeof(*keys), graph_cmp_ring);
-        for (int i = 0; i < nranks; i++) ring[i] = keys[i].rank;
+        for (int i = 0; i < nranks; i++) {
+            ring[i] = keys[i].rank;
+            g->ring_pos[(size_t)c * (size_t)nranks + (size_t)ring[i]] = i;
+        }
         for (int i = 0; i < nranks; i++) {
             if (ring[i] == g->rank) {
                 g->ring_ix[c] = i;
@@ -285,6 +342,10 @@ void gpuring_graph_free(gpuring_graph_t *g)
 {
     free(g->node);
     free(g->rings);
+    free(g->ring_pos);
+    free(g->tree_toward);
     g->node = NULL;
     g->rings = NULL;
+    g->ring_pos = NULL;
+    g->tree_toward = NULL;
 }

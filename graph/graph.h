@@ -23,6 +23,8 @@ typedef struct gpuring_graph {
     int *node;      /* node index of each rank, 0..nnodes-1 */
     int nchannels;
     int *rings;     /* nchannels rows of nranks: ranks in ring order */
+    int *ring_pos;  /* nchannels rows of nranks: each rank's position in the ring (the
+                       rings' inverse: a root's position without a scan per call) */
     int ring_ix[GPURING_MAX_CHANNELS]; /* this rank's position in each ring */
     int prev[GPURING_MAX_CHANNELS];
     int next[GPURING_MAX_CHANNELS];
@@ -32,6 +34,12 @@ typedef struct gpuring_graph {
     int tree_child[GPURING_MAX_CHANNELS][3]; /* ranks, nchild of them */
     int tree_nchild[GPURING_MAX_CHANNELS];
     int tree_depth;                          /* longest root-to-leaf path, in edges */
+    /* nchannels rows of nranks: the tree peer toward each rank (kernels/prog.h's peer
+     * index: 0 the parent, 1 + i child i), -1 at this rank itself.  A bcast or reduce
+     * rooted at r flows over the channel's tree seen as undirected: each rank receives
+     * from (bcast) or sends to (reduce) its peer toward r.  Every rank derives its row
+     * from the same rings and nodes, so the rows agree. */
+    signed char *tree_toward;
 } gpuring_graph_t;
 
 /* ---- topo.c: the machine, from hwloc (seed 002's topology, NCCL's paths) --- */
@@ -170,8 +178,8 @@ typedef enum {
     GPURING_COLL_ALLREDUCE = 0,      /* ring, gather, tree: prog_*_allreduce.h */
     GPURING_COLL_REDUCE_SCATTER = 1, /* prog_ring_reduce_scatter.h */
     GPURING_COLL_ALLGATHER = 2,      /* prog_ring_allgather.h */
-    GPURING_COLL_BCAST = 3,          /* prog_ring_bcast.h */
-    GPURING_COLL_REDUCE = 4,         /* prog_ring_reduce.h */
+    GPURING_COLL_BCAST = 3,          /* prog_ring_bcast.h, prog_tree_bcast.h */
+    GPURING_COLL_REDUCE = 4,         /* prog_ring_reduce.h, prog_tree_reduce.h */
     GPURING_COLL_COUNT
 } gpuring_coll_kind_t;
 
@@ -186,7 +194,8 @@ extern const char *const gpuring_coll_names[GPURING_COLL_COUNT];
 
 typedef struct gpuring_tuning_params {
     gpuring_coll_kind_t coll; /* which collective (zero: allreduce) */
-    gpuring_algo_t algo; /* AUTO, or forced (allreduce only: the others run on rings) */
+    gpuring_algo_t algo; /* AUTO, or forced (allreduce; bcast and reduce: ring or tree;
+                            reduce-scatter and allgather run on rings) */
     int trees;           /* tree connections usable (not failed) */
     int nchannels;      /* 0: auto, else forced (<= max_channels) */
     int max_channels;   /* channels the plane has connections for (0: the graph's) */
@@ -205,8 +214,10 @@ typedef struct gpuring_plan {
 } gpuring_plan_t;
 
 /*
- * Allreduce: the algorithm of least modelled cost.  The other collectives
- * run their ring program (chains for bcast and reduce); their channels
+ * Allreduce: the algorithm of least modelled cost; bcast and reduce: the
+ * cheaper of their ring chain and the tree rooted at the call's root
+ * (prog_tree_bcast.h, prog_tree_reduce.h; a forced gather runs the chain).
+ * Reduce-scatter and allgather run their ring program; their channels
  * follow the bytes they move (reduce-scatter and allgather: every rank's
  * block), and the protocol the same size limits as allreduce's.
  * order_free: the reduction gives the same bits whatever order ranks fold
@@ -217,7 +228,9 @@ typedef struct gpuring_plan {
 #define GPURING_TUNING_SCRATCH_MAX (1024 * 1024)
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
                          size_t count, size_t elem_size, int order_free, gpuring_plan_t *plan);
-/* The model's estimate, in microseconds, of one algorithm for `bytes` (tools, tests). */
-double gpuring_tuning_cost(const gpuring_graph_t *graph, gpuring_algo_t algo, size_t bytes);
+/* The model's estimate, in microseconds, of one algorithm of collective `coll` (allreduce,
+ * or bcast and reduce: RING their chain) for `bytes` (tools, tests). */
+double gpuring_tuning_cost(const gpuring_graph_t *graph, gpuring_coll_kind_t coll,
+                           gpuring_algo_t algo, size_t bytes);
 
 #endif /* GPURING_GRAPH_GRAPH_H */

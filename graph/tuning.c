@@ -9,6 +9,19 @@
  *   gather  n-1 steps on its slowest link       (n-1) * S bytes
  *   tree    2(depth over nodes) net steps       2 * S bytes (up, then down)
  *           + 2(longest chain) intra-node steps
+ * and for bcast and reduce, whose data goes one way from or to the root:
+ *   chain   n-1 steps on its slowest link       S bytes (pipelined)
+ *   tree    depth over nodes net steps          2 * S bytes (an inner rank sends
+ *           + longest chain intra-node steps    to, or reduces from, two peers)
+ *           + 1 step on its slowest link        (that second peer's step)
+ * (the tree's depth from its own root: a root elsewhere may have farther
+ * to go, up to twice that, but the depth is what every rank knows alike
+ * and it orders the two where it matters, many nodes against few).  So
+ * across nodes the tree takes small messages, the chain large ones; inside
+ * one node the tree is a chain too, and the chain keeps it.  On 4 nodes of
+ * one rank the two tie (2 + 1 against 3 steps) and the chain keeps them:
+ * measured there, the tree is no faster (README, "gpuring's algorithms
+ * against each other"); from 8 nodes (3 + 1 against 7) the tree takes them.
  * Links are shared memory inside a node and the network between nodes
  * (virtual nodes included).  The constants are what the host executor
  * measured on the project's 2-core machines; they only need to order the
@@ -89,13 +102,16 @@ int gpuring_algo_from_name(const char *name)
     return -2;
 }
 
-double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_algo_t algo, size_t bytes)
+double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
+                           size_t bytes)
 {
     const int n = g->nranks;
     const int net = g->nnodes > 1;
     const double lat = net ? GPURING_TUNING_NET_LAT : GPURING_TUNING_SHM_LAT;
     const double bw = net ? GPURING_TUNING_NET_BW : GPURING_TUNING_SHM_BW;
     const double s = (double)bytes;
+    /* bcast and reduce go one way: half the allreduce's steps */
+    const double ways = coll == GPURING_COLL_BCAST || coll == GPURING_COLL_REDUCE ? 1.0 : 2.0;
     int node_depth = 0, chain = 0;
 
     switch (algo) {
@@ -104,10 +120,11 @@ double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_algo_t algo, size_t
     case GPURING_ALGO_TREE:
         for (int d = 1; d < g->nnodes; d <<= 1) node_depth++;
         chain = g->tree_depth - node_depth > 0 ? g->tree_depth - node_depth : 0;
-        return 2.0 * (node_depth * GPURING_TUNING_NET_LAT + chain * GPURING_TUNING_SHM_LAT) +
-               GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
+        return ways * (node_depth * GPURING_TUNING_NET_LAT + chain * GPURING_TUNING_SHM_LAT) +
+               (ways == 1.0 ? lat : 0.0) + GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
     case GPURING_ALGO_RING:
     default:
+        if (ways == 1.0) return (n - 1) * lat + s / bw; /* the chain */
         return 2.0 * (n - 1) * lat + 2.0 * (n - 1) / n * s / bw;
     }
 }
@@ -119,6 +136,8 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     /* the bytes the call moves: every rank's block for reduce-scatter and allgather */
     size_t bytes = count * elem_size * (blocks ? (size_t)graph->nranks : 1);
     const int allreduce = params->coll == GPURING_COLL_ALLREDUCE;
+    /* bcast and reduce: their ring chain, or the tree rooted at the call's root */
+    const int rooted = params->coll == GPURING_COLL_BCAST || params->coll == GPURING_COLL_REDUCE;
     /* LL: on a graph with edges inside a node (shm or CUDA IPC: net edges stay simple) */
     const int ll_ok = graph->nnodes < graph->nranks;
     const size_t ll_max = params->device ? GPURING_TUNING_LL_DEVICE_MAX_BYTES
@@ -136,7 +155,8 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, max_ch) : max_ch;
     double cost[3] = {0, 0, 0};
 
-    if (!allreduce) {
+    if (rooted) gather_ok = 0; /* no gather program: forced gather runs the chain */
+    if (!allreduce && !rooted) {
         plan->algo = GPURING_ALGO_RING; /* the collective's ring program */
     } else if (params->algo == GPURING_ALGO_AUTO) {
         plan->algo = GPURING_ALGO_RING;
@@ -144,7 +164,7 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
             if ((a == GPURING_ALGO_GATHER && !gather_ok) || (a == GPURING_ALGO_TREE && !params->trees)) {
                 continue;
             }
-            cost[a] = gpuring_tuning_cost(graph, (gpuring_algo_t)a, bytes);
+            cost[a] = gpuring_tuning_cost(graph, params->coll, (gpuring_algo_t)a, bytes);
             if (cost[a] < cost[plan->algo]) plan->algo = (gpuring_algo_t)a;
         }
     } else if ((params->algo == GPURING_ALGO_GATHER && !gather_ok) ||

@@ -65,6 +65,8 @@ typedef enum {
     GPURING_PROG_RING_AG = 4,   /* prog_ring_allgather.h */
     GPURING_PROG_RING_BCAST = 5,  /* prog_ring_bcast.h */
     GPURING_PROG_RING_REDUCE = 6, /* prog_ring_reduce.h */
+    GPURING_PROG_TREE_BCAST = 7,  /* prog_tree_bcast.h */
+    GPURING_PROG_TREE_REDUCE = 8, /* prog_tree_reduce.h */
 } gpuring_prog_algo_t;
 
 typedef struct gpuring_prog {
@@ -75,8 +77,9 @@ typedef struct gpuring_prog {
     int nranks;
     int ring_ix;    /* this rank's position in the ring */
     int ordered;    /* GATHER: stash and fold in ring order (scratch of nranks rows) */
-    int has_parent; /* TREE: peer 0 is this rank's parent */
-    int nchildren;  /* TREE: peers 1..nchildren are its children */
+    int has_parent; /* TREE*: peer 0 is this rank's parent */
+    int nchildren;  /* TREE*: peers 1..nchildren are its children */
+    int toward;     /* TREE_BCAST, TREE_REDUCE: the peer toward the root, -1 at the root */
     int slices;     /* RING, RING_RS, RING_AG: slot steps each block of a loop is cut into */
     int root_ix;    /* RING_BCAST, RING_REDUCE: the root's position in the ring */
     size_t stride;  /* RING_RS, RING_AG: elements between two ranks' blocks of the whole
@@ -101,6 +104,7 @@ gpuring_prog_set(gpuring_prog_t *p, gpuring_prog_algo_t algo, size_t base, size_
     p->ordered = 0;
     p->has_parent = 0;
     p->nchildren = 0;
+    p->toward = -1;
     p->slices = 1;
     p->root_ix = 0;
     p->stride = 0;
@@ -113,6 +117,12 @@ GPURING_HOSTDEV static inline void gpuring_prog_ring_flags(gpuring_step_t *s, un
     s->flags = flags;
     s->recv_mask = (flags & GPURING_PRIM_RECV) ? 1u : 0u;
     s->send_mask = (flags & GPURING_PRIM_SEND) ? 1u : 0u;
+}
+
+/* A tree's peers as a mask (bit 0 the parent, bits 1..nchildren the children). */
+GPURING_HOSTDEV static inline unsigned gpuring_prog_tree_peers(const gpuring_prog_t *p)
+{
+    return (p->has_parent ? 1u : 0u) | ((1u << p->nchildren) - 1u) << 1;
 }
 
 /*

@@ -14,6 +14,8 @@
 #include "kernels/prog_ring_reduce.h"
 #include "kernels/prog_ring_reduce_scatter.h"
 #include "kernels/prog_tree_allreduce.h"
+#include "kernels/prog_tree_bcast.h"
+#include "kernels/prog_tree_reduce.h"
 
 GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint64_t i,
                                                    gpuring_step_t *s)
@@ -30,6 +32,12 @@ GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint
         return;
     case GPURING_PROG_RING_REDUCE:
         gpuring_reduce_prog_op(p, i, s);
+        return;
+    case GPURING_PROG_TREE_BCAST:
+        gpuring_tree_bcast_prog_op(p, i, s);
+        return;
+    case GPURING_PROG_TREE_REDUCE:
+        gpuring_tree_reduce_prog_op(p, i, s);
         return;
     case GPURING_PROG_GATHER:
         gpuring_gather_prog_op(p, i, s);

@@ -40,8 +40,8 @@ gpuring_tree_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
 {
     const uint64_t nchunks = p->nops / 2;
     const uint64_t chunk = i < nchunks ? i : i - nchunks;
-    const unsigned children = ((1u << p->nchildren) - 1u) << 1;
     const unsigned parent = p->has_parent ? 1u : 0u;
+    const unsigned children = gpuring_prog_tree_peers(p) & ~parent;
     const size_t first = (size_t)chunk * p->chunk;
 
     s->off = p->base + first;

@@ -136,7 +136,10 @@ static int gpuring_register(void)
         "Allreduce algorithm: auto (a latency + bandwidth model decides per call), ring "
         "(reduce-scatter + allgather), tree (reduce up, broadcast down the double binary "
         "tree), or gather (ring allgather of the whole buffer; only for calls that fit one "
-        "slot, others use ring)",
+        "slot, others use ring).  Also MPI_Bcast and MPI_Reduce: auto (the model: the tree "
+        "for small calls across nodes, else the chain), ring (a pipelined chain along the "
+        "ring; gather means ring for them), or tree (the double binary tree rooted at the "
+        "call's root)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->algorithm);
     c->protocol = "auto";
@@ -316,10 +319,12 @@ static int gpuring_close(void)
                          (unsigned long long)below);
         } else {
             GPURING_INFO(GPURING_SUBSYS_COLL,
-                         "%s summary: %llu calls in gpuring (%llu on device buffers; %.3f GB), "
-                         "%llu handed to the component below",
+                         "%s summary: %llu calls in gpuring (%llu on device buffers; %.3f GB; "
+                         "ring %llu, tree %llu), %llu handed to the component below",
                          gpuring_coll_names[coll], (unsigned long long)calls,
                          (unsigned long long)st.device_calls, st.bytes / 1e9,
+                         (unsigned long long)st.calls[GPURING_ALGO_RING],
+                         (unsigned long long)st.calls[GPURING_ALGO_TREE],
                          (unsigned long long)below);
         }
     }

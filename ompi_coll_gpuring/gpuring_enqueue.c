@@ -26,6 +26,27 @@
 _Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
                "the CUDA executor runs fewer channels than a communicator may have");
 
+/* The channel's tree connections (kernels/prog.h: peer 0 the parent, 1 + i child i):
+ * both directions on every edge, whichever way the program's data flows. */
+static void enqueue_tree_conns(gpuring_comm_t *c, gpuring_plane_t plane,
+                               gpuring_exec_channel_t *x, int ch)
+{
+    const gpuring_graph_t *g = &c->graph;
+
+    if (g->tree_parent[ch] >= 0) {
+        x->send[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch, GPURING_CONN_SEND,
+                                        GPURING_EDGE_TREE_UP);
+        x->recv[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch, GPURING_CONN_RECV,
+                                        GPURING_EDGE_TREE_DOWN);
+    }
+    for (int i = 0; i < g->tree_nchild[ch]; i++) {
+        x->send[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
+                                            GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
+        x->recv[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
+                                            GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
+    }
+}
+
 /* The allreduce's program on the channel (ring, gather or tree, as planned)
  * and the plane's connections it uses. */
 static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
@@ -37,18 +58,7 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
     if (plan->algo == GPURING_ALGO_TREE) {
         gpuring_tree_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
                                g->tree_parent[ch] >= 0, g->tree_nchild[ch]);
-        if (g->tree_parent[ch] >= 0) {
-            x->send[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch,
-                                            GPURING_CONN_SEND, GPURING_EDGE_TREE_UP);
-            x->recv[0] = gpuring_conns_find(c, plane, g->tree_parent[ch], ch,
-                                            GPURING_CONN_RECV, GPURING_EDGE_TREE_DOWN);
-        }
-        for (int i = 0; i < g->tree_nchild[ch]; i++) {
-            x->send[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
-                                                GPURING_CONN_SEND, GPURING_EDGE_TREE_DOWN);
-            x->recv[1 + i] = gpuring_conns_find(c, plane, g->tree_child[ch][i], ch,
-                                                GPURING_CONN_RECV, GPURING_EDGE_TREE_UP);
-        }
+        enqueue_tree_conns(c, plane, x, ch);
         return;
     }
     if (plan->algo == GPURING_ALGO_GATHER) {
@@ -64,13 +74,23 @@ static void enqueue_allreduce_channel(gpuring_comm_t *c, gpuring_plane_t plane,
                                     GPURING_EDGE_RING);
 }
 
-/* The ring position of `rank` on channel ch's ring. */
-static int enqueue_ring_pos(const gpuring_graph_t *g, int ch, int rank)
+/* Bcast or reduce on the channel's tree, rooted at the call's root: each rank's
+ * data flows from (bcast) or to (reduce) its tree peer toward the root. */
+static void enqueue_tree_channel(gpuring_comm_t *c, gpuring_plane_t plane,
+                                 const gpuring_coll_info_t *info, const gpuring_plan_t *plan,
+                                 gpuring_exec_channel_t *x, int ch, size_t base, size_t n)
 {
-    for (int p = 0; p < g->nranks; p++) {
-        if (g->rings[(size_t)ch * (size_t)g->nranks + (size_t)p] == rank) return p;
+    const gpuring_graph_t *g = &c->graph;
+    const int toward = g->tree_toward[(size_t)ch * (size_t)g->nranks + (size_t)info->root];
+
+    if (info->kind == GPURING_COLL_BCAST) {
+        gpuring_tree_bcast_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                     g->tree_parent[ch] >= 0, g->tree_nchild[ch], toward);
+    } else {
+        gpuring_tree_reduce_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
+                                      g->tree_parent[ch] >= 0, g->tree_nchild[ch], toward);
     }
-    return 0; /* every ring holds every rank (gpuring_graph_rings_check) */
+    enqueue_tree_conns(c, plane, x, ch);
 }
 
 /* The ring programs of the other collectives (the call's per-rank count is
@@ -95,11 +115,11 @@ static void enqueue_ring_channel(gpuring_comm_t *c, gpuring_plane_t plane,
         break;
     case GPURING_COLL_BCAST:
         gpuring_bcast_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
-                                g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+                                g->ring_ix[ch], g->ring_pos[row + (size_t)info->root]);
         break;
     default:
         gpuring_reduce_prog_init(&x->prog, base, n, plan->chunk_elems, g->nranks,
-                                 g->ring_ix[ch], enqueue_ring_pos(g, ch, info->root));
+                                 g->ring_ix[ch], g->ring_pos[row + (size_t)info->root]);
         break;
     }
     x->dev_ranks = plane == GPURING_PLANE_DEVICE && c->dev.rings != NULL ? c->dev.rings + row
@@ -121,6 +141,14 @@ static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, 
     switch (w->info.kind) {
     case GPURING_COLL_ALLREDUCE:
         enqueue_allreduce_channel(c, w->plane, &w->plan, x, ch, base, n);
+        break;
+    case GPURING_COLL_BCAST:
+    case GPURING_COLL_REDUCE:
+        if (w->plan.algo == GPURING_ALGO_TREE) {
+            enqueue_tree_channel(c, w->plane, &w->info, &w->plan, x, ch, base, n);
+            break;
+        }
+        enqueue_ring_channel(c, w->plane, &w->info, &w->plan, x, ch, base, n);
         break;
     default:
         enqueue_ring_channel(c, w->plane, &w->info, &w->plan, x, ch, base, n);

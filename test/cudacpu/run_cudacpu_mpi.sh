@@ -21,6 +21,10 @@
 #                   elements are many), every type and op
 #   ll_tree_vnodes_np4  LL forced on trees over two virtual nodes: the CUDA IPC
 #                   edges LL, the net edges simple, in the same operations
+#   colls_np3       colls_check -d: reduce-scatter, allgather, bcast and reduce
+#   colls_tree_vnodes_np4  the same with the tree forced over two virtual nodes:
+#                   bcast and reduce rooted at every rank (prog_tree_bcast.h,
+#                   prog_tree_reduce.h), CUDA IPC and net edges
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
 #   iallreduce_np3  iallreduce_check -d: MPI_Iallreduce calls in flight (the
@@ -204,6 +208,12 @@ summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buff
 want='reduce_scatter summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers' verbose=3
 bin=colls_check
 case_run colls_np3 3 "coll_gpuring_direct 0" -d -f -q -L 65536
+# bcast and reduce on the trees (forced), rooted anywhere, over two virtual nodes:
+# CUDA IPC and net edges in one program, data going up and down the tree
+summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers.*tree [1-9]'
+want='reduce summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers.*tree [1-9]'
+case_run colls_tree_vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2 \
+coll_gpuring_algorithm tree" -d -f -q -L 4099
 summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 want="" verbose=3
 

@@ -222,6 +222,22 @@ run_case() {
                     fi
                 done
                 ;;
+            treecolls|ringcolls|autocolls)
+                # every rank ran bcast and reduce on the tree only, the chain only, or both
+                local k want
+                case $c in
+                treecolls) want="ring 0, tree [1-9][0-9]*\\)" ;;
+                ringcolls) want="ring [1-9][0-9]*, tree 0\\)" ;;
+                autocolls) want="ring [1-9][0-9]*, tree [1-9][0-9]*\\)" ;;
+                esac
+                for k in bcast reduce; do
+                    missing=$(every_rank " $k summary: .*; $want")
+                    if [ -n "$missing" ]; then
+                        fail "$name" "rank $missing's $k summary does not match '$want'" "$log"
+                        return
+                    fi
+                done
+                ;;
             allcalls)
                 # every rank ran every allreduce in gpuring: none handed below
                 missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
@@ -353,13 +369,28 @@ run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" a
 # --- reduce-scatter, allgather, bcast, reduce (colls_check): every type x op, counts
 # 0, 1, odd, 1 Mi elements, every root, in place, world/dup/split, real hosts and
 # virtual nodes (net edges), forced LL; each collective ran in gpuring (summary)
+# (auto on 3 nodes of 2 and 2 nodes of 2: bcast and reduce take the tree for small
+# calls, the chain for large ones; on 3 nodes of 1 the tree over nodes is a chain of
+# the same depth, and the chain keeps them)
 run_case "colls_np2_rpn0" 2 0 ready,colls "" colls_check -s "$SEED" -q
-run_case "colls_np3_rpn1" 3 1 ready,colls "" colls_check -s "$SEED" -q
-run_case "colls_np5_rpn2" 5 2 ready,colls "" colls_check -s "$SEED" -q
+run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls "" colls_check -s "$SEED" -q
+run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
-run_case "colls_ll_np4_rpn2" 4 2 ready,colls "coll_gpuring_protocol ll coll_gpuring_nchannels 3" \
+run_case "colls_ll_np4_rpn2" 4 2 ready,colls,autocolls "coll_gpuring_protocol ll coll_gpuring_nchannels 3" \
     colls_check -s "$SEED" -f -q
+# bcast and reduce forced onto the tree (rooted at every rank, across virtual nodes:
+# odd and even node counts, both trees of the double tree, many slot steps, LL on the
+# edges inside a node) or onto the chain
+run_case "colls_tree_np5_rpn2" 5 2 ready,colls,treecolls "coll_gpuring_algorithm tree" \
+    colls_check -s "$SEED" -f -q -L 20000
+run_case "colls_tree_slot4k_nch2_np4_rpn1" 4 1 ready,colls,treecolls \
+    "coll_gpuring_algorithm tree coll_gpuring_slot_size 4096 coll_gpuring_nchannels 2" \
+    colls_check -s "$SEED" -f -q -L 20000
+run_case "colls_tree_ll_np6_rpn2" 6 2 ready,colls,treecolls \
+    "coll_gpuring_algorithm tree coll_gpuring_protocol ll" colls_check -s "$SEED" -f -q -L 20000
+run_case "colls_ring_np4_rpn1" 4 1 ready,colls,ringcolls "coll_gpuring_algorithm ring" \
+    colls_check -s "$SEED" -f -q -L 20000
 
 # --- the LL protocol (flag in every 8 bytes) forced at every size, so calls of up to
 # 65537 elements run as many LL steps of at most 8 KiB: every type and op, odd counts,

@@ -23,10 +23,16 @@
 # N calls of the collective in gpuring; the tuned runs must print neither.  With GPURING_MCA_ARGS empty both columns are plain
 # Open MPI, which measures the noise of the comparison.
 #
+# -T "NAME VALUE ...": the baseline column is gpuring too, with these params
+# on top (named "base" in the tables, and held to the gpuring runs' checks),
+# to compare two gpuring settings alternating, e.g. the tree against the
+# chain:  GPURING_MCA_ARGS="$M --mca coll_gpuring_algorithm tree"
+#         compare.sh -C broadcast -T "coll_gpuring_algorithm ring"
+#
 # Usage: compare.sh [-C coll] [-n np] [-b minbytes] [-e maxbytes] [-f factor]
 #                   [-t type] [-o op] [-N iters] [-w warmup] [-m host|device]
 #                   [-i] [-g sizes-per-group] [-r repetitions] [-c 0|1]
-#                   [-x sizes] [-B 0|1]
+#                   [-x sizes] [-B 0|1] [-T "param value ..."]
 # Defaults: -C all_reduce -n 2 -b 8 -e 64M -f 2 -t float -o sum -N auto -w 10
 #           -m host -g 4 -r 5 -c 1 -B 1  (-N auto: iterations by the run's
 #           largest size, 2000 up to 64 KiB, 200 up to 4 MiB, 50 above --
@@ -50,8 +56,8 @@ TIMEOUT=${GPURING_PERF_TIMEOUT:-600}
 MPIRUN=${MPIRUN:-mpirun}
 
 COLL=all_reduce BOUND=1 NP=2 MINB=8 MAXB=64M FACTOR=2 TYPE=float OP=sum ITERS=auto WARMUP=10 MODE=host INPLACE=() GROUP=4 CHECK=1 REPS=5
-EXTRA=
-while getopts "C:B:n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
+EXTRA= BASELINE= BL=tuned
+while getopts "C:B:n:b:e:f:t:o:N:w:m:ig:r:c:x:T:h" opt; do
     case $opt in
     C) COLL=$OPTARG ;;
     B) BOUND=$OPTARG ;;
@@ -69,6 +75,7 @@ while getopts "C:B:n:b:e:f:t:o:N:w:m:ig:r:c:x:h" opt; do
     r) REPS=$OPTARG ;;
     c) CHECK=$OPTARG ;;
     x) EXTRA=$OPTARG ;;
+    T) BASELINE=$OPTARG BL=base ;;
     *)
         sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//' | grep -v '^set -u'
         exit 2
@@ -99,6 +106,12 @@ mca_args coll_gpuring_priority 90 coll_gpuring_verbose 3
 GPU_MCA=("${MCA[@]}")
 mca_args coll ^gpuring
 TUNED_MCA=("${MCA[@]}")
+if [ -n "$BASELINE" ]; then
+    read -r -a base_params <<< "$BASELINE"
+    mca_args coll_gpuring_priority 90 coll_gpuring_verbose 3 "${base_params[@]}"
+    TUNED_MCA=("${MCA[@]}")
+    echo "# the baseline column is gpuring with $BASELINE"
+fi
 
 if [ ${#USER_MCA[@]} = 0 ]; then
     echo "# NOTE: GPURING_MCA_ARGS is empty: both columns are plain Open MPI (noise baseline)"
@@ -151,13 +164,15 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
     if [ ${#USER_MCA[@]} -gt 0 ]; then # prove which collective ran
         local ncalls
         ncalls=$(sed -n "s/.* $SUMMARY_NAME summary: \([0-9]*\) calls in gpuring.*/\1/p" "$log.stderr" | head -1)
-        if [ "$cfg" = gpuring ] && ! grep -q "\] comm .* ready:" "$log.stderr"; then
+        local ran=gpuring
+        [ -n "$BASELINE" ] && [ "$cfg" = tuned ] && ran=tuned
+        if [ "$cfg" = $ran ] && ! grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: gpuring run for sizes $lo..$hi printed no 'ready:' line: gpuring did not run"
             STATUS=1
-        elif [ "$cfg" = gpuring ] && [ "${ncalls:-0}" -lt "$iters" ]; then
+        elif [ "$cfg" = $ran ] && [ "${ncalls:-0}" -lt "$iters" ]; then
             echo "# WARNING: gpuring run for sizes $lo..$hi: ${ncalls:-no} $SUMMARY_NAME calls in gpuring (< $iters)"
             STATUS=1
-        elif [ "$cfg" = tuned ] && grep -q "\] comm .* ready:" "$log.stderr"; then
+        elif [ "$cfg" = tuned ] && [ -z "$BASELINE" ] && grep -q "\] comm .* ready:" "$log.stderr"; then
             echo "# WARNING: tuned run for sizes $lo..$hi printed a gpuring 'ready:' line"
             STATUS=1
         fi
@@ -214,8 +229,8 @@ note_of() { # what is wrong or missing at size $1
     echo "$note"
 }
 echo
-printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "size(B)" "tuned(us)" "gpuring(us)" \
-    "tuned busbw" "gpuring bw" "g/tuned" "memcpy GB/s" "g/memcpy" "note"
+printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "size(B)" "$BL(us)" "gpuring(us)" \
+    "$BL busbw" "gpuring bw" "g/$BL" "memcpy GB/s" "g/memcpy" "note"
 for s in "${SIZES[@]}"; do
     printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "$s" "${MED[tuned.t.$s]}" "${MED[gpuring.t.$s]}" \
         "${MED[tuned.bw.$s]}" "${MED[gpuring.bw.$s]}" \
@@ -225,7 +240,7 @@ done
 echo
 echo "Markdown ($COLL, np $NP, $TYPE $OP, $MODE buffers, busbw in GB/s, medians of $REPS runs each):"
 echo
-echo "| size (B) | tuned time (us) | gpuring time (us) | tuned busbw | gpuring busbw | gpuring/tuned | memcpy (GB/s) | gpuring/memcpy |"
+echo "| size (B) | $BL time (us) | gpuring time (us) | $BL busbw | gpuring busbw | gpuring/$BL | memcpy (GB/s) | gpuring/memcpy |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 for s in "${SIZES[@]}"; do
     echo "| $s | ${MED[tuned.t.$s]} | ${MED[gpuring.t.$s]} | ${MED[tuned.bw.$s]} | ${MED[gpuring.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[tuned.bw.$s]}") | ${MED[memcpy.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}") |"

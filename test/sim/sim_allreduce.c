@@ -1,6 +1,7 @@
 /*
  * sim_allreduce.c -- the ring, tree and gather schedules for thousands of
- * ranks in one process, no MPI: every rank's graph comes from
+ * ranks in one process (allreduce; with -C, bcast and reduce: the chain and
+ * the rooted tree, rooted at rank n/3), no MPI: every rank's graph comes from
  * gpuring_graph_build() on fake peer info, every rank runs the real host
  * executor over the real step programs, and the connections are in-memory
  * FIFOs joined by a synchronous "network": once per round every posted step
@@ -10,7 +11,8 @@
  *
  * Every rank's result is checked against a reference computed here.
  *
- *   sim_allreduce [-n N,N,...] [-k ranks_per_node] [-c count] [-s slot_elems] [-q]
+ *   sim_allreduce [-n N,N,...] [-k ranks_per_node] [-c count] [-s slot_elems]
+ *                 [-C allreduce|bcast|reduce] [-q]
  * (the gather runs only where count fits one slot: -c 16 -s 16, say)
  * Prints one row per (N, algorithm) and a closing "N passed, N failed".
  */
@@ -33,6 +35,8 @@ typedef struct sim_link {
 
 typedef struct sim_rank {
     int ring_ix[SIM_MAX_CH], next[SIM_MAX_CH], prev[SIM_MAX_CH];
+    int root_ix[SIM_MAX_CH], toward[SIM_MAX_CH]; /* bcast, reduce: the root's ring
+                                                    position, the tree peer toward it */
     int parent[SIM_MAX_CH], child[SIM_MAX_CH][3], nchild[SIM_MAX_CH];
     gpuring_conn_t ring_send[SIM_MAX_CH], ring_recv[SIM_MAX_CH];
     gpuring_conn_t tree_send[SIM_MAX_CH][GPURING_MAX_PEERS];
@@ -44,7 +48,8 @@ typedef struct sim_rank {
 } sim_rank_t;
 
 typedef struct sim {
-    int n, k, nch;
+    gpuring_coll_kind_t coll; /* ALLREDUCE, BCAST or REDUCE */
+    int n, k, nch, root;
     size_t count, slot_elems;
     sim_rank_t *ranks;
     sim_link_t *links;
@@ -106,6 +111,8 @@ static int sim_setup(sim_t *sim)
             x->ring_ix[c] = g.ring_ix[c];
             x->next[c] = g.next[c];
             x->prev[c] = g.prev[c];
+            x->root_ix[c] = g.ring_pos[(size_t)c * (size_t)sim->n + (size_t)sim->root];
+            x->toward[c] = g.tree_toward[(size_t)c * (size_t)sim->n + (size_t)sim->root];
             x->parent[c] = g.tree_parent[c];
             x->nchild[c] = g.tree_nchild[c];
             memcpy(x->child[c], g.tree_child[c], sizeof(x->child[c]));
@@ -159,7 +166,45 @@ static void sim_free(sim_t *sim)
     free(sim->ranks);
 }
 
-/* Run one allreduce with `algo` on every rank; rounds to completion, -1 on a stall. */
+/* Channel c's program of the sim's collective with `algo` on rank x. */
+static void sim_prog(const sim_t *sim, const sim_rank_t *x, gpuring_algo_t algo, int c,
+                     size_t base, size_t cnt, gpuring_prog_t *p)
+{
+    const int parent = x->parent[c] >= 0;
+
+    switch (sim->coll) {
+    case GPURING_COLL_BCAST:
+        if (algo == GPURING_ALGO_TREE) {
+            gpuring_tree_bcast_prog_init(p, base, cnt, sim->slot_elems, sim->n, parent,
+                                         x->nchild[c], x->toward[c]);
+        } else {
+            gpuring_bcast_prog_init(p, base, cnt, sim->slot_elems, sim->n, x->ring_ix[c],
+                                    x->root_ix[c]);
+        }
+        return;
+    case GPURING_COLL_REDUCE:
+        if (algo == GPURING_ALGO_TREE) {
+            gpuring_tree_reduce_prog_init(p, base, cnt, sim->slot_elems, sim->n, parent,
+                                          x->nchild[c], x->toward[c]);
+        } else {
+            gpuring_reduce_prog_init(p, base, cnt, sim->slot_elems, sim->n, x->ring_ix[c],
+                                     x->root_ix[c]);
+        }
+        return;
+    default:
+        break;
+    }
+    if (algo == GPURING_ALGO_TREE) {
+        gpuring_tree_prog_init(p, base, cnt, sim->slot_elems, sim->n, parent, x->nchild[c]);
+    } else if (algo == GPURING_ALGO_GATHER) {
+        gpuring_gather_prog_init(p, base, cnt, sim->n, x->ring_ix[c], 1);
+    } else {
+        gpuring_ring_prog_init(p, base, cnt, sim->slot_elems, sim->n, x->ring_ix[c]);
+    }
+}
+
+/* Run one call of the sim's collective with `algo` on every rank; rounds to
+ * completion, -1 on a stall. */
 static long sim_run(sim_t *sim, gpuring_algo_t algo, uint64_t *ops_p)
 {
     size_t per = GPURING_DIV_UP(sim->count, (size_t)sim->nch);
@@ -177,27 +222,24 @@ static long sim_run(sim_t *sim, gpuring_algo_t algo, uint64_t *ops_p)
             gpuring_exec_channel_t *e = &x->exec[c];
             memset(e->send, 0, sizeof(e->send));
             memset(e->recv, 0, sizeof(e->recv));
+            sim_prog(sim, x, algo, c, base, cnt, &e->prog);
             if (algo == GPURING_ALGO_TREE) {
-                gpuring_tree_prog_init(&e->prog, base, cnt, sim->slot_elems, sim->n,
-                                       x->parent[c] >= 0, x->nchild[c]);
                 for (int i = 0; i < GPURING_MAX_PEERS; i++) {
                     e->send[i] = &x->tree_send[c][i];
                     e->recv[i] = &x->tree_recv[c][i];
                 }
             } else {
-                if (algo == GPURING_ALGO_GATHER) {
-                    gpuring_gather_prog_init(&e->prog, base, cnt, sim->n, x->ring_ix[c], 1);
-                } else {
-                    gpuring_ring_prog_init(&e->prog, base, cnt, sim->slot_elems, sim->n,
-                                           x->ring_ix[c]);
-                }
                 e->send[0] = &x->ring_send[c];
                 e->recv[0] = &x->ring_recv[c];
             }
             *ops_p = GPURING_MAX(*ops_p, e->prog.nops);
         }
         memset(x->out, 0xff, sim->count * sizeof(int32_t));
-        x->args = (gpuring_exec_args_t){.sendbuf = x->in, .recvbuf = x->out,
+        /* bcast: one buffer, the root's holds the data */
+        if (sim->coll == GPURING_COLL_BCAST && r == sim->root)
+            memcpy(x->out, x->in, sim->count * sizeof(int32_t));
+        x->args = (gpuring_exec_args_t){.sendbuf = sim->coll == GPURING_COLL_BCAST ? x->out : x->in,
+                                        .recvbuf = x->out,
                                         .count = sim->count, .type = GPURING_TYPE_INT32,
                                         .op = GPURING_OP_SUM, .nchannels = nch,
                                         .channels = x->exec, .scratch = x->scratch};
@@ -217,29 +259,37 @@ static long sim_run(sim_t *sim, gpuring_algo_t algo, uint64_t *ops_p)
     return rounds;
 }
 
+/* Wrong elements: the sum everywhere (allreduce), at the root (reduce; the
+ * others' outputs untouched), the root's input everywhere (bcast). */
 static size_t sim_check(const sim_t *sim)
 {
     size_t bad = 0;
     for (size_t i = 0; i < sim->count; i++) {
         int32_t want = 0;
         for (int r = 0; r < sim->n; r++) want += sim->ranks[r].in[i];
-        for (int r = 0; r < sim->n; r++) bad += sim->ranks[r].out[i] != want;
+        if (sim->coll == GPURING_COLL_BCAST) want = sim->ranks[sim->root].in[i];
+        for (int r = 0; r < sim->n; r++) {
+            const int untouched = sim->coll == GPURING_COLL_REDUCE && r != sim->root;
+            bad += sim->ranks[r].out[i] != (untouched ? -1 : want);
+        }
     }
     return bad;
 }
 
-static void sim_sweep(char *list, int k, size_t count, size_t slot_elems, int quiet)
+static void sim_sweep(gpuring_coll_kind_t coll, char *list, int k, size_t count,
+                      size_t slot_elems, int quiet)
 {
     static const gpuring_algo_t algos[] = {GPURING_ALGO_RING, GPURING_ALGO_TREE,
                                            GPURING_ALGO_GATHER};
 
-    printf("# %zu int32 per rank, %zu-element slots, 2 channels, %d ranks per node; "
-           "rounds = communication steps on the critical path\n", count, slot_elems, k);
+    printf("# %s, %zu int32 per rank, %zu-element slots, 2 channels, %d ranks per node%s; "
+           "rounds = communication steps on the critical path\n", gpuring_coll_names[coll],
+           count, slot_elems, k, coll == GPURING_COLL_ALLREDUCE ? "" : ", root n/3 (ring: the chain)");
     printf("%8s %8s %8s %10s %10s %s\n", "ranks", "nodes", "algo", "rounds", "ops/rank",
            "result");
     for (char *tok = strtok(list, ","); tok != NULL; tok = strtok(NULL, ",")) {
-        sim_t sim = {.n = atoi(tok), .k = k, .nch = SIM_MAX_CH, .count = count,
-                     .slot_elems = slot_elems};
+        sim_t sim = {.coll = coll, .n = atoi(tok), .k = k, .nch = SIM_MAX_CH, .count = count,
+                     .slot_elems = slot_elems, .root = atoi(tok) / 3};
         if (sim.n < 2 || sim_setup(&sim) != 0) {
             EXPECT(0, "setup of %s ranks", tok);
             sim_free(&sim);
@@ -250,7 +300,8 @@ static void sim_sweep(char *list, int k, size_t count, size_t slot_elems, int qu
             long rounds;
             size_t bad;
             /* the gather moves the whole buffer in one slot, and keeps n rows */
-            if (algos[a] == GPURING_ALGO_GATHER && (sim.count > sim.slot_elems || sim.n > 257)) {
+            if (algos[a] == GPURING_ALGO_GATHER &&
+                (coll != GPURING_COLL_ALLREDUCE || sim.count > sim.slot_elems || sim.n > 257)) {
                 continue;
             }
             rounds = sim_run(&sim, algos[a], &ops);
@@ -272,9 +323,15 @@ int main(int argc, char **argv)
     char list[256] = "";
     int k = 1, quiet = 0, opt;
     size_t count = 1000, slot_elems = 16;
+    gpuring_coll_kind_t coll = GPURING_COLL_ALLREDUCE;
 
-    while ((opt = getopt(argc, argv, "n:k:c:s:q")) != -1) {
+    while ((opt = getopt(argc, argv, "n:k:c:s:C:q")) != -1) {
         switch (opt) {
+        case 'C':
+            coll = strcmp(optarg, "bcast") == 0    ? GPURING_COLL_BCAST
+                   : strcmp(optarg, "reduce") == 0 ? GPURING_COLL_REDUCE
+                                                   : GPURING_COLL_ALLREDUCE;
+            break;
         case 'n': snprintf(list, sizeof(list), "%s", optarg); break;
         case 'k': k = atoi(optarg); break;
         case 'c': count = strtoul(optarg, NULL, 0); break;
@@ -284,13 +341,17 @@ int main(int argc, char **argv)
         }
     }
     if (list[0] != '\0') {
-        sim_sweep(list, k, count, slot_elems, quiet);
+        sim_sweep(coll, list, k, count, slot_elems, quiet);
     } else {
         /* the test suite's run: pipelined sizes to 2048 ranks, then one slot per
          * rank on 4-rank nodes, where the gather runs too */
         char a[] = "2,3,5,8,13,64,257,1000,2048", b[] = "2,3,4,7,16,61,256,1024";
-        sim_sweep(a, 1, 1000, 16, quiet);
-        sim_sweep(b, 4, 16, 16, quiet);
+        char c[] = "2,3,5,8,64,257", d[] = "2,3,5,8,64,257";
+        sim_sweep(GPURING_COLL_ALLREDUCE, a, 1, 1000, 16, quiet);
+        sim_sweep(GPURING_COLL_ALLREDUCE, b, 4, 16, 16, quiet);
+        /* bcast and reduce rooted off the tree's root: chain and tree, a few slots */
+        sim_sweep(GPURING_COLL_BCAST, c, 1, 64, 16, quiet);
+        sim_sweep(GPURING_COLL_REDUCE, d, 1, 64, 16, quiet);
     }
     return unit_report();
 }

@@ -46,9 +46,101 @@ static gpuring_plan_t cplan(const gpuring_graph_t *g, gpuring_coll_kind_t coll, 
     return out;
 }
 
-/* reduce-scatter, allgather, bcast, reduce: their ring program whatever the
- * size, the shape or the forced algorithm; channels and protocol from the
- * bytes they move (every rank's block for reduce-scatter and allgather) */
+/*
+ * Bcast and reduce: the ring chain or the rooted tree.  Forced ring (or
+ * gather, which they have not) runs the chain, forced tree the tree where
+ * trees are usable; auto takes the tree for small calls across nodes (the
+ * chain's n-1 hops against the tree's depth), the chain for large ones (the
+ * tree's inner ranks send to two peers) and inside one node (the tree is a
+ * chain there), and keeps the tree to larger sizes the more nodes there are.
+ */
+static void test_rooted_colls(void)
+{
+    static const gpuring_coll_kind_t rooted[] = {GPURING_COLL_BCAST, GPURING_COLL_REDUCE};
+    gpuring_graph_t g4, g8, g64, g1;
+    gpuring_plan_t out;
+
+    build(4, 1, &g4);   /* 4 nodes of one rank */
+    build(8, 1, &g8);   /* 8 nodes of one rank */
+    build(64, 8, &g64); /* 8 nodes of 8 */
+    build(4, 4, &g1);   /* one node */
+    for (size_t c = 0; c < 2; c++) {
+        const char *name = gpuring_coll_names[rooted[c]];
+
+        for (size_t b = 8; b <= (size_t)1 << 26; b *= 64) {
+            for (int dev = 0; dev <= 1; dev++) {
+                out = cplan(&g4, rooted[c], GPURING_ALGO_RING, dev, GPURING_PROTO_AUTO, b);
+                EXPECT(out.algo == GPURING_ALGO_RING, "%s, %zu B, ring forced: the chain", name, b);
+                out = cplan(&g4, rooted[c], GPURING_ALGO_GATHER, dev, GPURING_PROTO_AUTO, b);
+                EXPECT(out.algo == GPURING_ALGO_RING && !out.ordered,
+                       "%s, %zu B, gather forced: the chain (got %d)", name, b, (int)out.algo);
+                out = cplan(&g1, rooted[c], GPURING_ALGO_TREE, dev, GPURING_PROTO_AUTO, b);
+                EXPECT(out.algo == GPURING_ALGO_TREE, "%s, one node, %zu B, tree forced: the "
+                       "tree (got %d)", name, b, (int)out.algo);
+                out = cplan(&g1, rooted[c], GPURING_ALGO_AUTO, dev, GPURING_PROTO_AUTO, b);
+                EXPECT(out.algo == GPURING_ALGO_RING, "%s, one node, %zu B, auto: the chain "
+                       "(got %d)", name, b, (int)out.algo);
+            }
+        }
+        /* across nodes: the tree for small calls, the chain for large ones; on 4 nodes
+         * of one rank the tree is barely shallower (2 steps + the second peer's against
+         * 3), and the chain keeps them */
+        EXPECT(cplan(&g8, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 8).algo ==
+                   GPURING_ALGO_TREE, "%s, 8 nodes, 8 B: the tree", name);
+        EXPECT(cplan(&g8, rooted[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, 1024).algo ==
+                   GPURING_ALGO_TREE, "%s, 8 nodes, 1 KiB, device: the tree", name);
+        EXPECT(cplan(&g64, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 8).algo ==
+                   GPURING_ALGO_TREE, "%s, 8 nodes of 8, 8 B: the tree", name);
+        EXPECT(cplan(&g4, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 8).algo ==
+                   GPURING_ALGO_RING, "%s, 4 nodes of 1, 8 B: the chain", name);
+        EXPECT(cplan(&g8, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 16 << 20).algo ==
+                   GPURING_ALGO_RING, "%s, 8 nodes, 16 MiB: the chain", name);
+        EXPECT(cplan(&g64, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 16 << 20).algo ==
+                   GPURING_ALGO_RING, "%s, 8 nodes of 8, 16 MiB: the chain", name);
+        {
+            gpuring_graph_t g256;
+            size_t b8 = 8, b256 = 8; /* the smallest size where the chain wins */
+
+            build(256, 1, &g256);
+            while (cplan(&g8, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, b8).algo ==
+                   GPURING_ALGO_TREE)
+                b8 *= 2;
+            while (cplan(&g256, rooted[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, b256).algo ==
+                   GPURING_ALGO_TREE)
+                b256 *= 2;
+            EXPECT(8 < b8 && b8 < b256 && b256 < ((size_t)1 << 30),
+                   "%s: the tree up to larger calls on 256 nodes (%zu B) than on 8 (%zu B)",
+                   name, b256, b8);
+            gpuring_graph_free(&g256);
+        }
+        /* no usable trees: the chain, forced or not */
+        {
+            gpuring_tuning_params_t p = {.coll = rooted[c], .algo = GPURING_ALGO_TREE,
+                                         .trees = 0, .slot_bytes = 512 * 1024};
+            gpuring_tuning_plan(&g4, &p, 2, 4, 0, &out);
+            EXPECT(out.algo == GPURING_ALGO_RING, "%s, tree forced, no trees: the chain", name);
+            p.algo = GPURING_ALGO_AUTO;
+            gpuring_tuning_plan(&g4, &p, 2, 4, 0, &out);
+            EXPECT(out.algo == GPURING_ALGO_RING, "%s, auto, no trees: the chain", name);
+        }
+    }
+    /* the model: one way, so half the allreduce tree's steps; the chain n-1 steps */
+    EXPECT(gpuring_tuning_cost(&g4, GPURING_COLL_BCAST, GPURING_ALGO_TREE, 8) <
+               gpuring_tuning_cost(&g4, GPURING_COLL_ALLREDUCE, GPURING_ALGO_TREE, 8) &&
+           gpuring_tuning_cost(&g4, GPURING_COLL_REDUCE, GPURING_ALGO_RING, 8) <
+               gpuring_tuning_cost(&g4, GPURING_COLL_ALLREDUCE, GPURING_ALGO_RING, 8),
+           "bcast and reduce cost less than allreduce");
+    gpuring_graph_free(&g4);
+    gpuring_graph_free(&g8);
+    gpuring_graph_free(&g64);
+    gpuring_graph_free(&g1);
+}
+
+/* reduce-scatter and allgather: their ring program whatever the size, the
+ * shape or the forced algorithm; bcast and reduce too where the algorithm
+ * forces the ring or a gather (test_rooted_colls); channels and protocol of
+ * all four from the bytes they move (every rank's block for reduce-scatter
+ * and allgather) */
 static void test_other_colls(void)
 {
     static const gpuring_coll_kind_t others[] = {GPURING_COLL_REDUCE_SCATTER, GPURING_COLL_ALLGATHER,
@@ -64,6 +156,11 @@ static void test_other_colls(void)
         build(shapes[i][0], shapes[i][1], &g);
         for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
             for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+                const int rooted = others[c] == GPURING_COLL_BCAST ||
+                                   others[c] == GPURING_COLL_REDUCE;
+                /* bcast, reduce: auto and tree are test_rooted_colls' */
+                if (rooted && (algos[a] == GPURING_ALGO_AUTO || algos[a] == GPURING_ALGO_TREE))
+                    continue;
                 for (size_t b = 8; b <= (size_t)1 << 26; b *= 64) {
                     for (int dev = 0; dev <= 1; dev++) {
                         out = cplan(&g, others[c], algos[a], dev, GPURING_PROTO_AUTO, b);
@@ -317,12 +414,14 @@ int main(void)
     gpuring_graph_free(&g);
     /* the model's costs: latency counts steps, bandwidth counts bytes */
     build(64, 1, &g);
-    EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 8) < gpuring_tuning_cost(&g, GPURING_ALGO_RING, 8),
+    EXPECT(gpuring_tuning_cost(&g, GPURING_COLL_ALLREDUCE, GPURING_ALGO_TREE, 8) <
+               gpuring_tuning_cost(&g, GPURING_COLL_ALLREDUCE, GPURING_ALGO_RING, 8),
            "64 nodes, 8 B: tree cheaper");
-    EXPECT(gpuring_tuning_cost(&g, GPURING_ALGO_RING, 1 << 30) <
-               gpuring_tuning_cost(&g, GPURING_ALGO_TREE, 1 << 30),
+    EXPECT(gpuring_tuning_cost(&g, GPURING_COLL_ALLREDUCE, GPURING_ALGO_RING, 1 << 30) <
+               gpuring_tuning_cost(&g, GPURING_COLL_ALLREDUCE, GPURING_ALGO_TREE, 1 << 30),
            "64 nodes, 1 GiB: ring cheaper");
     gpuring_graph_free(&g);
     test_other_colls();
+    test_rooted_colls();
     return unit_report();
 }
