@@ -44,6 +44,19 @@ static inline int exec_op_uses_net(const gpuring_exec_channel_t *ch, const gpuri
     return 0;
 }
 
+/* Has operation `s` a connection for every peer it names?  (the CUDA executor
+ * checks the same when it walks the programs) */
+static int exec_op_connected(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+{
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        if (ch->recv[i] == NULL) return 0;
+    }
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        if (ch->send[i] == NULL) return 0;
+    }
+    return 1;
+}
+
 /* Has recv end `r`'s next step landed? */
 static inline int exec_landed(const gpuring_exec_args_t *a, const gpuring_conn_t *r)
 {
@@ -334,6 +347,15 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
             if (ch->step_op != ch->next_op) { /* once per operation, not per poll */
                 gpuring_prog_op(&ch->prog, ch->next_op, &ch->step);
                 ch->step_op = ch->next_op;
+                if (!exec_op_connected(ch, s)) {
+                    GPURING_ERROR(GPURING_SUBSYS_KERNEL, "channel %d op %llu names a peer "
+                                  "without a connection (recv mask 0x%x, send mask 0x%x): a "
+                                  "planning bug", c, (unsigned long long)ch->next_op,
+                                  s->recv_mask, s->send_mask);
+                    a->status = GPURING_ERR_INVALID;
+                    *done_p = 0;
+                    return progressed;
+                }
             }
             if (!exec_op_ready(a, ch, s)) break;
             a->status = exec_op_check(a, ch, s);

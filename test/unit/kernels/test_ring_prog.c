@@ -361,6 +361,23 @@ static void check_chain(int kind, int n, size_t count, size_t chunk, int nch, in
            kind, n, count, chunk, nch, slices, root, bad);
 }
 
+/* A program that names a peer the channel has no connection for (a planning
+ * bug) fails the call with GPURING_ERR_INVALID instead of crashing. */
+static void check_unconnected_peer(void)
+{
+    int32_t in[64] = {0}, out[64];
+    gpuring_exec_channel_t ch;
+    gpuring_exec_args_t a = {.sendbuf = in, .recvbuf = out, .count = 64,
+                             .type = GPURING_TYPE_INT32, .op = GPURING_OP_SUM,
+                             .nchannels = 1, .channels = &ch, .timeout = 5.0};
+
+    memset(&ch, 0, sizeof(ch));
+    /* a tree rank with a parent and one child, and no connection at all */
+    gpuring_tree_prog_init(&ch.prog, 0, 64, 16, 3, 1, 1);
+    EXPECT(gpuring_exec_host_run(&a) == GPURING_ERR_INVALID,
+           "a program naming unconnected peers fails as a planning bug");
+}
+
 int main(void)
 {
     static const size_t ccounts[] = {1, 2, 7, 33, 1000, 4099};
@@ -390,6 +407,7 @@ int main(void)
         }
     }
     for (int n = 2; n <= MAXR; n++) check_gather_program(n, 17);
+    check_unconnected_peer();
     for (int n = 2; n <= 5; n++) {
         for (int nch = 1; nch <= MAXC; nch++) {
             run_ring(n, nch, 1, 16, 0, 1, 0);
