@@ -1219,22 +1219,22 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
         if (ch->next_op >= ch->prog.nops) continue;
         if ((w >> 8) == EXEC_WAIT_RECV && i < GPURING_MAX_PEERS) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d waits for step %llu "
+                          "%s timed out after %.0f s: channel %d waits for step %llu "
                           "from rank %d (%s connection, op %llu of %llu, cuda executor)",
-                          a->timeout, c, (unsigned long long)ch->recv[i]->step,
+                          gpuring_exec_coll_name(a), a->timeout, c, (unsigned long long)ch->recv[i]->step,
                           ch->recv[i]->peer, exec_cuda_conn_name(ch->recv[i]), op, nops);
         } else if ((w >> 8) == EXEC_WAIT_SEND && i < GPURING_MAX_PEERS) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d waits for rank %d to "
+                          "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu, cuda "
-                          "executor)", a->timeout, c, ch->send[i]->peer,
+                          "executor)", gpuring_exec_coll_name(a), a->timeout, c, ch->send[i]->peer,
                           (unsigned long long)ch->send[i]->step,
                           exec_cuda_conn_name(ch->send[i]), op, nops);
         } else {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d stopped at op %llu of "
+                          "%s timed out after %.0f s: channel %d stopped at op %llu of "
                           "%llu (cuda executor; the kernel did not say what it waits for)",
-                          a->timeout, c, op, nops);
+                          gpuring_exec_coll_name(a), a->timeout, c, op, nops);
         }
     }
 }
@@ -1266,7 +1266,8 @@ static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_
                                   kind == EXEC_STOP_ABANDONED ? GPURING_ERR_REMOTE
                                                               : GPURING_ERR_MISMATCH,
                                   st->got_bytes, s.count * gpuring_type_size(a->type), a->count,
-                                  gpuring_type_name(a->type), " (cuda executor)");
+                                  gpuring_type_name(a->type), gpuring_exec_coll_name(a),
+                                  " (cuda executor)");
     }
 }
 
@@ -1311,7 +1312,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
             char msg[256];
             *stop_p = gpuring_proxy_error(proxy, msg, sizeof(msg));
             if (*stop_p != GPURING_OK) {
-                GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
+                GPURING_ERROR(GPURING_SUBSYS_KERNEL, "call aborted: %s", msg);
                 return cudaErrorNotReady;
             }
         }

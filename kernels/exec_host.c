@@ -165,7 +165,8 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
                 gpuring_conn_report_check(r, (int)(ch - a->channels), st, bytes, bytes,
-                                          a->count, gpuring_type_name(a->type), " (LL unit)");
+                                          a->count, gpuring_type_name(a->type), gpuring_exec_coll_name(a),
+                                          " (LL unit)");
                 return st;
             }
             in[i] = stage + i * GPURING_LL_STEP_BYTES;
@@ -194,7 +195,7 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
 
         if (st != GPURING_OK) {
             gpuring_conn_report_check(r, (int)(ch - a->channels), st, got, bytes, a->count,
-                                      gpuring_type_name(a->type), "");
+                                      gpuring_type_name(a->type), gpuring_exec_coll_name(a), "");
             return st;
         }
     }
@@ -296,9 +297,9 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
             const gpuring_conn_t *r = ch->recv[i];
             if (exec_landed(a, r)) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d waits for step %llu "
+                          "%s timed out after %.0f s: channel %d waits for step %llu "
                           "from rank %d (%s connection, op %llu of %llu)",
-                          a->timeout, c, (unsigned long long)r->step, r->peer,
+                          gpuring_exec_coll_name(a), a->timeout, c, (unsigned long long)r->step, r->peer,
                           r->type == GPURING_CONN_NET ? "net" : "shm",
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
         }
@@ -306,9 +307,9 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
             const gpuring_conn_t *w = ch->send[i];
             if (GPURING_LOAD_ACQUIRE(&w->ctrl->head) + GPURING_NSTEPS > w->step) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                          "allreduce timed out after %.0f s: channel %d waits for rank %d to "
+                          "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu)",
-                          a->timeout, c, w->peer, (unsigned long long)w->step,
+                          gpuring_exec_coll_name(a), a->timeout, c, w->peer, (unsigned long long)w->step,
                           w->type == GPURING_CONN_NET ? "net" : "shm",
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
         }
@@ -400,7 +401,8 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
         /* move the NET steps ourselves; nothing moved: is the proxy in trouble? */
         moved = gpuring_proxy_progress(a->proxy);
         if (!moved && (a->status = gpuring_proxy_error(a->proxy, msg, sizeof(msg))) != GPURING_OK) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce aborted: %s", msg);
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s aborted: %s", gpuring_exec_coll_name(a),
+                          msg);
             return exec_host_end(a);
         }
     }

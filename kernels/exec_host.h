@@ -68,6 +68,7 @@ typedef struct gpuring_exec_args {
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
     int stream_out;              /* set at start: the call's output is written around the
                                     cache (at least GPURING_EXEC_STREAM_MIN_BYTES) */
+    const char *coll;            /* the collective, for messages (NULL: "allreduce") */
     double idle_since;           /* test: when the call last stopped moving (0: moving) */
     unsigned idle_polls;         /* test: passes since it last moved */
 } gpuring_exec_args_t;
@@ -75,6 +76,12 @@ typedef struct gpuring_exec_args {
 /* Calls at least this large write their output with non-temporal stores: it
  * does not fit the caches, and is not read again during the call. */
 #define GPURING_EXEC_STREAM_MIN_BYTES (8u << 20)
+
+/* The collective's name in the executors' messages. */
+static inline const char *gpuring_exec_coll_name(const gpuring_exec_args_t *a)
+{
+    return a->coll != NULL ? a->coll : "allreduce";
+}
 
 /* Does this call's step on `conn` use the LL protocol?  The same on both ends (the
  * call's plan, and a property of the connection); both executors ask it. */

@@ -280,7 +280,8 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                     .scratch = scratch,
                                     .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                     .spin_polls = c->spin_polls,
-                                    .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage};
+                                    .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
+                                    .coll = gpuring_coll_names[info->kind]};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
     if (w->plane == GPURING_PLANE_HOST) gpuring_exec_host_start(&w->args);
     return GPURING_OK;

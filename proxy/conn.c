@@ -52,20 +52,20 @@ void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t 
 
 void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_status_t st,
                                uint64_t got_bytes, size_t want_bytes, size_t count,
-                               const char *type_name, const char *executor)
+                               const char *type_name, const char *coll, const char *executor)
 {
     if (st == GPURING_ERR_REMOTE) {
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                      "allreduce abandoned: rank %d gave up on the call (its log says why); "
+                      "%s abandoned: rank %d gave up on the call (its log says why); "
                       "channel %d step %llu%s",
-                      conn->peer, channel, (unsigned long long)conn->step, executor);
+                      coll, conn->peer, channel, (unsigned long long)conn->step, executor);
     } else if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
-                      "allreduce mismatch: rank %d sent a step of another call (channel %d "
+                      "%s mismatch: rank %d sent a step of another call (channel %d "
                       "step %llu: %llu bytes%s, where this rank's call of %zu %s expects %zu "
                       "bytes): the ranks passed different counts, datatypes or ops, or made "
                       "their calls in a different order%s",
-                      conn->peer, channel, (unsigned long long)conn->step,
+                      coll, conn->peer, channel, (unsigned long long)conn->step,
                       (unsigned long long)got_bytes,
                       got_bytes == want_bytes ? " of another call id" : "", count, type_name,
                       want_bytes, executor);

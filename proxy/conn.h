@@ -341,12 +341,14 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
 /* The handle of an attached end: zeroed, then its peer, channel, direction,
  * type and slot size; the transport adds what is its own. */
 void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t *handle_p);
-/* Log why recv end `conn` (channel `channel`) stopped a call of `count` elements of
- * `type_name`: gpuring_fifo_check's `st` on its step conn->step, which held `got_bytes`
- * where the call expected `want_bytes`; `executor` is appended (e.g. " (cuda executor)"). */
+/* Log why recv end `conn` (channel `channel`) stopped a `coll` call of `count` elements
+ * of `type_name`: gpuring_fifo_check's `st` on its step conn->step, which held
+ * `got_bytes` where the call expected `want_bytes`; `executor` is appended (e.g.
+ * " (cuda executor)"). */
 void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_status_t st,
                                uint64_t got_bytes, size_t want_bytes, size_t count,
-                               const char *type_name, const char *executor);
+                               const char *type_name, const char *coll,
+                               const char *executor);
 
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */
