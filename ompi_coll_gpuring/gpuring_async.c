@@ -66,6 +66,16 @@ static int async_empty(const struct gpuring_async *q)
     return q->head == NULL && q->active == NULL && !q->busy;
 }
 
+/* Take the oldest queued call off the queue (lock held). */
+static gpuring_work_t *async_pop(struct gpuring_async *q)
+{
+    gpuring_work_t *w = q->head;
+
+    q->head = w->next;
+    if (q->head == NULL) q->tail = NULL;
+    return w;
+}
+
 /* The token: 1 if this thread now holds it. */
 static int async_token_take(struct gpuring_async *q)
 {
@@ -98,11 +108,7 @@ static int async_step(gpuring_comm_t *c, int by_mpi)
     if (w == NULL) { /* the oldest, if a host call: nothing else runs, the order holds */
         pthread_mutex_lock(&q->lock);
         w = q->head;
-        if (w != NULL && w->plane == GPURING_PLANE_HOST) {
-            q->head = w->next;
-            if (q->head == NULL) q->tail = NULL;
-            q->active = w;
-        }
+        if (w != NULL && w->plane == GPURING_PLANE_HOST) q->active = async_pop(q);
         pthread_mutex_unlock(&q->lock);
         if (q->active == NULL) {
             async_token_give(q);
@@ -143,8 +149,7 @@ static int async_run_device(gpuring_comm_t *c)
 
     if (w == NULL || w->plane != GPURING_PLANE_DEVICE || q->active != NULL || !async_token_take(q))
         return 0;
-    q->head = w->next;
-    if (q->head == NULL) q->tail = NULL;
+    async_pop(q);
     q->busy = 1;
     pthread_mutex_unlock(&q->lock);
 
@@ -313,7 +318,6 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
     w->done_fn = done;
     w->done_ctx = ctx;
     w->next = NULL;
-    w->started = 0;
     q = c->async;
     pthread_mutex_lock(&q->lock);
     if (q->tail != NULL) {

@@ -61,7 +61,6 @@ typedef struct gpuring_work {
     int done;            /* prepare did all of it (no data; the direct allreduce) */
     gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
     gpuring_exec_args_t args; /* from start on: the executor's call */
-    int started;              /* gpuring_async.c: a host call's start has run */
     /* gpuring_async.c: a non-blocking call's completion, and the queue */
     gpuring_comm_done_fn_t done_fn;
     void *done_ctx;
