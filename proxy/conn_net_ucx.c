@@ -376,25 +376,21 @@ static int net_fifo_map(gpuring_net_conn_t *net, size_t bytes, size_t slots_byte
 {
     const size_t huge = GPURING_NET_HUGE_PAGE;
     const size_t ctrl = bytes - slots_bytes;
-    size_t len = GPURING_DIV_UP(bytes, GPURING_PAGE) * GPURING_PAGE;
+    const size_t len = GPURING_DIV_UP(bytes, GPURING_PAGE) * GPURING_PAGE;
+    /* huge slots: room to start them on a huge page boundary, the rest unmapped again */
+    const size_t room = slots_bytes >= huge ? huge : 0;
     char *base, *mem;
 
-    if (slots_bytes < huge) {
-        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (base == MAP_FAILED) return -1;
-        net->mem = base;
-        net->mem_bytes = len;
-        return 0;
-    }
-    /* room to place the slots on a huge page boundary, the rest unmapped again */
-    base = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base = mmap(NULL, len + room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return -1;
-    mem = (char *)(GPURING_DIV_UP((uintptr_t)base + ctrl, huge) * huge) - ctrl;
-    if (mem > base) munmap(base, (size_t)(mem - base));
-    if (base + len + huge > mem + len)
-        munmap(mem + len, (size_t)(base + len + huge - (mem + len)));
-    /* advice only: without THP the slots are small pages, as before */
-    (void)madvise(mem + ctrl, slots_bytes / huge * huge, MADV_HUGEPAGE);
+    mem = base;
+    if (room > 0) {
+        mem = (char *)(GPURING_DIV_UP((uintptr_t)base + ctrl, huge) * huge) - ctrl;
+        if (mem > base) munmap(base, (size_t)(mem - base));
+        if (mem < base + room) munmap(mem + len, (size_t)(base + room - mem));
+        /* advice only: without THP the slots are small pages, as before */
+        (void)madvise(mem + ctrl, slots_bytes / huge * huge, MADV_HUGEPAGE);
+    }
     net->mem = mem;
     net->mem_bytes = len;
     return 0;
