@@ -72,9 +72,7 @@ static inline int exec_op_ready(const gpuring_exec_args_t *a, const gpuring_exec
         if (!exec_landed(a, ch->recv[i])) return 0;
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
-        if (GPURING_LOAD_ACQUIRE(&ch->send[i]->ctrl->head) + GPURING_NSTEPS <= ch->send[i]->step) {
-            return 0;
-        }
+        if (!gpuring_conn_slot_free(ch->send[i])) return 0;
     }
     return 1;
 }

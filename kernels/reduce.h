@@ -51,7 +51,25 @@ typedef enum {
     GPURING_OP_COUNT
 } gpuring_op_t;
 
-size_t gpuring_type_size(gpuring_type_t type);
+/* bytes per element; 0 for an unknown type (inline: every call's path asks it) */
+static inline size_t gpuring_type_size(gpuring_type_t type)
+{
+    switch (type) {
+    case GPURING_TYPE_INT8:
+    case GPURING_TYPE_UINT8: return 1;
+    case GPURING_TYPE_INT16:
+    case GPURING_TYPE_UINT16:
+    case GPURING_TYPE_FLOAT16:
+    case GPURING_TYPE_BFLOAT16: return 2;
+    case GPURING_TYPE_INT32:
+    case GPURING_TYPE_UINT32:
+    case GPURING_TYPE_FLOAT: return 4;
+    case GPURING_TYPE_INT64:
+    case GPURING_TYPE_UINT64:
+    case GPURING_TYPE_DOUBLE: return 8;
+    default: return 0;
+    }
+}
 const char *gpuring_type_name(gpuring_type_t type);
 const char *gpuring_op_name(gpuring_op_t op);
 /* 1 if the op is defined on the type (bitwise/logical ops need integers). */

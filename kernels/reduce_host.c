@@ -291,20 +291,6 @@ static const gpuring_reduce_fn_t
         [GPURING_TYPE_BFLOAT16] = { GPURING_REDUCE_ARITH_ROW(bfloat16) },
     };
 
-static const size_t gpuring_reduce_type_sizes[GPURING_TYPE_COUNT] = {
-    [GPURING_TYPE_INT8] = sizeof(int8_t),
-    [GPURING_TYPE_UINT8] = sizeof(uint8_t),
-    [GPURING_TYPE_INT16] = sizeof(int16_t),
-    [GPURING_TYPE_UINT16] = sizeof(uint16_t),
-    [GPURING_TYPE_INT32] = sizeof(int32_t),
-    [GPURING_TYPE_UINT32] = sizeof(uint32_t),
-    [GPURING_TYPE_INT64] = sizeof(int64_t),
-    [GPURING_TYPE_UINT64] = sizeof(uint64_t),
-    [GPURING_TYPE_FLOAT] = sizeof(float),
-    [GPURING_TYPE_DOUBLE] = sizeof(double),
-    [GPURING_TYPE_FLOAT16] = sizeof(uint16_t),
-    [GPURING_TYPE_BFLOAT16] = sizeof(uint16_t),
-};
 
 static const char *const gpuring_reduce_type_names[GPURING_TYPE_COUNT] = {
     [GPURING_TYPE_INT8] = "int8",
@@ -346,11 +332,6 @@ static inline int gpuring_reduce_op_valid(gpuring_op_t op)
 }
 
 /* 0 for an unknown type */
-size_t gpuring_type_size(gpuring_type_t type)
-{
-    return gpuring_reduce_type_valid(type) ? gpuring_reduce_type_sizes[type] : 0;
-}
-
 /* "unknown" for an unknown type, never NULL */
 const char *gpuring_type_name(gpuring_type_t type)
 {

@@ -308,8 +308,9 @@ static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
     .barrier = gpuring_boot_barrier,
 };
 
-/* Collective: every rank of the communicator calls it at the same call. */
-gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
+/* The communicator's first gpuring call sets it up (collective: every rank
+ * calls it at the same call). */
+static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_bootstrap_t boot = {.ops = &gpuring_boot_ops, .ctx = m,
@@ -337,8 +338,6 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     };
     gpuring_status_t st;
     char desc[256];
-
-    if (m->state != MCA_COLL_GPURING_COMM_NEW) return m->gcomm; /* NULL unless ready */
 
     if ((int)cfg.algo == -2) {
         GPURING_ERROR(GPURING_SUBSYS_INIT,
@@ -387,4 +386,11 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
     gpuring_comm_describe(m->gcomm, desc, sizeof(desc));
     GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s ready: %s", m->comm->c_name, desc);
     return m->gcomm;
+}
+
+/* Collective: every rank of the communicator calls it at the same call. */
+gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *m)
+{
+    if (m->state != MCA_COLL_GPURING_COMM_NEW) return m->gcomm; /* NULL unless ready */
+    return comm_setup(m);
 }

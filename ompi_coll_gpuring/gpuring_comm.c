@@ -120,20 +120,21 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
     return st;
 }
 
-/* process-wide counters (atomics: communicators may run in several threads) */
+/* process-wide counters: each communicator's, added at its destroy (atomics:
+ * communicators may be destroyed in several threads) */
 static gpuring_comm_stats_t comm_stats[GPURING_COLL_COUNT];
 
-void gpuring_comm_stats_count(gpuring_coll_kind_t coll, int direct, gpuring_algo_t algo,
-                              gpuring_plane_t plane, size_t bytes)
+static void comm_stats_add(const gpuring_comm_t *c)
 {
-    gpuring_comm_stats_t *cs = &comm_stats[coll];
-    uint64_t *algo_calls = direct ? &cs->direct_calls : &cs->calls[algo];
+    for (int coll = 0; coll < GPURING_COLL_COUNT; coll++) {
+        const gpuring_comm_stats_t *from = &c->stats[coll];
+        gpuring_comm_stats_t *to = &comm_stats[coll];
 
-    __atomic_fetch_add(algo_calls, 1, __ATOMIC_RELAXED);
-    if (plane == GPURING_PLANE_DEVICE) {
-        __atomic_fetch_add(&cs->device_calls, 1, __ATOMIC_RELAXED);
+        for (int a = 0; a < 3; a++) __atomic_fetch_add(&to->calls[a], from->calls[a], __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->direct_calls, from->direct_calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->device_calls, from->device_calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->bytes, from->bytes, __ATOMIC_RELAXED);
     }
-    __atomic_fetch_add(&cs->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stats)
@@ -281,6 +282,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
 
     if (c == NULL) return;
     gpuring_async_destroy(c); /* its queued calls end first */
+    comm_stats_add(c);
     if (c->dev.ordinal >= 0) {
         app = gpuring_device_save();
         (void)gpuring_device_use(c->dev.ordinal);

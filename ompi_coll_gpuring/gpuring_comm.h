@@ -93,6 +93,28 @@ typedef struct gpuring_comm_device {
     int direct_state;   /* direct allreduce: 0 not tried, 1 ran, -1 off for good (agreed) */
 } gpuring_comm_device_t;
 
+/* What a communicator (and, summed at destroy, this process) ran through gpuring, per collective, for the closing summary. */
+typedef struct gpuring_comm_stats {
+    uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
+    uint64_t direct_calls; /* device buffers, one node: the direct allreduce */
+    uint64_t device_calls; /* of all those, on device buffers */
+    uint64_t bytes;        /* the calls' buffers (reduce-scatter, allgather: all blocks) */
+} gpuring_comm_stats_t;
+
+/* A plane's last planned call (gpuring_enqueue.c): the next call with the
+ * same collective, count, type, op and root -- an application's loop --
+ * takes its plan and channels as they are. */
+typedef struct gpuring_comm_memo {
+    int valid;
+    gpuring_coll_kind_t kind;
+    size_t count;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    int root;
+    gpuring_plan_t plan;
+    gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
+} gpuring_comm_memo_t;
+
 typedef struct gpuring_comm {
     gpuring_comm_config_t cfg;
     gpuring_bootstrap_t boot;
@@ -103,6 +125,9 @@ typedef struct gpuring_comm {
     int broken;              /* a collective failed midway: refuse further calls (atomic:
                                 the worker of non-blocking calls sets it too) */
     uint64_t calls;          /* calls with data begun here: the next call's number (call ids) */
+    /* what its calls ran: plain counters (its calls end one at a time), added to
+     * the process's at destroy -- no locked instruction on a call's path */
+    gpuring_comm_stats_t stats[GPURING_COLL_COUNT];
     /* connections, one per edge, connected plane by plane (see above) */
     int nconns;
     gpuring_comm_edge_t edges[GPURING_COMM_MAX_EDGES];
@@ -119,6 +144,7 @@ typedef struct gpuring_comm {
     gpuring_peer_info_t *peers;
     int spin_polls;          /* host executor: empty polls between yields */
     struct gpuring_async *async; /* non-blocking calls' queue and worker, from the first */
+    gpuring_comm_memo_t memo[GPURING_PLANE_COUNT];
     void *scratch;           /* ordered GATHER rows, grown on demand */
     size_t scratch_bytes;
     /* the host executor's LL staging (gpuring_exec_args_t.ll_stage) */
@@ -224,14 +250,7 @@ gpuring_status_t gpuring_comm_reduce(gpuring_comm_t *comm, gpuring_plane_t plane
                                      const void *sendbuf, void *recvbuf, size_t count,
                                      gpuring_type_t type, gpuring_op_t op, int root);
 
-/* What this process ran through gpuring, per collective, for the closing summary. */
-typedef struct gpuring_comm_stats {
-    uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
-    uint64_t direct_calls; /* device buffers, one node: the direct allreduce */
-    uint64_t device_calls; /* of all those, on device buffers */
-    uint64_t bytes;        /* the calls' buffers (reduce-scatter, allgather: all blocks) */
-} gpuring_comm_stats_t;
-
+/* The process's, summed over its destroyed communicators (all of them at MPI_Finalize). */
 void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stats);
 
 /* One line describing the communicator, for the "ready" log. */

@@ -126,10 +126,22 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
 
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
 
-/* One call of collective `coll` done: the direct allreduce ran it (direct =
+/* One call of collective `coll` done on communicator c: the direct allreduce ran it (direct =
  * 1; algo unused), or the plan's algorithm; the device count; the bytes. */
-void gpuring_comm_stats_count(gpuring_coll_kind_t coll, int direct, gpuring_algo_t algo,
-                              gpuring_plane_t plane, size_t bytes);
+static inline void gpuring_comm_stats_count(gpuring_comm_t *c, gpuring_coll_kind_t coll,
+                                            int direct, gpuring_algo_t algo,
+                                            gpuring_plane_t plane, size_t bytes)
+{
+    gpuring_comm_stats_t *cs = &c->stats[coll];
+
+    if (direct) {
+        cs->direct_calls++;
+    } else {
+        cs->calls[algo]++;
+    }
+    cs->device_calls += plane == GPURING_PLANE_DEVICE;
+    cs->bytes += bytes;
+}
 
 /* ---- gpuring_conns.c: connections ---------------------------------------------------- */
 

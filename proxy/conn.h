@@ -127,6 +127,7 @@ struct gpuring_conn {
     char *ll;                  /* NSTEPS * GPURING_LL_SLOT_BYTES of LL slots (NULL: NET) */
     gpuring_fifo_ctrl_t *ctrl; /* tail/head the executor waits on and publishes */
     uint64_t step;             /* executor: next step on this connection */
+    uint64_t head_seen;        /* sender's executor: ctrl->head when it last read it */
 
     /* transport state, owned by proxy/ */
     void *shm_base;            /* SHM: the mapping (receiver's segment) */
@@ -138,6 +139,16 @@ struct gpuring_conn {
     void *mapped_host;         /* mapped for kernels: the registered host FIFO (NULL: not) */
     int slots_device;          /* NET GPU-direct: slots are device memory, only ctrl is host */
 };
+
+/* Sender: is slot `step % NSTEPS` free?  The receiver's head is read only
+ * when the value last read says the FIFO is full, so a sender that runs
+ * ahead does not pull the line the receiver writes at every step. */
+static inline int gpuring_conn_slot_free(gpuring_conn_t *conn)
+{
+    if (conn->head_seen + GPURING_NSTEPS > conn->step) return 1;
+    conn->head_seen = GPURING_LOAD_ACQUIRE(&conn->ctrl->head);
+    return conn->head_seen + GPURING_NSTEPS > conn->step;
+}
 
 /* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step of call
  * `call` (gpuring_call_id): post it. */
@@ -322,7 +333,7 @@ static inline gpuring_status_t gpuring_conn_ll_read(const gpuring_conn_t *conn, 
  * out); 1 if posted. */
 static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
 {
-    if (GPURING_LOAD_ACQUIRE(&conn->ctrl->head) + GPURING_NSTEPS <= conn->step) return 0;
+    if (!gpuring_conn_slot_free(conn)) return 0;
     if (conn->ll != NULL) {
         gpuring_conn_ll_header(gpuring_conn_ll_slot(conn), 0, GPURING_CALL_ABORT,
                                gpuring_ll_flag(conn->step));

@@ -365,6 +365,19 @@ static void sweep(MPI_Comm comm, int full, size_t large)
         }
     }
     check_rsv_unequal(comm, ++cs);
+    /* back to back with the same count and one argument changed each time
+     * (the root, the op, the type): a plan kept from the call before
+     * (gpuring_enqueue.c) must be this call's own */
+    for (int root = 0; root < n; root++) {
+        check_bcast(comm, &types[T_INT32], MPI_INT32_T, 64, root, ++cs);
+    }
+    for (int root = 0; root < n; root++) check_reduce(comm, &types[T_INT32], SUM, 64, root, 0, ++cs);
+    for (int op = 0; op < NOPS; op++) {
+        if (types[T_INT32].ops >> op & 1u) check_reduce(comm, &types[T_INT32], op, 64, 0, 0, ++cs);
+    }
+    for (int ti = 0; ti < NTYPES; ti++) {
+        if (types[ti].ops >> SUM & 1u) check_rs(comm, &types[ti], SUM, 64, 0, ++cs, 0);
+    }
     /* copies: byte sizes of every kind */
     for (int ti = 0; ti < NTYPES; ti += full ? 1 : 5) {
         for (int ci = 0; ci < nc; ci++) {
