@@ -62,13 +62,13 @@ static void memkind_lookup(void)
     __atomic_store_n(&looked_at_adds, adds, __ATOMIC_RELAXED);
 }
 
-gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
+/* The kind of ptr, with the driver as memkind_lookup last found it. */
+static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
 {
     unsigned int type = 0, managed = 0;
     int ordinal = -1;
     gpuring_mem_kind_t kind = GPURING_MEM_HOST;
 
-    memkind_lookup();
     if (device_p != NULL) *device_p = -1;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
     /* host memory CUDA never saw makes the driver answer an error */
@@ -87,6 +87,25 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
         *device_p = ordinal;
     }
     return kind;
+}
+
+gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
+{
+    memkind_lookup();
+    return memkind_classify(ptr, device_p);
+}
+
+void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
+                           int devices[2])
+{
+    memkind_lookup();
+    kinds[0] = memkind_classify(a, &devices[0]);
+    if (b == a) {
+        kinds[1] = kinds[0];
+        devices[1] = devices[0];
+    } else {
+        kinds[1] = memkind_classify(b, &devices[1]);
+    }
 }
 
 int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p)

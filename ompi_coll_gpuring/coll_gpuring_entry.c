@@ -132,10 +132,13 @@ void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll)
  */
 static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p)
 {
-    gpuring_mem_kind_t kind = gpuring_mem_kind(in, device_p);
-    int rdevice = *device_p;
+    gpuring_mem_kind_t kinds[2], kind;
+    int devices[2];
 
-    if (out != NULL && (kind != gpuring_mem_kind(out, &rdevice) || *device_p != rdevice)) {
+    gpuring_mem_kind_both(in, out != NULL ? out : in, kinds, devices);
+    kind = kinds[0];
+    *device_p = devices[0];
+    if (kinds[1] != kind || devices[1] != devices[0]) {
         *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
     } else if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
         *why_p = "managed memory (set coll_gpuring_managed_buffers=1 to run it in gpuring)";

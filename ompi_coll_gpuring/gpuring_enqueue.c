@@ -206,14 +206,14 @@ static void enqueue_memo_keep(gpuring_comm_memo_t *memo, const gpuring_work_t *w
     memcpy(memo->channels, w->channels, (size_t)w->plan.nchannels * sizeof(w->channels[0]));
 }
 
-gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
-                                         const gpuring_coll_info_t *info, int nonblocking,
-                                         gpuring_work_t *w)
+/* The call's plan (graph/tuning) and each channel's program of its family
+ * over a contiguous part of the buffers, with its connections. */
+static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w)
 {
+    const gpuring_coll_info_t *info = &w->info;
+    const gpuring_plane_t plane = w->plane;
     const size_t count = info->count;
-    const gpuring_type_t type = info->type;
-    const gpuring_graph_t *g = &c->graph;
-    const size_t es = gpuring_type_size(type);
+    const size_t es = gpuring_type_size(info->type);
     gpuring_tuning_params_t tp = {.coll = info->kind,
                                   .algo = c->cfg.algo,
                                   .nchannels = c->cfg.call_nchannels,
@@ -223,8 +223,33 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
                                   .slot_bytes = c->cfg.slot_bytes[plane],
                                   .trees = c->tree_state[plane] >= 0,
                                   .proto = c->cfg.proto};
+    /* the order ranks fold inputs in changes no bit of these results */
+    /* (integers only: float min/max keep the first operand of equal ones, so
+     * +0/-0 and nan depend on the order; float sum/prod keep the first nan's
+     * payload -- even with two ranks, each folds the other's value second) */
+    const int order_free = gpuring_type_is_integer(info->type);
     size_t per_channel;
-    int order_free;
+
+    gpuring_tuning_plan(&c->graph, &tp, count, es, order_free, &w->plan);
+    if (w->plan.algo == GPURING_ALGO_TREE && !gpuring_conns_trees_ready(c, plane)) {
+        tp.trees = 0; /* every rank saw the same failure */
+        gpuring_tuning_plan(&c->graph, &tp, count, es, order_free, &w->plan);
+    }
+    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)w->plan.nchannels),
+                                 (size_t)GPURING_PROG_ALIGN_ELEMS) *
+                  GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
+    for (int ch = 0; ch < w->plan.nchannels; ch++) {
+        size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
+        enqueue_channel_setup(c, w, ch, base, GPURING_MIN(per_channel, count - base));
+    }
+}
+
+gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
+                                         const gpuring_coll_info_t *info, int nonblocking,
+                                         gpuring_work_t *w)
+{
+    const size_t count = info->count;
+    gpuring_comm_memo_t *memo = &c->memo[plane];
     gpuring_status_t st;
 
     w->info = *info;
@@ -236,7 +261,8 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     }
     if (count == 0) return GPURING_OK;
     /* every rank numbers the calls with data alike: the id its steps carry */
-    w->call = gpuring_call_id(++c->calls, count, type, info->op, (int)info->kind, info->root);
+    w->call = gpuring_call_id(++c->calls, count, info->type, info->op, (int)info->kind,
+                              info->root);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       gpuring_comm_plane_name(plane));
@@ -252,41 +278,22 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
      * worker that runs the call makes no MPI call) */
     if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && !nonblocking &&
         gpuring_direct_usable(c)) {
-        st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, type, info->op,
-                                      w->call);
+        st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, info->type,
+                                      info->op, w->call);
         if (st == GPURING_OK) {
-            gpuring_comm_stats_count(c, info->kind, 1, GPURING_ALGO_AUTO, plane, count * es);
+            gpuring_comm_stats_count(c, info->kind, 1, GPURING_ALGO_AUTO, plane,
+                                     count * gpuring_type_size(info->type));
         }
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }
-    if (enqueue_memo_hit(&c->memo[plane], info)) {
-        w->plan = c->memo[plane].plan;
-        memcpy(w->channels, c->memo[plane].channels,
-               (size_t)w->plan.nchannels * sizeof(w->channels[0]));
-        w->done = 0;
-        return GPURING_OK;
+    if (enqueue_memo_hit(memo, info)) {
+        w->plan = memo->plan;
+        memcpy(w->channels, memo->channels, (size_t)w->plan.nchannels * sizeof(w->channels[0]));
+    } else {
+        enqueue_plan(c, w);
+        enqueue_memo_keep(memo, w);
     }
-    /* the order ranks fold inputs in changes no bit of these results */
-    /* (integers only: float min/max keep the first operand of equal ones, so
-     * +0/-0 and nan depend on the order; float sum/prod keep the first nan's
-     * payload -- even with two ranks, each folds the other's value second) */
-    order_free = gpuring_type_is_integer(type);
-    gpuring_tuning_plan(g, &tp, count, es, order_free, &w->plan);
-    if (w->plan.algo == GPURING_ALGO_TREE && !gpuring_conns_trees_ready(c, plane)) {
-        tp.trees = 0; /* every rank saw the same failure */
-        gpuring_tuning_plan(g, &tp, count, es, order_free, &w->plan);
-    }
-
-    /* each channel runs the program over a contiguous part of the buffers */
-    per_channel = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)w->plan.nchannels),
-                                 (size_t)GPURING_PROG_ALIGN_ELEMS) *
-                  GPURING_PROG_ALIGN_ELEMS; /* channels start on the alignment grid */
-    for (int ch = 0; ch < w->plan.nchannels; ch++) {
-        size_t base = GPURING_MIN(count, (size_t)ch * per_channel);
-        enqueue_channel_setup(c, w, ch, base, GPURING_MIN(per_channel, count - base));
-    }
-    enqueue_memo_keep(&c->memo[plane], w);
     w->done = 0;
     return GPURING_OK;
 }
