@@ -211,8 +211,7 @@ typedef struct mca_coll_gpuring_request {
     gpuring_status_t st;  /* the call's end, from the worker */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
-    gpuring_plane_t plane;
-    struct ompi_communicator_t *comm;
+    gpuring_plane_t plane;        /* (the communicator: super.req_mpi_object.comm) */
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */

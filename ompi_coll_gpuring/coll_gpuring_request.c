@@ -61,7 +61,7 @@ static int request_cancel(ompi_request_t *request, int complete)
 /* Complete what the workers filed; in an MPI thread (opal_progress). */
 static int request_progress(void)
 {
-    mca_coll_gpuring_request_t *req, *next;
+    mca_coll_gpuring_request_t *req, *next, *release = NULL;
     int n = 0;
 
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0 &&
@@ -80,27 +80,30 @@ static int request_progress(void)
         if (gcomm == NULL || gpuring_comm_async_step(gcomm) < 0) sched_yield();
     }
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
+    /* one critical section for the batch (request_free reads what completion sets);
+     * a failed call's error is logged in it: failures only */
     pthread_mutex_lock(&request_lock);
     req = request_ended;
     request_ended = NULL;
     __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&request_lock);
     for (; req != NULL; req = next, n++) {
-        int release;
-
         next = req->next;
         if (req->st != GPURING_OK) {
             req->super.req_status.MPI_ERROR =
-                mca_coll_gpuring_call_failed(&req->call, req->plane, req->comm, req->st);
+                mca_coll_gpuring_call_failed(&req->call, req->plane,
+                                             req->super.req_mpi_object.comm, req->st);
         }
-        pthread_mutex_lock(&request_lock);
-        release = req->user_freed; /* MPI_Request_free came first: nobody waits for it */
+        if (req->user_freed) { /* MPI_Request_free came first: nobody waits for it */
+            req->next = release;
+            release = req;
+        }
         ompi_request_complete(&req->super, true);
-        pthread_mutex_unlock(&request_lock);
-        if (release) {
-            OMPI_REQUEST_FINI(&req->super);
-            OBJ_RELEASE(req);
-        }
+    }
+    pthread_mutex_unlock(&request_lock);
+    for (; release != NULL; release = next) {
+        next = release->next;
+        OMPI_REQUEST_FINI(&release->super);
+        OBJ_RELEASE(release);
     }
     return n;
 }
@@ -144,7 +147,6 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->super.req_cancel = request_cancel;
     req->super.req_mpi_object.comm = comm;
     req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
-    req->comm = comm;
     req->call = *call;
     req->plane = plane;
     req->st = GPURING_OK;
