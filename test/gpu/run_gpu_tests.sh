@@ -5,8 +5,9 @@
 # test/gpu/ipc_probe (two processes sharing GPU memory, as the device path
 # needs; the MPI parts are skipped, as failed, without it) and the MPI
 # tests on device buffers (test/mpi/allreduce_check -d through gpuring at 2-4
-# ranks on the one GPU, with and without virtual nodes, ring/tree/auto) and
-# test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
+# ranks on the one GPU, with and without virtual nodes, ring/tree/auto;
+# colls_check -d and iallreduce_check -d: the other collectives and
+# MPI_Iallreduce on device buffers) and test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
 # none failed.  Without a GPU: "SKIP: no GPU (...)", "0 passed, 0 failed",
 # exit 0.
 #
@@ -262,6 +263,28 @@ if [ -n "$mpirun" ] && { want_part mpi || want_part perf; }; then
         finish
     fi
 fi
+# colls_test NAME NP "COLLS" "MCA ARGS" PROGRAM ARGS...: every rank's finalize
+# summary of each collective in COLLS counts calls on device buffers run by
+# gpuring
+colls_test() {
+    name=$1 np=$2 colls=$3 mca=$4
+    shift 4
+    # shellcheck disable=SC2086
+    run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        --mca mca_base_component_path "$component_dir:$pkglibdir" \
+        --mca mca_base_component_show_load_errors 0 \
+        --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
+        --mca coll_gpuring_wait_timeout 60 $mca "$@"
+    for coll in $colls; do
+        ran=$(grep -c "\] $coll summary: .*[ (][1-9][0-9]* on device buffers" "$tmp/$name.log")
+        if [ "$ran" -ne "$np" ]; then
+            echo "FAIL: $name: $ran of $np ranks ran $coll calls on device buffers in gpuring"
+            total_fail=$((total_fail + 1))
+        fi
+    done
+}
+
 if [ -n "$mpirun" ] && want_part mpi; then
     # every type and op, counts 0 .. 65537, in place, dup and split communicators:
     # one node, so the direct allreduce; then the same over the cuda ipc FIFOs
@@ -295,6 +318,20 @@ if [ -n "$mpirun" ] && want_part mpi; then
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \
             "$check_bin" -q -d -t int32,float,double,uint8 -L
     done
+    # gpuring's other collectives and MPI_Iallreduce on device buffers: their
+    # programs run by the CUDA executor (every type, op, root, in place; one node,
+    # then ranks as virtual nodes on the tree), each collective on device buffers
+    # on every rank
+    colls_bin="$mpibin/colls_check"
+    [ -x "$colls_bin" ] || colls_bin="$builddir/test/mpi/colls_check"
+    iall_bin="$mpibin/iallreduce_check"
+    [ -x "$iall_bin" ] || iall_bin="$builddir/test/mpi/iallreduce_check"
+    colls_test colls_3ranks 3 "reduce_scatter allgather bcast reduce" \
+        "--mca coll_gpuring_direct 0" "$colls_bin" -d -q -L 65536
+    colls_test colls_4ranks_2nodes_tree 4 "reduce_scatter allgather bcast reduce" \
+        "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm tree" \
+        "$colls_bin" -d -q -f -L 65536
+    colls_test iallreduce_3ranks 3 allreduce "" "$iall_bin" -d -q
 fi
 if [ -n "$mpirun" ] && want_part perf; then
     # bandwidth on device memory (a benchmark; its rows are checked too): the
