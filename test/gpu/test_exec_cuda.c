@@ -31,6 +31,12 @@
  * (GPURING_EXEC_CUDA_MAX_CHANNELS; fewer on the CPU runtime, see
  * test_max_channels): rings, trees and gathers.
  *
+ * The other collectives' programs (test_colls): reduce-scatter and
+ * allgather on the ring, bcast and reduce on the ring's chain and on the
+ * tree, every root of three (first, last, middle), simple and LL, in place
+ * where MPI has it, 2, 3 and 5 ranks, against references built from every
+ * rank's input.
+ *
  * Then: a NET connection not mapped for the device is refused
  * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), and a
  * timeout: one rank is never launched, every other one must return within
@@ -655,6 +661,272 @@ static void test_ll(void)
     }
 }
 
+/* ---- the other collectives' programs -------------------------------------------------- */
+/*
+ * Reduce-scatter and allgather (ring), bcast and reduce on the ring's chain
+ * and on the tree, rooted at different ranks: the programs gpuring_enqueue.c
+ * gives those collectives, set up the same way (each channel a part of each
+ * rank's block of `count`; ring positions mapped to ranks through a device
+ * copy, as the CUDA executor wants; the tree peer toward the root), simple
+ * and LL, in place where MPI allows it.  References: reduce-scatter, rank r
+ * gets block r of every input's reduction; allgather, every input in rank
+ * order; bcast, the root's input everywhere; reduce, the reduction at the
+ * root, and a non-root's buffer (its input: gpuring_comm_reduce gives the
+ * executor no other) unchanged.
+ */
+typedef enum { C_RS, C_AG, C_BCAST, C_REDUCE, C_TREE_BCAST, C_TREE_REDUCE, C_COUNT } t_coll_t;
+static const char *t_coll_name[] = { "reduce-scatter", "allgather", "bcast (chain)",
+                                     "reduce (chain)", "bcast (tree)", "reduce (tree)" };
+static int h_ring_ranks[T_MAXCH][T_MAXR]; /* rank at each ring position, per channel */
+static int *d_ring_ranks;                 /* their device copy, T_MAXR per channel */
+
+typedef struct t_ccfg {
+    t_coll_t coll;
+    int n, nch, root, inplace, ll;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    size_t count, chunk; /* count: one rank's block (RS, AG) or the buffer */
+} t_ccfg_t;
+
+/* The peer of rank r toward `root` in channel c's heap tree: 0 its parent, 1 + i
+ * its child i, -1 at the root. */
+static int tree_toward(int n, int c, int r, int root)
+{
+    const int k = tree_arity(c), v = tree_v(n, c, r);
+    int u = tree_v(n, c, root), below = -1;
+
+    while (u > v) { /* up from the root: does the walk meet r? */
+        below = u;
+        u = (u - 1) / k;
+    }
+    if (u != v) return 0;
+    return below < 0 ? -1 : 1 + (below - 1) % k;
+}
+
+static int coll_rooted(t_coll_t coll) { return coll >= C_BCAST; }
+static int coll_tree(t_coll_t coll) { return coll >= C_TREE_BCAST; }
+static int coll_reduces(t_coll_t coll)
+{
+    return coll == C_RS || coll == C_REDUCE || coll == C_TREE_REDUCE;
+}
+
+/* rank r's send and receive buffers of the configuration */
+static char *ccfg_out(const t_ccfg_t *cfg, int r)
+{
+    (void)cfg;
+    return (char *)ranks[r].d_out;
+}
+static char *ccfg_in(const t_ccfg_t *cfg, int r)
+{
+    const size_t es = gpuring_type_size(cfg->type);
+
+    switch (cfg->coll) {
+    case C_RS: return cfg->inplace ? ccfg_out(cfg, r) : (char *)ranks[r].d_in;
+    case C_AG: return cfg->inplace ? ccfg_out(cfg, r) + (size_t)r * cfg->count * es
+                                   : (char *)ranks[r].d_in;
+    case C_BCAST:
+    case C_TREE_BCAST: return ccfg_out(cfg, r);
+    default: return cfg->inplace && r == cfg->root ? ccfg_out(cfg, r) : (char *)ranks[r].d_in;
+    }
+}
+/* where the executor writes: a reduce's non-root has no output of its own */
+static char *ccfg_dst(const t_ccfg_t *cfg, int r)
+{
+    return (cfg->coll == C_REDUCE || cfg->coll == C_TREE_REDUCE) && r != cfg->root
+               ? ccfg_in(cfg, r) : ccfg_out(cfg, r);
+}
+/* elements of one rank's input, and of its output */
+static size_t ccfg_in_elems(const t_ccfg_t *cfg)
+{
+    return cfg->coll == C_RS ? cfg->count * (size_t)cfg->n : cfg->count;
+}
+static size_t ccfg_out_elems(const t_ccfg_t *cfg)
+{
+    return cfg->coll == C_AG ? cfg->count * (size_t)cfg->n : cfg->count;
+}
+
+static void coll_setup_channels(const t_ccfg_t *cfg)
+{
+    const int n = cfg->n;
+    const size_t per = GPURING_DIV_UP(GPURING_DIV_UP(cfg->count, (size_t)cfg->nch),
+                                      (size_t)GPURING_PROG_ALIGN_ELEMS) *
+                       GPURING_PROG_ALIGN_ELEMS;
+
+    for (int r = 0; r < n; r++) {
+        t_rank_t *x = &ranks[r];
+        for (int c = 0; c < cfg->nch; c++) {
+            gpuring_exec_channel_t *e = &x->ch[c];
+            const size_t base = GPURING_MIN(cfg->count, (size_t)c * per);
+            const size_t cnt = GPURING_MIN(per, cfg->count - base);
+            const int ix = ring_pos(n, c, r), root_ix = ring_pos(n, c, cfg->root);
+            const int parent = tree_parent(n, c, r) >= 0, nchild = tree_nchildren(n, c, r);
+            const int toward = tree_toward(n, c, r, cfg->root);
+
+            memset(e, 0, sizeof(*e));
+            switch (cfg->coll) {
+            case C_RS:
+                gpuring_rs_prog_init(&e->prog, base, cnt, cfg->count, cfg->chunk, n, ix,
+                                     h_ring_ranks[c], 1);
+                break;
+            case C_AG:
+                gpuring_ag_prog_init(&e->prog, base, cnt, cfg->count, cfg->chunk, n, ix,
+                                     h_ring_ranks[c], 1);
+                break;
+            case C_BCAST:
+                gpuring_bcast_prog_init(&e->prog, base, cnt, cfg->chunk, n, ix, root_ix);
+                break;
+            case C_REDUCE:
+                gpuring_reduce_prog_init(&e->prog, base, cnt, cfg->chunk, n, ix, root_ix);
+                break;
+            case C_TREE_BCAST:
+                gpuring_tree_bcast_prog_init(&e->prog, base, cnt, cfg->chunk, n, parent, nchild,
+                                             toward);
+                break;
+            default:
+                gpuring_tree_reduce_prog_init(&e->prog, base, cnt, cfg->chunk, n, parent,
+                                              nchild, toward);
+                break;
+            }
+            e->dev_ranks = d_ring_ranks + (size_t)c * T_MAXR;
+            for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+                e->send[i] = coll_tree(cfg->coll) ? &x->tree_send[c][i]
+                             : i == 0             ? &x->ring_send[c] : NULL;
+                e->recv[i] = coll_tree(cfg->coll) ? &x->tree_recv[c][i]
+                             : i == 0             ? &x->ring_recv[c] : NULL;
+            }
+        }
+        x->args = (gpuring_exec_args_t){
+            .sendbuf = ccfg_in(cfg, r), .recvbuf = ccfg_dst(cfg, r), .count = cfg->count,
+            .type = cfg->type, .op = cfg->op, .nchannels = cfg->nch, .channels = x->ch,
+            .scratch = x->d_scratch, .timeout = T_TIMEOUT, .ll = cfg->ll};
+    }
+}
+
+/* every rank's input (the bcast's root's alone), every output poisoned */
+static void coll_upload(const t_ccfg_t *cfg)
+{
+    const size_t es = gpuring_type_size(cfg->type);
+
+    for (int r = 0; r < cfg->n; r++) {
+        TEST_CUDA(cudaMemset(ccfg_out(cfg, r), 0xa5, ccfg_out_elems(cfg) * es));
+        if (coll_rooted(cfg->coll) && !coll_reduces(cfg->coll) && r != cfg->root) continue;
+        TEST_CUDA(cudaMemcpy(ccfg_in(cfg, r), h_in[r], ccfg_in_elems(cfg) * es,
+                             cudaMemcpyHostToDevice));
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
+/* the elements `got` must hold, as [from, from + elems) of `want` */
+static void coll_expect(const char *what, int r, const char *buf, const unsigned char *want,
+                        size_t elems, size_t es)
+{
+    size_t bad = 0, first = 0;
+
+    TEST_CUDA(cudaMemcpy(h_out, buf, elems * es, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < elems; i++) {
+        if (memcmp(h_out + i * es, want + i * es, es) != 0 && bad++ == 0) first = i;
+    }
+    unit_result(bad == 0, "%s: rank %d: %zu wrong elements, first at %zu", what, r, bad, first);
+}
+
+static void coll_check(const t_ccfg_t *cfg, int pass)
+{
+    const size_t es = gpuring_type_size(cfg->type), count = cfg->count;
+    char what[200];
+
+    snprintf(what, sizeof(what), "%s n=%d ch=%d %s %s count=%zu chunk=%zu root=%d%s%s run %d",
+             t_coll_name[cfg->coll], cfg->n, cfg->nch, gpuring_type_name(cfg->type),
+             gpuring_op_name(cfg->op), count, cfg->chunk, cfg->root,
+             cfg->inplace ? " in-place" : "", cfg->ll ? " LL" : "", pass);
+    for (int r = 0; r < cfg->n; r++) {
+        unit_result(ranks[r].st == GPURING_OK, "%s: rank %d returned %s", what, r,
+                    gpuring_status_str(ranks[r].st));
+        if (ranks[r].st != GPURING_OK) continue;
+        switch (cfg->coll) {
+        case C_RS:
+            coll_expect(what, r, ccfg_out(cfg, r), h_ref + (size_t)r * count * es, count, es);
+            break;
+        case C_AG:
+            for (int q = 0; q < cfg->n; q++) {
+                coll_expect(what, r, ccfg_out(cfg, r) + (size_t)q * count * es, h_in[q], count,
+                            es);
+            }
+            break;
+        case C_BCAST:
+        case C_TREE_BCAST:
+            coll_expect(what, r, ccfg_out(cfg, r), h_in[cfg->root], count, es);
+            break;
+        default: /* the root's reduction; a non-root's input untouched */
+            coll_expect(what, r, ccfg_dst(cfg, r), r == cfg->root ? h_ref : h_in[r], count, es);
+            break;
+        }
+        if (!cfg->inplace && cfg->coll != C_BCAST && cfg->coll != C_TREE_BCAST) {
+            coll_expect(what, r, ccfg_in(cfg, r), h_in[r], ccfg_in_elems(cfg), es);
+        }
+    }
+}
+
+static void run_coll(const t_ccfg_t *cfg)
+{
+    t_cfg_t inputs = {.n = cfg->n, .type = cfg->type, .op = cfg->op,
+                      .count = ccfg_in_elems(cfg)};
+
+    links_reset(cfg->n);
+    for (int c = 0; c < cfg->nch; c++) {
+        for (int pos = 0; pos < cfg->n; pos++) h_ring_ranks[c][pos] = ring_rank(cfg->n, c, pos);
+    }
+    TEST_CUDA(cudaMemcpy(d_ring_ranks, h_ring_ranks, sizeof(h_ring_ranks),
+                         cudaMemcpyHostToDevice));
+    make_inputs(&inputs); /* h_in[], and their reduction in h_ref */
+    for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
+        coll_setup_channels(cfg);
+        coll_upload(cfg);
+        run_ranks(&(t_cfg_t){.n = cfg->n, .skip_rank = -1});
+        coll_check(cfg, pass);
+    }
+}
+
+static void test_colls(void)
+{
+    static const int ns[] = { 2, 3, 5 };
+    static const size_t counts[] = { 1, 17, 4099 };
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+    };
+    unsigned long idx = 0;
+
+    TEST_CUDA(cudaMalloc((void **)&d_ring_ranks, sizeof(h_ring_ranks)));
+    for (int coll = 0; coll < C_COUNT; coll++) {
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            const int n = ns[ni], roots[] = { 0, n - 1, n / 2 };
+            for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+                    for (int k = 0; k < 3; k++, idx++) {
+                        const size_t es = gpuring_type_size(tops[ti].type);
+                        t_ccfg_t cfg = {.coll = (t_coll_t)coll, .n = n,
+                                        .nch = 1 + (int)(idx % T_MATRIX_CH),
+                                        .root = coll_rooted((t_coll_t)coll) ? roots[k] : 0,
+                                        .inplace = (int)(idx / 3 % 2), .ll = idx % 4 == 1,
+                                        .type = tops[ti].type, .op = tops[ti].op,
+                                        .count = counts[ci]};
+
+                        /* RS and AG: in place or not; rooted: the three roots */
+                        if (!coll_rooted(cfg.coll) && k == 2) continue;
+                        if (!coll_rooted(cfg.coll)) cfg.inplace = k;
+                        cfg.chunk = cfg.ll ? (idx % 8 < 4 ? 1001 : GPURING_LL_STEP_BYTES / es)
+                                           : (idx % 2 ? 1000 : T_SLOT_BYTES / es);
+                        run_coll(&cfg);
+                    }
+                }
+            }
+        }
+        printf("%s done: %lu passed, %lu failed so far\n", t_coll_name[coll], unit_passed,
+               unit_failed);
+    }
+    TEST_CUDA(cudaFree(d_ring_ranks));
+}
+
 /* ---- error paths ----------------------------------------------------------------------- */
 static void test_refusals(void)
 {
@@ -860,6 +1132,7 @@ int main(void)
     test_max_channels();
     test_refusals();
     test_ll();
+    test_colls();
     for (int ll = 0; ll < 2; ll++) {
         test_mismatch(ll, 0);
         test_mismatch(ll, 1);
