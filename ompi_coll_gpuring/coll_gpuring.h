@@ -28,6 +28,7 @@ typedef struct mca_coll_gpuring_component {
     bool host_buffers;
     bool managed_buffers;
     bool agree_memory;
+    bool nonblocking_setup;
     bool net_gpu_direct;
     bool direct;
     char *algorithm;

@@ -44,6 +44,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .verbose_subsys = NULL,
     .host_buffers = false,
     .agree_memory = false,
+    .nonblocking_setup = true,
     .net_gpu_direct = true,
     .direct = true,
     .algorithm = NULL,
@@ -113,6 +114,18 @@ static int gpuring_register(void)
         "kind, and small calls stay as fast as they can",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->agree_memory);
+    (void)mca_base_component_var_register(
+        v, "nonblocking_setup",
+        "Let a non-blocking call (MPI_Iallreduce) make the setup it needs when it is the "
+        "communicator's first gpuring call, its first on that kind of memory, or its first "
+        "on the tree: collective exchanges that wait inside the call for every rank to make "
+        "it.  On by default, so that a program whose calls are all non-blocking runs them "
+        "in gpuring.  A program in which a rank, between starting such a call and waiting "
+        "for it, needs point-to-point traffic that another rank sends only before making "
+        "the call (valid MPI) then fails with a setup timeout; false hands such calls to "
+        "the component below, and a blocking call makes the setup",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->nonblocking_setup);
     (void)mca_base_component_var_register(
         v, "net_gpu_direct",
         "Device buffers across nodes: keep the UCX slots in GPU memory (GPU-direct) when this "

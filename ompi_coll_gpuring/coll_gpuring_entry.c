@@ -191,6 +191,17 @@ static gpuring_status_t entry_call(gpuring_comm_t *gcomm, gpuring_plane_t plane,
     }
 }
 
+/* A non-blocking call's communicator setup failed: what may have held it up. */
+static void entry_setup_hint(struct ompi_communicator_t *comm)
+{
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "comm %s's setup was made by a non-blocking call "
+                  "(MPI_Iallreduce, rank %d), and it waits for every rank to make that call: a "
+                  "rank held up in point-to-point traffic that this rank serves only after "
+                  "starting the call cannot join it.  Make a blocking collective on the "
+                  "communicator first, or set coll_gpuring_nonblocking_setup=0",
+                  comm->c_name, ompi_comm_rank(comm));
+}
+
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *c)
 {
@@ -200,7 +211,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     mca_coll_gpuring_request_t *req = NULL;
     gpuring_comm_t *gcomm;
     gpuring_status_t ready, st;
-    int plane, device;
+    int plane, device, was_new;
 
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
     if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
@@ -212,12 +223,32 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: %s", name, why);
         return MCA_COLL_GPURING_FALLBACK;
     }
+    /* a non-blocking call that would make the communicator's setup, with
+     * coll_gpuring_nonblocking_setup off: the state is every rank's alike */
+    if (c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
+        m->state == MCA_COLL_GPURING_COMM_NEW) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: comm %s is not set up yet, and a "
+                     "non-blocking call does not set it up (coll_gpuring_nonblocking_setup "
+                     "0): its first blocking gpuring call will", name, comm->c_name);
+        return MCA_COLL_GPURING_FALLBACK;
+    }
+    was_new = m->state == MCA_COLL_GPURING_COMM_NEW;
     gcomm = mca_coll_gpuring_comm_get(m);
     if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
+        if (c->request != NULL && was_new) entry_setup_hint(comm);
         return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
     }
     if (gcomm == NULL) {
         return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
+    }
+    if (c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
+        !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s yet, "
+                     "and a non-blocking call does not make them "
+                     "(coll_gpuring_nonblocking_setup 0): its first blocking call on such "
+                     "buffers will", name, plane == GPURING_PLANE_HOST ? "host" : "device",
+                     comm->c_name);
+        return MCA_COLL_GPURING_FALLBACK;
     }
     if (c->request != NULL) {
         req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);

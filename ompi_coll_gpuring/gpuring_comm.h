@@ -56,6 +56,7 @@ typedef struct gpuring_comm_config {
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
+    int nonblocking_setup; /* a non-blocking call may connect trees (it waits for every rank) */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it
@@ -167,6 +168,13 @@ void gpuring_comm_destroy(gpuring_comm_t *comm);
  */
 gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t plane,
                                           int ordinal);
+
+/* Has the plane's first call been made (connected, or failed for good)?  0:
+ * gpuring_comm_plane_ready would connect it, exchanges every rank must join. */
+static inline int gpuring_comm_plane_tried(const gpuring_comm_t *comm, gpuring_plane_t plane)
+{
+    return comm->ring_state[plane] != 0;
+}
 
 /*
  * Blocking allreduce on buffers of the plane's memory (host, or device

@@ -208,7 +208,7 @@ static void enqueue_memo_keep(gpuring_comm_memo_t *memo, const gpuring_work_t *w
 
 /* The call's plan (graph/tuning) and each channel's program of its family
  * over a contiguous part of the buffers, with its connections. */
-static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w)
+static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w, int may_connect)
 {
     const gpuring_coll_info_t *info = &w->info;
     const gpuring_plane_t plane = w->plane;
@@ -221,7 +221,8 @@ static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w)
                                   .device = plane == GPURING_PLANE_DEVICE,
                                   .chunk_bytes = c->cfg.chunk_bytes,
                                   .slot_bytes = c->cfg.slot_bytes[plane],
-                                  .trees = c->tree_state[plane] >= 0,
+                                  .trees = c->tree_state[plane] > 0 ||
+                                           (c->tree_state[plane] == 0 && may_connect),
                                   .proto = c->cfg.proto};
     /* the order ranks fold inputs in changes no bit of these results */
     /* (integers only: float min/max keep the first operand of equal ones, so
@@ -291,8 +292,13 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
         w->plan = memo->plan;
         memcpy(w->channels, memo->channels, (size_t)w->plan.nchannels * sizeof(w->channels[0]));
     } else {
-        enqueue_plan(c, w);
-        enqueue_memo_keep(memo, w);
+        /* a non-blocking call connects no trees where coll_gpuring_nonblocking_setup is
+         * off (the exchanges wait for every rank): its plan is not kept for the calls
+         * that may */
+        const int may_connect = !nonblocking || c->cfg.nonblocking_setup;
+
+        enqueue_plan(c, w, may_connect);
+        if (may_connect || c->tree_state[plane] != 0) enqueue_memo_keep(memo, w);
     }
     w->done = 0;
     return GPURING_OK;

@@ -15,6 +15,13 @@
  *   inplace      MPI_IN_PLACE calls in flight together
  *   p2p          a call in flight while its caller receives a large message
  *                from a rank that starts the call only after sending it
+ *   first (-F, alone: the other cases' communicators would take the
+ *                component below, whose 8-bit sums saturate in Open MPI 4.1)
+ *                the p2p case as a fresh communicator's first collective, so the
+ *                call is the one its setup would come with (run with
+ *                coll_gpuring_nonblocking_setup 0: the call goes below and
+ *                completes), then a blocking call sets the communicator up and
+ *                calls in flight on it follow (outstanding)
  * Values: rank r's element i of call k is a function of (k, r, i), so each
  * rank computes every rank's contribution: int32 sums of small values,
  * int8 sums that wrap (computed in unsigned arithmetic), doubles holding
@@ -24,11 +31,12 @@
  * so is the send buffer.  Rank 0 prints "N passed, N failed" (verdict
  * gathered with MPI_Gather).
  *
- *   iallreduce_check [-d] [-r REPS] [-q]
+ *   iallreduce_check [-d] [-F] [-r REPS] [-q]
  *     -d   device buffers (cudaMalloc through the libcudart.so it dlopens;
  *          the overlap case reads its buffer with cudaMemcpy); communicators
  *          of one rank are skipped (the library's coll/self need not read
  *          device memory)
+ *     -F   the first case only
  *     -r   repeat everything REPS times (default 1)
  */
 #include <mpi.h>
@@ -447,22 +455,42 @@ static void case_p2p(MPI_Comm comm, unsigned seed)
     free(msg);
 }
 
+/* first: case_p2p as a fresh communicator's first collective, then a blocking call
+ * (the communicator's setup, where calls that would make it are non-blocking
+ * only with coll_gpuring_nonblocking_setup 1), then calls in flight on it. */
+static void case_first(unsigned seed)
+{
+    MPI_Comm fresh;
+    int32_t one = 1;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+    MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+    case_p2p(fresh, seed);
+    if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, fresh) != MPI_SUCCESS) {
+        fprintf(stderr, "FAILED rank %d first: the blocking call after it failed\n", g_rank);
+        g_failed++;
+    }
+    case_outstanding(fresh, 0, seed + 1);
+    MPI_Comm_free(&fresh);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm comms[3];
-    int opt, reps = 1, size;
+    int opt, reps = 1, size, first = 0;
     long counts[2], sums[2];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "dr:q")) != -1) {
+    while ((opt = getopt(argc, argv, "dFr:q")) != -1) {
         switch (opt) {
         case 'd': g_device = 1; break;
+        case 'F': first = 1; break;
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: iallreduce_check [-d] [-r REPS] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: iallreduce_check [-d] [-F] [-r REPS] [-q]\n");
             MPI_Finalize();
             return 2;
         }
@@ -474,6 +502,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: -d: %s\n", g_rank, err);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+    if (first) {
+        for (int rep = 0; rep < reps; rep++) case_first(1000u * (unsigned)rep + 7);
+        reps = 0; /* and nothing else */
     }
     comms[0] = MPI_COMM_WORLD;
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);

@@ -417,6 +417,12 @@ if [ $ACTIVE = 1 ]; then
         iallreduce_check -q
     run_case "iallreduce_ll_np3_rpn0" 3 0 ready,allcalls "$LL" iallreduce_check -q
     run_case "iallreduce_matrix_np3_rpn1" 3 1 ready,allcalls "" allreduce_check -B "${MEDIUM[@]}"
+    # a fresh communicator's first collective is an MPI_Iallreduce whose caller then
+    # needs a rank's send that rank makes before the call: with the setup left to
+    # blocking calls, it goes below (and completes); the calls after a blocking one
+    # run in gpuring
+    FALLBACK_WHY="comm .* is not set up yet" run_case "iallreduce_first_np4_rpn0" 4 0 \
+        ready,fallback "coll_gpuring_nonblocking_setup 0" iallreduce_check -q -F
     run_case "timeout_nonblocking_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
         timeout_check 60 nonblocking
 fi
