@@ -211,7 +211,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     mca_coll_gpuring_request_t *req = NULL;
     gpuring_comm_t *gcomm;
     gpuring_status_t ready, st;
-    int plane, device, was_new;
+    int plane, device, was_new, defer;
 
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
     if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
@@ -225,8 +225,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     }
     /* a non-blocking call that would make the communicator's setup, with
      * coll_gpuring_nonblocking_setup off: the state is every rank's alike */
-    if (c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
-        m->state == MCA_COLL_GPURING_COMM_NEW) {
+    defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
+            (plane == GPURING_PLANE_HOST || mca_coll_gpuring_below_reads_device());
+    if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: comm %s is not set up yet, and a "
                      "non-blocking call does not set it up (coll_gpuring_nonblocking_setup "
                      "0): its first blocking gpuring call will", name, comm->c_name);
@@ -241,8 +242,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (gcomm == NULL) {
         return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
     }
-    if (c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
-        !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
+    if (defer && !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s yet, "
                      "and a non-blocking call does not make them "
                      "(coll_gpuring_nonblocking_setup 0): its first blocking call on such "
