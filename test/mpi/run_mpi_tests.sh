@@ -194,6 +194,15 @@ run_case() {
                     return
                 fi
                 ;;
+            setuphint)
+                # every rank whose non-blocking call made the timed-out setup says what
+                # may have held it up and what to do
+                missing=$(every_rank ".*setup was made by a non-blocking call .*coll_gpuring_nonblocking_setup=0")
+                if [ "$missing" != "$((np - 1))" ]; then
+                    fail "$name" "rank ${missing:-?} gave no non-blocking setup hint" "$log"
+                    return
+                fi
+                ;;
             tree)
                 # the tree really ran: its connections came up on every rank
                 missing=$(every_rank " tree connections ready")
@@ -470,6 +479,8 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a communicator's first call: setup must time out, not hang
     run_case "timeout_setup_np3_rpn1" 3 1 setuptimeout "coll_gpuring_wait_timeout 3" \
         timeout_check 60 setup
+    run_case "timeout_setup_nonblocking_np3_rpn1" 3 1 setuptimeout,setuphint \
+        "coll_gpuring_wait_timeout 3" timeout_check 60 setup,nonblocking
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"

@@ -14,10 +14,12 @@
  * CPU runtime), so the stuck call is the CUDA executor's.  With
  * "nonblocking" (alone or after "device,"), every call is MPI_Iallreduce then
  * MPI_Wait: the stuck call's error comes back from MPI_Wait, the request
- * completed by gpuring's worker.
+ * completed by gpuring's worker; "setup,nonblocking": the setup that times out
+ * is made by an MPI_Iallreduce (the driver checks its hint).
  * Prints `N passed, N failed` on rank 0.
  *
- * usage: timeout_check [LIMIT_SECONDS [setup|device|nonblocking|device,nonblocking]]
+ * usage: timeout_check [LIMIT_SECONDS [setup|device|nonblocking|device,nonblocking|
+ *                                      setup,nonblocking]]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -46,7 +48,7 @@ int main(int argc, char **argv)
     int rank, size, rc, passed = 0, failed = 0, all_failed = 0;
     int *in, *out;
     double t0, elapsed, limit = argc > 1 ? atof(argv[1]) : 60.0;
-    int setup = argc > 2 && strcmp(argv[2], "setup") == 0;
+    int setup = argc > 2 && strncmp(argv[2], "setup", 5) == 0;
     int device = argc > 2 && strncmp(argv[2], "device", 6) == 0;
     int *hin = NULL;
     MPI_Comm comm;
