@@ -302,8 +302,8 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
         }
         EXEC_FOR_PEERS(s.send_mask, i) {
-            const gpuring_conn_t *w = ch->send[i];
-            if (GPURING_LOAD_ACQUIRE(&w->ctrl->head) + GPURING_NSTEPS > w->step) continue;
+            gpuring_conn_t *w = ch->send[i];
+            if (gpuring_conn_slot_free(w)) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu)",
