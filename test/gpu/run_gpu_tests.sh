@@ -207,6 +207,20 @@ perf_bin="$mpibin/allreduce_perf"
 [ -x "$check_bin" ] || check_bin="$builddir/test/mpi/allreduce_check"
 [ -x "$perf_bin" ] || perf_bin="$builddir/test/perf/allreduce_perf"
 
+# mpi_run NAME NP "MCA ARGS" PROGRAM ARGS...: the program through gpuring on NP
+# ranks of the one GPU (verbose 3: the finalize summaries), its log $tmp/NAME.log
+mpi_run() {
+    name=$1 np=$2 mca=$3
+    shift 3
+    # shellcheck disable=SC2086
+    run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        --mca mca_base_component_path "$component_dir:$pkglibdir" \
+        --mca mca_base_component_show_load_errors 0 \
+        --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
+        --mca coll_gpuring_wait_timeout 60 $mca "$@"
+}
+
 # mpi_test NAME NP WANT "MCA ARGS" PROGRAM ARGS...: gpuring must have run on
 # device buffers on every rank (its finalize summary says how many device
 # calls), handed none to the component below, and run them through the
@@ -215,13 +229,7 @@ perf_bin="$mpibin/allreduce_perf"
 mpi_test() {
     name=$1 np=$2 want=$3 mca=$4
     shift 4
-    # shellcheck disable=SC2086
-    run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        "$mpirun" -n "$np" --oversubscribe --bind-to none \
-        --mca mca_base_component_path "$component_dir:$pkglibdir" \
-        --mca mca_base_component_show_load_errors 0 \
-        --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
-        --mca coll_gpuring_wait_timeout 60 $mca "$@"
+    mpi_run "$name" "$np" "$mca" "$@"
     ran=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$tmp/$name.log")
     if [ "$ran" -ne "$np" ]; then
         echo "FAIL: $name: $ran of $np ranks ran device calls in gpuring (see the log)"
@@ -269,13 +277,7 @@ fi
 colls_test() {
     name=$1 np=$2 colls=$3 mca=$4
     shift 4
-    # shellcheck disable=SC2086
-    run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        "$mpirun" -n "$np" --oversubscribe --bind-to none \
-        --mca mca_base_component_path "$component_dir:$pkglibdir" \
-        --mca mca_base_component_show_load_errors 0 \
-        --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
-        --mca coll_gpuring_wait_timeout 60 $mca "$@"
+    mpi_run "$name" "$np" "$mca" "$@"
     for coll in $colls; do
         ran=$(grep -c "\] $coll summary: .*[ (][1-9][0-9]* on device buffers" "$tmp/$name.log")
         if [ "$ran" -ne "$np" ]; then
@@ -301,12 +303,7 @@ if [ -n "$mpirun" ] && want_part mpi; then
     coll_bin="$mpibin/device_coll_check"
     [ -x "$coll_bin" ] || coll_bin="$builddir/test/mpi/device_coll_check"
     for np in 2 3; do
-        run_test "device_colls_${np}ranks" env OMPI_ALLOW_RUN_AS_ROOT=1 \
-            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpirun" -n "$np" --oversubscribe --bind-to none \
-            --mca mca_base_component_path "$component_dir:$pkglibdir" \
-            --mca mca_base_component_show_load_errors 0 \
-            --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
-            --mca coll_gpuring_wait_timeout 60 "$coll_bin" -D libcuda.so.1 -q
+        mpi_run "device_colls_${np}ranks" "$np" "" "$coll_bin" -D libcuda.so.1 -q
         ran=$(grep -c "device buffers staged through host memory" "$tmp/device_colls_${np}ranks.log")
         if [ "$ran" -ne "$np" ]; then
             echo "FAIL: device_colls_${np}ranks: $ran of $np ranks staged device buffers"
