@@ -23,23 +23,6 @@ gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void 
     return bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes), "allgather");
 }
 
-gpuring_status_t gpuring_bootstrap_send(gpuring_bootstrap_t *b, int peer,
-                                        const void *buf, size_t bytes)
-{
-    return bootstrap_result(b->ops->send(b->ctx, peer, buf, bytes), "send");
-}
-
-gpuring_status_t gpuring_bootstrap_recv(gpuring_bootstrap_t *b, int peer, void *buf,
-                                        size_t bytes)
-{
-    return bootstrap_result(b->ops->recv(b->ctx, peer, buf, bytes), "recv");
-}
-
-gpuring_status_t gpuring_bootstrap_barrier(gpuring_bootstrap_t *b)
-{
-    return bootstrap_result(b->ops->barrier(b->ctx), "barrier");
-}
-
 gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
                                          int *bad_rank_p)
 {

@@ -2,7 +2,7 @@
  * bootstrap.h -- the exchanges gpuring needs at communicator setup, over the
  * MPI communicator itself.  This replaces NCCL's unique id, root thread and
  * TCP bootstrap ring (seeds 000/001): the communicator already exists, so
- * every exchange is an allgather (or a send/recv) on it.
+ * every exchange is an allgather on it.
  *
  * The transport is a table of byte-level operations that ompi_coll_gpuring/
  * fills with the functions of the coll component *below* gpuring and the
@@ -17,13 +17,9 @@
 
 typedef struct gpuring_bootstrap_ops {
     /* every rank contributes `bytes` bytes; rbuf gets size * bytes in rank order.
-       send/recv are blocking, matched in order between a pair of ranks.  Each
-       returns a gpuring_status_t: GPURING_OK, GPURING_ERR_TIMEOUT (a member did
+       Returns a gpuring_status_t: GPURING_OK, GPURING_ERR_TIMEOUT (a member did
        not join within the wait timeout), or another error the op logged. */
     int (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
-    int (*send)(void *ctx, int peer, const void *buf, size_t bytes);
-    int (*recv)(void *ctx, int peer, void *buf, size_t bytes);
-    int (*barrier)(void *ctx);
 } gpuring_bootstrap_ops_t;
 
 typedef struct gpuring_bootstrap {
@@ -35,11 +31,6 @@ typedef struct gpuring_bootstrap {
 
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
                                              void *all, size_t bytes);
-gpuring_status_t gpuring_bootstrap_send(gpuring_bootstrap_t *b, int peer,
-                                        const void *buf, size_t bytes);
-gpuring_status_t gpuring_bootstrap_recv(gpuring_bootstrap_t *b, int peer, void *buf,
-                                        size_t bytes);
-gpuring_status_t gpuring_bootstrap_barrier(gpuring_bootstrap_t *b);
 
 /*
  * Every rank contributes its local status; all get GPURING_OK only if every

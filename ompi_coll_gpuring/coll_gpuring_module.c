@@ -112,12 +112,12 @@ static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_com
     mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
 
     /* modules are enabled in increasing priority: what is installed now is
-     * what gpuring falls back to (allgather and barrier: its bootstrap too) */
+     * what gpuring falls back to (allgather: its bootstrap too) */
     MCA_COLL_GPURING_COLLS(GPURING_SAVE_PREV)
-    if (m->prev.allreduce == NULL || m->prev.allgather == NULL || m->prev.barrier == NULL) {
+    if (m->prev.allreduce == NULL || m->prev.allgather == NULL) {
         GPURING_INFO(GPURING_SUBSYS_INIT,
-                     "comm %s: no component below gpuring provides allreduce, allgather and "
-                     "barrier; gpuring disabled on it",
+                     "comm %s: no component below gpuring provides allreduce and allgather; "
+                     "gpuring disabled on it",
                      comm->c_name);
         gpuring_module_cleanup(m);
         return OMPI_ERROR;
@@ -274,38 +274,8 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
     return GPURING_OK;
 }
 
-static int gpuring_boot_send(void *ctx, int peer, const void *buf, size_t bytes)
-{
-    mca_coll_gpuring_module_t *m = ctx;
-    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
-    return gpuring_boot_status(m, MCA_PML_CALL(send(buf, bytes, MPI_BYTE, peer,
-                                                    MCA_COLL_BASE_TAG_ALLREDUCE,
-                                                    MCA_PML_BASE_SEND_STANDARD, m->comm)),
-                               "send");
-}
-
-static int gpuring_boot_recv(void *ctx, int peer, void *buf, size_t bytes)
-{
-    mca_coll_gpuring_module_t *m = ctx;
-    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
-    return gpuring_boot_status(m, MCA_PML_CALL(recv(buf, bytes, MPI_BYTE, peer,
-                                                    MCA_COLL_BASE_TAG_ALLREDUCE, m->comm,
-                                                    MPI_STATUS_IGNORE)),
-                               "recv");
-}
-
-static int gpuring_boot_barrier(void *ctx)
-{
-    mca_coll_gpuring_module_t *m = ctx;
-    return gpuring_boot_status(m, m->prev.barrier(m->comm, m->prev.barrier_module),
-                               "MPI_Barrier");
-}
-
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
     .allgather = gpuring_boot_allgather,
-    .send = gpuring_boot_send,
-    .recv = gpuring_boot_recv,
-    .barrier = gpuring_boot_barrier,
 };
 
 /* The communicator's first gpuring call sets it up (collective: every rank
