@@ -1,11 +1,11 @@
 #!/bin/bash
 # run_mpi_tests.sh -- the MPI-level test driver for coll/gpuring.
 #
-# Runs allreduce_check, colls_check, fallback_check and comm_churn under mpirun for
-# np = 2, 3, 4 and coll_gpuring_ranks_per_node = 0 (real hosts), 1 (every
-# rank its own virtual node: all traffic over UCX) and 2 (np 3, 4 only; at
-# np 3 the virtual nodes are uneven), plus channel-count and slot-size
-# variants and the large-count case.
+# Runs allreduce_check, colls_check, mix_check, fallback_check and comm_churn
+# under mpirun for np = 2, 3, 4 and coll_gpuring_ranks_per_node = 0 (real
+# hosts), 1 (every rank its own virtual node: all traffic over UCX) and 2
+# (np 3, 4 only; at np 3 the virtual nodes are uneven), plus channel-count
+# and slot-size variants and the large-count case.
 #
 # Environment:
 #   GPURING_MCA_ARGS      mpirun arguments that load gpuring (component path,
@@ -247,6 +247,17 @@ run_case() {
                     fi
                 done
                 ;;
+            allcolls)
+                # every rank ran each of the five collectives in gpuring, none handed below
+                local k
+                for k in allreduce reduce_scatter allgather bcast reduce; do
+                    missing=$(every_rank " $k summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
+                    if [ -n "$missing" ]; then
+                        fail "$name" "rank $missing ran no $k in gpuring or handed some below (summary line)" "$log"
+                        return
+                    fi
+                done
+                ;;
             allcalls)
                 # every rank ran every allreduce in gpuring: none handed below
                 missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
@@ -434,6 +445,19 @@ if [ $ACTIVE = 1 ]; then
         ready,fallback "coll_gpuring_nonblocking_setup 0" iallreduce_check -q -F
     run_case "timeout_nonblocking_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
         timeout_check 60 nonblocking
+fi
+
+# --- a seeded random sequence of mixed calls (mix_check): allreduce, iallreduce (up to 4
+# in flight, completed at random points), reduce_scatter_block, allgather, bcast, reduce
+# on world, dup and split in turn; every type x op, counts 0 to 2 MiB, roots, in place,
+# and calls that repeat the one before with one of root, op, type, in place changed
+# (a plan kept from it must not be reused).  gpuring-only: 4.1's 8-bit sums saturate
+if [ $ACTIVE = 1 ]; then
+    run_case "mix_np3_rpn1" 3 1 ready,allcolls "" mix_check -s "$SEED" -n 2000 -q
+    run_case "mix_np4_rpn0" 4 0 ready,allcolls "" mix_check -s "$SEED" -n 2000 -q
+    run_case "mix_ll_np5_rpn2" 5 2 ready,allcolls "$LL" mix_check -s "$SEED" -n 2000 -q
+    run_case "mix_tree_np4_rpn2" 4 2 ready,allcolls,tree "coll_gpuring_algorithm tree" \
+        mix_check -s "$SEED" -n 2000 -q
 fi
 
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)
