@@ -103,14 +103,13 @@ typedef struct gpuring_comm_stats {
 } gpuring_comm_stats_t;
 
 /* A plane's last planned call (gpuring_enqueue.c): the next call with the
- * same collective, count, type, op and root -- an application's loop --
+ * same collective, count, type and root -- an application's loop --
  * takes its plan and channels as they are. */
 typedef struct gpuring_comm_memo {
     int valid;
     gpuring_coll_kind_t kind;
     size_t count;
     gpuring_type_t type;
-    gpuring_op_t op;
     int root;
     gpuring_plan_t plan;
     gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */

@@ -185,13 +185,13 @@ static gpuring_status_t enqueue_scratch(gpuring_comm_t *c, gpuring_plane_t plane
 }
 
 /* Does the plane's last planned call have this call's plan and channels?
- * (they depend on the collective, count, type, op and root alone: the
- * buffers are the executor's arguments, and the connections, once made,
+ * (they depend on the collective, count, type and root alone: the op and
+ * the buffers are the executor's arguments, and the connections, once made,
  * stay) */
 static int enqueue_memo_hit(const gpuring_comm_memo_t *memo, const gpuring_coll_info_t *info)
 {
     return memo->valid && memo->kind == info->kind && memo->count == info->count &&
-           memo->type == info->type && memo->op == info->op && memo->root == info->root;
+           memo->type == info->type && memo->root == info->root;
 }
 
 static void enqueue_memo_keep(gpuring_comm_memo_t *memo, const gpuring_work_t *w)
@@ -200,7 +200,6 @@ static void enqueue_memo_keep(gpuring_comm_memo_t *memo, const gpuring_work_t *w
     memo->kind = w->info.kind;
     memo->count = w->info.count;
     memo->type = w->info.type;
-    memo->op = w->info.op;
     memo->root = w->info.root;
     memo->plan = w->plan;
     memcpy(memo->channels, w->channels, (size_t)w->plan.nchannels * sizeof(w->channels[0]));
