@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2 }; /* cudaMemcpyKind */
 
@@ -72,6 +73,15 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* test_cuda_load for this process's local rank as mpirun names it
+ * (OMPI_COMM_WORLD_LOCAL_RANK; `rank` where it does not) */
+static inline int test_cuda_load_local(int rank, char *err, size_t errlen)
+{
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+
+    return test_cuda_load(lr != NULL ? atoi(lr) : rank, err, errlen);
 }
 
 /* 0, or a cudaError_t (-1: this libcudart has no pool) */

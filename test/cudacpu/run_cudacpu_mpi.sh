@@ -27,6 +27,8 @@
 #                   prog_tree_reduce.h), CUDA IPC and net edges
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
+#   mix_np3, mix_vnodes_np4  mix_check -d: a seeded random sequence of every
+#                   collective gpuring takes, MPI_Iallreduce in flight among them
 #   iallreduce_np3  iallreduce_check -d: MPI_Iallreduce calls in flight (the
 #                   FIFO programs, in gpuring's worker thread) mixed with
 #                   blocking ones (direct)
@@ -216,6 +218,16 @@ case_run colls_tree_vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_n
 coll_gpuring_algorithm tree" -d -f -q -L 4099
 summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 want="" verbose=3
+
+# a seeded random sequence of every collective on device buffers (mix_check -d):
+# plans kept and changed, MPI_Iallreduce in flight between blocking calls (direct
+# and FIFO on one communicator), world/dup/split
+want='(reduce_scatter|allgather|bcast|reduce) summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers'
+bin=mix_check
+case_run mix_np3 3 "" -d -q -n "${CUDACPU_MIX_CALLS:-1000}" -s "${CUDACPU_SEED:-1}"
+case_run mix_vnodes_np4 4 "coll_gpuring_ranks_per_node 2" -d -q -n "${CUDACPU_MIX_CALLS:-1000}" \
+    -s "${CUDACPU_SEED:-1}"
+summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 
 # MPI_Iallreduce on device buffers: calls in flight, blocking ones (direct) between
 # them, world and dup at once, in place, a large call that must end while its caller

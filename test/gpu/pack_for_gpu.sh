@@ -34,7 +34,7 @@ pkgs="openmpi-bin libopenmpi3 openmpi-common libucx0 ucx-utils libgomp1 libhwloc
       libxcb1 libxau6 libxdmcp6 libbsd0 libmd0 ocl-icd-libopencl1 libltdl7"
 
 for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/mpi/device_coll_check \
-         test/mpi/colls_check test/mpi/iallreduce_check test/perf/allreduce_perf \
+         test/mpi/colls_check test/mpi/iallreduce_check test/mpi/mix_check test/perf/allreduce_perf \
          test/gpu/test_reduce_cuda test/gpu/test_exec_cuda test/gpu/ipc_probe; do
     if [ ! -f "$builddir/$f" ]; then
         echo "pack_for_gpu: $builddir/$f is not built (run make check first)" >&2
@@ -54,7 +54,7 @@ rm -f "$out/debs.err"
 cp "$builddir/.libs/mca_coll_gpuring.so" "$out/component/"
 cp "$builddir/test/mpi/allreduce_check" "$builddir/test/mpi/device_coll_check" \
    "$builddir/test/mpi/colls_check" "$builddir/test/mpi/iallreduce_check" \
-   "$builddir/test/perf/allreduce_perf" \
+   "$builddir/test/mpi/mix_check" "$builddir/test/perf/allreduce_perf" \
    "$builddir/test/gpu/test_reduce_cuda" "$builddir/test/gpu/test_exec_cuda" \
    "$builddir/test/gpu/ipc_probe" "$out/bin/"
 echo "pack_for_gpu: $(du -sh "$out" | cut -f1) in $out"

@@ -6,8 +6,9 @@
 # needs; the MPI parts are skipped, as failed, without it) and the MPI
 # tests on device buffers (test/mpi/allreduce_check -d through gpuring at 2-4
 # ranks on the one GPU, with and without virtual nodes, ring/tree/auto;
-# colls_check -d and iallreduce_check -d: the other collectives and
-# MPI_Iallreduce on device buffers) and test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
+# colls_check -d, iallreduce_check -d and mix_check -d: the other
+# collectives, MPI_Iallreduce, and a random sequence of all of them on device
+# buffers) and test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
 # none failed.  Without a GPU: "SKIP: no GPU (...)", "0 passed, 0 failed",
 # exit 0.
 #
@@ -329,6 +330,10 @@ if [ -n "$mpirun" ] && want_part mpi; then
         "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm tree" \
         "$colls_bin" -d -q -f -L 65536
     colls_test iallreduce_3ranks 3 allreduce "" "$iall_bin" -d -q
+    mix_bin="$mpibin/mix_check"
+    [ -x "$mix_bin" ] || mix_bin="$builddir/test/mpi/mix_check"
+    colls_test mix_4ranks 4 "allreduce reduce_scatter allgather bcast reduce" "" \
+        "$mix_bin" -d -q -n 2000
 fi
 if [ -n "$mpirun" ] && want_part perf; then
     # bandwidth on device memory (a benchmark; its rows are checked too): the

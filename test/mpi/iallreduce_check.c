@@ -497,8 +497,8 @@ int main(int argc, char **argv)
     }
     if (g_device) {
         char err[256];
-        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-        if (test_cuda_load(lr != NULL ? atoi(lr) : g_rank, err, sizeof err) != 0) {
+
+        if (test_cuda_load_local(g_rank, err, sizeof(err)) != 0) {
             fprintf(stderr, "rank %d: -d: %s\n", g_rank, err);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }

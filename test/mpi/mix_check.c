@@ -35,8 +35,13 @@
  * it, the output, the guards and the unchanged send buffer are checked:
  * one check per call and rank.
  *
- *   mix_check [-s SEED] [-n CALLS] [-v] [-q]
+ *   mix_check [-s SEED] [-n CALLS] [-d] [-v] [-q]
  *     -s  seed (default 1)          -n  calls (default 600)
+ *     -d  device buffers: each buffer, guards included, is copied to device
+ *         memory (cudaMalloc through the libcudart it dlopens: the CPU CUDA
+ *         runtime in CI) before the call and back after it, and checked as
+ *         above; calls on a communicator of one rank are skipped there (the
+ *         library's coll/self need not read device memory)
  *     -v  rank 0 prints every call  -q  quiet: no coverage summary
  * Rank 0 prints `N passed, N failed` (the verdict gathered with MPI_Gather,
  * which gpuring does not run); exit code non-zero when a check failed.
@@ -47,6 +52,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "test/cuda_dl.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
@@ -78,7 +85,7 @@ static const char *change_names[NCH] = {"root", "op", "type", "in-place"};
 #define NCOMMS 3
 static const char *comm_names[NCOMMS] = {"world", "dup", "split"};
 
-static int g_rank, g_quiet, g_verbose;
+static int g_rank, g_quiet, g_verbose, g_device;
 static uint64_t g_seed = 1;
 static long g_pass, g_fail;
 
@@ -255,6 +262,7 @@ typedef struct {
     uint64_t base;             /* the call's hash */
     unsigned char *send, *recv; /* GUARD bytes on both sides; NULL: not passed */
     unsigned char *exp, *send_copy;
+    unsigned char *dsend, *drecv; /* -d: their device copies (GUARD bytes on both sides too) */
     size_t send_bytes, recv_bytes, cmp_bytes; /* cmp_bytes: what recv must hold after */
     MPI_Request req;
     int rc;
@@ -276,6 +284,36 @@ static unsigned char *guarded(size_t bytes)
 static void guarded_free(unsigned char *p)
 {
     if (p != NULL) free(p - GUARD);
+}
+
+/* -d: a device copy of guarded host buffer p (NULL stays NULL) */
+static unsigned char *device_copy(const unsigned char *p, size_t bytes)
+{
+    void *d = NULL;
+    int rc;
+
+    if (p == NULL) return NULL;
+    if ((rc = test_cuda_alloc(&d, bytes + 2 * GUARD, 0)) != 0 ||
+        (rc = cu.memcpy_(d, p - GUARD, bytes + 2 * GUARD, TEST_CUDA_H2D)) != 0) {
+        fprintf(stderr, "rank %d: device copy of %zu B: %s\n", g_rank, bytes,
+                cu.error_string(rc));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return (unsigned char *)d + GUARD;
+}
+
+/* -d: device buffer d back into host buffer p, guards included, and freed */
+static void device_back(unsigned char *p, unsigned char *d, size_t bytes)
+{
+    int rc;
+
+    if (d == NULL) return;
+    if ((rc = cu.memcpy_(p - GUARD, d - GUARD, bytes + 2 * GUARD, TEST_CUDA_D2H)) != 0) {
+        fprintf(stderr, "rank %d: device copy back of %zu B: %s\n", g_rank, bytes,
+                cu.error_string(rc));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    test_cuda_free(d - GUARD, 0);
 }
 
 /* the first guard byte written, or -1 */
@@ -355,23 +393,29 @@ static call_t *call_new(int k, const desc_t *d, MPI_Comm comm)
         c->send_copy = malloc(c->send_bytes + 1);
         memcpy(c->send_copy, c->send, c->send_bytes);
     }
+    if (g_device) {
+        c->dsend = device_copy(c->send, c->send_bytes);
+        c->drecv = device_copy(c->recv, c->recv_bytes);
+    }
     return c;
 }
 
 static int call_start(call_t *c)
 {
-    const void *s = c->d.inplace ? MPI_IN_PLACE : (const void *)c->send;
+    unsigned char *recv = g_device ? c->drecv : c->recv;
+    const void *s = c->d.inplace ? MPI_IN_PLACE : g_device ? (const void *)c->dsend
+                                                           : (const void *)c->send;
     const int count = (int)c->d.count;
     const MPI_Datatype dt = c->t->dt;
     const MPI_Op op = c->d.op >= 0 ? mpi_ops[c->d.op] : MPI_OP_NULL;
 
     switch (c->d.coll) {
-    case ALLREDUCE: return MPI_Allreduce(s, c->recv, count, dt, op, c->comm);
-    case IALLREDUCE: return MPI_Iallreduce(s, c->recv, count, dt, op, c->comm, &c->req);
-    case RSB: return MPI_Reduce_scatter_block(s, c->recv, count, dt, op, c->comm);
-    case ALLGATHER: return MPI_Allgather(s, count, dt, c->recv, count, dt, c->comm);
-    case BCAST: return MPI_Bcast(c->recv, count, dt, c->root, c->comm);
-    default: return MPI_Reduce(s, c->recv, count, dt, op, c->root, c->comm);
+    case ALLREDUCE: return MPI_Allreduce(s, recv, count, dt, op, c->comm);
+    case IALLREDUCE: return MPI_Iallreduce(s, recv, count, dt, op, c->comm, &c->req);
+    case RSB: return MPI_Reduce_scatter_block(s, recv, count, dt, op, c->comm);
+    case ALLGATHER: return MPI_Allgather(s, count, dt, recv, count, dt, c->comm);
+    case BCAST: return MPI_Bcast(recv, count, dt, c->root, c->comm);
+    default: return MPI_Reduce(s, recv, count, dt, op, c->root, c->comm);
     }
 }
 
@@ -394,6 +438,8 @@ static void call_check(call_t *c, int rc)
     char what[256] = "", got[48], want[48];
     long g;
 
+    device_back(c->send, c->dsend, c->send_bytes);
+    device_back(c->recv, c->drecv, c->recv_bytes);
     if (rc == MPI_SUCCESS) rc = c->rc;
     if (rc != MPI_SUCCESS) {
         snprintf(what, sizeof(what), "returned error %d", rc);
@@ -474,6 +520,14 @@ static void complete(int way, uint64_t u2)
     }
 }
 
+static int comm_size(MPI_Comm comm)
+{
+    int n;
+
+    MPI_Comm_size(comm, &n);
+    return n;
+}
+
 /* ---- the run ---------------------------------------------------------------------------- */
 int main(int argc, char **argv)
 {
@@ -486,16 +540,25 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "s:n:vq")) != -1) {
+    while ((opt = getopt(argc, argv, "s:n:dvq")) != -1) {
         switch (opt) {
         case 's': g_seed = strtoull(optarg, NULL, 0); break;
         case 'n': ncalls = atoi(optarg); break;
+        case 'd': g_device = 1; break;
         case 'v': g_verbose = 1; break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: mix_check [-s SEED] [-n CALLS] [-v] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: mix_check [-s SEED] [-n CALLS] [-d] [-v] [-q]\n");
             MPI_Finalize();
             return 2;
+        }
+    }
+    if (g_device) {
+        char err[256];
+
+        if (test_cuda_load_local(g_rank, err, sizeof(err)) != 0) {
+            fprintf(stderr, "rank %d: %s\n", g_rank, err);
+            MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
     mpi_ops[SUM] = MPI_SUM; mpi_ops[PROD] = MPI_PROD; mpi_ops[MIN] = MPI_MIN;
@@ -524,6 +587,7 @@ int main(int argc, char **argv)
         prev = d;
         if (g_nout > 0 && w % 4 == 0) complete((int)((w >> 8) % NWAYS), w2);
         if (d.coll == IALLREDUCE && g_nout == MAXOUT) complete(W_ONE, 0); /* the oldest */
+        if (g_device && comm_size(comms[d.comm]) == 1) continue; /* after the draws */
         c = call_new(k, &d, comms[d.comm]);
         if (g_verbose && g_rank == 0) {
             char desc[256];
