@@ -3,12 +3,13 @@
  * up with dlopen(RTLD_NOLOAD): if libcuda is not in the process, every
  * pointer is host memory and CUDA is never initialized by gpuring.
  */
-#define _GNU_SOURCE /* dl_iterate_phdr */
+#define _GNU_SOURCE /* dl_iterate_phdr, dladdr1, dlinfo, RTLD_NODELETE */
 #include "kernels/memkind.h"
 
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* From the CUDA driver API (cuda.h), which the build may not have. */
 #define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -32,34 +33,87 @@ void *gpuring_cuda_driver_sym(const char *name)
     return lib != NULL ? dlsym(lib, name) : NULL;
 }
 
-/* The loader's count of objects loaded so far (glibc's dlpi_adds): read
- * from the first object alone, without walking the list. */
-static int memkind_first_object(struct dl_phdr_info *info, size_t size, void *data)
+/*
+ * Has the process loaded an object since the driver was last looked for?
+ * The loader links each object it loads at the end of its list (struct
+ * link_map, <link.h>), so the object that was last at the look -- the watch
+ * -- has a successor once anything is loaded after it.  Its l_next is read
+ * without the loader's lock: dl_iterate_phdr, the locked way to ask, cost a
+ * small call on host memory a tenth of its time (a lock and an unlock, each
+ * a locked instruction that waits for the call's last stores to drain).
+ * The watch is pinned (dlopen RTLD_NOLOAD | RTLD_NODELETE: a dlclose no
+ * longer unloads that one object), so its link_map is never freed or
+ * unlinked under the reader.  Where no watch can be pinned (the last object
+ * is the program or the vDSO, which have no path to open), every call looks
+ * under the lock, as before.
+ */
+static struct link_map *memkind_watch;
+
+typedef struct memkind_tail {
+    struct link_map *from; /* an object of the list: this file's */
+    struct link_map *last; /* out: the list's last object */
+    char name[4096];       /* out: its path */
+} memkind_tail_t;
+
+/* Under the loader's list lock (a dl_iterate_phdr callback): walk to the end. */
+static int memkind_tail_find(struct dl_phdr_info *info, size_t size, void *data)
 {
-    *(unsigned long long *)data = size >= offsetof(struct dl_phdr_info, dlpi_subs)
-                                      ? info->dlpi_adds : 0;
-    return 1; /* stop after the first */
+    memkind_tail_t *t = data;
+    struct link_map *l = t->from;
+
+    (void)info;
+    (void)size;
+    while (l->l_next != NULL) l = l->l_next;
+    t->last = l;
+    snprintf(t->name, sizeof(t->name), "%s", l->l_name != NULL ? l->l_name : "");
+    return 1; /* once is enough */
+}
+
+/* The list's last object, pinned; NULL if it cannot be (then no watch). */
+static struct link_map *memkind_watch_pin(void)
+{
+    memkind_tail_t t = {NULL, NULL, ""};
+    struct link_map *pinned = NULL;
+    Dl_info info;
+    void *h;
+
+    if (dladdr1((void *)&memkind_watch_pin, &info, (void **)&t.from, RTLD_DL_LINKMAP) == 0 ||
+        t.from == NULL) {
+        return NULL;
+    }
+    dl_iterate_phdr(memkind_tail_find, &t);
+    if (t.last == NULL || t.name[0] == '\0') return NULL;
+    /* outside the callback: dlopen takes the loader's locks itself */
+    h = dlopen(t.name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (h == NULL) return NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &pinned) != 0 || pinned != t.last) pinned = NULL;
+    dlclose(h); /* the reference dlopen took; RTLD_NODELETE keeps the object */
+    return pinned;
 }
 
 /* Looked up until found: the application may load CUDA after its first
  * allreduce (on host memory), and its device buffers must not pass for host
- * memory then.  While it is not found, dlopen(RTLD_NOLOAD) -- which searches
- * the library path, tens of microseconds -- runs again only after the
- * process has loaded another object; a call on host memory otherwise costs
- * one dl_iterate_phdr step.  A racing second lookup finds the same function. */
+ * memory then.  While it is not found, the lookup (dlopen(RTLD_NOLOAD),
+ * which searches the library path: tens of microseconds) runs again only
+ * once the process has loaded another object: the watch is pinned first, so
+ * an object loaded after the lookup is linked after the watch.  A racing
+ * second lookup finds the same function; the watch is published only by a
+ * lookup that found nothing after pinning it. */
 static void memkind_lookup(void)
 {
-    static unsigned long long looked_at_adds = ~0ull;
-    unsigned long long adds = 0;
+    struct link_map *w;
+    memkind_cu_pointer_get_attribute_fn fn;
 
     if (__atomic_load_n(&memkind_get_attr, __ATOMIC_ACQUIRE) != NULL) return;
-    dl_iterate_phdr(memkind_first_object, &adds);
-    if (adds != 0 && adds == __atomic_load_n(&looked_at_adds, __ATOMIC_RELAXED)) return;
-    __atomic_store_n(&memkind_get_attr,
-                     (memkind_cu_pointer_get_attribute_fn)gpuring_cuda_driver_sym(
-                         "cuPointerGetAttribute"),
-                     __ATOMIC_RELEASE);
-    __atomic_store_n(&looked_at_adds, adds, __ATOMIC_RELAXED);
+    w = __atomic_load_n(&memkind_watch, __ATOMIC_ACQUIRE);
+    if (w != NULL && __atomic_load_n(&w->l_next, __ATOMIC_ACQUIRE) == NULL) return;
+    w = memkind_watch_pin();
+    fn = (memkind_cu_pointer_get_attribute_fn)gpuring_cuda_driver_sym("cuPointerGetAttribute");
+    if (fn != NULL) {
+        __atomic_store_n(&memkind_get_attr, fn, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&memkind_watch, w, __ATOMIC_RELEASE);
+    }
 }
 
 /* The kind of ptr, with the driver as memkind_lookup last found it. */

@@ -19,7 +19,7 @@ typedef enum {
  * ordinal it belongs to in *device_p (may be NULL; -1 for host memory). */
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p);
 /* The kinds of a call's two buffers, a and b (b may be a), in kinds[0] and
- * kinds[1], with their devices: one look for the driver (a loader lock) for both. */
+ * kinds[1], with their devices: one look for the driver for both. */
 void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
                            int devices[2]);
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
