@@ -319,7 +319,6 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
     a->status = GPURING_OK;
     a->idle_since = 0.0;
     a->idle_polls = 0;
-    a->stream_out = a->count * gpuring_type_size(a->type) >= GPURING_EXEC_STREAM_MIN_BYTES;
     for (int c = 0; c < a->nchannels; c++) {
         a->channels[c].next_op = 0;
         a->channels[c].step_op = UINT64_MAX;

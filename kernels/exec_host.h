@@ -66,16 +66,13 @@ typedef struct gpuring_exec_args {
     void *ll_stage;              /* host executor, ll: GPURING_EXEC_LL_STAGE_BYTES where LL
                                     steps are unpacked and packed */
     gpuring_status_t status;     /* out: GPURING_OK, or why the call failed */
-    int stream_out;              /* set at start: the call's output is written around the
-                                    cache (at least GPURING_EXEC_STREAM_MIN_BYTES) */
+    int stream_out;              /* the call's output is written around the cache
+                                    (non-temporal stores): too large for the caches, and
+                                    not read again during the call (the caller decides) */
     const char *coll;            /* the collective, for messages (NULL: "allreduce") */
     double idle_since;           /* test: when the call last stopped moving (0: moving) */
     unsigned idle_polls;         /* test: passes since it last moved */
 } gpuring_exec_args_t;
-
-/* Calls at least this large write their output with non-temporal stores: it
- * does not fit the caches, and is not read again during the call. */
-#define GPURING_EXEC_STREAM_MIN_BYTES (8u << 20)
 
 /* The collective's name in the executors' messages. */
 static inline const char *gpuring_exec_coll_name(const gpuring_exec_args_t *a)

@@ -38,6 +38,7 @@ typedef struct mca_coll_gpuring_component {
     int channels_per_call;
     size_t chunk_size;
     size_t slot_size;
+    size_t stream_size;
     int wait_timeout;
     int ranks_per_node;
     char *topo_xml;

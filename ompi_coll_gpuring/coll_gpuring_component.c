@@ -195,6 +195,14 @@ static int gpuring_register(void)
         "buffers'",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->slot_size);
+    (void)mca_base_component_var_register(
+        v, "stream_size",
+        "Host buffers: calls whose output is at least this many bytes write it with "
+        "non-temporal stores, around the cache (0: from this host's last-level cache, "
+        "where the call's inputs and outputs on the host -- 2 x output x its ranks there -- "
+        "would overflow half of it; 8 MiB if the cache size is unknown)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->stream_size);
     gpuring_register_int("wait_timeout",
                          "Seconds any wait (for a peer's step, a connection, teardown) may last "
                          "before gpuring reports what it waited for and fails the call; 0 waits "

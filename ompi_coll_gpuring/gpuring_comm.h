@@ -57,6 +57,7 @@ typedef struct gpuring_comm_config {
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
     int nonblocking_setup; /* a non-blocking call may connect trees (it waits for every rank) */
+    size_t stream_bytes;   /* host buffers: outputs this large are streamed (0: by the cache) */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it
@@ -143,6 +144,8 @@ typedef struct gpuring_comm {
     size_t addr_stride;
     gpuring_peer_info_t *peers;
     int spin_polls;          /* host executor: empty polls between yields */
+    size_t stream_bytes;     /* host executor: outputs of at least this many bytes are
+                                written around the cache (gpuring_exec_args_t.stream_out) */
     struct gpuring_async *async; /* non-blocking calls' queue and worker, from the first */
     gpuring_comm_memo_t memo[GPURING_PLANE_COUNT];
     void *scratch;           /* ordered GATHER rows, grown on demand */

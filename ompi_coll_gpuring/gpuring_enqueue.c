@@ -322,6 +322,7 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                     .scratch = scratch,
                                     .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                     .spin_polls = c->spin_polls,
+                                    .stream_out = info->count * es >= c->stream_bytes,
                                     .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
                                     .coll = gpuring_coll_names[info->kind]};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);

@@ -203,6 +203,14 @@ run_case() {
                     return
                 fi
                 ;;
+            stream1000)
+                # every rank took coll_gpuring_stream_size (the outputs it streams)
+                missing=$(every_rank " host connections ready: .* outputs of 1000 B and more written around the cache")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing does not stream outputs from 1000 B" "$log"
+                    return
+                fi
+                ;;
             tree)
                 # the tree really ran: its connections came up on every rank
                 missing=$(every_rank " tree connections ready")
@@ -359,6 +367,11 @@ run_case "allreduce_slot4k_nch3_np3_rpn2" 3 2 ready "coll_gpuring_slot_size 4096
     allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" allreduce_check "${MEDIUM[@]}"
+# outputs written around the cache (non-temporal stores) from 1000 B on: odd heads and
+# tails of every step, on shm and UCX connections (by default only calls too large for
+# the host's cache stream, which these tests' sizes may never reach)
+run_case "allreduce_stream_np3_rpn0" 3 0 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
+run_case "allreduce_stream_np4_rpn2" 4 2 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
@@ -397,6 +410,7 @@ run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls "" colls_check -s "$SEED" -q
 run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
+run_case "colls_stream_np3_rpn1" 3 1 ready,colls,stream1000 "coll_gpuring_stream_size 1000" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn2" 4 2 ready,colls,autocolls "coll_gpuring_protocol ll coll_gpuring_nchannels 3" \
     colls_check -s "$SEED" -f -q
 # bcast and reduce forced onto the tree (rooted at every rank, across virtual nodes:
