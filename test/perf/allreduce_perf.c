@@ -444,7 +444,7 @@ int main(int argc, char **argv)
             char wr[32];
             if (check) snprintf(wr, sizeof wr, "%lld", wrong_all);
             else snprintf(wr, sizeof wr, "N/A");
-            printf("  %12zu %12zu %8s %6s %12.2f %12.3f %12.3f %8s\n", bytes, count, types[ti].name, opname,
+            printf("  %12zu %12zu %8s %6s %12.3f %12.3f %12.3f %8s\n", bytes, count, types[ti].name, opname,
                    tmax * 1e6, algbw, busbw, wr);
             fflush(stdout);
             total_wrong += wrong_all;
