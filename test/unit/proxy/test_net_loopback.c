@@ -917,7 +917,8 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* the peer of test_two_process, run again with the socket's end */
-    if (argc == 4 && strcmp(argv[1], "--child") == 0) _exit(child_main(atoi(argv[2]), atoi(argv[3])));
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        _exit(child_main(atoi(argv[2]), atoi(argv[3])));
 
     /* first, while this process has no UCX context of its own */
     if (getenv("GPURING_TEST_NO_FORK") == NULL) {
