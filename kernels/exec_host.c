@@ -158,7 +158,7 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
 
-        in[i] = conn_slot(r);
+        in[i] = r->type == GPURING_CONN_NET ? gpuring_conn_landed_at(r) : conn_slot(r);
         if (gpuring_exec_ll(a, r)) {
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
@@ -198,6 +198,34 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
         }
     }
     return GPURING_OK;
+}
+
+/* ---- zero copy on NET connections (exec_host.h) ---- */
+
+/* Would operation `s` only copy its one received step into the output? */
+static inline int exec_lands_in_output(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+{
+    return (s->flags & ~(unsigned)GPURING_PRIM_SEND) == (GPURING_PRIM_RECV | GPURING_PRIM_DST) &&
+           __builtin_popcount(s->recv_mask) == 1 && s->count > 0 &&
+           gpuring_prog_out_once(&ch->prog);
+}
+
+/* Recv peer i's step `target` (NSTEPS past the one being consumed, so its
+ * receive is not posted yet): if an operation of this call only copies it
+ * into the output, ask for it to land there. */
+static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch, int i,
+                            uint64_t target)
+{
+    const size_t es = gpuring_type_size(a->type);
+    gpuring_step_t s;
+
+    while (ch->land_op[i] < ch->prog.nops && ch->land_step[i] <= target) {
+        gpuring_prog_op(&ch->prog, ch->land_op[i]++, &s);
+        if (!(s.recv_mask & (1u << i))) continue;
+        if (ch->land_step[i]++ == target && exec_lands_in_output(ch, &s))
+            gpuring_conn_land_at(ch->recv[i], target, (char *)a->recvbuf + s.off * es,
+                                 s.count * es);
+    }
 }
 
 static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
@@ -240,8 +268,12 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
          * streamed output gets it last, from the send slot or the one input */
         char *home = first;
         const char *v;
+        int landed = 0; /* the one step received is in the output already (zero copy) */
 
-        if (a->stream_out && dst != NULL) {
+        EXEC_FOR_PEERS(s->recv_mask, i) {
+            landed |= in[i] == dst;
+        }
+        if (a->stream_out && dst != NULL && !landed) {
             home = NULL;
             EXEC_FOR_PEERS(s->send_mask, i) {
                 if (home == NULL) home = out[i];
@@ -255,7 +287,11 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
         if (dst != NULL && dst != v) exec_copy_out(a, dst, v, bytes);
     }
     EXEC_FOR_PEERS(s->recv_mask, i) {
-        GPURING_STORE_RELEASE(&ch->recv[i]->ctrl->head, ++ch->recv[i]->step);
+        gpuring_conn_t *r = ch->recv[i];
+
+        if (a->zcopy && r->type == GPURING_CONN_NET)
+            exec_land_ahead(a, ch, i, r->step + GPURING_NSTEPS);
+        GPURING_STORE_RELEASE(&r->ctrl->head, ++r->step);
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
         if (gpuring_exec_ll(a, ch->send[i])) {
@@ -320,6 +356,18 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
     a->idle_since = 0.0;
     a->idle_polls = 0;
     for (int c = 0; c < a->nchannels; c++) {
+        gpuring_exec_channel_t *ch = &a->channels[c];
+
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            gpuring_conn_t *r = ch->recv[i];
+
+            ch->land_op[i] = 0;
+            ch->land_step[i] = r != NULL ? r->step : 0;
+            if (!a->zcopy || r == NULL || r->type != GPURING_CONN_NET) continue;
+            /* the call's first NSTEPS steps: their receives are posted already */
+            for (uint64_t k = 0; k < GPURING_NSTEPS; k++) exec_land_ahead(a, ch, i, r->step + k);
+            gpuring_conn_net_reland(r);
+        }
         a->channels[c].next_op = 0;
         a->channels[c].step_op = UINT64_MAX;
         if (a->ll && (a->ll_stage == NULL || a->channels[c].prog.chunk *
@@ -373,6 +421,19 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
     return progressed;
 }
 
+/* A failed call with zero copy: nothing may land in its output after it
+ * returns (the receives asked there are cancelled). */
+static void exec_unland(gpuring_exec_args_t *a)
+{
+    for (int c = 0; c < a->nchannels; c++) {
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            gpuring_conn_t *r = a->channels[c].recv[i];
+
+            if (r != NULL && r->type == GPURING_CONN_NET) gpuring_conn_net_unland(r);
+        }
+    }
+}
+
 /* The end of a call, however it ended: its streamed output stores before the
  * caller's, and a failed call's abandon steps.  Returns 1 (ended). */
 static int exec_host_end(gpuring_exec_args_t *a)
@@ -380,7 +441,10 @@ static int exec_host_end(gpuring_exec_args_t *a)
 #if defined(__x86_64__)
     if (a->stream_out) _mm_sfence();
 #endif
-    if (a->status != GPURING_OK) exec_abandon(a);
+    if (a->status != GPURING_OK) {
+        exec_abandon(a);
+        if (a->zcopy) exec_unland(a);
+    }
     return 1;
 }
 

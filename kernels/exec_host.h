@@ -14,6 +14,11 @@
  * yields the CPU only every spin_polls polls (0: every time, for ranks that
  * share cores).
  *
+ * With args->zcopy, a NET step that an operation would only copy into the
+ * output is asked, NSTEPS steps ahead, to land there instead of in its slot
+ * (proxy/conn.h: zero copy; the executor looks ahead in the program for
+ * it).  A call that fails cancels the receives it asked into its output.
+ *
  * With args->ll, steps on SHM connections use the LL protocol (proxy/conn.h):
  * a received step is unpacked into the staging before the operation uses it,
  * and a sent one is packed from it.
@@ -44,6 +49,10 @@ typedef struct gpuring_exec_channel {
     uint64_t next_op;     /* executor state: next operation of prog */
     gpuring_step_t step;  /* host executor: operation next_op, while it waits for it */
     uint64_t step_op;     /* which operation `step` is (UINT64_MAX: none yet) */
+    /* host executor, args->zcopy: per peer, the look-ahead of the recv end: the next
+     * operation to look at, and the step the next one receiving from that peer takes */
+    uint64_t land_op[GPURING_MAX_PEERS];
+    uint64_t land_step[GPURING_MAX_PEERS];
 } gpuring_exec_channel_t;
 
 typedef struct gpuring_exec_args {
@@ -69,6 +78,9 @@ typedef struct gpuring_exec_args {
     int stream_out;              /* the call's output is written around the cache
                                     (non-temporal stores): too large for the caches, and
                                     not read again during the call (the caller decides) */
+    int zcopy;                   /* host executor: steps on NET connections land straight
+                                    in the output where the program only copies them
+                                    there (proxy/conn.h: zero copy; the caller decides) */
     const char *coll;            /* the collective, for messages (NULL: "allreduce") */
     double idle_since;           /* test: when the call last stopped moving (0: moving) */
     unsigned idle_polls;         /* test: passes since it last moved */

@@ -53,4 +53,13 @@ GPURING_HOSTDEV static inline void gpuring_prog_op(const gpuring_prog_t *p, uint
     s->in_off = s->off; /* the allreduce programs: input and output alike */
 }
 
+/* Does every operation that writes an output element write its final value, once
+ * per call?  All programs but the gather's, which accumulates into the output
+ * (ACC).  Then a peer's step may land in the output before the operation that
+ * consumes it runs (the host executor's zero copy on NET connections). */
+GPURING_HOSTDEV static inline int gpuring_prog_out_once(const gpuring_prog_t *p)
+{
+    return p->algo != GPURING_PROG_GATHER;
+}
+
 #endif /* GPURING_KERNELS_PROG_OPS_H */

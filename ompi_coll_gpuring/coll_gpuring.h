@@ -31,6 +31,7 @@ typedef struct mca_coll_gpuring_component {
     bool nonblocking_setup;
     bool net_gpu_direct;
     bool direct;
+    bool net_zcopy;
     char *algorithm;
     char *protocol;
     int nchannels;

@@ -47,6 +47,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .nonblocking_setup = true,
     .net_gpu_direct = true,
     .direct = true,
+    .net_zcopy = true,
     .algorithm = NULL,
     .protocol = NULL,
     .nchannels = 2,
@@ -144,6 +145,15 @@ static int gpuring_register(void)
         "ring/tree programs over the FIFOs",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->direct);
+    (void)mca_base_component_var_register(
+        v, "net_zcopy",
+        "Host buffers across nodes: UCX receives a step that would only be copied into the "
+        "output straight there (zero copy: the allgather half of a ring allreduce, "
+        "allgather, broadcast), instead of into the connection's slot; calls of 64 KiB and "
+        "more.  false: always the slots.  A call that fails cancels what was to land in its "
+        "output",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->net_zcopy);
     c->algorithm = "auto";
     (void)mca_base_component_var_register(
         v, "algorithm",

@@ -179,8 +179,30 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
     conn->type = 0;
 }
 
+/* What the communicator's NET recv ends took in, for the log (verbose 3). */
+static void comm_net_summary(const gpuring_comm_t *c)
+{
+    uint64_t steps = 0, zcopy = 0;
+    int n = 0;
+
+    for (int i = 0; i < c->nconns; i++) {
+        gpuring_conn_net_stats_t st;
+
+        if (c->conns[i].type != GPURING_CONN_NET || c->conns[i].dir != GPURING_CONN_RECV) continue;
+        gpuring_conn_net_stats(&c->conns[i], &st);
+        steps += st.steps;
+        zcopy += st.zcopy;
+        n++;
+    }
+    if (n > 0)
+        GPURING_INFO(GPURING_SUBSYS_NET, "net connections closing: %d received %llu steps, "
+                     "%llu of them straight into the output (zero copy)", n,
+                     (unsigned long long)steps, (unsigned long long)zcopy);
+}
+
 void gpuring_conns_destroy(gpuring_comm_t *c)
 {
+    comm_net_summary(c);
     /* peers' FIFOs this rank opened are closed before its own are freed */
     for (int i = 0; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_IPC && c->conns[i].dir == GPURING_CONN_SEND)

@@ -22,6 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Host calls of at least this many bytes land their NET steps in the output
+ * (coll_gpuring_net_zcopy): below it, steps are UCX's eager messages, which
+ * UCX copies anyway, and the executor's look-ahead would cost more than the
+ * copy it saves. */
+#define GPURING_ZCOPY_MIN_BYTES (64 * 1024)
+
 /* a call runs each of its channels as one block of one CUDA kernel */
 _Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
                "the CUDA executor runs fewer channels than a communicator may have");
@@ -323,6 +329,9 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                     .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                     .spin_polls = c->spin_polls,
                                     .stream_out = info->count * es >= c->stream_bytes,
+                                    .zcopy = w->plane == GPURING_PLANE_HOST &&
+                                             c->cfg.net_zcopy && c->proxy != NULL &&
+                                             info->count * es >= GPURING_ZCOPY_MIN_BYTES,
                                     .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
                                     .coll = gpuring_coll_names[info->kind]};
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);

@@ -69,6 +69,12 @@ typedef struct gpuring_fifo_ctrl {
     char pad1[GPURING_CACHELINE - sizeof(uint64_t)];
     uint64_t size[GPURING_NSTEPS];
     uint64_t call[GPURING_NSTEPS];
+    /* NET recv ends run by the host executor: steps straight into the caller's
+     * output (zero copy, below) */
+    uint64_t land[GPURING_NSTEPS];       /* address asked for step land_step - 1 */
+    uint64_t land_bytes[GPURING_NSTEPS]; /* and its exact byte count */
+    uint64_t land_step[GPURING_NSTEPS];  /* step + 1 of that ask, 0: none */
+    uint64_t at[GPURING_NSTEPS];         /* where the landed step is, 0: its slot */
 } gpuring_fifo_ctrl_t;
 
 #define GPURING_CALL_BITS 16
@@ -157,6 +163,40 @@ static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes, uint64_
     conn->ctrl->size[conn->step % GPURING_NSTEPS] = bytes;
     conn->ctrl->call[conn->step % GPURING_NSTEPS] = call & GPURING_CALL_MASK;
     GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
+}
+
+/*
+ * Zero copy on NET recv ends (host executor only; GPU kernels never ask, so
+ * their steps always land in the slots).  A receiver may ask for a future
+ * step to land in its output instead of its slot: it records the ask before
+ * it publishes the head that lets the proxy post that step's receive
+ * (step < head + NSTEPS), so the proxy sees it when it posts; a receive
+ * already posted is posted again there if nothing matched it yet
+ * (gpuring_conn_net_reland), else it stays in its slot.  Either way the
+ * executor finds the step where at[] says.  A step longer than the ask (a mismatched call) is not
+ * written past it: it lands as one byte more than asked, which the
+ * receiver's check reports.  (Sends stay in the slots: a same-host peer's
+ * CMA reads the slots' huge pages faster than a caller's small ones.)
+ */
+
+/* Receiver, before it publishes head > step - NSTEPS: step `step` lands at `dst`. */
+static inline void gpuring_conn_land_at(gpuring_conn_t *conn, uint64_t step, void *dst,
+                                        size_t bytes)
+{
+    const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+
+    conn->ctrl->land[slot] = (uint64_t)(uintptr_t)dst;
+    conn->ctrl->land_bytes[slot] = bytes;
+    conn->ctrl->land_step[slot] = step + 1;
+}
+
+/* Receiver, once step conn->step landed: where its bytes are. */
+static inline char *gpuring_conn_landed_at(const gpuring_conn_t *conn)
+{
+    const unsigned slot = (unsigned)(conn->step % GPURING_NSTEPS);
+    const uint64_t at = conn->ctrl->at[slot];
+
+    return at != 0 ? (char *)(uintptr_t)at : conn->slots + slot * conn->slot_bytes;
 }
 
 /* A landed step that says it is `got_bytes` bytes of call `got_call`, where the

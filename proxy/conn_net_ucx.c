@@ -96,6 +96,12 @@ static void net_recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_i
     if (status == UCS_OK && info != NULL) { /* what the executor checks the step by */
         op->length = info->length;
         op->tag = info->sender_tag;
+    } else if (status == UCS_ERR_MESSAGE_TRUNCATED && op->at != NULL) {
+        /* longer than the output asked for it (conn.h): the step of another call,
+         * which the executor's check reports; the connection stays sound */
+        op->length = op->cap + 1;
+        op->tag = info != NULL ? info->sender_tag : 0;
+        status = UCS_OK;
     }
     net_op_finish(op, status, op == &net->credit ? "credit recv from" : "recv from");
 }
@@ -111,6 +117,9 @@ static void op_begin(gpuring_net_op_t *op, uint64_t step)
     op->status = UCS_INPROGRESS;
     op->length = 0;
     op->tag = GPURING_CALL_ABORT; /* a data receive's callback sets them */
+    op->at = NULL;
+    op->cap = 0;
+    op->repost = 0;
 }
 
 /* Common handling of what a *_nbx call returned. */
@@ -173,8 +182,15 @@ static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
     param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = net_recv_cb;
     op_begin(op, step);
-    ret = ucp_tag_recv_nbx(net->proxy->worker, net->slots + (size_t)slot * net->slot_bytes,
-                           net->slot_bytes,
+    op->cap = net->slot_bytes;
+    if (net->ctrl->land_step[slot] == step + 1 && net->ctrl->land_bytes[slot] <= op->cap) {
+        /* the executor asked for this step in its output (conn.h: zero copy) */
+        op->at = (char *)(uintptr_t)net->ctrl->land[slot];
+        op->cap = (size_t)net->ctrl->land_bytes[slot];
+    }
+    ret = ucp_tag_recv_nbx(net->proxy->worker,
+                           op->at != NULL ? op->at : net->slots + (size_t)slot * net->slot_bytes,
+                           op->cap,
                            gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id,
                                            gpuring_net_data_field(step, 0)),
                            GPURING_TAG_MASK_NOCALL, &param);
@@ -290,8 +306,15 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
         gpuring_net_op_t *op = &net->data[slot];
 
         if (!op->done) break;
+        if (op->repost && op->status == UCS_ERR_CANCELED) { /* reland's, completed late */
+            (void)op_retire(op);
+            post_data_recv(net, net->landed);
+            break;
+        }
         net->ctrl->size[slot] = op->length;
         net->ctrl->call[slot] = op->tag & GPURING_CALL_MASK;
+        net->ctrl->at[slot] = (uint64_t)(uintptr_t)op->at;
+        if (op->at != NULL) net->zcopy++;
         if (op_retire(op) != UCS_OK) net->failed = 1;
         net->landed++;
     }
@@ -346,6 +369,7 @@ void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t
     stats_p->steps = net->dir == GPURING_CONN_SEND ? net->sent : net->landed;
     stats_p->credits = net->credits;
     stats_p->inflight_max = net->inflight_max;
+    stats_p->zcopy = net->zcopy;
 }
 
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
@@ -622,6 +646,49 @@ static int drained(gpuring_net_conn_t *net)
     return net->credited >= GPURING_LOAD_ACQUIRE(&net->ctrl->head) && !net->credit.busy;
 }
 
+void gpuring_conn_net_reland(gpuring_conn_t *conn)
+{
+    gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+
+    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
+    pthread_mutex_lock(&net->proxy->lock);
+    for (uint64_t step = net->landed; step < net->posted && !net->failed; step++) {
+        const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+        gpuring_net_op_t *op = &net->data[slot];
+
+        if (!op->busy || op->done || op->at != NULL || op->req == NULL ||
+            net->ctrl->land_step[slot] != step + 1 || net->ctrl->land_bytes[slot] > op->cap)
+            continue;
+        /* unmatched: no progress runs under the lock, so nothing matches it before
+         * it is posted again (matched already: it lands in its slot, as posted) */
+        op->repost = 1;
+        ucp_request_cancel(net->proxy->worker, op->req);
+        if (op->done && op->status == UCS_ERR_CANCELED) {
+            (void)op_retire(op);
+            post_data_recv(net, step);
+        } else if (op->done) {
+            op->repost = 0; /* it had landed after all */
+        }
+    }
+    pthread_mutex_unlock(&net->proxy->lock);
+}
+
+void gpuring_conn_net_unland(gpuring_conn_t *conn)
+{
+    gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+
+    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
+    pthread_mutex_lock(&net->proxy->lock);
+    for (int i = 0; i < GPURING_NSTEPS; i++) {
+        gpuring_net_op_t *op = &net->data[i];
+
+        net->ctrl->land_step[i] = 0; /* asks not posted yet stay unposted */
+        if (op->busy && !op->done && op->at != NULL && op->req != NULL)
+            ucp_request_cancel(net->proxy->worker, op->req);
+    }
+    pthread_mutex_unlock(&net->proxy->lock);
+}
+
 void gpuring_conn_net_abandon(gpuring_conn_t *conn)
 {
     if (conn != NULL && conn->net != NULL) conn->net->abandoned = 1;
@@ -704,11 +771,12 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         }
     }
     GPURING_DEBUG(GPURING_SUBSYS_NET,
-                  "net %s conn to rank %d channel %d destroyed (%llu steps, %llu credits, at "
-                  "most %llu steps in flight)",
+                  "net %s conn to rank %d channel %d destroyed (%llu steps, %llu of them zero "
+                  "copy, %llu credits, at most %llu steps in flight)",
                   dir_str(net->dir), net->peer, net->channel,
                   (unsigned long long)(net->dir == GPURING_CONN_SEND ? net->sent : net->landed),
-                  (unsigned long long)net->credits, (unsigned long long)net->inflight_max);
+                  (unsigned long long)net->zcopy, (unsigned long long)net->credits,
+                  (unsigned long long)net->inflight_max);
 
 out_free:
     gpuring_net_conn_free(net);

@@ -124,6 +124,21 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
  * for nothing but cancels every operation, at most a second for UCX.
  */
 void gpuring_conn_net_abandon(gpuring_conn_t *conn);
+/*
+ * A recv end's call failed: the receives it asked into the caller's memory
+ * (conn.h: zero copy) are cancelled, and asks not yet posted dropped, so
+ * nothing lands there after the call returned.  A cancelled receive fails
+ * the connection (its communicator is broken already).
+ */
+void gpuring_conn_net_unland(gpuring_conn_t *conn);
+/*
+ * A recv end's call starts with asks (conn.h: zero copy) for steps whose
+ * receives were posted into the slots before (during the call before): each
+ * such receive nothing has matched yet is cancelled and posted again where
+ * its step was asked, so a call's first NSTEPS steps may land in its output
+ * too.  One that matched already lands in its slot.
+ */
+void gpuring_conn_net_reland(gpuring_conn_t *conn);
 
 /* What a NET end has done (for the log and the tests). */
 typedef struct gpuring_conn_net_stats {
@@ -131,6 +146,8 @@ typedef struct gpuring_conn_net_stats {
     uint64_t credits;      /* send: credit messages received; recv: sent */
     uint64_t inflight_max; /* send: the most steps a pass found posted by the executor
                               (ctrl->tail) and not yet sent and completed (ctrl->head) */
+    uint64_t zcopy;        /* recv: steps landed in the caller's output instead of the
+                              slot (proxy/conn.h: zero copy) */
 } gpuring_conn_net_stats_t;
 void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t *stats_p);
 

@@ -63,6 +63,10 @@ typedef struct gpuring_net_op {
     ucs_status_t status; /* completion status */
     size_t length;       /* data receive: bytes that landed */
     ucp_tag_t tag;       /* data receive: the sender's tag (its call id) */
+    char *at;            /* data receive: the caller's memory it lands in (NULL: the slot) */
+    size_t cap;          /* data receive: bytes it may take */
+    int repost;          /* data receive: cancelled to be posted again where the executor
+                            asked for its step (gpuring_conn_net_reland) */
 } gpuring_net_op_t;
 
 /* ---- the NET state of one connection (conn->net) ------------------------- */
@@ -103,6 +107,7 @@ typedef struct gpuring_net_conn {
     uint64_t credited; /* the head value last handed to UCX as a credit */
     uint64_t credits;  /* statistics: credit messages sent (recv) / received (send) */
     uint64_t inflight_max; /* statistics, send: most steps posted and not completed at a pass */
+    uint64_t zcopy;        /* statistics, recv: steps landed in the caller's memory */
 
     gpuring_net_op_t data[GPURING_NSTEPS]; /* send: sends; recv: receives */
     gpuring_net_op_t credit; /* send: the credit receive; recv: the credit send */

@@ -211,6 +211,25 @@ run_case() {
                     return
                 fi
                 ;;
+            zcopy|nozcopy)
+                # every rank's net steps landed straight in the output (zero copy:
+                # coll_gpuring_net_zcopy), or none did (turned off)
+                local zc="[1-9][0-9]*"
+                [ "$c" = nozcopy ] && zc=0
+                missing=$(every_rank " net connections closing: .* $zc of them straight into the output")
+                if [ -n "$missing" ]; then
+                    fail "$name" "rank $missing: net steps in the output not $zc (closing line)" "$log"
+                    return
+                fi
+                ;;
+            zcopysome)
+                # the tree: its broadcast half lands in the output on the ranks that
+                # receive it from another (virtual) node
+                if ! grep -qE "\[gpuring rank [0-9]+\] net connections closing: .* [1-9][0-9]* of them straight into the output" "$log"; then
+                    fail "$name" "no rank landed a net step straight in the output" "$log"
+                    return
+                fi
+                ;;
             tree)
                 # the tree really ran: its connections came up on every rank
                 missing=$(every_rank " tree connections ready")
@@ -357,7 +376,9 @@ done
 
 # --- large count (16777219 elements, float and int32 sum)
 run_case "allreduce_large_np2_rpn0" 2 0 ready "" allreduce_check "${LARGE[@]}"
-run_case "allreduce_large_np4_rpn2" 4 2 ready "" allreduce_check "${LARGE[@]}"
+run_case "allreduce_large_np4_rpn2" 4 2 ready,zcopy "" allreduce_check "${LARGE[@]}"
+run_case "allreduce_large_nozcopy_np3_rpn1" 3 1 ready,nozcopy "coll_gpuring_net_zcopy 0" \
+    allreduce_check "${LARGE[@]}"
 
 # --- channels, small slots (many pipeline steps, slot wrap-around), algorithm
 run_case "allreduce_nch1_np4_rpn2" 4 2 ready "coll_gpuring_nchannels 1" allreduce_check "${MEDIUM[@]}"
@@ -390,7 +411,7 @@ run_case "tree_np5_rpn2_slot4k_nch4" 5 2 ready,tree \
     allreduce_check "${MEDIUM[@]}"
 run_case "tree_np6_rpn2" 6 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
 run_case "tree_np6_rpn4" 6 4 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
-run_case "tree_large_np4_rpn2" 4 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}"
+run_case "tree_large_np4_rpn2" 4 2 ready,tree,zcopysome "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}"
 run_case "ring_np5_rpn2" 5 2 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "ring_np6_rpn3" 6 3 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 # topology-aware rings: 8 ranks as two virtual DGX-like nodes (test/fixtures)
@@ -406,7 +427,7 @@ run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" a
 # calls, the chain for large ones; on 3 nodes of 1 the tree over nodes is a chain of
 # the same depth, and the chain keeps them)
 run_case "colls_np2_rpn0" 2 0 ready,colls "" colls_check -s "$SEED" -q
-run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls "" colls_check -s "$SEED" -q
+run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls,zcopy "" colls_check -s "$SEED" -q
 run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q

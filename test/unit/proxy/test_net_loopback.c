@@ -622,6 +622,120 @@ static void test_slot_layout(gpuring_proxy_t *proxy)
     }
 }
 
+/* ---- zero copy: steps asked to land in the caller's memory (proxy/conn.h) ---- */
+
+#define LAND_GUARD 0x5a
+
+/* Post steps [from, to) of `bytes[s - from]` bytes, pattern seed 7, as soon as slots free. */
+static int land_send(xfer_t *x, uint64_t from, uint64_t to, const size_t *bytes)
+{
+    gpuring_conn_t *c = x->conn;
+
+    for (uint64_t s = from; s < to; s++) {
+        if (s >= GPURING_NSTEPS && wait_gt(x, &c->ctrl->head, s - GPURING_NSTEPS, "head") != 0)
+            return 0;
+        fill(x, c->slots + (s % GPURING_NSTEPS) * c->slot_bytes, s, bytes[s - from]);
+        gpuring_conn_post(c, bytes[s - from], step_call(s));
+    }
+    return 1;
+}
+
+/* Is buf[from, to) all guard bytes? */
+static int land_untouched(const unsigned char *buf, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (buf[i] != LAND_GUARD) return 0;
+    return 1;
+}
+
+/* Steps 0-7 are posted into the slots at connect; steps 8 and 9 are asked
+ * into `out` before the head that lets the proxy post them: step 8 lands
+ * there whole, step 9 (200 B where 100 were asked: a mismatched call) lands
+ * as 101 B without a byte past the ask and without failing the connection,
+ * step 10 (not asked) in its slot.  Then steps 16-18 are asked and the call
+ * "fails": unland cancels them, and what the sender posts for them never
+ * reaches the caller's memory. */
+static void test_landing(gpuring_proxy_t *proxy)
+{
+    enum { OUT = 4096 };
+    static unsigned char out[OUT];
+    const size_t first[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+    const size_t next[3] = {1000, 200, 500};
+    const size_t late[8] = {8, 8, 8, 8, 8, 8, 8, 8};
+    pair_t p;
+    xfer_t xs = {.proxy = proxy, .seed = 7, .touch_all = 1};
+    xfer_t xr = xs;
+    uint64_t got = 0;
+    gpuring_conn_net_stats_t st;
+
+    if (pair_create(proxy, &p, 0, 64 * 1024, 9, 40, 41) != GPURING_OK) {
+        EXPECT(0, "landing: pair_create");
+        return;
+    }
+    xs.conn = &p.send;
+    xr.conn = &p.recv;
+    memset(out, LAND_GUARD, sizeof(out));
+    gpuring_proxy_active_begin(proxy);
+    EXPECT(land_send(&xs, 0, 8, first) && wait_gt(&xr, &p.recv.ctrl->tail, 7, "tail") == 0,
+           "landing: steps 0-7 through the slots");
+    for (uint64_t s = 0; s < 8; s++) {
+        p.recv.step = s;
+        EXPECT(gpuring_conn_landed_at(&p.recv) == p.recv.slots + s * p.recv.slot_bytes,
+               "landing: step %llu (posted before any ask) is in its slot", (unsigned long long)s);
+    }
+    gpuring_conn_land_at(&p.recv, 8, out + 16, 1000);
+    gpuring_conn_land_at(&p.recv, 9, out + 2048, 100);
+    GPURING_STORE_RELEASE(&p.recv.ctrl->head, 8);
+    EXPECT(land_send(&xs, 8, 11, next) && wait_gt(&xr, &p.recv.ctrl->tail, 10, "tail") == 0,
+           "landing: steps 8-10 landed");
+    p.recv.step = 8;
+    EXPECT(gpuring_conn_landed_at(&p.recv) == (char *)out + 16 && verify(&xr, (char *)out + 16, 8, 1000) &&
+               landed_as_posted(&p.recv, 8, 1000) && land_untouched(out, 0, 16) &&
+               land_untouched(out, 1016, 2048),
+           "landing: step 8 whole at the address asked, nothing around it written");
+    p.recv.step = 9;
+    EXPECT(gpuring_conn_landed_at(&p.recv) == (char *)out + 2048 &&
+               gpuring_fifo_check(p.recv.ctrl, 9, 200, step_call(9), &got) ==
+                   GPURING_ERR_MISMATCH && got == 101 && land_untouched(out, 2148, OUT),
+           "landing: step 9, 200 B into 100 asked: lands as 101 B (got %llu), nothing past the ask",
+           (unsigned long long)got);
+    p.recv.step = 10;
+    EXPECT(gpuring_conn_landed_at(&p.recv) == p.recv.slots + 2 * p.recv.slot_bytes &&
+               verify(&xr, gpuring_conn_landed_at(&p.recv), 10, 500),
+           "landing: step 10, not asked, in its slot");
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "landing: no async error");
+    gpuring_conn_net_stats(&p.recv, &st);
+    EXPECT(st.zcopy == 2, "landing: 2 zero-copy steps counted (%llu)", (unsigned long long)st.zcopy);
+
+    /* a call starting with steps already posted into slots: step 11, asked after
+     * its receive was posted, is posted again where asked */
+    GPURING_STORE_RELEASE(&p.recv.ctrl->head, 11);
+    usleep(20 * 1000); /* the proxy thread posts 11..18 */
+    gpuring_conn_land_at(&p.recv, 11, out + 512, 8);
+    gpuring_conn_net_reland(&p.recv);
+    EXPECT(land_send(&xs, 11, 12, late) && wait_gt(&xr, &p.recv.ctrl->tail, 11, "tail") == 0,
+           "reland: step 11 landed");
+    p.recv.step = 11;
+    EXPECT(gpuring_conn_landed_at(&p.recv) == (char *)out + 512 &&
+               verify(&xr, (char *)out + 512, 11, 8),
+           "reland: step 11, asked after its receive was posted, at the address asked");
+
+    /* the failed call: asked (posted again there), cancelled before the sender
+     * posts them */
+    memset(out, LAND_GUARD, sizeof(out));
+    for (uint64_t s = 16; s < 19; s++) gpuring_conn_land_at(&p.recv, s, out + (s - 16) * 64, 8);
+    gpuring_conn_net_reland(&p.recv);
+    gpuring_conn_net_unland(&p.recv);
+    EXPECT(land_send(&xs, 12, 19, late), "landing: steps 12-18 posted after unland");
+    usleep(100 * 1000);
+    EXPECT(land_untouched(out, 0, OUT), "landing: nothing landed in the caller's memory after unland");
+    gpuring_proxy_active_end(proxy);
+    gpuring_conn_net_abandon(&p.send);
+    gpuring_conn_net_abandon(&p.recv);
+    pair_destroy(proxy, &p);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "landing: no async error after");
+}
+
 /* GPU-direct slots: refused cleanly where there is no GPU, device memory where there is one. */
 static void test_device_slots(gpuring_proxy_t *proxy)
 {
@@ -943,6 +1057,7 @@ int main(int argc, char **argv)
     test_bad_args(proxy);
     test_device_slots(proxy);
     test_slot_layout(proxy);
+    test_landing(proxy);
     test_connect_while_busy(proxy);
     test_churn(proxy);
     test_idle_cpu(proxy);

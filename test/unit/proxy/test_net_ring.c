@@ -22,7 +22,14 @@
  *               consumed, sooner only when the whole window landed -- at
  *               most one per two steps (unbatched: one per step);
  *   results     every element right on both ranks, several calls in a row
- *               (steps continue across calls), 1 and 2 channels, in place.
+ *               (steps continue across calls), 1 and 2 channels, in place;
+ *   zero copy   with args.zcopy, every step an operation only copies into
+ *               the output lands there, counted from the program and
+ *               compared with the recv ends' counters -- all of them past
+ *               the first NSTEPS of a call on its connection, and those
+ *               among the first whose receive (posted during the call
+ *               before) nothing had matched when the call started; without
+ *               zcopy, none.
  * Prints one line per check and "N passed, N failed".
  */
 #define _GNU_SOURCE
@@ -46,7 +53,7 @@
 typedef struct ring_rank {
     int rank, nch;
     size_t count, chunk;
-    int in_place;
+    int in_place, zcopy;
     float *send, *recv;
     gpuring_conn_t sendc[MAXCH], recvc[MAXCH];
     gpuring_exec_channel_t exec[MAXCH];
@@ -63,7 +70,8 @@ static void *rank_main(void *arg)
     gpuring_exec_args_t a = {.sendbuf = r->in_place ? r->recv : r->send, .recvbuf = r->recv,
                              .count = r->count, .type = GPURING_TYPE_FLOAT,
                              .op = GPURING_OP_SUM, .nchannels = r->nch, .channels = r->exec,
-                             .timeout = 10.0, .proxy = r->proxy, .spin_polls = 0};
+                             .timeout = 10.0, .proxy = r->proxy, .spin_polls = 0,
+                             .zcopy = r->zcopy};
 
     for (int c = 0; c < r->nch; c++) {
         size_t base = GPURING_MIN(r->count, (size_t)c * per);
@@ -77,6 +85,28 @@ static void *rank_main(void *arg)
     r->st = gpuring_exec_host_run(&a);
     gpuring_proxy_active_end(r->proxy);
     return NULL;
+}
+
+/* Steps of one call on a recv end that zero copy lands in the output: those
+ * only copied there (RECV | DST, maybe SEND); *early_p of them among the first
+ * NSTEPS (which land there only if not matched when the call starts). */
+static uint64_t zcopy_expected(const gpuring_prog_t *p, uint64_t *early_p)
+{
+    uint64_t k = 0, n = 0;
+    gpuring_step_t s;
+
+    *early_p = 0;
+    for (uint64_t i = 0; i < p->nops; i++) {
+        gpuring_prog_op(p, i, &s);
+        if (!(s.flags & GPURING_PRIM_RECV)) continue;
+        if (s.count > 0 &&
+            (s.flags & ~(unsigned)GPURING_PRIM_SEND) == (GPURING_PRIM_RECV | GPURING_PRIM_DST)) {
+            n++;
+            *early_p += k < GPURING_NSTEPS;
+        }
+        k++;
+    }
+    return n;
 }
 
 /* rank r's input at i: small integers, so float sums are exact */
@@ -145,10 +175,10 @@ static void disconnect_ranks(gpuring_proxy_t *proxy, int nch)
 }
 
 static void run_case(gpuring_proxy_t *proxy, int nch, size_t count, size_t slot_bytes,
-                     int in_place, int calls, uint64_t uid)
+                     int in_place, int zcopy, int calls, uint64_t uid)
 {
     pthread_t th[NRANKS];
-    uint64_t running = ~0ull, steps = 0, credits = 0;
+    uint64_t running = ~0ull, steps = 0, credits = 0, zc = 0, zc_max = 0, zc_min = 0;
     size_t bad = 0;
     uint64_t held = 0, prev = ~0ull;
     gpuring_spin_t spin;
@@ -157,7 +187,7 @@ static void run_case(gpuring_proxy_t *proxy, int nch, size_t count, size_t slot_
     for (int r = 0; r < NRANKS; r++) {
         ranks[r] = (ring_rank_t){.rank = r, .nch = nch, .count = count,
                                  .chunk = slot_bytes / sizeof(float), .in_place = in_place,
-                                 .proxy = proxy};
+                                 .zcopy = zcopy, .proxy = proxy};
         ranks[r].send = malloc(count * sizeof(float));
         ranks[r].recv = malloc(count * sizeof(float));
     }
@@ -209,6 +239,13 @@ static void run_case(gpuring_proxy_t *proxy, int nch, size_t count, size_t slot_
             running = GPURING_MIN(running, ss.inflight_max);
             steps += rs.steps;
             credits += rs.credits;
+            zc += rs.zcopy;
+            if (zcopy) {
+                uint64_t early, all = zcopy_expected(&ranks[r].exec[c].prog, &early);
+
+                zc_max += all * (uint64_t)(calls + 1);
+                zc_min += (all - early) * (uint64_t)(calls + 1);
+            }
         }
     }
     /* credits batched: one per half window consumed, sooner only when the
@@ -216,10 +253,16 @@ static void run_case(gpuring_proxy_t *proxy, int nch, size_t count, size_t slot_
     EXPECT(steps > 0 && credits * 2 <= steps,
            "%d ch: %llu credit messages for %llu steps landed (batched: <= 1 per 2)", nch,
            (unsigned long long)credits, (unsigned long long)steps);
-    printf("  %d ch, %zu floats, %zu B slots%s: held back %llu; running, a pass saw up to "
-           "%llu posted and not completed on every send end; %llu credits for %llu steps\n",
-           nch, count, slot_bytes, in_place ? ", in place" : "", (unsigned long long)held,
-           (unsigned long long)running, (unsigned long long)credits, (unsigned long long)steps);
+    EXPECT(zc >= zc_min && zc <= zc_max && (zc_max == 0 || zc > 0),
+           "%d ch%s: %llu steps landed in the output, want %llu to %llu", nch,
+           zcopy ? ", zero copy" : "", (unsigned long long)zc, (unsigned long long)zc_min,
+           (unsigned long long)zc_max);
+    printf("  %d ch, %zu floats, %zu B slots%s%s: held back %llu; running, a pass saw up to "
+           "%llu posted and not completed on every send end; %llu credits for %llu steps, "
+           "%llu landed in the output\n",
+           nch, count, slot_bytes, in_place ? ", in place" : "", zcopy ? ", zero copy" : "",
+           (unsigned long long)held, (unsigned long long)running, (unsigned long long)credits,
+           (unsigned long long)steps, (unsigned long long)zc);
     EXPECT(bad == 0, "%d ch, %zu floats: %zu wrong elements over %d calls", nch, count, bad,
            calls + 1);
     disconnect_ranks(proxy, nch);
@@ -244,10 +287,15 @@ int main(void)
     EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "gpuring_proxy_get");
     if (proxy != NULL) {
         /* 1 MiB over 1 channel of 64 KiB slots; 4 MiB over 2 channels, in place;
-         * an odd size whose blocks are shorter than 4 full slots */
-        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 3, 1);
-        run_case(proxy, 2, 1024 * 1024, 128 * 1024, 1, 2, 2);
-        run_case(proxy, 1, 100003, 64 * 1024, 0, 2, 3);
+         * an odd size whose blocks are shorter than 4 full slots; each through
+         * the slots and zero copy */
+        for (int zcopy = 0; zcopy <= 1; zcopy++) {
+            run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, zcopy, 3, 1 + 3 * (uint64_t)zcopy);
+            run_case(proxy, 2, 1024 * 1024, 128 * 1024, 1, zcopy, 2, 2 + 3 * (uint64_t)zcopy);
+            run_case(proxy, 1, 100003, 64 * 1024, 0, zcopy, 2, 3 + 3 * (uint64_t)zcopy);
+        }
+        /* zero copy on an odd size whose last loop's blocks are short */
+        run_case(proxy, 1, 300007, 64 * 1024, 0, 1, 2, 7);
         EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
         gpuring_proxy_finalize();
     }
