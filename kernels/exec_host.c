@@ -210,9 +210,10 @@ static inline int exec_lands_in_output(const gpuring_exec_channel_t *ch, const g
            gpuring_prog_out_once(&ch->prog);
 }
 
-/* Recv peer i's step `target` (NSTEPS past the one being consumed, so its
- * receive is not posted yet): if an operation of this call only copies it
- * into the output, ask for it to land there. */
+/* Recv peer i's steps up to `target` not looked at yet (NSTEPS past the one
+ * being consumed, whose receive is not posted yet; at the call's start, its
+ * first NSTEPS): each that an operation of this call only copies into the
+ * output is asked to land there. */
 static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch, int i,
                             uint64_t target)
 {
@@ -222,10 +223,21 @@ static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t
     while (ch->land_op[i] < ch->prog.nops && ch->land_step[i] <= target) {
         gpuring_prog_op(&ch->prog, ch->land_op[i]++, &s);
         if (!(s.recv_mask & (1u << i))) continue;
-        if (ch->land_step[i]++ == target && exec_lands_in_output(ch, &s))
-            gpuring_conn_land_at(ch->recv[i], target, (char *)a->recvbuf + s.off * es,
+        if (exec_lands_in_output(ch, &s))
+            gpuring_conn_land_at(ch->recv[i], ch->land_step[i], (char *)a->recvbuf + s.off * es,
                                  s.count * es);
+        ch->land_step[i]++;
     }
+}
+
+/* Is the one step operation `s` received already in its output (landed there)? */
+static inline int exec_landed_in_output(const gpuring_step_t *s, const char *const in[],
+                                        const char *dst)
+{
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        if (in[i] == dst) return 1;
+    }
+    return 0;
 }
 
 static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch,
@@ -268,12 +280,8 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
          * streamed output gets it last, from the send slot or the one input */
         char *home = first;
         const char *v;
-        int landed = 0; /* the one step received is in the output already (zero copy) */
 
-        EXEC_FOR_PEERS(s->recv_mask, i) {
-            landed |= in[i] == dst;
-        }
-        if (a->stream_out && dst != NULL && !landed) {
+        if (a->stream_out && dst != NULL && !exec_landed_in_output(s, in, dst)) {
             home = NULL;
             EXEC_FOR_PEERS(s->send_mask, i) {
                 if (home == NULL) home = out[i];
@@ -365,7 +373,7 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
             ch->land_step[i] = r != NULL ? r->step : 0;
             if (!a->zcopy || r == NULL || r->type != GPURING_CONN_NET) continue;
             /* the call's first NSTEPS steps: their receives are posted already */
-            for (uint64_t k = 0; k < GPURING_NSTEPS; k++) exec_land_ahead(a, ch, i, r->step + k);
+            exec_land_ahead(a, ch, i, r->step + GPURING_NSTEPS - 1);
             gpuring_conn_net_reland(r);
         }
         a->channels[c].next_op = 0;

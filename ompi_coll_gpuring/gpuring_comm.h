@@ -58,7 +58,7 @@ typedef struct gpuring_comm_config {
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
     int nonblocking_setup; /* a non-blocking call may connect trees (it waits for every rank) */
     size_t stream_bytes;   /* host buffers: outputs this large are streamed (0: by the cache) */
-    int net_zcopy;         /* host buffers: NET steps from and into the call's buffers */
+    int net_zcopy;         /* host buffers: NET steps land straight in the call's output */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it
