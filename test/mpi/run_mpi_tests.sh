@@ -141,20 +141,20 @@ run_case() {
                 grep -qE "\[gpuring rank $r\]$1" "$log" || { echo "$r"; return; }
             done
         }
+        # need_every_rank PATTERN WHY: fail the case (WHY, its @ the rank) unless every
+        # rank logged the line
+        need_every_rank() {
+            missing=$(every_rank "$1")
+            [ -z "$missing" ] && return 0
+            fail "$name" "${2//@/$missing}" "$log"
+            return 1
+        }
         for c in ${checks//,/ }; do
             case $c in
             ready)
-                missing=$(every_rank " comm .* ready:")
-                if [ -n "$missing" ]; then
-                    fail "$name" "gpuring did not run: no 'ready:' line from rank $missing" "$log"
-                    return
-                fi
+                need_every_rank " comm .* ready:" "gpuring did not run: no 'ready:' line from rank @" || return 0
                 # and ran calls: the closing summary counts them
-                missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing ran no allreduce in gpuring (summary line)" "$log"
-                    return
-                fi
+                need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring" "rank @ ran no allreduce in gpuring (summary line)" || return 0
                 ;;
             fallback)
                 if ! grep -q "allreduce fallback:" "$log"; then
@@ -163,11 +163,7 @@ run_case() {
                 fi
                 # FALLBACK_WHY (a regex): every rank gave that reason
                 if [ -n "$FALLBACK_WHY" ]; then
-                    missing=$(every_rank " allreduce fallback: ($FALLBACK_WHY)")
-                    if [ -n "$missing" ]; then
-                        fail "$name" "rank $missing gave no fallback reason matching '$FALLBACK_WHY'" "$log"
-                        return
-                    fi
+                    need_every_rank " allreduce fallback: ($FALLBACK_WHY)" "rank @ gave no fallback reason matching '$FALLBACK_WHY'" || return 0
                 fi
                 ;;
             timeout)
@@ -205,22 +201,14 @@ run_case() {
                 ;;
             stream1000)
                 # every rank took coll_gpuring_stream_size (the outputs it streams)
-                missing=$(every_rank " host connections ready: .* outputs of 1000 B and more written around the cache")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing does not stream outputs from 1000 B" "$log"
-                    return
-                fi
+                need_every_rank " host connections ready: .* outputs of 1000 B and more written around the cache" "rank @ does not stream outputs from 1000 B" || return 0
                 ;;
             zcopy|nozcopy)
                 # every rank's net steps landed straight in the output (zero copy:
                 # coll_gpuring_net_zcopy), or none did (turned off)
                 local zc="[1-9][0-9]*"
                 [ "$c" = nozcopy ] && zc=0
-                missing=$(every_rank " net connections closing: .* $zc of them straight into the output")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing: net steps in the output not $zc (closing line)" "$log"
-                    return
-                fi
+                need_every_rank " net connections closing: .* $zc of them straight into the output" "rank @: net steps in the output not $zc (closing line)" || return 0
                 ;;
             zcopysome)
                 # the tree: its broadcast half lands in the output on the ranks that
@@ -232,21 +220,13 @@ run_case() {
                 ;;
             tree)
                 # the tree really ran: its connections came up on every rank
-                missing=$(every_rank " tree connections ready")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing did not connect its trees" "$log"
-                    return
-                fi
+                need_every_rank " tree connections ready" "rank @ did not connect its trees" || return 0
                 ;;
             colls)
                 # every rank ran reduce-scatter, allgather, bcast and reduce in gpuring
                 local k
                 for k in reduce_scatter allgather bcast reduce; do
-                    missing=$(every_rank " $k summary: [1-9][0-9]* calls in gpuring")
-                    if [ -n "$missing" ]; then
-                        fail "$name" "rank $missing ran no $k in gpuring (summary line)" "$log"
-                        return
-                    fi
+                    need_every_rank " $k summary: [1-9][0-9]* calls in gpuring" "rank @ ran no $k in gpuring (summary line)" || return 0
                 done
                 # and gave the reason for each fallback colls_check provokes
                 for k in "reduce_scatter fallback: the ranks' counts differ" \
@@ -267,39 +247,23 @@ run_case() {
                 autocolls) want="ring [1-9][0-9]*, tree [1-9][0-9]*\\)" ;;
                 esac
                 for k in bcast reduce; do
-                    missing=$(every_rank " $k summary: .*; $want")
-                    if [ -n "$missing" ]; then
-                        fail "$name" "rank $missing's $k summary does not match '$want'" "$log"
-                        return
-                    fi
+                    need_every_rank " $k summary: .*; $want" "rank @'s $k summary does not match '$want'" || return 0
                 done
                 ;;
             allcolls)
                 # every rank ran each of the five collectives in gpuring, none handed below
                 local k
                 for k in allreduce reduce_scatter allgather bcast reduce; do
-                    missing=$(every_rank " $k summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
-                    if [ -n "$missing" ]; then
-                        fail "$name" "rank $missing ran no $k in gpuring or handed some below (summary line)" "$log"
-                        return
-                    fi
+                    need_every_rank " $k summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below" "rank @ ran no $k in gpuring or handed some below (summary line)" || return 0
                 done
                 ;;
             allcalls)
                 # every rank ran every allreduce in gpuring: none handed below
-                missing=$(every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing handed calls to the component below" "$log"
-                    return
-                fi
+                need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below" "rank @ handed calls to the component below" || return 0
                 ;;
             staged)
                 # every rank staged device buffers, and rank 0 every collective in STAGED_ALL
-                missing=$(every_rank " device buffers staged through host memory")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing staged no device buffer" "$log"
-                    return
-                fi
+                need_every_rank " device buffers staged through host memory" "rank @ staged no device buffer" || return 0
                 local coll line
                 line=$(grep -E "\[gpuring rank 0\] device buffers staged" "$log")
                 for coll in $STAGED_ALL; do
@@ -310,19 +274,11 @@ run_case() {
                 done
                 ;;
             refused)
-                missing=$(every_rank " device buffers refused \(non-blocking")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing refused no non-blocking call on device buffers" "$log"
-                    return
-                fi
+                need_every_rank " device buffers refused \(non-blocking" "rank @ refused no non-blocking call on device buffers" || return 0
                 ;;
             setupfail)
                 # one rank's failure must make every rank fall back
-                missing=$(every_rank ".*gpuring setup failed")
-                if [ -n "$missing" ]; then
-                    fail "$name" "rank $missing did not report the failed setup" "$log"
-                    return
-                fi
+                need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
                 ;;
             esac
         done
