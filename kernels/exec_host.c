@@ -97,19 +97,26 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
 
 /* The value of a plain operation: input (op) every received step, built in
  * `home`; with home NULL (a single input: nothing to reduce) the input itself.
- * Returns where the value is. */
+ * With `stream` (a streamed output, not home), the last reduction also writes
+ * it there, in the same pass (gpuring_reduce_host_stream), and *streamed_p
+ * says so.  Returns where the value is. */
 static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t *s,
-                              const char *const in[], const char *src, char *home)
+                              const char *const in[], const char *src, char *home,
+                              char *stream, int *streamed_p)
 {
     const size_t bytes = s->count * gpuring_type_size(a->type);
     const char *acc = src; /* where the value so far is, NULL if nothing yet */
 
+    *streamed_p = 0;
     EXEC_FOR_PEERS(s->recv_mask, i) {
         if (acc == NULL) {
             acc = in[i];
             continue;
         }
-        gpuring_reduce_host(home, acc, in[i], s->count, a->type, a->op);
+        if (stream != NULL && (s->recv_mask >> i) == 1u) /* the last one */
+            *streamed_p = gpuring_reduce_host_stream(stream, home, acc, in[i], s->count,
+                                                     a->type, a->op);
+        if (!*streamed_p) gpuring_reduce_host(home, acc, in[i], s->count, a->type, a->op);
         acc = home;
     }
     if (home != NULL && acc != home) memcpy(home, acc, bytes); /* in place: already there */
@@ -277,9 +284,11 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
         gpuring_reduce_host(dst, dst, in[0], s->count, a->type, a->op);
     } else if (bytes > 0) {
         /* the value is built in the output, else where it is sent from; a
-         * streamed output gets it last, from the send slot or the one input */
+         * streamed output gets it last, from the send slot or the one input,
+         * or from the reduction that builds the send slot, in the same pass */
         char *home = first;
         const char *v;
+        int streamed = 0;
 
         if (a->stream_out && dst != NULL && !exec_landed_in_output(s, in, dst)) {
             home = NULL;
@@ -288,11 +297,11 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
             }
             if (home == NULL && (src != NULL) + __builtin_popcount(s->recv_mask) > 1) home = dst;
         }
-        v = exec_value(a, s, in, src, home);
+        v = exec_value(a, s, in, src, home, a->stream_out && home != dst ? dst : NULL, &streamed);
         EXEC_FOR_PEERS(s->send_mask, i) {
             if (out[i] != v) memcpy(out[i], v, bytes);
         }
-        if (dst != NULL && dst != v) exec_copy_out(a, dst, v, bytes);
+        if (dst != NULL && dst != v && !streamed) exec_copy_out(a, dst, v, bytes);
     }
     EXEC_FOR_PEERS(s->recv_mask, i) {
         gpuring_conn_t *r = ch->recv[i];

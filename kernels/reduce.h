@@ -93,6 +93,21 @@ int gpuring_type_is_integer(gpuring_type_t type);
 void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
                          gpuring_type_t type, gpuring_op_t op);
 
+/*
+ * The same reduction stored twice: to dst, and to `stream` with
+ * non-temporal stores (around the cache: an output not read again soon),
+ * in one pass -- neither store reads its line first, nothing is read back.
+ * dst may alias a or b exactly, as above; stream may be a or b (read before
+ * written, line by line) but not dst.  Whole 64-byte lines of stream go
+ * around the cache; the few elements before and after them are copied.
+ * Returns 0, having done nothing, where it has no such loop (the 16-bit
+ * floats) or stream's lines do not start on an element: the caller
+ * reduces, then copies.  A caller that streamed orders those stores
+ * before publishing them (_mm_sfence on x86-64).
+ */
+int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const void *b,
+                               size_t count, gpuring_type_t type, gpuring_op_t op);
+
 #ifdef __cplusplus
 }
 #endif

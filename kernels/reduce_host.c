@@ -40,6 +40,9 @@
  */
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels/reduce.h"
 
@@ -185,22 +188,70 @@ typedef void (*gpuring_reduce_fn_t)(void *dst, const void *a, const void *b,
         }                                                                    \
     }
 
+/*
+ * The same loop storing twice (gpuring_reduce_host_stream): whole 64-byte
+ * lines of `stream` (aligned), each built in a line of registers, copied
+ * to dst and written to stream with non-temporal stores -- one pass, so
+ * neither store reads its line first nor is read back.
+ */
+#define GPURING_REDUCE_LINE 64
+
+static inline void gpuring_reduce_stream_line(void *stream, const void *line)
+{
+#if defined(__x86_64__)
+    const __m128i *v = (const __m128i *)line;
+    __m128i *o = (__m128i *)stream;
+
+    _mm_stream_si128(o, _mm_load_si128(v));
+    _mm_stream_si128(o + 1, _mm_load_si128(v + 1));
+    _mm_stream_si128(o + 2, _mm_load_si128(v + 2));
+    _mm_stream_si128(o + 3, _mm_load_si128(v + 3));
+#else
+    memcpy(stream, line, GPURING_REDUCE_LINE);
+#endif
+}
+
+#define GPURING_REDUCE_STREAM_FN(_tn, _on, _t, _u, _opm)                     \
+    static void gpuring_reduce_stream_##_tn##_##_on(                         \
+        void *stream, void *dst, const void *a, const void *b, size_t lines) \
+    {                                                                        \
+        typedef GPURING_REDUCE_UNALIGNED(_t) elem_t;                         \
+        enum { per = GPURING_REDUCE_LINE / sizeof(_t) };                     \
+        char *o = (char *)stream;                                            \
+        elem_t *d = (elem_t *)dst;                                           \
+        const elem_t *x = (const elem_t *)a;                                 \
+        const elem_t *y = (const elem_t *)b;                                 \
+        for (size_t l = 0; l < lines; l++, o += GPURING_REDUCE_LINE) {       \
+            _t line[per] __attribute__((aligned(GPURING_REDUCE_LINE)));      \
+            for (size_t k = 0; k < per; k++) {                               \
+                line[k] = _opm(_t, _u, x[l * per + k], y[l * per + k]);      \
+            }                                                                \
+            memcpy((void *)(d + l * per), line, sizeof(line));               \
+            gpuring_reduce_stream_line(o, line);                             \
+        }                                                                    \
+    }
+
+/* both loops of one (type, op) */
+#define GPURING_REDUCE_FNS2(_tn, _on, _t, _u, _opm)                          \
+    GPURING_REDUCE_FN(_tn, _on, _t, _u, _opm)                                \
+    GPURING_REDUCE_STREAM_FN(_tn, _on, _t, _u, _opm)
+
 /* the four ops every type has */
 #define GPURING_REDUCE_ARITH_FNS(_tn, _t, _u)                                \
-    GPURING_REDUCE_FN(_tn, sum, _t, _u, GPURING_REDUCE_OP_SUM)               \
-    GPURING_REDUCE_FN(_tn, prod, _t, _u, GPURING_REDUCE_OP_PROD)             \
-    GPURING_REDUCE_FN(_tn, min, _t, _u, GPURING_REDUCE_OP_MIN)               \
-    GPURING_REDUCE_FN(_tn, max, _t, _u, GPURING_REDUCE_OP_MAX)
+    GPURING_REDUCE_FNS2(_tn, sum, _t, _u, GPURING_REDUCE_OP_SUM)             \
+    GPURING_REDUCE_FNS2(_tn, prod, _t, _u, GPURING_REDUCE_OP_PROD)           \
+    GPURING_REDUCE_FNS2(_tn, min, _t, _u, GPURING_REDUCE_OP_MIN)             \
+    GPURING_REDUCE_FNS2(_tn, max, _t, _u, GPURING_REDUCE_OP_MAX)
 
 /* plus the bitwise and logical ops, integers only */
 #define GPURING_REDUCE_INT_FNS(_tn, _t, _u)                                  \
     GPURING_REDUCE_ARITH_FNS(_tn, _t, _u)                                    \
-    GPURING_REDUCE_FN(_tn, band, _t, _u, GPURING_REDUCE_OP_BAND)             \
-    GPURING_REDUCE_FN(_tn, bor, _t, _u, GPURING_REDUCE_OP_BOR)               \
-    GPURING_REDUCE_FN(_tn, bxor, _t, _u, GPURING_REDUCE_OP_BXOR)             \
-    GPURING_REDUCE_FN(_tn, land, _t, _u, GPURING_REDUCE_OP_LAND)             \
-    GPURING_REDUCE_FN(_tn, lor, _t, _u, GPURING_REDUCE_OP_LOR)               \
-    GPURING_REDUCE_FN(_tn, lxor, _t, _u, GPURING_REDUCE_OP_LXOR)
+    GPURING_REDUCE_FNS2(_tn, band, _t, _u, GPURING_REDUCE_OP_BAND)           \
+    GPURING_REDUCE_FNS2(_tn, bor, _t, _u, GPURING_REDUCE_OP_BOR)             \
+    GPURING_REDUCE_FNS2(_tn, bxor, _t, _u, GPURING_REDUCE_OP_BXOR)           \
+    GPURING_REDUCE_FNS2(_tn, land, _t, _u, GPURING_REDUCE_OP_LAND)           \
+    GPURING_REDUCE_FNS2(_tn, lor, _t, _u, GPURING_REDUCE_OP_LOR)             \
+    GPURING_REDUCE_FNS2(_tn, lxor, _t, _u, GPURING_REDUCE_OP_LXOR)
 
 GPURING_REDUCE_INT_FNS(int8, int8_t, unsigned int)
 GPURING_REDUCE_INT_FNS(uint8, uint8_t, unsigned int)
@@ -259,36 +310,50 @@ GPURING_REDUCE_F16_FNS(float16, gpuring_reduce_half_to_float,
 GPURING_REDUCE_F16_FNS(bfloat16, gpuring_reduce_bf16_to_float,
                        gpuring_reduce_float_to_bf16)
 
-#define GPURING_REDUCE_ARITH_ROW(_tn)                                        \
-    [GPURING_OP_SUM] = gpuring_reduce_##_tn##_sum,                           \
-    [GPURING_OP_PROD] = gpuring_reduce_##_tn##_prod,                         \
-    [GPURING_OP_MIN] = gpuring_reduce_##_tn##_min,                           \
-    [GPURING_OP_MAX] = gpuring_reduce_##_tn##_max
+/* a table row of one type's loops named _pre<type>_<op> */
+#define GPURING_REDUCE_ARITH_ROW(_pre, _tn)                                  \
+    [GPURING_OP_SUM] = _pre##_tn##_sum,                                      \
+    [GPURING_OP_PROD] = _pre##_tn##_prod,                                    \
+    [GPURING_OP_MIN] = _pre##_tn##_min,                                      \
+    [GPURING_OP_MAX] = _pre##_tn##_max
 
-#define GPURING_REDUCE_INT_ROW(_tn)                                          \
-    GPURING_REDUCE_ARITH_ROW(_tn),                                           \
-    [GPURING_OP_BAND] = gpuring_reduce_##_tn##_band,                         \
-    [GPURING_OP_BOR] = gpuring_reduce_##_tn##_bor,                           \
-    [GPURING_OP_BXOR] = gpuring_reduce_##_tn##_bxor,                         \
-    [GPURING_OP_LAND] = gpuring_reduce_##_tn##_land,                         \
-    [GPURING_OP_LOR] = gpuring_reduce_##_tn##_lor,                           \
-    [GPURING_OP_LXOR] = gpuring_reduce_##_tn##_lxor
+#define GPURING_REDUCE_INT_ROW(_pre, _tn)                                    \
+    GPURING_REDUCE_ARITH_ROW(_pre, _tn),                                     \
+    [GPURING_OP_BAND] = _pre##_tn##_band,                                    \
+    [GPURING_OP_BOR] = _pre##_tn##_bor,                                      \
+    [GPURING_OP_BXOR] = _pre##_tn##_bxor,                                    \
+    [GPURING_OP_LAND] = _pre##_tn##_land,                                    \
+    [GPURING_OP_LOR] = _pre##_tn##_lor,                                      \
+    [GPURING_OP_LXOR] = _pre##_tn##_lxor
+
+/* the rows of the types every loop family has */
+#define GPURING_REDUCE_ROWS(_pre)                                            \
+    [GPURING_TYPE_INT8] = { GPURING_REDUCE_INT_ROW(_pre, int8) },            \
+    [GPURING_TYPE_UINT8] = { GPURING_REDUCE_INT_ROW(_pre, uint8) },          \
+    [GPURING_TYPE_INT16] = { GPURING_REDUCE_INT_ROW(_pre, int16) },          \
+    [GPURING_TYPE_UINT16] = { GPURING_REDUCE_INT_ROW(_pre, uint16) },        \
+    [GPURING_TYPE_INT32] = { GPURING_REDUCE_INT_ROW(_pre, int32) },          \
+    [GPURING_TYPE_UINT32] = { GPURING_REDUCE_INT_ROW(_pre, uint32) },        \
+    [GPURING_TYPE_INT64] = { GPURING_REDUCE_INT_ROW(_pre, int64) },          \
+    [GPURING_TYPE_UINT64] = { GPURING_REDUCE_INT_ROW(_pre, uint64) },        \
+    [GPURING_TYPE_FLOAT] = { GPURING_REDUCE_ARITH_ROW(_pre, float) },        \
+    [GPURING_TYPE_DOUBLE] = { GPURING_REDUCE_ARITH_ROW(_pre, double) }
 
 /* NULL entries: op not defined on the type */
 static const gpuring_reduce_fn_t
     gpuring_reduce_table[GPURING_TYPE_COUNT][GPURING_OP_COUNT] = {
-        [GPURING_TYPE_INT8] = { GPURING_REDUCE_INT_ROW(int8) },
-        [GPURING_TYPE_UINT8] = { GPURING_REDUCE_INT_ROW(uint8) },
-        [GPURING_TYPE_INT16] = { GPURING_REDUCE_INT_ROW(int16) },
-        [GPURING_TYPE_UINT16] = { GPURING_REDUCE_INT_ROW(uint16) },
-        [GPURING_TYPE_INT32] = { GPURING_REDUCE_INT_ROW(int32) },
-        [GPURING_TYPE_UINT32] = { GPURING_REDUCE_INT_ROW(uint32) },
-        [GPURING_TYPE_INT64] = { GPURING_REDUCE_INT_ROW(int64) },
-        [GPURING_TYPE_UINT64] = { GPURING_REDUCE_INT_ROW(uint64) },
-        [GPURING_TYPE_FLOAT] = { GPURING_REDUCE_ARITH_ROW(float) },
-        [GPURING_TYPE_DOUBLE] = { GPURING_REDUCE_ARITH_ROW(double) },
-        [GPURING_TYPE_FLOAT16] = { GPURING_REDUCE_ARITH_ROW(float16) },
-        [GPURING_TYPE_BFLOAT16] = { GPURING_REDUCE_ARITH_ROW(bfloat16) },
+        GPURING_REDUCE_ROWS(gpuring_reduce_),
+        [GPURING_TYPE_FLOAT16] = { GPURING_REDUCE_ARITH_ROW(gpuring_reduce_, float16) },
+        [GPURING_TYPE_BFLOAT16] = { GPURING_REDUCE_ARITH_ROW(gpuring_reduce_, bfloat16) },
+    };
+
+/* the loops storing twice, whole lines; NULL: none (the 16-bit floats) */
+typedef void (*gpuring_reduce_stream_fn_t)(void *stream, void *dst, const void *a,
+                                           const void *b, size_t lines);
+
+static const gpuring_reduce_stream_fn_t
+    gpuring_reduce_stream_table[GPURING_TYPE_COUNT][GPURING_OP_COUNT] = {
+        GPURING_REDUCE_ROWS(gpuring_reduce_stream_),
     };
 
 
@@ -384,4 +449,30 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
     if (fn != NULL) {
         fn(dst, a, b, count);
     }
+}
+
+int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const void *b,
+                               size_t count, gpuring_type_t type, gpuring_op_t op)
+{
+    const size_t es = gpuring_type_size(type);
+    size_t head, lines, done;
+    gpuring_reduce_stream_fn_t fn;
+
+    if (!gpuring_reduce_type_valid(type) || !gpuring_reduce_op_valid(op)) return 0;
+    fn = gpuring_reduce_stream_table[type][op];
+    /* the elements before stream's first whole line, which whole elements must reach */
+    head = (GPURING_REDUCE_LINE - (uintptr_t)stream % GPURING_REDUCE_LINE) % GPURING_REDUCE_LINE;
+    if (fn == NULL || head % es != 0) return 0;
+    head /= es;
+    if (head > count) head = count;
+    lines = (count - head) * es / GPURING_REDUCE_LINE;
+    gpuring_reduce_host(dst, a, b, head, type, op);
+    memcpy(stream, dst, head * es);
+    fn((char *)stream + head * es, (char *)dst + head * es, (const char *)a + head * es,
+       (const char *)b + head * es, lines);
+    done = head + lines * (GPURING_REDUCE_LINE / es);
+    gpuring_reduce_host((char *)dst + done * es, (const char *)a + done * es,
+                        (const char *)b + done * es, count - done, type, op);
+    memcpy((char *)stream + done * es, (char *)dst + done * es, (count - done) * es);
+    return 1;
 }

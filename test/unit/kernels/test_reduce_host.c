@@ -8,7 +8,9 @@
  * one round-to-nearest-even encode, written independently of the library's
  * bit tricks), on random bit patterns, fixed rounding / overflow /
  * subnormal / nan cases, and every 16-bit pattern against a set of
- * operands.  ends with an informational float-sum throughput line.
+ * operands.  gpuring_reduce_host_stream (the reduction stored twice, once
+ * around the cache) against the same reference.  ends with an
+ * informational float-sum throughput line.
  *
  * random data is seeded; the seed is printed and GPURING_TEST_SEED sets it.
  * exit status 0 on pass; the last line is "N passed, N failed".
@@ -984,6 +986,73 @@ static void test_throughput(void)
     free(d);
 }
 
+/* ---- the reduction stored twice (gpuring_reduce_host_stream) ------------- */
+/* Both copies against the reference, for every (type, op), counts around
+ * the 64-byte lines, stream at each alignment within a line (those off the
+ * element grid refused, untouched), stream distinct from or equal to a;
+ * poison around both stores. */
+static void test_stream(void)
+{
+    enum { MAXC = 1100, LINE = 64, SPAN = MAXC * 8 + 2 * LINE };
+    static const size_t counts[] = { 0, 1, 3, 7, 16, 17, 33, 100, 257, 1000, MAXC };
+    static unsigned char sbuf[SPAN + 2 * LINE] __attribute__((aligned(64)));
+    static unsigned char dbuf[SPAN], abuf[MAXC * 8], bbuf[MAXC * 8], want[MAXC * 8];
+    unsigned long refused = 0, streamed = 0;
+
+    for (size_t ti = 0; ti < TEST_NTYPES; ti++) {
+        const size_t es = test_types[ti].size;
+        const int has = test_types[ti].kind != KIND_HALF && test_types[ti].kind != KIND_BF16;
+
+        for (size_t oi = 0; oi < TEST_NOPS; oi++) {
+            const gpuring_op_t op = test_ops[oi].op;
+
+            if (!gpuring_op_supported(test_types[ti].type, op)) continue;
+            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+                const size_t n = counts[ci], bytes = n * es;
+
+                for (size_t off = 0; off < LINE; off += (off % 8 == 0 ? 1 : 7)) {
+                    for (int alias = 0; alias < 2; alias++) {
+                        unsigned char *stream = sbuf + LINE + off, *dst = dbuf + 8;
+                        const void *a = alias ? (const void *)stream : (const void *)abuf;
+                        const int ok = has && off % es == 0;
+                        long bad = -1;
+                        int rc;
+
+                        memset(sbuf, TEST_POISON, sizeof(sbuf));
+                        memset(dbuf, TEST_POISON, sizeof(dbuf));
+                        test_fill(abuf, bbuf, n, ti);
+                        if (alias) memcpy(stream, abuf, bytes);
+                        ref_reduce(want, abuf, bbuf, n, ti, op);
+                        rc = gpuring_reduce_host_stream(stream, dst, a, bbuf, n,
+                                                        test_types[ti].type, op);
+                        for (size_t i = 0; i < sizeof(sbuf) && bad < 0; i++) {
+                            const int in = sbuf + i >= stream && sbuf + i < stream + bytes;
+                            if (!in || !rc) {
+                                if (!(alias && in) && sbuf[i] != TEST_POISON) bad = (long)i;
+                            }
+                        }
+                        for (size_t i = 0; i < sizeof(dbuf) && bad < 0; i++) {
+                            const int in = dbuf + i >= dst && dbuf + i < dst + bytes;
+                            if ((!in || !rc) && dbuf[i] != TEST_POISON) bad = (long)(SPAN + i);
+                        }
+                        EXPECT(rc == ok && bad < 0 &&
+                                   (!rc || (memcmp(stream, want, bytes) == 0 &&
+                                            memcmp(dst, want, bytes) == 0)),
+                               "stream %s %s count %zu stream at line + %zu%s: returned %d "
+                               "(want %d), poison changed at %ld, stream %s, dst %s",
+                               test_types[ti].name, test_ops[oi].name, n, off,
+                               alias ? " (== a)" : "", rc, ok, bad,
+                               rc && memcmp(stream, want, bytes) ? "WRONG" : "ok",
+                               rc && memcmp(dst, want, bytes) ? "WRONG" : "ok");
+                        rc ? streamed++ : refused++;
+                    }
+                }
+            }
+        }
+    }
+    printf("stream: %lu reductions stored twice, %lu refused as asked\n", streamed, refused);
+}
+
 int main(void)
 {
     uint64_t seed = unit_rng_seed();
@@ -996,6 +1065,7 @@ int main(void)
     test_fixed_cases();
     test_f16_all_patterns();
     test_sweep();
+    test_stream();
     test_throughput();
 
     printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
