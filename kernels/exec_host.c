@@ -128,28 +128,11 @@ static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t
  * (what a plain store costs) is a third of the memory traffic of a step. */
 static void exec_copy_out(const gpuring_exec_args_t *a, char *dst, const char *src, size_t bytes)
 {
-#if defined(__x86_64__)
     if (a->stream_out) {
-        const size_t head = GPURING_MIN(bytes, (16 - (uintptr_t)dst % 16) % 16);
-
-        memcpy(dst, src, head);
-        dst += head;
-        src += head;
-        bytes -= head;
-        for (; bytes >= 64; dst += 64, src += 64, bytes -= 64) {
-            const __m128i v0 = _mm_loadu_si128((const __m128i *)src);
-            const __m128i v1 = _mm_loadu_si128((const __m128i *)(src + 16));
-            const __m128i v2 = _mm_loadu_si128((const __m128i *)(src + 32));
-            const __m128i v3 = _mm_loadu_si128((const __m128i *)(src + 48));
-
-            _mm_stream_si128((__m128i *)dst, v0);
-            _mm_stream_si128((__m128i *)(dst + 16), v1);
-            _mm_stream_si128((__m128i *)(dst + 32), v2);
-            _mm_stream_si128((__m128i *)(dst + 48), v3);
-        }
+        gpuring_copy_host_stream(dst, src, bytes);
+    } else {
+        memcpy(dst, src, bytes);
     }
-#endif
-    memcpy(dst, src, bytes);
 }
 
 /* Where operation `s` finds each received step and builds each sent one: the

@@ -108,6 +108,10 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
 int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const void *b,
                                size_t count, gpuring_type_t type, gpuring_op_t op);
 
+/* memcpy with non-temporal stores for `stream`'s whole 16-byte units (the
+ * same ordering rule as above). */
+void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -196,18 +196,19 @@ typedef void (*gpuring_reduce_fn_t)(void *dst, const void *a, const void *b,
  */
 #define GPURING_REDUCE_LINE 64
 
-static inline void gpuring_reduce_stream_line(void *stream, const void *line)
+/* 64 bytes of `src` to `stream` (16-byte aligned) with non-temporal stores */
+static inline void gpuring_reduce_stream_line(void *stream, const void *src)
 {
 #if defined(__x86_64__)
-    const __m128i *v = (const __m128i *)line;
+    const __m128i *v = (const __m128i *)src;
     __m128i *o = (__m128i *)stream;
 
-    _mm_stream_si128(o, _mm_load_si128(v));
-    _mm_stream_si128(o + 1, _mm_load_si128(v + 1));
-    _mm_stream_si128(o + 2, _mm_load_si128(v + 2));
-    _mm_stream_si128(o + 3, _mm_load_si128(v + 3));
+    _mm_stream_si128(o, _mm_loadu_si128(v));
+    _mm_stream_si128(o + 1, _mm_loadu_si128(v + 1));
+    _mm_stream_si128(o + 2, _mm_loadu_si128(v + 2));
+    _mm_stream_si128(o + 3, _mm_loadu_si128(v + 3));
 #else
-    memcpy(stream, line, GPURING_REDUCE_LINE);
+    memcpy(stream, src, GPURING_REDUCE_LINE);
 #endif
 }
 
@@ -449,6 +450,19 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
     if (fn != NULL) {
         fn(dst, a, b, count);
     }
+}
+
+void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes)
+{
+    char *o = (char *)stream;
+    const char *v = (const char *)src;
+    const size_t head = GPURING_MIN(bytes, (16 - (uintptr_t)o % 16) % 16);
+
+    memcpy(o, v, head);
+    for (o += head, v += head, bytes -= head; bytes >= GPURING_REDUCE_LINE;
+         o += GPURING_REDUCE_LINE, v += GPURING_REDUCE_LINE, bytes -= GPURING_REDUCE_LINE)
+        gpuring_reduce_stream_line(o, v);
+    memcpy(o, v, bytes);
 }
 
 int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const void *b,
