@@ -49,7 +49,8 @@
 # that extended regex).  Prints one line per case, then the sum of allreduce_check's
 # counts as "N passed, N failed".  A case whose log holds a sanitizer report
 # fails.  From the top of the build tree.  Environment:
-#   CUDACPU_TEST_TIMEOUT   seconds per mpirun (300)
+#   CUDACPU_TEST_TIMEOUT   seconds per mpirun (300; cases that set no
+#                          coll_gpuring_wait_timeout get 2/5 of it)
 #   CUDACPU_MPI_LOGDIR     where the logs go (test/cudacpu/mpi-logs)
 #   CUDACPU_FLAVOR_DIR     the build of the component (component/.libs), runtime
 #                          (runtime/libcudart.so) and driver (driver/libcuda.so.1)
@@ -146,6 +147,11 @@ case_run() {
         log=$logs/$name-$order.log
         mca=""
         for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
+        # a stalled call names what it waits for before the limit kills the job
+        case " $params " in
+        *" coll_gpuring_wait_timeout "*) ;;
+        *) mca="$mca coll_gpuring_wait_timeout $((limit * 2 / 5))" ;;
+        esac
         start=$(date +%s)
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
             -x CUDACPU_FIBER_ORDER "$top/test/mpi/$bin" "$@" > "$log" 2>&1

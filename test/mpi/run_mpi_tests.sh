@@ -13,7 +13,9 @@
 #                         gpuring-only log checks are skipped.
 #   GPURING_TEST_BINDIR   where the test binaries are (default: this folder)
 #   GPURING_TEST_LOGDIR   where the logs go (default: a new mktemp -d folder)
-#   GPURING_TEST_TIMEOUT  seconds per mpirun (default 300)
+#   GPURING_TEST_TIMEOUT  seconds per mpirun (default 300); cases that set no
+#                         coll_gpuring_wait_timeout get 2/5 of it, so a stalled
+#                         call names what it waits for before the job is killed
 #   GPURING_TEST_SEED     seed for allreduce_check / fallback_check (default 1)
 #   GPURING_TEST_EXCLUDE  type:op pairs allreduce_check skips (its -x).
 #                         Default: empty with gpuring; with plain Open MPI the
@@ -39,6 +41,7 @@ if [ -z "$LOGDIR" ]; then
 fi
 mkdir -p "$LOGDIR" || { echo "cannot create log dir $LOGDIR"; exit 2; }
 TIMEOUT=${GPURING_TEST_TIMEOUT:-300}
+WAIT=$((TIMEOUT * 2 / 5)) # coll_gpuring_wait_timeout of cases that set none
 SEED=${GPURING_TEST_SEED:-1}
 MPIRUN=${MPIRUN:-mpirun}
 CHURN_N=${GPURING_CHURN_N:-1000}
@@ -97,6 +100,9 @@ run_case() {
     fi
     local -a p
     read -r -a p <<< "$params"
+    # a stalled call reports what it waits for (gpuring's wait timeout) before
+    # the case's timeout kills the job silently
+    [[ " $params " == *" coll_gpuring_wait_timeout "* ]] || p+=(coll_gpuring_wait_timeout "$WAIT")
     mca_args coll_gpuring_verbose 3 coll_gpuring_host_buffers 1 coll_gpuring_ranks_per_node "$rpn" "${p[@]}"
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}" "$BINDIR/$bin" "$@")
     if [ -n "$FIRST_RANK_ENV" ]; then
