@@ -303,7 +303,11 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
     return GPURING_OK;
 }
 
-/* A failed call: tell the ranks this one sends to (proxy/conn.h's abandon step). */
+/* A failed call: tell the ranks this one sends to (proxy/conn.h's abandon
+ * step).  A NET send end whose slots are all in flight (their completions
+ * not in yet) goes to the proxy, which posts the step once one completes.
+ * (A full shm one has a receiver that is not reading it: stuck elsewhere,
+ * it learns of the failure there, by its wait timeout at worst.) */
 static void exec_abandon(gpuring_exec_args_t *a)
 {
     int posted = 0;
@@ -312,7 +316,15 @@ static void exec_abandon(gpuring_exec_args_t *a)
         gpuring_exec_channel_t *ch = &a->channels[c];
 
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
-            if (ch->send[i] != NULL) posted |= gpuring_conn_post_abort(ch->send[i]);
+            gpuring_conn_t *w = ch->send[i];
+
+            if (w == NULL) continue;
+            if (gpuring_conn_post_abort(w)) {
+                posted = 1;
+            } else if (w->type == GPURING_CONN_NET) {
+                gpuring_conn_net_abort_later(w);
+                posted = 1;
+            }
         }
     }
     if (posted && a->proxy != NULL) gpuring_proxy_progress(a->proxy);

@@ -274,13 +274,18 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
         if (!closing && !net->failed) post_credit_recv(net);
     }
 
+    /* an abort step the executor could not post (gpuring_conn_net_abort_later):
+     * the connection is the proxy's now, conn->step included */
+    if (__atomic_load_n(&net->abort_due, __ATOMIC_ACQUIRE) && !net->failed &&
+        gpuring_conn_post_abort(net->conn))
+        __atomic_store_n(&net->abort_due, 0, __ATOMIC_RELAXED);
     tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
     if (tail - net->done > net->inflight_max) net->inflight_max = tail - net->done;
     while (!net->failed && net->sent < tail && net->sent < net->remote_head + GPURING_NSTEPS) {
         post_data_send(net, net->sent);
         net->sent++;
     }
-    pending = (!net->failed && tail > net->sent) || net->done < net->sent;
+    pending = (!net->failed && (tail > net->sent || net->abort_due)) || net->done < net->sent;
     return (pending ? GPURING_NET_PENDING : 0) |
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
                 ? GPURING_NET_MOVED
@@ -692,6 +697,12 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
 void gpuring_conn_net_abandon(gpuring_conn_t *conn)
 {
     if (conn != NULL && conn->net != NULL) conn->net->abandoned = 1;
+}
+
+void gpuring_conn_net_abort_later(gpuring_conn_t *conn)
+{
+    if (conn != NULL && conn->net != NULL && conn->net->dir == GPURING_CONN_SEND)
+        __atomic_store_n(&conn->net->abort_due, 1, __ATOMIC_RELEASE);
 }
 
 gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)

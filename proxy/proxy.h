@@ -125,6 +125,15 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
  */
 void gpuring_conn_net_abandon(gpuring_conn_t *conn);
 /*
+ * A send end's call failed, and its abort step (gpuring_conn_post_abort)
+ * found every slot busy: sends in flight whose completions have not come
+ * in yet.  The proxy posts the abort step as soon as one completes, so a
+ * receiver waiting for the next step learns the call was given up instead
+ * of waiting out its timeout.  The executor hands the connection over: it
+ * posts nothing on it again (its communicator is broken).
+ */
+void gpuring_conn_net_abort_later(gpuring_conn_t *conn);
+/*
  * A recv end's call failed: the receives it asked into the caller's memory
  * (conn.h: zero copy) are cancelled, and asks not yet posted dropped, so
  * nothing lands there after the call returned.  A cancelled receive fails

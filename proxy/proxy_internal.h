@@ -80,6 +80,8 @@ typedef struct gpuring_net_conn {
     int failed;     /* a UCX operation failed: counters are frozen */
     int draining;   /* its communicator is being torn down: credits go at once */
     int abandoned;  /* its communicator failed: teardown waits for no peer */
+    int abort_due;  /* atomic; send end: the executor's abort step found every slot
+                       busy, and handed the connection over (gpuring_conn_net_abort_later) */
 
     gpuring_conn_dir_t dir;
     int peer;

@@ -429,6 +429,62 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
+/* A failed call's abort step, on a send end whose slots are all in flight
+ * (the executor's gpuring_conn_post_abort finds none free): handed to the
+ * proxy (gpuring_conn_net_abort_later), it follows the steps in flight as
+ * soon as one of them completes, and the receiver sees the call abandoned. */
+static void test_abort_later(gpuring_proxy_t *proxy)
+{
+    pair_t p;
+    gpuring_conn_handle_t hs, hr;
+    const void *addr;
+    size_t len, slot = 256 * 1024;
+    xfer_t xs = {.proxy = proxy, .seed = 13, .size_mode = 1, .touch_all = 0}, xr;
+    uint64_t s, got = 0;
+    int ok = 1;
+
+    memset(&p, 0, sizeof(p));
+    gpuring_proxy_address(proxy, &addr, &len);
+    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 81, 0, -1, &hs) ==
+                  GPURING_OK &&
+              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 81, 1, -1,
+                                      &hr) == GPURING_OK &&
+              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK,
+          "create + connect the sender only");
+    xs.conn = &p.send;
+    xr = xs;
+    xr.conn = &p.recv;
+    gpuring_proxy_active_begin(proxy);
+    for (s = 0; s < GPURING_NSTEPS; s++) {
+        fill(&xs, p.send.slots + s * slot, s, slot);
+        gpuring_conn_post(&p.send, slot, step_call(s));
+    }
+    usleep(100 * 1000); /* sent; none can complete: nobody receives */
+    EXPECT(!gpuring_conn_slot_free(&p.send) && gpuring_conn_post_abort(&p.send) == 0,
+          "every slot in flight: no abort step can be posted now");
+    gpuring_conn_net_abort_later(&p.send);
+    gpuring_proxy_active_end(proxy);
+    usleep(50 * 1000);
+    EXPECT(p.send.step == GPURING_NSTEPS, "nor later, while no send completed");
+    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, 0, addr, len) == GPURING_OK,
+          "connect the receiver");
+    for (s = 0; s < GPURING_NSTEPS && ok; s++) {
+        ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
+             landed_as_posted(&p.recv, s, slot);
+        GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
+    }
+    EXPECT(ok, "the steps in flight landed: %s", xr.msg);
+    ok = ok && wait_gt(&xr, &p.recv.ctrl->tail, GPURING_NSTEPS, "tail") == GPURING_OK;
+    EXPECT(ok && gpuring_fifo_check(p.recv.ctrl, GPURING_NSTEPS, slot, step_call(GPURING_NSTEPS),
+                                    &got) == GPURING_ERR_REMOTE,
+           "then the abort step: the receiver sees the call abandoned (%s)", xr.msg);
+    EXPECT(p.send.step == GPURING_NSTEPS + 1, "posted once");
+    GPURING_STORE_RELEASE(&p.recv.ctrl->head, GPURING_NSTEPS + 1);
+    p.recv.step = GPURING_NSTEPS + 1;
+    pair_destroy(proxy, &p);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
 static void test_concurrent(gpuring_proxy_t *proxy)
 {
     pair_t p[3];
@@ -1053,6 +1109,7 @@ int main(int argc, char **argv)
     test_basic(proxy);
     test_continue(proxy);
     test_early_sender(proxy);
+    test_abort_later(proxy);
     test_concurrent(proxy);
     test_bad_args(proxy);
     test_device_slots(proxy);
