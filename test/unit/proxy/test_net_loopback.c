@@ -384,27 +384,48 @@ static void test_continue(gpuring_proxy_t *proxy)
 
 /* The sender runs ahead of the receiver's connect: its first NSTEPS steps
  * arrive unexpected (eager and rendezvous sizes) and must still match. */
+/* A pair of `slot`-byte slots on communicator `uid` whose sender alone is
+ * connected (the receiver connects later: pair_connect_receiver); xs and xr
+ * (templates in, filled out) are its two ends' transfers.  1 if it worked. */
+static int pair_sender_first(gpuring_proxy_t *proxy, pair_t *p, size_t slot, uint64_t uid,
+                             gpuring_conn_handle_t *hs, xfer_t *xs, xfer_t *xr)
+{
+    gpuring_conn_handle_t hr;
+    const void *addr;
+    size_t len;
+
+    memset(p, 0, sizeof(*p));
+    gpuring_proxy_address(proxy, &addr, &len);
+    xs->conn = &p->send;
+    *xr = *xs;
+    xr->conn = &p->recv;
+    return gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, 0, slot, uid, 0, -1,
+                                   hs) == GPURING_OK &&
+           gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, 0, slot, uid, 1, -1,
+                                   &hr) == GPURING_OK &&
+           gpuring_conn_net_connect(proxy, &p->send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK;
+}
+
+static int pair_connect_receiver(gpuring_proxy_t *proxy, pair_t *p,
+                                 const gpuring_conn_handle_t *hs)
+{
+    const void *addr;
+    size_t len;
+
+    gpuring_proxy_address(proxy, &addr, &len);
+    return gpuring_conn_net_connect(proxy, &p->recv, hs, PEER_KEY, 0, addr, len) == GPURING_OK;
+}
+
 static void test_early_sender(gpuring_proxy_t *proxy)
 {
     pair_t p;
-    gpuring_conn_handle_t hs, hr;
-    const void *addr;
-    size_t len, slot = 256 * 1024;
+    gpuring_conn_handle_t hs;
+    size_t slot = 256 * 1024;
     xfer_t xs = {.proxy = proxy, .seed = 9, .size_mode = 0, .touch_all = 1}, xr;
     uint64_t s;
     int ok = 1;
 
-    memset(&p, 0, sizeof(p));
-    gpuring_proxy_address(proxy, &addr, &len);
-    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 80, 0, -1, &hs) ==
-                  GPURING_OK &&
-              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 80, 1, -1,
-                                      &hr) == GPURING_OK &&
-              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK,
-          "create + connect the sender only");
-    xs.conn = &p.send;
-    xr = xs;
-    xr.conn = &p.recv;
+    EXPECT(pair_sender_first(proxy, &p, slot, 80, &hs, &xs, &xr), "create + connect the sender only");
     gpuring_proxy_active_begin(proxy);
     for (s = 0; s < GPURING_NSTEPS; s++) {
         size_t b = step_bytes(&xs, s);
@@ -413,8 +434,7 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     }
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
     EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
-    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, 0, addr, len) == GPURING_OK,
-          "connect the receiver late");
+    EXPECT(pair_connect_receiver(proxy, &p, &hs), "connect the receiver late");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
              verify(&xr, p.recv.slots + s * slot, s, step_bytes(&xr, s)) &&
@@ -436,24 +456,13 @@ static void test_early_sender(gpuring_proxy_t *proxy)
 static void test_abort_later(gpuring_proxy_t *proxy)
 {
     pair_t p;
-    gpuring_conn_handle_t hs, hr;
-    const void *addr;
-    size_t len, slot = 256 * 1024;
+    gpuring_conn_handle_t hs;
+    size_t slot = 256 * 1024;
     xfer_t xs = {.proxy = proxy, .seed = 13, .size_mode = 1, .touch_all = 0}, xr;
     uint64_t s, got = 0;
     int ok = 1;
 
-    memset(&p, 0, sizeof(p));
-    gpuring_proxy_address(proxy, &addr, &len);
-    EXPECT(gpuring_conn_net_create(proxy, &p.send, GPURING_CONN_SEND, 0, 0, slot, 81, 0, -1, &hs) ==
-                  GPURING_OK &&
-              gpuring_conn_net_create(proxy, &p.recv, GPURING_CONN_RECV, 0, 0, slot, 81, 1, -1,
-                                      &hr) == GPURING_OK &&
-              gpuring_conn_net_connect(proxy, &p.send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK,
-          "create + connect the sender only");
-    xs.conn = &p.send;
-    xr = xs;
-    xr.conn = &p.recv;
+    EXPECT(pair_sender_first(proxy, &p, slot, 81, &hs, &xs, &xr), "create + connect the sender only");
     gpuring_proxy_active_begin(proxy);
     for (s = 0; s < GPURING_NSTEPS; s++) {
         fill(&xs, p.send.slots + s * slot, s, slot);
@@ -466,8 +475,7 @@ static void test_abort_later(gpuring_proxy_t *proxy)
     gpuring_proxy_active_end(proxy);
     usleep(50 * 1000);
     EXPECT(p.send.step == GPURING_NSTEPS, "nor later, while no send completed");
-    EXPECT(gpuring_conn_net_connect(proxy, &p.recv, &hs, PEER_KEY, 0, addr, len) == GPURING_OK,
-          "connect the receiver");
+    EXPECT(pair_connect_receiver(proxy, &p, &hs), "connect the receiver");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
              landed_as_posted(&p.recv, s, slot);
