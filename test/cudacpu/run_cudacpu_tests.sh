@@ -17,8 +17,8 @@
 # sums them); a program that dies before printing one counts as 1 failed.
 # From the top of the build tree; CUDACPU_TEST_BINDIR names another directory,
 # CUDACPU_TEST_TIMEOUT (600 s) bounds each program, CUDACPU_EXEC_ORDERS (default
-# "forward reverse") the orders test_exec_cuda_cpu runs in (CI's Open MPI 5 job
-# runs it forward only: it makes no MPI call, the first job covers both).
+# "forward reverse") the orders test_exec_cuda_cpu runs in (it makes no MPI
+# call: CI runs it forward in its first job and reverse in the Open MPI 5 one).
 order=${1:?usage: run_cudacpu_tests.sh forward|reverse|random[:SEED]}
 bindir=${CUDACPU_TEST_BINDIR:-test/cudacpu}
 limit=${CUDACPU_TEST_TIMEOUT:-600}
