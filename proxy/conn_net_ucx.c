@@ -285,7 +285,9 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
         post_data_send(net, net->sent);
         net->sent++;
     }
-    pending = (!net->failed && (tail > net->sent || net->abort_due)) || net->done < net->sent;
+    pending = (!net->failed && (tail > net->sent ||
+                                __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED))) ||
+              net->done < net->sent;
     return (pending ? GPURING_NET_PENDING : 0) |
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
                 ? GPURING_NET_MOVED
