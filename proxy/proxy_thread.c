@@ -422,7 +422,7 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
 
     if (proxy->thread_started) {
         pthread_mutex_lock(&proxy->lock);
-        __atomic_store_n(&proxy->stop, 1, __ATOMIC_RELAXED); /* the nap reads it unlocked */
+        proxy->stop = 1;
         pthread_cond_signal(&proxy->cond);
         pthread_mutex_unlock(&proxy->lock);
         pthread_join(proxy->thread, NULL);
