@@ -164,13 +164,17 @@ static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
     return gpuring_conn_shm_send_connect(conn, e->peer, e->channel, remote);
 }
 
-static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn)
+/* Destroy one end.  flush_until: until when (gpuring_time_sec) the NET send ends
+ * of a broken communicator may flush their queued abort steps, one deadline for
+ * all of the communicator's ends. */
+static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn, double flush_until)
 {
     if (conn->type == GPURING_CONN_SHM) {
         gpuring_conn_shm_destroy(conn);
     } else if (conn->type == GPURING_CONN_NET) {
         gpuring_conn_unmap_device(conn); /* before the host FIFO goes */
-        if (c->broken) gpuring_conn_net_abandon(conn); /* no credit will come */
+        /* no credit will come; the abort step still goes */
+        if (c->broken) gpuring_conn_net_abandon(conn, flush_until - gpuring_time_sec());
         /* one teardown that timed out (a peer gone) abandons the rest: one timeout in all */
         if (gpuring_conn_net_destroy(c->proxy, conn) != GPURING_OK) c->broken = 1;
     } else if (conn->type == GPURING_CONN_IPC) {
@@ -202,13 +206,15 @@ static void comm_net_summary(const gpuring_comm_t *c)
 
 void gpuring_conns_destroy(gpuring_comm_t *c)
 {
+    const double flush_until = gpuring_time_sec() + GPURING_NET_ABANDON_FLUSH_S;
+
     comm_net_summary(c);
     /* peers' FIFOs this rank opened are closed before its own are freed */
     for (int i = 0; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_IPC && c->conns[i].dir == GPURING_CONN_SEND)
-            comm_conn_destroy(c, &c->conns[i]);
+            comm_conn_destroy(c, &c->conns[i], flush_until);
     }
-    for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
+    for (int i = 0; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i], flush_until);
 }
 
 /*
@@ -261,7 +267,7 @@ out:
         GPURING_INFO(GPURING_SUBSYS_INIT, "connecting failed on rank %d", bad_rank);
     }
     if (st != GPURING_OK) {
-        for (int i = first; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i]);
+        for (int i = first; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i], 0.0);
         c->nconns = first;
     }
     free(mine);

@@ -638,15 +638,18 @@ static int drained(gpuring_net_conn_t *net)
 {
     int give_up_remote;
 
-    if (net->abandoned) return 1; /* what is in flight is cancelled */
     give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
+    /* abandoned: no credit is waited for (what is in flight is cancelled), but a
+     * send end's steps already in its FIFO -- the abort step -- go out first */
+    if (net->abandoned && (net->dir == GPURING_CONN_RECV || give_up_remote)) return 1;
 
     if (net->dir == GPURING_CONN_SEND) {
         uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
 
         if (net->done < net->sent) return 0; /* sends in flight */
         if (give_up_remote) return 1;
-        return net->sent >= tail && net->remote_head >= net->sent;
+        if (net->sent < tail || __atomic_load_n(&net->abort_due, __ATOMIC_ACQUIRE)) return 0;
+        return net->abandoned || net->remote_head >= net->sent;
     }
     if (net->credit.busy && !net->credit.done) return 0; /* credit in flight */
     if (give_up_remote) return 1;
@@ -696,9 +699,12 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
     pthread_mutex_unlock(&net->proxy->lock);
 }
 
-void gpuring_conn_net_abandon(gpuring_conn_t *conn)
+void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)
 {
-    if (conn != NULL && conn->net != NULL) conn->net->abandoned = 1;
+    if (conn != NULL && conn->net != NULL) {
+        conn->net->abandoned = 1;
+        conn->net->abandon_flush_s = GPURING_MAX(0.0, flush_s);
+    }
 }
 
 void gpuring_conn_net_abort_later(gpuring_conn_t *conn)
@@ -730,8 +736,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     gpuring_net_conns_drain(proxy, net->comm_uid);
     pthread_mutex_unlock(&proxy->lock);
 
-    /* bounded wait: sends in flight, the final credit both ways */
-    gpuring_spin_init(&spin, proxy->wait_timeout);
+    /* bounded wait: sends in flight, the final credit both ways (abandoned: the
+     * send end's queued steps, for its flush time) */
+    gpuring_spin_init(&spin, net->abandoned ? net->abandon_flush_s : proxy->wait_timeout);
     for (;;) {
         pthread_mutex_lock(&proxy->lock);
         if (net->dir == GPURING_CONN_SEND)
@@ -742,14 +749,30 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         ok = drained(net);
         pthread_mutex_unlock(&proxy->lock);
         if (ok) break;
+        if (net->abandoned && net->abandon_flush_s <= 0) { /* no time given: a spin would not end */
+            st = GPURING_ERR_TIMEOUT;
+            break;
+        }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            GPURING_WARN(GPURING_SUBSYS_NET,
-                         "net %s conn to rank %d channel %d: teardown timed out after %.1f s "
-                         "(sent %llu done %llu credit %llu / landed %llu credited %llu)",
-                         dir_str(net->dir), net->peer, net->channel, proxy->wait_timeout,
-                         (unsigned long long)net->sent, (unsigned long long)net->done,
-                         (unsigned long long)net->remote_head, (unsigned long long)net->landed,
-                         (unsigned long long)net->credited);
+            if (net->abandoned)
+                GPURING_INFO(GPURING_SUBSYS_NET,
+                             "net send conn to rank %d channel %d: the failed call's last "
+                             "steps did not go out in %.1f s (sent %llu of %llu, %llu "
+                             "complete, credit %llu): the peer waits out its timeout",
+                             net->peer, net->channel, net->abandon_flush_s,
+                             (unsigned long long)net->sent,
+                             (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->tail),
+                             (unsigned long long)net->done,
+                             (unsigned long long)net->remote_head);
+            else
+                GPURING_WARN(GPURING_SUBSYS_NET,
+                             "net %s conn to rank %d channel %d: teardown timed out after %.1f "
+                             "s (sent %llu done %llu credit %llu / landed %llu credited %llu)",
+                             dir_str(net->dir), net->peer, net->channel, proxy->wait_timeout,
+                             (unsigned long long)net->sent, (unsigned long long)net->done,
+                             (unsigned long long)net->remote_head,
+                             (unsigned long long)net->landed,
+                             (unsigned long long)net->credited);
             st = GPURING_ERR_TIMEOUT;
             break;
         }

@@ -121,9 +121,18 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
 /*
  * Before destroy, when the connection's communicator failed (its peers'
  * counters are out of step: owed credits never come): destroy then waits
- * for nothing but cancels every operation, at most a second for UCX.
+ * for no credit owed, and cancels every operation (at most a second for
+ * UCX).  Only on a send end, and for at most flush_s seconds, it first lets
+ * the steps already in the FIFO go out and complete: the failed call's
+ * abort step (posted by the executor, or left to the proxy by
+ * gpuring_conn_net_abort_later), which the receiver waits for when an
+ * application frees the communicator right after the error.  A flush that
+ * runs out makes destroy return GPURING_ERR_TIMEOUT (the peer is gone or
+ * stuck: give the communicator's other ends none, GPURING_NET_ABANDON_FLUSH_S
+ * in all).
  */
-void gpuring_conn_net_abandon(gpuring_conn_t *conn);
+#define GPURING_NET_ABANDON_FLUSH_S 1.0
+void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s);
 /*
  * A send end's call failed, and its abort step (gpuring_conn_post_abort)
  * found every slot busy: sends in flight whose completions have not come

@@ -79,7 +79,9 @@ typedef struct gpuring_net_conn {
     int detached;   /* the proxy was finalized under it: touch no UCX */
     int failed;     /* a UCX operation failed: counters are frozen */
     int draining;   /* its communicator is being torn down: credits go at once */
-    int abandoned;  /* its communicator failed: teardown waits for no peer */
+    int abandoned;  /* its communicator failed: teardown waits for no credit */
+    double abandon_flush_s; /* abandoned send end: how long teardown may wait for the
+                               steps already in its FIFO (the abort step) to go out */
     int abort_due;  /* atomic; send end: the executor's abort step found every slot
                        busy, and handed the connection over (gpuring_conn_net_abort_later) */
 
