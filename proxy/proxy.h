@@ -131,7 +131,8 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
  * stuck: give the communicator's other ends none, GPURING_NET_ABANDON_FLUSH_S
  * in all).
  */
-#define GPURING_NET_ABANDON_FLUSH_S 1.0
+#define GPURING_NET_ABANDON_FLUSH_S 0.25 /* a live peer credits within ms; one that
+                                            failed the call too never does */
 void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s);
 /*
  * A send end's call failed, and its abort step (gpuring_conn_post_abort)
