@@ -34,17 +34,29 @@
  *           executor's channels share the calling thread, so more only
  *           help when each has a good amount to move.
  *   device  each channel is one thread block, and a block moves what its
- *           memory-level parallelism allows (issue 17: NCCL's ~25 GB/s per
- *           block on an H100), so a large call needs many channels to fill
- *           the GPU; but every operation of a channel pays a fixed cost
- *           (a wait on the FIFO counters, two barriers, a system fence and
- *           the publish, ~1-2 us), so a channel is only worth it when each
- *           of its slot steps moves at least GPURING_TUNING_DEVICE_STEP_BYTES
- *           (~5 us at 25 GB/s).  A ring channel with a region of R bytes
- *           moves R / nranks per step (one block of the loop; the slot caps
- *           it), a tree channel min(R, slot): so ring calls take
- *           bytes / (nranks * STEP) channels, tree calls bytes / STEP.  A 256
- *           MiB ring call on 2 ranks takes all 32, a 1 MiB one 4.
+ *           memory-level parallelism allows, so a large call needs many
+ *           channels to fill the GPU; but every operation of a channel
+ *           pays a fixed cost (a wait on the FIFO counters, two barriers,
+ *           a system fence and the publish), so a channel is only worth it
+ *           when each of its slot steps moves at least a step's worth:
+ *           GPURING_TUNING_DEVICE_STEP_BYTES (simple) or
+ *           GPURING_TUNING_DEVICE_LL_STEP_BYTES (LL) on one node, about
+ *           what a block moves in that fixed cost; across nodes, where a
+ *           step is a network message, GPURING_TUNING_DEVICE_NET_STEP_BYTES.
+ *           A ring channel with a region of R bytes moves R / nranks per
+ *           step (one block of the loop; the slot caps it), a tree channel
+ *           min(R, slot): so ring calls take bytes / (nranks * STEP)
+ *           channels, tree calls bytes / STEP.
+ *
+ * On one node the device plane's algorithms are costed with its own
+ * constants (device_cost): a step's fixed cost, and a block's rate times
+ * the channels the algorithm gets -- the gather runs on one block, the ring
+ * on many, so the gather only takes calls a step's fixed costs dominate.
+ * Measured on an H100 (2026-11-28, test/gpu/bench_gpu.sh, 2 ranks): the
+ * gather on one block took 38.8, 50.3 and 73.7 us at 128, 256 and 512
+ * KiB (about 11 GB/s per block), the ring 47.1 us at 1 MiB on 4 channels
+ * and 44.0 on 32; LL on one channel 47.1 and 76.7 us at 32 and 64 KiB
+ * (about 1.1 GB/s per block), 35.2 and 36.3 on 32 channels.
  */
 #include "graph/graph.h"
 #include "proxy/conn.h" /* GPURING_LL_STEP_BYTES */
@@ -60,7 +72,15 @@
  * range inside a node.  UNMEASURED: no GPU has run this protocol yet; set it
  * from test/gpu/bench_gpu.sh (coll_gpuring_protocol simple against ll) */
 #define GPURING_TUNING_LL_DEVICE_MAX_BYTES (64 * 1024)
-#define GPURING_TUNING_DEVICE_STEP_BYTES (128 * 1024)
+/* device plane, one node: a step's fixed cost (us), a block's rate (bytes/us) with
+ * each protocol, and the bytes per step that make a channel worth it (about the rate
+ * times the fixed cost); between nodes, where a step is a network message */
+#define GPURING_TUNING_DEVICE_STEP_LAT 1.5
+#define GPURING_TUNING_DEVICE_BLOCK_BW 10000.0
+#define GPURING_TUNING_DEVICE_LL_BLOCK_BW 1100.0
+#define GPURING_TUNING_DEVICE_STEP_BYTES (32 * 1024)
+#define GPURING_TUNING_DEVICE_LL_STEP_BYTES (4 * 1024)
+#define GPURING_TUNING_DEVICE_NET_STEP_BYTES (128 * 1024)
 
 /* microseconds per step and bytes per microsecond, per link class */
 #define GPURING_TUNING_SHM_LAT 0.6
@@ -102,14 +122,12 @@ int gpuring_algo_from_name(const char *name)
     return -2;
 }
 
-double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
-                           size_t bytes)
+/* The model's formula: `lat` us per step and `bw` bytes/us on the slowest link the
+ * algorithm uses, `inner_lat` per step on a link inside a node (the tree's chains). */
+static double model_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
+                         double s, double lat, double bw, double inner_lat)
 {
     const int n = g->nranks;
-    const int net = g->nnodes > 1;
-    const double lat = net ? GPURING_TUNING_NET_LAT : GPURING_TUNING_SHM_LAT;
-    const double bw = net ? GPURING_TUNING_NET_BW : GPURING_TUNING_SHM_BW;
-    const double s = (double)bytes;
     /* bcast and reduce go one way: half the allreduce's steps */
     const double ways = coll == GPURING_COLL_BCAST || coll == GPURING_COLL_REDUCE ? 1.0 : 2.0;
     int node_depth = 0, chain = 0;
@@ -120,13 +138,56 @@ double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, g
     case GPURING_ALGO_TREE:
         for (int d = 1; d < g->nnodes; d <<= 1) node_depth++;
         chain = g->tree_depth - node_depth > 0 ? g->tree_depth - node_depth : 0;
-        return ways * (node_depth * GPURING_TUNING_NET_LAT + chain * GPURING_TUNING_SHM_LAT) +
+        return ways * (node_depth * GPURING_TUNING_NET_LAT + chain * inner_lat) +
                (ways == 1.0 ? lat : 0.0) + GPURING_TUNING_TREE_BW_PENALTY * 2.0 * s / bw;
     case GPURING_ALGO_RING:
     default:
         if (ways == 1.0) return (n - 1) * lat + s / bw; /* the chain */
         return 2.0 * (n - 1) * lat + 2.0 * (n - 1) / n * s / bw;
     }
+}
+
+double gpuring_tuning_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
+                           size_t bytes)
+{
+    const int net = g->nnodes > 1;
+
+    return model_cost(g, coll, algo, (double)bytes,
+                      net ? GPURING_TUNING_NET_LAT : GPURING_TUNING_SHM_LAT,
+                      net ? GPURING_TUNING_NET_BW : GPURING_TUNING_SHM_BW, GPURING_TUNING_SHM_LAT);
+}
+
+/* The device plane on one node: each of the algorithm's nch channels a block. */
+static double device_cost(const gpuring_graph_t *g, gpuring_coll_kind_t coll, gpuring_algo_t algo,
+                          size_t bytes, int nch, int ll)
+{
+    const double bw = (ll ? GPURING_TUNING_DEVICE_LL_BLOCK_BW : GPURING_TUNING_DEVICE_BLOCK_BW) * nch;
+
+    return model_cost(g, coll, algo, (double)bytes, GPURING_TUNING_DEVICE_STEP_LAT, bw,
+                      GPURING_TUNING_DEVICE_STEP_LAT);
+}
+
+/* The channels `algo` gets for `bytes` moved: the gather one, forced counts as
+ * forced, else one per step's worth (the file's header), at most max_ch. */
+static int plan_channels(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
+                         gpuring_algo_t algo, size_t bytes, int ll, int max_ch)
+{
+    size_t per = GPURING_TUNING_BYTES_PER_CHANNEL;
+
+    if (algo == GPURING_ALGO_GATHER) return 1; /* the whole buffer is one step */
+    if (params->nchannels > 0) return GPURING_MIN(params->nchannels, max_ch);
+    if (params->device) {
+        per = graph->nnodes > 1 ? GPURING_TUNING_DEVICE_NET_STEP_BYTES
+              : ll              ? GPURING_TUNING_DEVICE_LL_STEP_BYTES
+                                : GPURING_TUNING_DEVICE_STEP_BYTES;
+        /* a slot step of a ring channel moves a block of its region (a region of
+         * one rank's block for reduce-scatter and allgather, all of it for the
+         * chains) */
+        if (algo == GPURING_ALGO_RING &&
+            (params->coll == GPURING_COLL_ALLREDUCE || gpuring_coll_blocks(params->coll)))
+            per *= (size_t)graph->nranks;
+    }
+    return (int)GPURING_MAX(1, GPURING_MIN((size_t)max_ch, GPURING_DIV_UP(bytes, per)));
 }
 
 void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_params_t *params,
@@ -152,7 +213,8 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     const int max_ch = params->max_channels > 0
                            ? GPURING_MIN(params->max_channels, graph->nchannels)
                            : graph->nchannels;
-    int nch = params->nchannels > 0 ? GPURING_MIN(params->nchannels, max_ch) : max_ch;
+    /* one node on the device plane: its own costs, by the channels each algorithm gets */
+    const int device_node = params->device && graph->nnodes == 1;
     double cost[3] = {0, 0, 0};
 
     if (rooted) gather_ok = 0; /* no gather program: forced gather runs the chain */
@@ -164,7 +226,12 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
             if ((a == GPURING_ALGO_GATHER && !gather_ok) || (a == GPURING_ALGO_TREE && !params->trees)) {
                 continue;
             }
-            cost[a] = gpuring_tuning_cost(graph, params->coll, (gpuring_algo_t)a, bytes);
+            cost[a] = device_node
+                          ? device_cost(graph, params->coll, (gpuring_algo_t)a, bytes,
+                                        plan_channels(graph, params, (gpuring_algo_t)a, bytes, ll,
+                                                      max_ch),
+                                        ll)
+                          : gpuring_tuning_cost(graph, params->coll, (gpuring_algo_t)a, bytes);
             if (cost[a] < cost[plan->algo]) plan->algo = (gpuring_algo_t)a;
         }
     } else if ((params->algo == GPURING_ALGO_GATHER && !gather_ok) ||
@@ -173,25 +240,10 @@ void gpuring_tuning_plan(const gpuring_graph_t *graph, const gpuring_tuning_para
     } else {
         plan->algo = params->algo;
     }
-    if (plan->algo == GPURING_ALGO_GATHER) {
-        nch = 1; /* the whole buffer is one step */
-    } else if (params->nchannels <= 0) {
-        size_t per = GPURING_TUNING_BYTES_PER_CHANNEL;
-        if (params->device) {
-            /* a slot step of a ring channel moves a block of its region (a region
-             * of one rank's block for reduce-scatter and allgather, all of it for
-             * the chains) */
-            per = GPURING_TUNING_DEVICE_STEP_BYTES;
-            if (plan->algo == GPURING_ALGO_RING && (allreduce || blocks))
-                per *= (size_t)graph->nranks;
-        }
-        size_t useful = GPURING_DIV_UP(bytes, per);
-        nch = (int)GPURING_MAX(1, GPURING_MIN((size_t)nch, useful));
-    }
     if (params->chunk_bytes > 0) chunk_bytes = GPURING_MIN(params->chunk_bytes, chunk_bytes);
     plan->ordered = plan->algo == GPURING_ALGO_GATHER && !order_free;
     plan->ll = ll;
-    plan->nchannels = nch;
+    plan->nchannels = plan_channels(graph, params, plan->algo, bytes, ll, max_ch);
     plan->chunk_elems = GPURING_MAX(1, chunk_bytes / elem_size);
     GPURING_DEBUG(GPURING_SUBSYS_TUNING,
                   "plan: %zu B (%s) -> %s%s%s, %d of %d channels, %zu elems/step (model us: "

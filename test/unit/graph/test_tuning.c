@@ -3,7 +3,8 @@
  * many nodes, the choice flipping to the ring as messages grow and never
  * back, the gather only where it may run (one slot, scratch limit), forced
  * algorithms honoured when possible, channels growing with the size (the
- * device plane's by bytes per slot step, up to its own count), the protocol
+ * device plane's by bytes per slot step, up to its own count; on one node its
+ * own costs, which keep the gather to one LL step), the protocol
  * (LL for small calls on either plane, where a node has several ranks);
  * and the other collectives' plans (always their ring program, channels and
  * protocol from the bytes they move, forced algorithms ignored).
@@ -199,12 +200,12 @@ static void test_other_colls(void)
         EXPECT(out.nchannels == GPURING_MAX_CHANNELS && out.chunk_elems == 512 * 1024 / 4,
                "%s, host, 256 MiB: all %d channels, slot steps (got %d, %zu elems)", name,
                GPURING_MAX_CHANNELS, out.nchannels, out.chunk_elems);
-        /* device plane: a slot step moves 128 KiB; a ring channel's step is a block of
-         * its region (reduce-scatter, allgather: 1 MiB moved -> 4), a chain's all of it
-         * (bcast, reduce: 1 MiB -> 8) */
+        /* device plane, one node: a slot step moves 32 KiB; a ring channel's step is a
+         * block of its region (reduce-scatter, allgather: 1 MiB moved -> 16), a chain's
+         * all of it (bcast, reduce: 1 MiB -> 32) */
         out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, blocks ? 512 << 10 : 1 << 20);
-        EXPECT(out.nchannels == (blocks ? 4 : 8), "%s, device, 1 MiB moved: %d channels (got %d)",
-               name, blocks ? 4 : 8, out.nchannels);
+        EXPECT(out.nchannels == (blocks ? 16 : 32), "%s, device, 1 MiB moved: %d channels (got %d)",
+               name, blocks ? 16 : 32, out.nchannels);
         out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, 256u << 20);
         EXPECT(out.nchannels == GPURING_MAX_CHANNELS, "%s, device, 256 MiB: all %d channels (got %d)",
                name, GPURING_MAX_CHANNELS, out.nchannels);
@@ -319,9 +320,45 @@ int main(void)
         EXPECT(out.nchannels == 32, "device, 2 ranks, 8 MiB: 32 channels (got %d)",
                out.nchannels);
         gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
-        EXPECT(out.nchannels == 4, "device, 2 ranks, 1 MiB: 4 channels (got %d)", out.nchannels);
+        EXPECT(out.nchannels == 16, "device, 2 ranks, 1 MiB: 16 channels (got %d)", out.nchannels);
         gpuring_tuning_plan(&g, &p, 4096 / 4, 4, 0, &out);
         EXPECT(out.nchannels == 1, "device, 4 KiB: 1 channel (got %d)", out.nchannels);
+        /* one node: the gather runs on one block, the ring on a channel per 32 KiB
+         * step (LL: 4 KiB), so the ring takes what the gather's one block would
+         * move slowly (measured on an H100: the gather 73.7 us at 512 KiB, the
+         * ring 47.1 at 1 MiB); the gather keeps the calls of one LL step */
+        {
+            static const struct {
+                size_t bytes;
+                gpuring_algo_t algo;
+                int nch;
+            } want[] = {{8, GPURING_ALGO_GATHER, 1},          {8192, GPURING_ALGO_GATHER, 1},
+                        {16384, GPURING_ALGO_RING, 2},        {65536, GPURING_ALGO_RING, 8},
+                        {131072, GPURING_ALGO_RING, 2},       {262144, GPURING_ALGO_RING, 4},
+                        {524288, GPURING_ALGO_RING, 8}};
+            p.proto = GPURING_PROTO_AUTO; /* LL up to 64 KiB */
+            for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                gpuring_tuning_plan(&g, &p, want[i].bytes / 4, 4, 1, &out);
+                EXPECT(out.algo == want[i].algo && out.nchannels == want[i].nch,
+                       "device, 2 ranks on one node, %zu B: %s on %d channels (got %s on %d)",
+                       want[i].bytes, gpuring_algos[want[i].algo].name, want[i].nch,
+                       gpuring_algos[out.algo].name, out.nchannels);
+            }
+            /* the host plane's model keeps the gather up to a slot */
+            p.device = 0;
+            gpuring_tuning_plan(&g, &p, (512u << 10) / 4, 4, 1, &out);
+            EXPECT(out.algo == GPURING_ALGO_GATHER, "host, 2 ranks, 512 KiB: the gather (got %s)",
+                   gpuring_algos[out.algo].name);
+            p.device = 1;
+            /* 32 channels forced: the ring's cost counts them, and at 8 KiB it takes
+             * the call from the gather (H100: 26.0 against 26.4 us) */
+            p.nchannels = 32;
+            gpuring_tuning_plan(&g, &p, 8192 / 4, 4, 1, &out);
+            EXPECT(out.algo == GPURING_ALGO_RING && out.nchannels == 32,
+                   "device, 32 channels forced, 8 KiB: the ring on 32 (got %s on %d)",
+                   gpuring_algos[out.algo].name, out.nchannels);
+            p.nchannels = 0;
+        }
         p.max_channels = 12;
         gpuring_tuning_plan(&g, &p, (256u << 20) / 4, 4, 0, &out);
         EXPECT(out.nchannels == 12, "device plane of 12 channels: 12 (got %d)", out.nchannels);
@@ -333,7 +370,22 @@ int main(void)
         p.algo = GPURING_ALGO_TREE;
         p.max_channels = GPURING_MAX_CHANNELS;
         gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
-        EXPECT(out.nchannels == 8, "device tree, 1 MiB: 8 channels (got %d)", out.nchannels);
+        EXPECT(out.nchannels == 32, "device tree, 1 MiB: 32 channels (got %d)", out.nchannels);
+        gpuring_graph_free(&g);
+        /* across nodes a device step is a network message: 128 KiB per step */
+        {
+            gpuring_peer_info_t npeers[2] = {{.host_hash = 1}, {.host_hash = 2}};
+            EXPECT(gpuring_graph_build(npeers, 2, 0, 0, GPURING_MAX_CHANNELS, &g) == GPURING_OK,
+                   "build 2 ranks on 2 nodes, %d channels", GPURING_MAX_CHANNELS);
+            p.algo = GPURING_ALGO_RING;
+            gpuring_tuning_plan(&g, &p, (1u << 20) / 4, 4, 0, &out);
+            EXPECT(out.nchannels == 4, "device, 2 nodes, 1 MiB ring: 4 channels (got %d)",
+                   out.nchannels);
+            gpuring_graph_free(&g);
+        }
+        memset(peers, 0, sizeof(peers));
+        EXPECT(gpuring_graph_build(peers, 2, 0, 0, GPURING_MAX_CHANNELS, &g) == GPURING_OK,
+               "build 2 ranks, %d channels", GPURING_MAX_CHANNELS);
         /* the protocol: auto picks LL up to 64 KiB on the device plane (16 KiB on
          * the host plane), in steps of at most one LL slot; forced either way */
         p = (gpuring_tuning_params_t){.algo = GPURING_ALGO_AUTO, .trees = 1, .device = 1,
