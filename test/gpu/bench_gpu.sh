@@ -25,13 +25,15 @@
 #    Paths: direct (the default on one node), fifo (coll_gpuring_direct 0,
 #    channels chosen per call by the tuning model), fifo_max (the same, every
 #    call on coll_gpuring_device_nchannels channels: 32), fifo_2ch (2
-#    channels: what the FIFO ring had by default before), tree
+#    channels: what the FIFO ring had by default before), fifo_simple and
+#    fifo_ll (coll_gpuring_protocol simple / ll at every size: where LL
+#    should stop on device FIFOs; with BENCH_GPU_MAXBYTES=1M), tree
 #    (coll_gpuring_algorithm tree), vnodes (every rank its own virtual node:
 #    coll_gpuring_ranks_per_node 1, UCX net connections, pinned host staging
 #    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
-# 3. A summary table (markdown) at 8 B (time), 1 MiB, 16 MiB and 256 MiB
-#    (busbw, bound, ratio), then the machine (nvidia-smi, MPS or not).
+# 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
+#    256 MiB (busbw, bound, ratio), then the machine (nvidia-smi, MPS or not).
 #
 # Without a GPU: "SKIP: no GPU (...)", exit 0.  Without Open MPI (no
 # .gpu-carry/debs and no mpirun here): the copy rate only, then "SKIP".
@@ -42,7 +44,8 @@
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
 #   run(command="GPURING_GPU_OUT=$OUT BENCH_GPU_PATHS=fifo_2ch,tree,vnodes \
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
-# Environment: BENCH_GPU_PATHS (default: all six), BENCH_GPU_NP (rank counts,
+# Environment: BENCH_GPU_PATHS (default: direct,fifo,fifo_max,fifo_2ch,tree,vnodes;
+# fifo_simple and fifo_ll on request), BENCH_GPU_NP (rank counts,
 # default "2 4"), BENCH_GPU_REPS (default 5), BENCH_GPU_MAXBYTES (default
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
 # BENCH_GPU_TIMEOUT (seconds per mpirun, default 300), GPURING_GPU_OUT (logs
@@ -155,6 +158,8 @@ path_mca() {
     fifo) echo "coll_gpuring_direct 0" ;;
     fifo_max) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" ;;
     fifo_2ch) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 2" ;;
+    fifo_simple) echo "coll_gpuring_direct 0 coll_gpuring_protocol simple" ;;
+    fifo_ll) echo "coll_gpuring_direct 0 coll_gpuring_protocol ll" ;;
     tree) echo "coll_gpuring_direct 0 coll_gpuring_algorithm tree" ;;
     vnodes) echo "coll_gpuring_ranks_per_node 1" ;;
     esac
@@ -168,8 +173,8 @@ path_bound() {
     esac
 }
 
-printf '| path | ranks | 8 B (us) | 1 MiB busbw | 16 MiB busbw | 256 MiB busbw | bound (GB/s) | ratio at 256 MiB |\n' >"$summary"
-printf '|---|---|---|---|---|---|---|---|\n' >>"$summary"
+printf '| path | ranks | 8 B (us) | 64 KiB (us) | 1 MiB busbw | 16 MiB busbw | 256 MiB busbw | bound (GB/s) | ratio at 256 MiB |\n' >"$summary"
+printf '|---|---|---|---|---|---|---|---|---|\n' >>"$summary"
 for np in $nps; do
     for path in $(echo "$paths" | tr ',' ' '); do
         mca=""
@@ -224,8 +229,8 @@ for np in $nps; do
             printf '%12s %12s %12s %10s %8s\n' "$b" "$t" "$bw" "$bound" "$ratio"
         done | tee "$logs/$path.np$np.table"
         pick() { awk -v b="$1" -v c="$2" '$1 == b { print $c }' "$logs/$path.np$np.table"; }
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$path" "$np" "$(pick 8 2)" \
-            "$(pick 1048576 3)" "$(pick 16777216 3)" "$(pick 268435456 3)" "$bound" \
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$path" "$np" "$(pick 8 2)" \
+            "$(pick 65536 2)" "$(pick 1048576 3)" "$(pick 16777216 3)" "$(pick 268435456 3)" "$bound" \
             "$(pick 268435456 5)" >>"$summary"
     done
 done
