@@ -758,7 +758,8 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                 GPURING_INFO(GPURING_SUBSYS_NET,
                              "net send conn to rank %d channel %d: the failed call's last "
                              "steps did not go out in %.1f s (sent %llu of %llu, %llu "
-                             "complete, credit %llu): the peer waits out its timeout",
+                             "complete, credit %llu): a peer still in the call waits out "
+                             "its timeout",
                              net->peer, net->channel, net->abandon_flush_s,
                              (unsigned long long)net->sent,
                              (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->tail),
