@@ -389,7 +389,11 @@ run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" a
 # calls, the chain for large ones; on 3 nodes of 1 the tree over nodes is a chain of
 # the same depth, and the chain keeps them)
 run_case "colls_np2_rpn0" 2 0 ready,colls "" colls_check -s "$SEED" -q
-run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls,zcopy "" colls_check -s "$SEED" -q
+# (zero copy on some rank, not every: colls_check's few calls of 64 KiB and more
+# have most of their steps among a call's first 8, which land in the output only
+# when the rank asks for them before they arrive -- under the sanitizer one rank
+# was late for all of them; allreduce_large_np4_rpn2 checks every rank)
+run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls,zcopysome "" colls_check -s "$SEED" -q
 run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
