@@ -10,10 +10,9 @@
  * pending, and otherwise sleeps on a condition variable with a short timed
  * wait, so an idle process costs nothing on an oversubscribed node.  While
  * executors run the passes themselves (gpuring_proxy_progress), it sleeps
- * in steps of GPURING_PROXY_BACKSTOP_US, without the lock, and takes over
- * as soon as a step went by without one: a host executor then moves its
- * steps with no thread hand-off, and the thread competes for no core (or
- * for no lock).
+ * in steps of GPURING_PROXY_BACKSTOP_US and takes over as soon as a step
+ * went by without one: a host executor then moves its steps with no thread
+ * hand-off, and the thread competes for no core (or for no lock).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -371,26 +370,6 @@ static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
     pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
 }
 
-/* While executors run the passes (proxy->drives moves), sleep in steps of
- * GPURING_PROXY_BACKSTOP_US without the lock: waking on a condition variable
- * would take the lock back each step, and the executor holding it for its
- * pass would then wake the thread on its unlock -- two thread switches per
- * step on the executor's core.  Returns the count last seen, once a whole
- * step went by without a pass (or the thread is asked to stop). */
-static uint64_t proxy_backstop_nap(gpuring_proxy_t *proxy, uint64_t seen)
-{
-    const struct timespec step = {0, GPURING_PROXY_BACKSTOP_US * 1000L};
-
-    for (;;) {
-        uint64_t drives;
-
-        nanosleep(&step, NULL);
-        drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
-        if (drives == seen || __atomic_load_n(&proxy->stop, __ATOMIC_RELAXED)) return drives;
-        seen = drives;
-    }
-}
-
 /* Busy passes in a row before the thread yields anyway (lets the main thread
  * take the lock, and other ranks the core). */
 #define GPURING_PROXY_BUSY_PASSES 16
@@ -407,11 +386,10 @@ static void *proxy_main(void *arg)
         int flags;
 
         if (drives != drives_seen) {
-            /* executors run the passes: nap without the lock until they stop */
+            /* executors run the passes: look again after a backstop interval */
+            drives_seen = drives;
             busy = 0;
-            pthread_mutex_unlock(&proxy->lock);
-            drives_seen = proxy_backstop_nap(proxy, drives);
-            pthread_mutex_lock(&proxy->lock);
+            proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
             continue;
         }
         flags = proxy_pass(proxy);
