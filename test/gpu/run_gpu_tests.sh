@@ -59,7 +59,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_gpu.XXXXXX") || exit 1
 . "$top/test/gpu/gpu_env.sh"
 cleanup() {
     gpu_mps_stop
-    [ -n "${GPURING_GPU_OUT:-}" ] && [ -d "$tmp/mps-log" ] && cp -r "$tmp/mps-log" "$GPURING_GPU_OUT/" 2>/dev/null
+    [ -n "$outdir" ] && [ -d "$tmp/mps-log" ] && cp -r "$tmp/mps-log" "$outdir/" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
