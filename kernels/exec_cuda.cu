@@ -50,6 +50,7 @@
  * each unfinished channel was waiting for (the kernel records it on abort).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -95,15 +96,22 @@ typedef struct exec_cuda_chan {
  * recv step it found was of another call, or one its sender abandoned) */
 enum { EXEC_WAIT_RECV = 1, EXEC_WAIT_SEND = 2, EXEC_STOP_MISMATCH = 3, EXEC_STOP_ABANDONED = 4 };
 
+/* what a waiting channel last saw (exec_cuda_status_t.seen), for the stall report:
+ * a simple recv the tail, a send the head; an LL recv the flags of the two units it
+ * waited on (header or data), first << 32 | second, EXEC_SEEN_LL_DATA set for data */
+#define EXEC_SEEN_LL_DATA (1ull << 63)
+#define EXEC_SEEN_FLAGS(u0, u1) ((uint64_t)(uint32_t)((u0) >> 32) << 32 | (uint32_t)((u1) >> 32))
+
 /* host-mapped, one per call in flight (a slab entry, see the pool below) */
 typedef struct exec_cuda_status {
     volatile int abort;                                  /* host -> kernel */
     volatile uint32_t wait[GPURING_EXEC_CUDA_MAX_CHANNELS];     /* kernel, on abort or stop */
     volatile uint64_t progress[GPURING_EXEC_CUDA_MAX_CHANNELS]; /* kernel: next op */
     volatile uint64_t got_bytes;                                /* kernel: a mismatched step's */
+    volatile uint64_t seen[GPURING_EXEC_CUDA_MAX_CHANNELS];     /* kernel, on abort: EXEC_SEEN */
 } exec_cuda_status_t;
 
-#define EXEC_CUDA_STATUS_STRIDE 512 /* bytes per slab entry */
+#define EXEC_CUDA_STATUS_STRIDE 1024 /* bytes per slab entry */
 
 typedef struct exec_cuda_desc {
     const char *sendbuf;
@@ -236,6 +244,7 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         while (ll ? !exec_ll_landed(row, flag, hdr[i]) : ch->recv[i].ctrl->tail <= rstep[i]) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+                st->seen[c] = ll ? EXEC_SEEN_FLAGS(hdr[i][0], hdr[i][1]) : ch->recv[i].ctrl->tail;
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
                 return 0;
             }
@@ -246,6 +255,7 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+                st->seen[c] = ch->send[i].ctrl->head;
                 st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
                 return 0;
             }
@@ -650,7 +660,8 @@ static __device__ __forceinline__ uint64_t exec_ll_apply(uint64_t a, uint64_t b,
 }
 
 /* Wait for a pair of units to carry `flag` (the second one only if it holds data:
- * `two`), its data bytes in *v_p; 0 if the host aborted first. */
+ * `two`), its data bytes in *v_p; 0 if the host aborted first, the flags last seen
+ * in *v_p (EXEC_SEEN_FLAGS). */
 static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t flag, bool two,
                                         const exec_cuda_status_t *st, uint64_t *v_p)
 {
@@ -664,7 +675,10 @@ static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t fla
             return 1;
         }
         GPURING_DEV_POLL_PAUSE();
-        if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) return 0;
+        if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+            *v_p = EXEC_SEEN_FLAGS(lo, hi);
+            return 0;
+        }
     }
 }
 
@@ -705,6 +719,7 @@ static __device__ void exec_ll_reduce_copy(const exec_io<T> *in, int nin, const 
             if (in[k].mem != NULL) {
                 x[k] = exec_ll_mem_load(in[k].mem + first, n);
             } else if (!exec_ll_pair_wait(in[k].ll + 2 * p, in[k].flag, two, st, &x[k])) {
+                st->seen[c] = EXEC_SEEN_LL_DATA | x[k];
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)in[k].peer;
                 *aborted_p = 1;
                 return;
@@ -1207,9 +1222,31 @@ static const char *exec_cuda_conn_name(const gpuring_conn_t *conn)
                                                                                  : "shm";
 }
 
-/* Name what each unfinished channel waits for (after accounting: steps are current). */
+/* What a recv that waited found (exec_cuda_status_t.seen), in words. */
+static void exec_cuda_describe_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r,
+                                    uint64_t seen, char *buf, size_t len)
+{
+    const uint32_t f0 = (uint32_t)(seen >> 32) & 0x7fffffffu, f1 = (uint32_t)seen;
+
+    if (!gpuring_exec_ll(a, r)) {
+        snprintf(buf, len, "simple protocol; tail %llu", (unsigned long long)seen);
+    } else if (seen & EXEC_SEEN_LL_DATA) {
+        snprintf(buf, len, "LL protocol, its header landed; a data pair waited on holds "
+                 "units of steps %lld and %lld", (long long)f0 - 1, (long long)f1 - 1);
+    } else {
+        const size_t n = (size_t)snprintf(buf, len, "LL protocol; ");
+
+        if (n < len)
+            gpuring_ll_describe_header((uint64_t)f0 << 32, (uint64_t)f1 << 32, buf + n, len - n);
+    }
+}
+
+/* Name what each unfinished channel waits for (after accounting: steps are current),
+ * and what it last saw there. */
 static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
+    char seen[128];
+
     for (int c = 0; c < a->nchannels; c++) {
         const gpuring_exec_channel_t *ch = &a->channels[c];
         const uint32_t w = st->wait[c];
@@ -1218,18 +1255,20 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
 
         if (ch->next_op >= ch->prog.nops) continue;
         if ((w >> 8) == EXEC_WAIT_RECV && i < GPURING_MAX_PEERS) {
+            exec_cuda_describe_seen(a, ch->recv[i], st->seen[c], seen, sizeof(seen));
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for step %llu "
-                          "from rank %d (%s connection, op %llu of %llu, cuda executor)",
+                          "from rank %d (%s connection, op %llu of %llu, cuda executor; %s)",
                           gpuring_exec_coll_name(a), a->timeout, c, (unsigned long long)ch->recv[i]->step,
-                          ch->recv[i]->peer, exec_cuda_conn_name(ch->recv[i]), op, nops);
+                          ch->recv[i]->peer, exec_cuda_conn_name(ch->recv[i]), op, nops, seen);
         } else if ((w >> 8) == EXEC_WAIT_SEND && i < GPURING_MAX_PEERS) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu, cuda "
-                          "executor)", gpuring_exec_coll_name(a), a->timeout, c, ch->send[i]->peer,
-                          (unsigned long long)ch->send[i]->step,
-                          exec_cuda_conn_name(ch->send[i]), op, nops);
+                          "executor; head %llu)", gpuring_exec_coll_name(a), a->timeout, c,
+                          ch->send[i]->peer, (unsigned long long)ch->send[i]->step,
+                          exec_cuda_conn_name(ch->send[i]), op, nops,
+                          (unsigned long long)st->seen[c]);
         } else {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d stopped at op %llu of "
@@ -1255,6 +1294,8 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 /* Name the peer of each channel that stopped on a step of another call or an abandoned one. */
 static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
+    char more[256];
+
     for (int c = 0; c < a->nchannels; c++) {
         const uint32_t kind = st->wait[c] >> 8;
         const int i = (int)(st->wait[c] & 0xffu);
@@ -1262,12 +1303,15 @@ static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_
 
         if (kind < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
         gpuring_prog_op(&a->channels[c].prog, a->channels[c].next_op, &s);
+        if (kind == EXEC_STOP_ABANDONED) /* the sends of the ops before the stop */
+            gpuring_conn_describe_sends(a->channels[c].send, GPURING_MAX_PEERS, " (cuda executor)",
+                                        more, sizeof(more));
         gpuring_conn_report_check(a->channels[c].recv[i], c,
                                   kind == EXEC_STOP_ABANDONED ? GPURING_ERR_REMOTE
                                                               : GPURING_ERR_MISMATCH,
                                   st->got_bytes, s.count * gpuring_type_size(a->type), a->count,
                                   gpuring_type_name(a->type), gpuring_exec_coll_name(a),
-                                  " (cuda executor)");
+                                  kind == EXEC_STOP_ABANDONED ? more : " (cuda executor)");
     }
 }
 
@@ -1357,6 +1401,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
         st->wait[c] = 0;
         st->progress[c] = 0;
+        st->seen[c] = 0;
     }
     __sync_synchronize();
     desc.status = st_dev;

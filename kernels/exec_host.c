@@ -14,6 +14,7 @@
 #include "kernels/exec_host.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -135,6 +136,22 @@ static void exec_copy_out(const gpuring_exec_args_t *a, char *dst, const char *s
     }
 }
 
+/* Log why recv peer i of channel `ch` stopped the call: gpuring_conn_report_check's
+ * words, and for an abandoned step where this rank's sends stand. */
+static void exec_report_check(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
+                              int i, gpuring_status_t st, uint64_t got, size_t bytes,
+                              const char *what)
+{
+    char more[256];
+
+    if (st == GPURING_ERR_REMOTE) {
+        gpuring_conn_describe_sends(ch->send, GPURING_MAX_PEERS, what, more, sizeof(more));
+        what = more;
+    }
+    gpuring_conn_report_check(ch->recv[i], (int)(ch - a->channels), st, got, bytes, a->count,
+                              gpuring_type_name(a->type), gpuring_exec_coll_name(a), what);
+}
+
 /* Where operation `s` finds each received step and builds each sent one: the
  * slot itself, or for an LL step the staging (unpacked here; packed when
  * posted).  Fails only on an LL unit of another step. */
@@ -152,9 +169,7 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
         if (gpuring_exec_ll(a, r)) {
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
-                gpuring_conn_report_check(r, (int)(ch - a->channels), st, bytes, bytes,
-                                          a->count, gpuring_type_name(a->type), gpuring_exec_coll_name(a),
-                                          " (LL unit)");
+                exec_report_check(a, ch, i, st, bytes, bytes, " (LL unit)");
                 return st;
             }
             in[i] = stage + i * GPURING_LL_STEP_BYTES;
@@ -182,8 +197,7 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
                                   : gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
 
         if (st != GPURING_OK) {
-            gpuring_conn_report_check(r, (int)(ch - a->channels), st, got, bytes, a->count,
-                                      gpuring_type_name(a->type), gpuring_exec_coll_name(a), "");
+            exec_report_check(a, ch, i, st, got, bytes, "");
             return st;
         }
     }
@@ -330,9 +344,27 @@ static void exec_abandon(gpuring_exec_args_t *a)
     if (posted && a->proxy != NULL) gpuring_proxy_progress(a->proxy);
 }
 
-/* Name what a stalled channel waits for, and for whom. */
+/* What recv end `r`, waiting for its step, finds in its FIFO (for the stall report):
+ * the tail the sender published, or for an LL step the step its slot's header is of. */
+static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r, char *buf,
+                           size_t len)
+{
+    if (gpuring_exec_ll(a, r)) {
+        const uint64_t *row = gpuring_conn_ll_slot(r);
+
+        gpuring_ll_describe_header(__atomic_load_n(&row[0], __ATOMIC_ACQUIRE),
+                                   __atomic_load_n(&row[1], __ATOMIC_ACQUIRE), buf, len);
+    } else {
+        snprintf(buf, len, "tail %llu",
+                 (unsigned long long)GPURING_LOAD_ACQUIRE(&r->ctrl->tail));
+    }
+}
+
+/* Name what a stalled channel waits for, and for whom, and what the FIFO holds. */
 static void exec_report_stall(const gpuring_exec_args_t *a)
 {
+    char seen[96];
+
     for (int c = 0; c < a->nchannels; c++) {
         const gpuring_exec_channel_t *ch = &a->channels[c];
         gpuring_step_t s;
@@ -342,22 +374,25 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
         EXEC_FOR_PEERS(s.recv_mask, i) {
             const gpuring_conn_t *r = ch->recv[i];
             if (exec_landed(a, r)) continue;
+            exec_recv_seen(a, r, seen, sizeof(seen));
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for step %llu "
-                          "from rank %d (%s connection, op %llu of %llu)",
+                          "from rank %d (%s connection, %s protocol, op %llu of %llu; %s)",
                           gpuring_exec_coll_name(a), a->timeout, c, (unsigned long long)r->step, r->peer,
                           r->type == GPURING_CONN_NET ? "net" : "shm",
-                          (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
+                          gpuring_exec_ll(a, r) ? "LL" : "simple",
+                          (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops, seen);
         }
         EXEC_FOR_PEERS(s.send_mask, i) {
             gpuring_conn_t *w = ch->send[i];
             if (gpuring_conn_slot_free(w)) continue;
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
-                          "free a slot for step %llu (%s connection, op %llu of %llu)",
+                          "free a slot for step %llu (%s connection, op %llu of %llu; head %llu)",
                           gpuring_exec_coll_name(a), a->timeout, c, w->peer, (unsigned long long)w->step,
                           w->type == GPURING_CONN_NET ? "net" : "shm",
-                          (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
+                          (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops,
+                          (unsigned long long)w->head_seen);
         }
     }
 }

@@ -7,6 +7,7 @@
  */
 #include "proxy/conn.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define GPURING_CTRL_BYTES 4096 /* a page */
@@ -69,5 +70,34 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
                       (unsigned long long)got_bytes,
                       got_bytes == want_bytes ? " of another call id" : "", count, type_name,
                       want_bytes, executor);
+    }
+}
+
+void gpuring_ll_describe_header(uint64_t unit0, uint64_t unit1, char *buf, size_t len)
+{
+    const uint32_t f0 = (uint32_t)(unit0 >> 32), f1 = (uint32_t)(unit1 >> 32);
+
+    if (f0 == 0 && f1 == 0) {
+        snprintf(buf, len, "its LL slot was never written");
+    } else if (f0 == f1) {
+        snprintf(buf, len, "its LL slot holds step %llu's header",
+                 (unsigned long long)f0 - 1ull);
+    } else {
+        snprintf(buf, len, "its LL slot's header units are of steps %lld and %lld",
+                 (long long)f0 - 1ll, (long long)f1 - 1ll);
+    }
+}
+
+void gpuring_conn_describe_sends(gpuring_conn_t *const send[], int n, const char *prefix,
+                                 char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s; this rank's sends on the channel:", prefix);
+
+    for (int i = 0; i < n && used < len; i++) {
+        const gpuring_conn_t *w = send[i];
+
+        if (w == NULL) continue;
+        used += (size_t)snprintf(buf + used, len - used, " to rank %d next step %llu", w->peer,
+                                 (unsigned long long)w->step);
     }
 }

@@ -403,6 +403,17 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
                                const char *type_name, const char *coll,
                                const char *executor);
 
+/* For a report of a step its sender abandoned: `prefix`, then where the send ends
+ * send[0..n) (NULL ones skipped) stand -- each peer's next step -- in buf: whether
+ * the two ranks agree on the steps of the call.  Reads no FIFO (a GPU's may be
+ * device memory). */
+void gpuring_conn_describe_sends(gpuring_conn_t *const send[], int n, const char *prefix,
+                                 char *buf, size_t len);
+
+/* What an LL slot's header units (row[0], row[1]) say, for a stall report: the step
+ * they are of (its flag - 1), or that the slot was never written. */
+void gpuring_ll_describe_header(uint64_t unit0, uint64_t unit1, char *buf, size_t len);
+
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */
 gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,

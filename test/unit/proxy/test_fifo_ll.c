@@ -9,7 +9,8 @@
  * a unit of an earlier step of the slot never counts as landed, the header
  * check tells a step of this call from one of another call, of another size
  * or abandoned (both protocols carry the abandon), a unit that lost its flag
- * is refused, and a step writes no unit past its payload.
+ * is refused, and a step writes no unit past its payload; a stall report names the
+ * step an LL slot's header is of.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,21 @@ static void check_one_process(void)
     free(fifo);
 }
 
+/* The stall report's words for an LL slot's header: the step it is of. */
+static void check_describe_header(void)
+{
+    char buf[96];
+
+    gpuring_ll_describe_header(0, 0, buf, sizeof(buf));
+    EXPECT(strstr(buf, "never written") != NULL, "fresh slot: '%s'", buf);
+    gpuring_ll_describe_header(gpuring_ll_unit(CALL, gpuring_ll_flag(905)),
+                               gpuring_ll_unit(64, gpuring_ll_flag(905)), buf, sizeof(buf));
+    EXPECT(strstr(buf, "step 905's header") != NULL, "whole header: '%s'", buf);
+    gpuring_ll_describe_header(gpuring_ll_unit(CALL, gpuring_ll_flag(913)),
+                               gpuring_ll_unit(64, gpuring_ll_flag(905)), buf, sizeof(buf));
+    EXPECT(strstr(buf, "steps 913 and 905") != NULL, "torn header: '%s'", buf);
+}
+
 int main(void)
 {
     gpuring_conn_t recv;
@@ -218,6 +234,7 @@ int main(void)
     int status = 0;
 
     check_one_process();
+    check_describe_header();
 
     EXPECT(gpuring_conn_shm_recv_create(&recv, 1, 0, SLOT, 43, &h) == GPURING_OK,
            "recv_create");
