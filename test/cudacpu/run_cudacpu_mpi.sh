@@ -67,6 +67,7 @@
 top=$(pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../sanitize/sanitizer_report.sh"
+. "$here/../log_errors.sh"
 limit=${CUDACPU_TEST_TIMEOUT:-300}
 logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
 flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
@@ -180,6 +181,7 @@ case_run() {
             echo "PASS $name ($order, $(($(date +%s) - start)) s)"
         else
             echo "FAIL $name ($order): $why; log $log"
+            log_errors "$log"
             sed 's/^/    /' "$log" | tail -20
             bad=1
         fi

@@ -54,6 +54,7 @@ source "$HERE/known_ompi_bugs.sh"
 # GPURING_MCA_ARGS split on whitespace (paths with spaces are not supported)
 source "$HERE/../mca_args.sh"
 source "$HERE/../sanitize/sanitizer_report.sh"
+source "$HERE/../log_errors.sh"
 if [ ${#USER_MCA[@]} -gt 0 ]; then ACTIVE=1; else ACTIVE=0; fi
 if [ -n "${GPURING_TEST_EXCLUDE+set}" ]; then
     EXCLUDE=$GPURING_TEST_EXCLUDE
@@ -79,6 +80,7 @@ pass() {
 }
 fail() {
     echo "FAIL $1 ($2, $3)"
+    log_errors "$3"
     NFAIL=$((NFAIL + 1))
     FAILED_NAMES+=("$1")
 }
