@@ -1237,7 +1237,7 @@ static void exec_cuda_describe_seen(const gpuring_exec_args_t *a, const gpuring_
         const size_t n = (size_t)snprintf(buf, len, "LL protocol; ");
 
         if (n < len)
-            gpuring_ll_describe_header((uint64_t)f0 << 32, (uint64_t)f1 << 32, buf + n, len - n);
+            gpuring_ll_describe_header(f0, f1, buf + n, len - n);
     }
 }
 
@@ -1294,8 +1294,6 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 /* Name the peer of each channel that stopped on a step of another call or an abandoned one. */
 static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
-    char more[256];
-
     for (int c = 0; c < a->nchannels; c++) {
         const uint32_t kind = st->wait[c] >> 8;
         const int i = (int)(st->wait[c] & 0xffu);
@@ -1303,15 +1301,12 @@ static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_
 
         if (kind < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
         gpuring_prog_op(&a->channels[c].prog, a->channels[c].next_op, &s);
-        if (kind == EXEC_STOP_ABANDONED) /* the sends of the ops before the stop */
-            gpuring_conn_describe_sends(a->channels[c].send, GPURING_MAX_PEERS, " (cuda executor)",
-                                        more, sizeof(more));
         gpuring_conn_report_check(a->channels[c].recv[i], c,
                                   kind == EXEC_STOP_ABANDONED ? GPURING_ERR_REMOTE
                                                               : GPURING_ERR_MISMATCH,
                                   st->got_bytes, s.count * gpuring_type_size(a->type), a->count,
                                   gpuring_type_name(a->type), gpuring_exec_coll_name(a),
-                                  kind == EXEC_STOP_ABANDONED ? more : " (cuda executor)");
+                                  " (cuda executor)", a->channels[c].send, GPURING_MAX_PEERS);
     }
 }
 
@@ -1400,8 +1395,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     st->got_bytes = 0;
     for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
         st->wait[c] = 0;
-        st->progress[c] = 0;
-        st->seen[c] = 0;
+        st->progress[c] = 0; /* seen[c]: written before wait[c], read only where it is set */
     }
     __sync_synchronize();
     desc.status = st_dev;

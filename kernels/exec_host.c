@@ -136,22 +136,6 @@ static void exec_copy_out(const gpuring_exec_args_t *a, char *dst, const char *s
     }
 }
 
-/* Log why recv peer i of channel `ch` stopped the call: gpuring_conn_report_check's
- * words, and for an abandoned step where this rank's sends stand. */
-static void exec_report_check(const gpuring_exec_args_t *a, const gpuring_exec_channel_t *ch,
-                              int i, gpuring_status_t st, uint64_t got, size_t bytes,
-                              const char *what)
-{
-    char more[256];
-
-    if (st == GPURING_ERR_REMOTE) {
-        gpuring_conn_describe_sends(ch->send, GPURING_MAX_PEERS, what, more, sizeof(more));
-        what = more;
-    }
-    gpuring_conn_report_check(ch->recv[i], (int)(ch - a->channels), st, got, bytes, a->count,
-                              gpuring_type_name(a->type), gpuring_exec_coll_name(a), what);
-}
-
 /* Where operation `s` finds each received step and builds each sent one: the
  * slot itself, or for an LL step the staging (unpacked here; packed when
  * posted).  Fails only on an LL unit of another step. */
@@ -169,7 +153,9 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
         if (gpuring_exec_ll(a, r)) {
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
-                exec_report_check(a, ch, i, st, bytes, bytes, " (LL unit)");
+                gpuring_conn_report_check(r, (int)(ch - a->channels), st, bytes, bytes,
+                                          a->count, gpuring_type_name(a->type), gpuring_exec_coll_name(a),
+                                          " (LL unit)", ch->send, GPURING_MAX_PEERS);
                 return st;
             }
             in[i] = stage + i * GPURING_LL_STEP_BYTES;
@@ -197,7 +183,9 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
                                   : gpuring_fifo_check(r->ctrl, r->step, bytes, a->call, &got);
 
         if (st != GPURING_OK) {
-            exec_report_check(a, ch, i, st, got, bytes, "");
+            gpuring_conn_report_check(r, (int)(ch - a->channels), st, got, bytes, a->count,
+                                      gpuring_type_name(a->type), gpuring_exec_coll_name(a), "",
+                                      ch->send, GPURING_MAX_PEERS);
             return st;
         }
     }
@@ -352,8 +340,9 @@ static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r
     if (gpuring_exec_ll(a, r)) {
         const uint64_t *row = gpuring_conn_ll_slot(r);
 
-        gpuring_ll_describe_header(__atomic_load_n(&row[0], __ATOMIC_ACQUIRE),
-                                   __atomic_load_n(&row[1], __ATOMIC_ACQUIRE), buf, len);
+        gpuring_ll_describe_header((uint32_t)(__atomic_load_n(&row[0], __ATOMIC_ACQUIRE) >> 32),
+                                   (uint32_t)(__atomic_load_n(&row[1], __ATOMIC_ACQUIRE) >> 32),
+                                   buf, len);
     } else {
         snprintf(buf, len, "tail %llu",
                  (unsigned long long)GPURING_LOAD_ACQUIRE(&r->ctrl->tail));

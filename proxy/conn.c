@@ -53,13 +53,24 @@ void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t 
 
 void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_status_t st,
                                uint64_t got_bytes, size_t want_bytes, size_t count,
-                               const char *type_name, const char *coll, const char *executor)
+                               const char *type_name, const char *coll, const char *executor,
+                               gpuring_conn_t *const send[], int nsend)
 {
     if (st == GPURING_ERR_REMOTE) {
+        char sends[192];
+        size_t used = 0;
+
+        sends[0] = '\0';
+        for (int i = 0; i < nsend && used < sizeof(sends); i++) {
+            if (send[i] == NULL) continue;
+            used += (size_t)snprintf(sends + used, sizeof(sends) - used, " to rank %d next step %llu",
+                                     send[i]->peer, (unsigned long long)send[i]->step);
+        }
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                       "%s abandoned: rank %d gave up on the call (its log says why); "
-                      "channel %d step %llu%s",
-                      coll, conn->peer, channel, (unsigned long long)conn->step, executor);
+                      "channel %d step %llu%s; this rank's sends on the channel:%s",
+                      coll, conn->peer, channel, (unsigned long long)conn->step, executor,
+                      used > 0 ? sends : " none");
     } else if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                       "%s mismatch: rank %d sent a step of another call (channel %d "
@@ -73,31 +84,15 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
     }
 }
 
-void gpuring_ll_describe_header(uint64_t unit0, uint64_t unit1, char *buf, size_t len)
+void gpuring_ll_describe_header(uint32_t flag0, uint32_t flag1, char *buf, size_t len)
 {
-    const uint32_t f0 = (uint32_t)(unit0 >> 32), f1 = (uint32_t)(unit1 >> 32);
-
-    if (f0 == 0 && f1 == 0) {
+    if (flag0 == 0 && flag1 == 0) {
         snprintf(buf, len, "its LL slot was never written");
-    } else if (f0 == f1) {
+    } else if (flag0 == flag1) {
         snprintf(buf, len, "its LL slot holds step %llu's header",
-                 (unsigned long long)f0 - 1ull);
+                 (unsigned long long)flag0 - 1ull);
     } else {
         snprintf(buf, len, "its LL slot's header units are of steps %lld and %lld",
-                 (long long)f0 - 1ll, (long long)f1 - 1ll);
-    }
-}
-
-void gpuring_conn_describe_sends(gpuring_conn_t *const send[], int n, const char *prefix,
-                                 char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "%s; this rank's sends on the channel:", prefix);
-
-    for (int i = 0; i < n && used < len; i++) {
-        const gpuring_conn_t *w = send[i];
-
-        if (w == NULL) continue;
-        used += (size_t)snprintf(buf + used, len - used, " to rank %d next step %llu", w->peer,
-                                 (unsigned long long)w->step);
+                 (long long)flag0 - 1ll, (long long)flag1 - 1ll);
     }
 }

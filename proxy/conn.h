@@ -397,22 +397,19 @@ void gpuring_conn_handle_init(const gpuring_conn_t *conn, gpuring_conn_handle_t 
 /* Log why recv end `conn` (channel `channel`) stopped a `coll` call of `count` elements
  * of `type_name`: gpuring_fifo_check's `st` on its step conn->step, which held
  * `got_bytes` where the call expected `want_bytes`; `executor` is appended (e.g.
- * " (cuda executor)"). */
+ * " (cuda executor)").  For an abandoned step, so does where the channel's send
+ * ends send[0..nsend) stand (NULL ones skipped): each peer's next step, which
+ * tells whether the two ranks agree on the steps of the call (no FIFO is read:
+ * a GPU's may be device memory). */
 void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_status_t st,
                                uint64_t got_bytes, size_t want_bytes, size_t count,
-                               const char *type_name, const char *coll,
-                               const char *executor);
+                               const char *type_name, const char *coll, const char *executor,
+                               gpuring_conn_t *const send[], int nsend);
 
-/* For a report of a step its sender abandoned: `prefix`, then where the send ends
- * send[0..n) (NULL ones skipped) stand -- each peer's next step -- in buf: whether
- * the two ranks agree on the steps of the call.  Reads no FIFO (a GPU's may be
- * device memory). */
-void gpuring_conn_describe_sends(gpuring_conn_t *const send[], int n, const char *prefix,
-                                 char *buf, size_t len);
-
-/* What an LL slot's header units (row[0], row[1]) say, for a stall report: the step
- * they are of (its flag - 1), or that the slot was never written. */
-void gpuring_ll_describe_header(uint64_t unit0, uint64_t unit1, char *buf, size_t len);
+/* What an LL slot's header says, for a stall report, from the flags its two units
+ * carry (row[0] >> 32, row[1] >> 32): the step it is of (flag - 1), or that the
+ * slot was never written. */
+void gpuring_ll_describe_header(uint32_t flag0, uint32_t flag1, char *buf, size_t len);
 
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */

@@ -218,11 +218,9 @@ static void check_describe_header(void)
 
     gpuring_ll_describe_header(0, 0, buf, sizeof(buf));
     EXPECT(strstr(buf, "never written") != NULL, "fresh slot: '%s'", buf);
-    gpuring_ll_describe_header(gpuring_ll_unit(CALL, gpuring_ll_flag(905)),
-                               gpuring_ll_unit(64, gpuring_ll_flag(905)), buf, sizeof(buf));
+    gpuring_ll_describe_header(gpuring_ll_flag(905), gpuring_ll_flag(905), buf, sizeof(buf));
     EXPECT(strstr(buf, "step 905's header") != NULL, "whole header: '%s'", buf);
-    gpuring_ll_describe_header(gpuring_ll_unit(CALL, gpuring_ll_flag(913)),
-                               gpuring_ll_unit(64, gpuring_ll_flag(905)), buf, sizeof(buf));
+    gpuring_ll_describe_header(gpuring_ll_flag(913), gpuring_ll_flag(905), buf, sizeof(buf));
     EXPECT(strstr(buf, "steps 913 and 905") != NULL, "torn header: '%s'", buf);
 }
 
