@@ -332,6 +332,17 @@ static void exec_abandon(gpuring_exec_args_t *a)
     if (posted && a->proxy != NULL) gpuring_proxy_progress(a->proxy);
 }
 
+/* A NET end's stall report goes on with the proxy's side of it (appended to buf). */
+static void exec_net_seen(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
+{
+    const size_t n = strlen(buf);
+
+    if (conn->type == GPURING_CONN_NET && n + 2 < len) {
+        snprintf(buf + n, len - n, "; ");
+        gpuring_conn_net_describe(conn, step, buf + n + 2, len - n - 2);
+    }
+}
+
 /* What recv end `r`, waiting for its step, finds in its FIFO (for the stall report):
  * the tail the sender published, or for an LL step the step its slot's header is of. */
 static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r, char *buf,
@@ -347,12 +358,13 @@ static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r
         snprintf(buf, len, "tail %llu",
                  (unsigned long long)GPURING_LOAD_ACQUIRE(&r->ctrl->tail));
     }
+    exec_net_seen(r, r->step, buf, len);
 }
 
 /* Name what a stalled channel waits for, and for whom, and what the FIFO holds. */
 static void exec_report_stall(const gpuring_exec_args_t *a)
 {
-    char seen[96];
+    char seen[512];
 
     for (int c = 0; c < a->nchannels; c++) {
         const gpuring_exec_channel_t *ch = &a->channels[c];
@@ -375,13 +387,15 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
         EXEC_FOR_PEERS(s.send_mask, i) {
             gpuring_conn_t *w = ch->send[i];
             if (gpuring_conn_slot_free(w)) continue;
+            snprintf(seen, sizeof(seen), "head %llu", (unsigned long long)w->head_seen);
+            exec_net_seen(w, w->head_seen, seen, sizeof(seen)); /* the step not yet freed */
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
-                          "free a slot for step %llu (%s connection, op %llu of %llu; head %llu)",
+                          "free a slot for step %llu (%s connection, op %llu of %llu; %s)",
                           gpuring_exec_coll_name(a), a->timeout, c, w->peer, (unsigned long long)w->step,
                           w->type == GPURING_CONN_NET ? "net" : "shm",
                           (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops,
-                          (unsigned long long)w->head_seen);
+                          seen);
         }
     }
 }

@@ -12,6 +12,11 @@
 
 #define GPURING_CTRL_BYTES 4096 /* a page */
 
+/* proxy/proxy.h's, for a NET send end in the abandon report; weak: the CUDA
+ * executor's GPU test links this file without the proxy (and has no NET ends) */
+void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
+    __attribute__((weak));
+
 /* The LL slots, whole pages: the simple slots after them stay page-aligned. */
 static size_t conn_ll_bytes(gpuring_conn_type_t type)
 {
@@ -57,7 +62,7 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
                                gpuring_conn_t *const send[], int nsend)
 {
     if (st == GPURING_ERR_REMOTE) {
-        char sends[192];
+        char sends[1024];
         size_t used = 0;
 
         sends[0] = '\0';
@@ -65,6 +70,15 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
             if (send[i] == NULL) continue;
             used += (size_t)snprintf(sends + used, sizeof(sends) - used, " to rank %d next step %llu",
                                      send[i]->peer, (unsigned long long)send[i]->step);
+            if (send[i]->type == GPURING_CONN_NET && send[i]->step > 0 &&
+                gpuring_conn_net_describe != NULL && used + 3 < sizeof(sends)) {
+                /* did the last step posted go out? */
+                used += (size_t)snprintf(sends + used, sizeof(sends) - used, " (");
+                gpuring_conn_net_describe(send[i], send[i]->step - 1, sends + used,
+                                          sizeof(sends) - used);
+                used += strlen(sends + used);
+                used += (size_t)snprintf(sends + used, sizeof(sends) - used, ")");
+            }
         }
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                       "%s abandoned: rank %d gave up on the call (its log says why); "

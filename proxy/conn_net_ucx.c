@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -377,6 +378,86 @@ void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t
     stats_p->credits = net->credits;
     stats_p->inflight_max = net->inflight_max;
     stats_p->zcopy = net->zcopy;
+}
+
+/* What the UCX operation of `step` on this end does, in words.  Lock held. */
+static void net_op_describe(const gpuring_net_conn_t *net, uint64_t step, char *buf, size_t len)
+{
+    const gpuring_net_op_t *op = &net->data[step % GPURING_NSTEPS];
+    const int send = net->dir == GPURING_CONN_SEND;
+    const char *what = send ? "send" : "receive";
+
+    if (step < (send ? net->done : net->landed)) {
+        snprintf(buf, len, "step %llu's %s completed", (unsigned long long)step, what);
+    } else if (step >= (send ? net->sent : net->posted) || !op->busy || op->step != step) {
+        snprintf(buf, len, "step %llu's %s is not posted", (unsigned long long)step, what);
+    } else if (!op->done) {
+        snprintf(buf, len, "step %llu's %s is in flight (UCX: %s)", (unsigned long long)step,
+                 what, op->req != NULL ? ucs_status_string(ucp_request_check_status(op->req))
+                                       : "no request");
+    } else {
+        snprintf(buf, len, "step %llu's %s is done (%s), not yet retired",
+                 (unsigned long long)step, what, ucs_status_string(op->status));
+    }
+}
+
+/* A recv end's data message that no receive took, if UCX holds one (its step, or -1). */
+static long long net_unexpected_step(const gpuring_net_conn_t *net)
+{
+    ucp_tag_recv_info_t info;
+
+    if (ucp_tag_probe_nb(net->proxy->worker,
+                         gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id, 0),
+                         GPURING_TAG_MASK_NOSTEP, 0, &info) == NULL)
+        return -1;
+    return (long long)((info.sender_tag & 0xffffffffull) >> GPURING_CALL_BITS);
+}
+
+void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
+{
+    gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+    const double until = gpuring_time_sec() + 1.0;
+    char op[128];
+    long long unexpected;
+
+    if (net == NULL || len == 0) {
+        if (len > 0) buf[0] = '\0';
+        return;
+    }
+    while (pthread_mutex_trylock(&net->proxy->lock) != 0) {
+        if (gpuring_time_sec() > until) {
+            snprintf(buf, len, "proxy: its lock was held for a second (a pass that does not end)");
+            return;
+        }
+        sched_yield();
+    }
+    if (net->detached) {
+        snprintf(buf, len, "proxy: the connection is detached (the proxy was finalized)");
+    } else if (net->dir == GPURING_CONN_SEND) {
+        net_op_describe(net, step, op, sizeof(op));
+        snprintf(buf, len, "proxy: %stail %llu, sent %llu, completed %llu, credit %llu%s; %s",
+                 net->connected ? "" : "not connected, ",
+                 (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->tail),
+                 (unsigned long long)net->sent, (unsigned long long)net->done,
+                 (unsigned long long)net->remote_head, net->failed ? ", failed" : "", op);
+    } else {
+        net_op_describe(net, step, op, sizeof(op));
+        unexpected = net_unexpected_step(net);
+        snprintf(buf, len,
+                 "proxy: %sreceives posted below step %llu, landed %llu, head %llu, credited "
+                 "%llu%s; %s; %s",
+                 net->connected ? "" : "not connected, ", (unsigned long long)net->posted,
+                 (unsigned long long)net->landed,
+                 (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->head),
+                 (unsigned long long)net->credited, net->failed ? ", failed" : "", op,
+                 unexpected < 0 ? "no message of this end waits unmatched" : "");
+        if (unexpected >= 0) {
+            const size_t n = strlen(buf);
+            snprintf(buf + n, len - n, "a message of step %lld (low 16 bits) waits unmatched",
+                     unexpected);
+        }
+    }
+    pthread_mutex_unlock(&net->proxy->lock);
 }
 
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)

@@ -170,6 +170,17 @@ typedef struct gpuring_conn_net_stats {
 } gpuring_conn_net_stats_t;
 void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t *stats_p);
 
+/*
+ * A NET end's side of a stall report, in words: the proxy's counters (send:
+ * the tail it read, steps sent and completed, the receiver's credit; recv:
+ * receives posted, steps landed, the executor's head, the credit sent) and
+ * what the UCX operation of `step` does (not posted, in flight, done with its
+ * status); a recv end also looks whether a message of its own waits in UCX
+ * unmatched (a step no receive took).  Takes the proxy lock, for at most a
+ * second: a lock held longer is reported as such (a pass that does not end).
+ */
+void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len);
+
 /* An operation using NET connections starts / ends: keeps the thread spinning. */
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);

@@ -418,6 +418,7 @@ static int pair_connect_receiver(gpuring_proxy_t *proxy, pair_t *p,
 
 static void test_early_sender(gpuring_proxy_t *proxy)
 {
+    char desc[512];
     pair_t p;
     gpuring_conn_handle_t hs;
     size_t slot = 256 * 1024;
@@ -434,6 +435,14 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     }
     usleep(100 * 1000); /* the thread sends them; nobody has posted receives */
     EXPECT(p.recv.ctrl->tail == 0, "nothing landed before the receiver connected");
+    /* the stall report's proxy side: the steps went out, and wait in UCX unmatched */
+    gpuring_conn_net_describe(&p.send, 0, desc, sizeof(desc));
+    EXPECT(strstr(desc, "tail 8, sent 8,") != NULL, "send end described: %s", desc);
+    gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
+    EXPECT(strstr(desc, "not connected, receives posted below step 0, landed 0") != NULL &&
+              strstr(desc, "step 0's receive is not posted") != NULL &&
+              strstr(desc, "a message of step 0 (low 16 bits) waits unmatched") != NULL,
+          "early steps described as unmatched: %s", desc);
     EXPECT(pair_connect_receiver(proxy, &p, &hs), "connect the receiver late");
     for (s = 0; s < GPURING_NSTEPS && ok; s++) {
         ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "tail") == GPURING_OK &&
@@ -444,6 +453,11 @@ static void test_early_sender(gpuring_proxy_t *proxy)
     p.recv.step = GPURING_NSTEPS;
     gpuring_proxy_active_end(proxy);
     EXPECT(ok, "early steps landed intact: %s", xr.msg);
+    gpuring_conn_net_describe(&p.recv, GPURING_NSTEPS - 1, desc, sizeof(desc));
+    EXPECT(strstr(desc, "landed 8, head 8") != NULL &&
+              strstr(desc, "step 7's receive completed") != NULL &&
+              strstr(desc, "no message of this end waits unmatched") != NULL,
+          "the landed steps described: %s", desc);
     EXPECT(run_pairs(proxy, &p, 1, 500, 0, 1, NULL), "and the pair goes on");
     pair_destroy(proxy, &p);
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
