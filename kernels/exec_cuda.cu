@@ -69,9 +69,6 @@
  */
 extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, char *msg,
                                                 size_t len) __attribute__((weak));
-/* A NET end's side of a stall report (proxy/proxy.h), weak for the same reason. */
-extern "C" void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf,
-                                          size_t len) __attribute__((weak));
 
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
 #define EXEC_CUDA_ABORT_WAIT_SEC 1.0  /* after abort: how long the kernel gets to leave */
@@ -1219,17 +1216,6 @@ static void exec_cuda_account(const gpuring_exec_args_t *a, int c, uint64_t n,
     ch->next_op = n;
 }
 
-/* A NET end's stall report goes on with the proxy's side of it (appended to buf). */
-static void exec_cuda_net_seen(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
-{
-    const size_t n = strlen(buf);
-
-    if (conn->type == GPURING_CONN_NET && gpuring_conn_net_describe != NULL && n + 2 < len) {
-        snprintf(buf + n, len - n, "; ");
-        gpuring_conn_net_describe(conn, step, buf + n + 2, len - n - 2);
-    }
-}
-
 static const char *exec_cuda_conn_name(const gpuring_conn_t *conn)
 {
     return conn->type == GPURING_CONN_NET ? "net" : conn->type == GPURING_CONN_IPC ? "cuda ipc"
@@ -1253,7 +1239,7 @@ static void exec_cuda_describe_seen(const gpuring_exec_args_t *a, const gpuring_
         if (n < len)
             gpuring_ll_describe_header(f0, f1, buf + n, len - n);
     }
-    exec_cuda_net_seen(r, r->step, buf, len);
+    gpuring_conn_report_net(r, r->step, "; ", "", buf, len);
 }
 
 /* Name what each unfinished channel waits for (after accounting: steps are current),
@@ -1278,7 +1264,8 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
                           ch->recv[i]->peer, exec_cuda_conn_name(ch->recv[i]), op, nops, seen);
         } else if ((w >> 8) == EXEC_WAIT_SEND && i < GPURING_MAX_PEERS) {
             snprintf(seen, sizeof(seen), "head %llu", (unsigned long long)st->seen[c]);
-            exec_cuda_net_seen(ch->send[i], st->seen[c], seen, sizeof(seen)); /* not yet freed */
+            gpuring_conn_report_net(ch->send[i], st->seen[c], "; ", "", seen,
+                                    sizeof(seen)); /* the step not yet freed */
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu, cuda "

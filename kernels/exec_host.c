@@ -332,17 +332,6 @@ static void exec_abandon(gpuring_exec_args_t *a)
     if (posted && a->proxy != NULL) gpuring_proxy_progress(a->proxy);
 }
 
-/* A NET end's stall report goes on with the proxy's side of it (appended to buf). */
-static void exec_net_seen(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
-{
-    const size_t n = strlen(buf);
-
-    if (conn->type == GPURING_CONN_NET && n + 2 < len) {
-        snprintf(buf + n, len - n, "; ");
-        gpuring_conn_net_describe(conn, step, buf + n + 2, len - n - 2);
-    }
-}
-
 /* What recv end `r`, waiting for its step, finds in its FIFO (for the stall report):
  * the tail the sender published, or for an LL step the step its slot's header is of. */
 static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r, char *buf,
@@ -358,7 +347,7 @@ static void exec_recv_seen(const gpuring_exec_args_t *a, const gpuring_conn_t *r
         snprintf(buf, len, "tail %llu",
                  (unsigned long long)GPURING_LOAD_ACQUIRE(&r->ctrl->tail));
     }
-    exec_net_seen(r, r->step, buf, len);
+    gpuring_conn_report_net(r, r->step, "; ", "", buf, len);
 }
 
 /* Name what a stalled channel waits for, and for whom, and what the FIFO holds. */
@@ -388,7 +377,8 @@ static void exec_report_stall(const gpuring_exec_args_t *a)
             gpuring_conn_t *w = ch->send[i];
             if (gpuring_conn_slot_free(w)) continue;
             snprintf(seen, sizeof(seen), "head %llu", (unsigned long long)w->head_seen);
-            exec_net_seen(w, w->head_seen, seen, sizeof(seen)); /* the step not yet freed */
+            /* the step not yet freed */
+            gpuring_conn_report_net(w, w->head_seen, "; ", "", seen, sizeof(seen));
             GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                           "%s timed out after %.0f s: channel %d waits for rank %d to "
                           "free a slot for step %llu (%s connection, op %llu of %llu; %s)",

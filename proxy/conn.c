@@ -12,8 +12,8 @@
 
 #define GPURING_CTRL_BYTES 4096 /* a page */
 
-/* proxy/proxy.h's, for a NET send end in the abandon report; weak: the CUDA
- * executor's GPU test links this file without the proxy (and has no NET ends) */
+/* proxy/proxy.h's, for the stall reports of NET ends; weak: the CUDA executor's
+ * GPU test links this file without the proxy (and has no NET ends) */
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
     __attribute__((weak));
 
@@ -66,19 +66,15 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
         size_t used = 0;
 
         sends[0] = '\0';
-        for (int i = 0; i < nsend && used < sizeof(sends); i++) {
+        for (int i = 0; i < nsend && used + 1 < sizeof(sends); i++) {
             if (send[i] == NULL) continue;
-            used += (size_t)snprintf(sends + used, sizeof(sends) - used, " to rank %d next step %llu",
-                                     send[i]->peer, (unsigned long long)send[i]->step);
-            if (send[i]->type == GPURING_CONN_NET && send[i]->step > 0 &&
-                gpuring_conn_net_describe != NULL && used + 3 < sizeof(sends)) {
-                /* did the last step posted go out? */
-                used += (size_t)snprintf(sends + used, sizeof(sends) - used, " (");
-                gpuring_conn_net_describe(send[i], send[i]->step - 1, sends + used,
-                                          sizeof(sends) - used);
-                used += strlen(sends + used);
-                used += (size_t)snprintf(sends + used, sizeof(sends) - used, ")");
-            }
+            snprintf(sends + used, sizeof(sends) - used, " to rank %d next step %llu",
+                     send[i]->peer, (unsigned long long)send[i]->step);
+            /* did the last step posted go out? */
+            if (send[i]->step > 0)
+                gpuring_conn_report_net(send[i], send[i]->step - 1, " (", ")", sends,
+                                        sizeof(sends));
+            used = strlen(sends);
         }
         GPURING_ERROR(GPURING_SUBSYS_KERNEL,
                       "%s abandoned: rank %d gave up on the call (its log says why); "
@@ -96,6 +92,20 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
                       got_bytes == want_bytes ? " of another call id" : "", count, type_name,
                       want_bytes, executor);
     }
+}
+
+void gpuring_conn_report_net(const gpuring_conn_t *conn, uint64_t step, const char *open,
+                             const char *close, char *buf, size_t len)
+{
+    size_t n = strlen(buf);
+
+    if (conn->type != GPURING_CONN_NET || gpuring_conn_net_describe == NULL ||
+        n + strlen(open) + 1 >= len)
+        return;
+    n += (size_t)snprintf(buf + n, len - n, "%s", open);
+    gpuring_conn_net_describe(conn, step, buf + n, len - n);
+    n += strlen(buf + n);
+    snprintf(buf + n, len - n, "%s", close);
 }
 
 void gpuring_ll_describe_header(uint32_t flag0, uint32_t flag1, char *buf, size_t len)

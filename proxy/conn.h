@@ -411,6 +411,12 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
  * slot was never written. */
 void gpuring_ll_describe_header(uint32_t flag0, uint32_t flag1, char *buf, size_t len);
 
+/* A stall report about NET end `conn` goes on with the proxy's side of it
+ * (gpuring_conn_net_describe, of `step`), appended to the text in buf between
+ * `open` and `close`; other ends, or a build without the proxy, append nothing. */
+void gpuring_conn_report_net(const gpuring_conn_t *conn, uint64_t step, const char *open,
+                             const char *close, char *buf, size_t len);
+
 /* ---- SHM (proxy/conn_shm.c) ---------------------------------------------- */
 /* Receiver: create the segment, fill the handle to publish. */
 gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,

@@ -417,7 +417,7 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     const double until = gpuring_time_sec() + 1.0;
-    char op[128];
+    char op[128], unmatched[64];
     long long unexpected;
 
     if (net == NULL || len == 0) {
@@ -443,19 +443,18 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
     } else {
         net_op_describe(net, step, op, sizeof(op));
         unexpected = net_unexpected_step(net);
+        if (unexpected < 0)
+            snprintf(unmatched, sizeof(unmatched), "no message of this end waits unmatched");
+        else
+            snprintf(unmatched, sizeof(unmatched),
+                     "a message of step %lld (low 16 bits) waits unmatched", unexpected);
         snprintf(buf, len,
                  "proxy: %sreceives posted below step %llu, landed %llu, head %llu, credited "
                  "%llu%s; %s; %s",
                  net->connected ? "" : "not connected, ", (unsigned long long)net->posted,
                  (unsigned long long)net->landed,
                  (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->head),
-                 (unsigned long long)net->credited, net->failed ? ", failed" : "", op,
-                 unexpected < 0 ? "no message of this end waits unmatched" : "");
-        if (unexpected >= 0) {
-            const size_t n = strlen(buf);
-            snprintf(buf + n, len - n, "a message of step %lld (low 16 bits) waits unmatched",
-                     unexpected);
-        }
+                 (unsigned long long)net->credited, net->failed ? ", failed" : "", op, unmatched);
     }
     pthread_mutex_unlock(&net->proxy->lock);
 }
