@@ -413,12 +413,45 @@ static long long net_unexpected_step(const gpuring_net_conn_t *net)
     return (long long)((info.sender_tag & 0xffffffffull) >> GPURING_CALL_BITS);
 }
 
+/* A recv end's first step after `landed` whose message landed while an earlier
+ * one's receive is still posted (-1: none).  Steps land in order on the wire,
+ * so such a gap means the earlier message was lost below gpuring.  Lock held. */
+static long long net_landed_past_gap(const gpuring_net_conn_t *net)
+{
+    for (uint64_t s = net->landed + 1; s < net->posted; s++) {
+        const gpuring_net_op_t *op = &net->data[s % GPURING_NSTEPS];
+
+        if (op->busy && op->step == s && op->done && op->status == UCS_OK) return (long long)s;
+    }
+    return -1;
+}
+
+/* The first message on the worker that no receive took, if it is not one of
+ * this end's (then net_unexpected_step names it): its tag's fields, in words. */
+static void net_foreign_unexpected(const gpuring_net_conn_t *net, char *buf, size_t len)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_t t;
+
+    buf[0] = '\0';
+    if (ucp_tag_probe_nb(net->proxy->worker, 0, 0, 0, &info) == NULL) return;
+    t = info.sender_tag;
+    if ((t & GPURING_TAG_MASK_NOSTEP) ==
+        gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id, 0))
+        return;
+    snprintf(buf, len, "; another message waits unmatched on this process's worker (comm uid "
+             "%llu, %s, net id %llu, low bits 0x%llx)",
+             (unsigned long long)(t >> 44), (t >> 43) & 1 ? "credit" : "data",
+             (unsigned long long)((t >> 32) & GPURING_TAG_NETID_MAX),
+             (unsigned long long)(t & 0xffffffffull));
+}
+
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     const double until = gpuring_time_sec() + 1.0;
-    char op[128], unmatched[64];
-    long long unexpected;
+    char op[128], unmatched[64], later[64], foreign[160];
+    long long unexpected, past;
 
     if (net == NULL || len == 0) {
         if (len > 0) buf[0] = '\0';
@@ -448,13 +481,20 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
         else
             snprintf(unmatched, sizeof(unmatched),
                      "a message of step %lld (low 16 bits) waits unmatched", unexpected);
+        past = net_landed_past_gap(net);
+        later[0] = '\0';
+        if (past >= 0)
+            snprintf(later, sizeof(later), "; step %lld landed past it (a message lost below)",
+                     past);
+        net_foreign_unexpected(net, foreign, sizeof(foreign));
         snprintf(buf, len,
                  "proxy: %sreceives posted below step %llu, landed %llu, head %llu, credited "
-                 "%llu%s; %s; %s",
+                 "%llu%s; %s%s; %s%s",
                  net->connected ? "" : "not connected, ", (unsigned long long)net->posted,
                  (unsigned long long)net->landed,
                  (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->head),
-                 (unsigned long long)net->credited, net->failed ? ", failed" : "", op, unmatched);
+                 (unsigned long long)net->credited, net->failed ? ", failed" : "", op, later,
+                 unmatched, foreign);
     }
     pthread_mutex_unlock(&net->proxy->lock);
 }
@@ -862,6 +902,12 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left) */
     if (net->abandoned) ok = 0;
     pthread_mutex_lock(&proxy->lock);
+    if (net->dir == GPURING_CONN_RECV && net_landed_past_gap(net) >= 0)
+        GPURING_WARN(GPURING_SUBSYS_NET,
+                     "net recv conn from rank %d channel %d: step %lld landed while step %llu's "
+                     "receive was still posted: that message was lost below gpuring (UCX)",
+                     net->peer, net->channel, net_landed_past_gap(net),
+                     (unsigned long long)net->landed);
     cancel_all(net, !ok);
     pthread_mutex_unlock(&proxy->lock);
     gpuring_spin_init(&spin, GPURING_MAX(1.0, ok ? proxy->wait_timeout : 1.0));

@@ -34,6 +34,7 @@
 #include "kernels/device.h"
 #include "proxy/conn.h"
 #include "proxy/proxy.h"
+#include "proxy/proxy_internal.h" /* test_lost_step: a message sent around the FIFO */
 #include "test/unit/unit_test.h"
 
 #define WAIT_TIMEOUT 10.0
@@ -459,6 +460,82 @@ static void test_early_sender(gpuring_proxy_t *proxy)
               strstr(desc, "no message of this end waits unmatched") != NULL,
           "the landed steps described: %s", desc);
     EXPECT(run_pairs(proxy, &p, 1, 500, 0, 1, NULL), "and the pair goes on");
+    pair_destroy(proxy, &p);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+/* Send one tagged message straight on the send end's endpoint (not through
+ * its FIFO) and wait until UCX has it out.  Lock taken here. */
+static int raw_send(gpuring_proxy_t *proxy, ucp_ep_h ep, ucp_tag_t tag, const void *buf,
+                    size_t len)
+{
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t req;
+    ucs_status_t us = UCS_OK;
+    gpuring_spin_t spin;
+
+    pthread_mutex_lock(&proxy->lock);
+    req = ucp_tag_send_nbx(ep, buf, len, tag, &param);
+    if (UCS_PTR_IS_ERR(req)) us = UCS_PTR_STATUS(req);
+    gpuring_spin_init(&spin, WAIT_TIMEOUT);
+    while (UCS_PTR_IS_PTR(req) && (us = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        ucp_worker_progress(proxy->worker);
+        pthread_mutex_unlock(&proxy->lock);
+        if (gpuring_spin_tick(&spin) != GPURING_OK) return 0; /* the request leaks: failed anyway */
+        pthread_mutex_lock(&proxy->lock);
+    }
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    pthread_mutex_unlock(&proxy->lock);
+    return us == UCS_OK;
+}
+
+/* A step lost below gpuring (here: step 1 sent around the FIFO, step 0 never):
+ * the stall report says that a later step landed past the missing one, and
+ * names a message on the worker that no receive of any connection took. */
+static void test_lost_step(gpuring_proxy_t *proxy)
+{
+    const uint64_t uid = 82, foreign_uid = 83;
+    const ucp_tag_t foreign = gpuring_net_tag(foreign_uid, GPURING_TAG_KIND_DATA, 5, 0x12345);
+    char desc[768], data[16] = "step one", other[8] = "other";
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t req;
+    gpuring_spin_t spin;
+    int landed = 0;
+    pair_t p;
+
+    EXPECT(pair_create(proxy, &p, 0, 4096, uid, 0, 1) == GPURING_OK, "create a pair");
+    if (p.recv.net == NULL) return;
+    gpuring_proxy_active_begin(proxy);
+    EXPECT(raw_send(proxy, p.send.net->ep,
+                    gpuring_net_tag(uid, GPURING_TAG_KIND_DATA, p.send.net->remote_net_id,
+                                    gpuring_net_data_field(1, step_call(1))),
+                    data, sizeof(data)) &&
+               raw_send(proxy, p.send.net->ep, foreign, other, sizeof(other)),
+           "step 1 and a message of another comm sent around the FIFO");
+    gpuring_spin_init(&spin, WAIT_TIMEOUT);
+    while (!landed && gpuring_spin_tick(&spin) == GPURING_OK) {
+        pthread_mutex_lock(&proxy->lock);
+        landed = p.recv.net->data[1].done;
+        pthread_mutex_unlock(&proxy->lock);
+    }
+    EXPECT(landed && p.recv.ctrl->tail == 0, "step 1's receive took it; nothing landed in order");
+    gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
+    EXPECT(strstr(desc, "landed 0,") != NULL &&
+               strstr(desc, "step 0's receive is in flight") != NULL &&
+               strstr(desc, "step 1 landed past it (a message lost below)") != NULL &&
+               strstr(desc, "no message of this end waits unmatched") != NULL &&
+               strstr(desc, "another message waits unmatched on this process's worker (comm "
+                            "uid 83, data, net id 5, low bits 0x12345)") != NULL,
+           "the lost step described: %s", desc);
+    gpuring_proxy_active_end(proxy);
+    /* take the foreign message off the worker, then the pair down (it warns of the gap) */
+    pthread_mutex_lock(&proxy->lock);
+    req = ucp_tag_recv_nbx(proxy->worker, other, sizeof(other), foreign, ~(ucp_tag_t)0, &param);
+    while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
+        ucp_worker_progress(proxy->worker);
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    pthread_mutex_unlock(&proxy->lock);
+    EXPECT(!UCS_PTR_IS_ERR(req) && strcmp(other, "other") == 0, "the foreign message received");
     pair_destroy(proxy, &p);
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
@@ -1222,6 +1299,7 @@ int main(int argc, char **argv)
     test_basic(proxy);
     test_continue(proxy);
     test_early_sender(proxy);
+    test_lost_step(proxy);
     test_abort_later(proxy);
     test_abandon_flush(proxy);
     test_concurrent(proxy);
