@@ -450,7 +450,7 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     const double until = gpuring_time_sec() + 1.0;
-    char op[128], unmatched[64], later[64], foreign[160];
+    char op[128], unmatched[64], later[96], foreign[160];
     long long unexpected, past;
 
     if (net == NULL || len == 0) {
