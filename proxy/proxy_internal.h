@@ -137,6 +137,7 @@ struct gpuring_proxy {
     int thread_started;
     int stop;
     int active; /* atomic: operations between active_begin and active_end */
+    int napping; /* atomic: the thread is in (or entering) its idle sleep */
     uint64_t drives; /* atomic: passes run by executors (gpuring_proxy_progress) */
     double wait_timeout;
     gpuring_proxy_peer_failure_t peer_failure;

@@ -303,6 +303,15 @@ void gpuring_proxy_active_begin(gpuring_proxy_t *proxy)
     if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_ACQ_REL) == 0) gpuring_proxy_wake(proxy);
 }
 
+void gpuring_proxy_active_begin_driving(gpuring_proxy_t *proxy)
+{
+    /* seq_cst against the thread's napping store and active load (proxy_main):
+     * either it sees this operation and stays up, or this sees it napping */
+    if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&proxy->napping, __ATOMIC_SEQ_CST))
+        gpuring_proxy_wake(proxy);
+}
+
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
 {
     __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
@@ -405,9 +414,12 @@ static void *proxy_main(void *arg)
         } else {
             busy = 0;
             proxy->sleeps++;
-            /* active_begin signals under the lock: no lost wakeup */
-            if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) == 0)
+            /* active_begin signals under the lock: no lost wakeup; a driving
+             * begin signals only this sleep (napping), not the backstop's */
+            __atomic_store_n(&proxy->napping, 1, __ATOMIC_SEQ_CST);
+            if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_SEQ_CST) == 0)
                 proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
+            __atomic_store_n(&proxy->napping, 0, __ATOMIC_RELAXED);
         }
     }
     pthread_mutex_unlock(&proxy->lock);
