@@ -334,10 +334,11 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                              info->count * es >= GPURING_ZCOPY_MIN_BYTES,
                                     .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
                                     .coll = gpuring_coll_names[info->kind]};
-    if (c->proxy != NULL && w->plane == GPURING_PLANE_HOST) {
-        gpuring_proxy_active_begin_driving(c->proxy); /* the host executor runs passes */
-    } else if (c->proxy != NULL) {
-        gpuring_proxy_active_begin(c->proxy);
+    if (c->proxy != NULL) { /* the host executor runs passes itself while it waits */
+        if (w->plane == GPURING_PLANE_HOST)
+            gpuring_proxy_active_begin_driving(c->proxy);
+        else
+            gpuring_proxy_active_begin(c->proxy);
     }
     if (w->plane == GPURING_PLANE_HOST) gpuring_exec_host_start(&w->args);
     return GPURING_OK;

@@ -838,6 +838,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     gpuring_net_conn_t *net;
     gpuring_spin_t spin;
     gpuring_status_t st = GPURING_OK;
+    long long gap;
     int ok = 0;
 
     if (conn == NULL || conn->net == NULL) return GPURING_OK;
@@ -902,12 +903,12 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left) */
     if (net->abandoned) ok = 0;
     pthread_mutex_lock(&proxy->lock);
-    if (net->dir == GPURING_CONN_RECV && net_landed_past_gap(net) >= 0)
+    gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
+    if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "net recv conn from rank %d channel %d: step %lld landed while step %llu's "
                      "receive was still posted: that message was lost below gpuring (UCX)",
-                     net->peer, net->channel, net_landed_past_gap(net),
-                     (unsigned long long)net->landed);
+                     net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     pthread_mutex_unlock(&proxy->lock);
     gpuring_spin_init(&spin, GPURING_MAX(1.0, ok ? proxy->wait_timeout : 1.0));
