@@ -365,6 +365,7 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
 int gpuring_net_conn_progress(gpuring_net_conn_t *net)
 {
     if (!net->connected || net->detached) return 0;
+    gpuring_proxy_doing(net->proxy, "a connection's progress", net);
     return net->dir == GPURING_CONN_SEND ? send_progress(net, 0) : recv_progress(net, 0);
 }
 
@@ -410,7 +411,7 @@ static long long net_unexpected_step(const gpuring_net_conn_t *net)
                          gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id, 0),
                          GPURING_TAG_MASK_NOSTEP, 0, &info) == NULL)
         return -1;
-    return (long long)((info.sender_tag & 0xffffffffull) >> GPURING_CALL_BITS);
+    return (long long)(gpuring_net_tag_fields(info.sender_tag).low >> GPURING_CALL_BITS);
 }
 
 /* A recv end's first step after `landed` whose message landed while an earlier
@@ -431,25 +432,23 @@ static long long net_landed_past_gap(const gpuring_net_conn_t *net)
 static void net_foreign_unexpected(const gpuring_net_conn_t *net, char *buf, size_t len)
 {
     ucp_tag_recv_info_t info;
-    ucp_tag_t t;
+    gpuring_net_tag_fields_t f;
 
     buf[0] = '\0';
     if (ucp_tag_probe_nb(net->proxy->worker, 0, 0, 0, &info) == NULL) return;
-    t = info.sender_tag;
-    if ((t & GPURING_TAG_MASK_NOSTEP) ==
+    if ((info.sender_tag & GPURING_TAG_MASK_NOSTEP) ==
         gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA, net->net_id, 0))
         return;
+    f = gpuring_net_tag_fields(info.sender_tag);
     snprintf(buf, len, "; another message waits unmatched on this process's worker (comm uid "
-             "%llu, %s, net id %llu, low bits 0x%llx)",
-             (unsigned long long)(t >> 44), (t >> 43) & 1 ? "credit" : "data",
-             (unsigned long long)((t >> 32) & GPURING_TAG_NETID_MAX),
-             (unsigned long long)(t & 0xffffffffull));
+             "%llu, %s, net id %u, low bits 0x%x)",
+             (unsigned long long)f.comm_uid, f.kind == GPURING_TAG_KIND_CREDIT ? "credit" : "data",
+             f.net_id, f.low);
 }
 
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
-    const double until = gpuring_time_sec() + 1.0;
     char op[128], unmatched[64], later[96], foreign[160];
     long long unexpected, past;
 
@@ -457,13 +456,8 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
         if (len > 0) buf[0] = '\0';
         return;
     }
-    while (pthread_mutex_trylock(&net->proxy->lock) != 0) {
-        if (gpuring_time_sec() > until) {
-            snprintf(buf, len, "proxy: its lock was held for a second (a pass that does not end)");
-            return;
-        }
-        sched_yield();
-    }
+    if (!gpuring_proxy_lock_for_report(net->proxy, "describing a connection", buf, len))
+        return;
     if (net->detached) {
         snprintf(buf, len, "proxy: the connection is detached (the proxy was finalized)");
     } else if (net->dir == GPURING_CONN_SEND) {
@@ -496,7 +490,7 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
                  (unsigned long long)net->credited, net->failed ? ", failed" : "", op, later,
                  unmatched, foreign);
     }
-    pthread_mutex_unlock(&net->proxy->lock);
+    gpuring_proxy_unlock(net->proxy);
 }
 
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
@@ -666,11 +660,11 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
     }
     net->remote_net_id = remote->net_id;
 
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "connecting");
     st = gpuring_proxy_get_ep(proxy, peer_key, peer_same_host, peer_addr, peer_addr_len,
                               net->peer, &net->ep);
     if (st != GPURING_OK) {
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         return st;
     }
     net->connected = 1;
@@ -680,7 +674,7 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
         post_credit_recv(net);
     }
     gpuring_proxy_register(proxy, net);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
 
     GPURING_DEBUG(GPURING_SUBSYS_NET,
                   "net %s conn to rank %d channel %d connected: %s, %d x %zu B slots, comm uid "
@@ -781,7 +775,7 @@ void gpuring_conn_net_reland(gpuring_conn_t *conn)
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
 
     if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
-    pthread_mutex_lock(&net->proxy->lock);
+    gpuring_proxy_lock(net->proxy, "reposting receives (reland)");
     for (uint64_t step = net->landed; step < net->posted && !net->failed; step++) {
         const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
         gpuring_net_op_t *op = &net->data[slot];
@@ -800,7 +794,7 @@ void gpuring_conn_net_reland(gpuring_conn_t *conn)
             op->repost = 0; /* it had landed after all */
         }
     }
-    pthread_mutex_unlock(&net->proxy->lock);
+    gpuring_proxy_unlock(net->proxy);
 }
 
 void gpuring_conn_net_unland(gpuring_conn_t *conn)
@@ -808,7 +802,7 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
 
     if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
-    pthread_mutex_lock(&net->proxy->lock);
+    gpuring_proxy_lock(net->proxy, "cancelling receives (unland)");
     for (int i = 0; i < GPURING_NSTEPS; i++) {
         gpuring_net_op_t *op = &net->data[i];
 
@@ -816,7 +810,7 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
         if (op->busy && !op->done && op->at != NULL && op->req != NULL)
             ucp_request_cancel(net->proxy->worker, op->req);
     }
-    pthread_mutex_unlock(&net->proxy->lock);
+    gpuring_proxy_unlock(net->proxy);
 }
 
 void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)
@@ -850,25 +844,25 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         goto out_free;
     }
 
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "a connection's teardown");
     gpuring_proxy_deregister(proxy, net);
     net->draining = 1;
     /* the communicator's other connections owe their peers the last credits */
     gpuring_net_conns_drain(proxy, net->comm_uid);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
 
     /* bounded wait: sends in flight, the final credit both ways (abandoned: the
      * send end's queued steps, for its flush time) */
     gpuring_spin_init(&spin, net->abandoned ? net->abandon_flush_s : proxy->wait_timeout);
     for (;;) {
-        pthread_mutex_lock(&proxy->lock);
+        gpuring_proxy_lock(proxy, "a connection's teardown (its last steps and credits)");
         if (net->dir == GPURING_CONN_SEND)
             send_progress(net, 0); /* keeps the credit receive posted */
         else
             recv_progress(net, 1); /* posts no new receives */
         ucp_worker_progress(proxy->worker);
         ok = drained(net);
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         if (ok) break;
         if (net->abandoned && net->abandon_flush_s <= 0) { /* no time given: a spin would not end */
             st = GPURING_ERR_TIMEOUT;
@@ -902,7 +896,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
 
     /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left) */
     if (net->abandoned) ok = 0;
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "a connection's teardown (cancelling)");
     gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
     if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,
@@ -910,16 +904,16 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      "receive was still posted: that message was lost below gpuring (UCX)",
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     gpuring_spin_init(&spin, GPURING_MAX(1.0, ok ? proxy->wait_timeout : 1.0));
     for (;;) {
         int left;
 
-        pthread_mutex_lock(&proxy->lock);
+        gpuring_proxy_lock(proxy, "a connection's teardown (its cancelled operations)");
         ucp_worker_progress(proxy->worker);
         left = ops_outstanding(net);
         if (left == 0) release_done(net);
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         if (left == 0) break;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             /* UCX may still write into the slots: keep them until finalize */
@@ -927,10 +921,10 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                          "net %s conn to rank %d channel %d: %d UCX operations did not finish; "
                          "its memory is kept until the proxy finalizes",
                          dir_str(net->dir), net->peer, net->channel, left);
-            pthread_mutex_lock(&proxy->lock);
+            gpuring_proxy_lock(proxy, "a connection's teardown (keeping its memory)");
             release_done(net);
             gpuring_proxy_adopt_orphan(proxy, net);
-            pthread_mutex_unlock(&proxy->lock);
+            gpuring_proxy_unlock(proxy);
             goto out_clear;
         }
     }

@@ -32,6 +32,9 @@
  *          32 bits of the head                                           */
 #define GPURING_TAG_UID_BITS 20
 #define GPURING_TAG_NETID_BITS 11
+#define GPURING_TAG_UID_SHIFT 44
+#define GPURING_TAG_KIND_SHIFT 43
+#define GPURING_TAG_NETID_SHIFT 32
 #define GPURING_TAG_UID_MAX ((1ull << GPURING_TAG_UID_BITS) - 1)
 #define GPURING_TAG_NETID_MAX ((1u << GPURING_TAG_NETID_BITS) - 1)
 #define GPURING_TAG_KIND_DATA 0ull
@@ -49,8 +52,29 @@ static inline uint64_t gpuring_net_data_field(uint64_t step, uint64_t call)
 static inline ucp_tag_t gpuring_net_tag(uint64_t comm_uid, uint64_t kind, uint32_t net_id,
                                         uint64_t step)
 {
-    return ((comm_uid & GPURING_TAG_UID_MAX) << 44) | ((kind & 1ull) << 43) |
-           ((uint64_t)(net_id & GPURING_TAG_NETID_MAX) << 32) | (step & 0xffffffffull);
+    return ((comm_uid & GPURING_TAG_UID_MAX) << GPURING_TAG_UID_SHIFT) |
+           ((kind & 1ull) << GPURING_TAG_KIND_SHIFT) |
+           ((uint64_t)(net_id & GPURING_TAG_NETID_MAX) << GPURING_TAG_NETID_SHIFT) |
+           (step & 0xffffffffull);
+}
+
+/* A tag's fields (the inverse of gpuring_net_tag; `low` is its [31..0]) */
+typedef struct gpuring_net_tag_fields {
+    uint64_t comm_uid;
+    uint64_t kind;
+    uint32_t net_id;
+    uint32_t low;
+} gpuring_net_tag_fields_t;
+
+static inline gpuring_net_tag_fields_t gpuring_net_tag_fields(ucp_tag_t tag)
+{
+    gpuring_net_tag_fields_t f;
+
+    f.comm_uid = (tag >> GPURING_TAG_UID_SHIFT) & GPURING_TAG_UID_MAX;
+    f.kind = (tag >> GPURING_TAG_KIND_SHIFT) & 1ull;
+    f.net_id = (uint32_t)(tag >> GPURING_TAG_NETID_SHIFT) & GPURING_TAG_NETID_MAX;
+    f.low = (uint32_t)tag;
+    return f;
 }
 
 /* ---- one UCX operation of a connection ----------------------------------- */
@@ -155,7 +179,16 @@ struct gpuring_proxy {
     gpuring_net_conn_t *orphans; /* destroyed with UCX ops still out */
     gpuring_proxy_ep_t *eps;
 
-    uint64_t passes; /* statistics */
+    /* what the lock's holder does under it, for a report on a pass that does
+     * not end (gpuring_proxy_lock_for_report); relaxed atomics */
+    int holder;          /* its thread id (gettid), 0: none */
+    int thread_tid;      /* the progress thread's */
+    const char *doing;   /* a static string */
+    int doing_peer;      /* the connection it progresses: peer rank, or -1 */
+    int doing_channel;
+    int doing_dir;
+
+    uint64_t passes; /* statistics; atomic (relaxed) where read unlocked */
     uint64_t sleeps;
 
     int err_set; /* atomic fast path for gpuring_proxy_error */
@@ -180,6 +213,19 @@ void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 /* Wake the thread (it may be asleep).  Lock held or not. */
 void gpuring_proxy_wake(gpuring_proxy_t *proxy);
+/* Take / try / release proxy->lock, saying what the holder does under it (a
+ * static string), which gpuring_proxy_doing updates as it goes (net: the
+ * connection it works on, or NULL). */
+void gpuring_proxy_lock(gpuring_proxy_t *proxy, const char *doing);
+int gpuring_proxy_trylock(gpuring_proxy_t *proxy, const char *doing); /* 1: taken */
+void gpuring_proxy_unlock(gpuring_proxy_t *proxy);
+void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing,
+                         const gpuring_net_conn_t *net);
+/* Take the lock for a report, waiting at most a second; 1: taken.  0: the
+ * holder did not let go, and buf says who holds it, what it does there, and
+ * what its thread is doing in the kernel (from /proc). */
+int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
+                                  size_t len);
 
 /* conn_net_ucx.c ----------------------------------------------------------- */
 /* One pass of send/recv/credit work.  Lock held.  Returns GPURING_NET_PENDING

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels/device.h"
 #include "proxy/proxy_internal.h"
@@ -139,7 +141,7 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
     gpuring_proxy_ep_t *pe;
     gpuring_status_t st = GPURING_ERR_INVALID;
 
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "describing an endpoint");
     for (pe = proxy->eps; pe != NULL; pe = pe->next) {
         if (pe->peer_key != peer_key) continue;
         if (detects_failure_p != NULL) *detects_failure_p = pe->detects_failure;
@@ -147,7 +149,7 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
         st = GPURING_OK;
         break;
     }
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     return st;
 }
 
@@ -291,9 +293,160 @@ void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
 
 void gpuring_proxy_wake(gpuring_proxy_t *proxy)
 {
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "waking the progress thread");
     pthread_cond_signal(&proxy->cond);
+    gpuring_proxy_unlock(proxy);
+}
+
+/* ---- the lock, and what its holder does ------------------------------------------- */
+
+static __thread int proxy_tid; /* this thread's id, once asked */
+
+static int proxy_thread_id(void)
+{
+    if (proxy_tid == 0) proxy_tid = (int)syscall(SYS_gettid);
+    return proxy_tid;
+}
+
+void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing, const gpuring_net_conn_t *net)
+{
+    __atomic_store_n(&proxy->doing, doing, __ATOMIC_RELAXED);
+    __atomic_store_n(&proxy->doing_peer, net != NULL ? net->peer : -1, __ATOMIC_RELAXED);
+    if (net == NULL) return;
+    __atomic_store_n(&proxy->doing_channel, net->channel, __ATOMIC_RELAXED);
+    __atomic_store_n(&proxy->doing_dir, (int)net->dir, __ATOMIC_RELAXED);
+}
+
+static void proxy_held(gpuring_proxy_t *proxy, const char *doing)
+{
+    __atomic_store_n(&proxy->holder, proxy_thread_id(), __ATOMIC_RELAXED);
+    gpuring_proxy_doing(proxy, doing, NULL);
+}
+
+void gpuring_proxy_lock(gpuring_proxy_t *proxy, const char *doing)
+{
+    pthread_mutex_lock(&proxy->lock);
+    proxy_held(proxy, doing);
+}
+
+int gpuring_proxy_trylock(gpuring_proxy_t *proxy, const char *doing)
+{
+    if (pthread_mutex_trylock(&proxy->lock) != 0) return 0;
+    proxy_held(proxy, doing);
+    return 1;
+}
+
+void gpuring_proxy_unlock(gpuring_proxy_t *proxy)
+{
+    __atomic_store_n(&proxy->holder, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&proxy->lock);
+}
+
+/* The first line of /proc/self/task/<tid>/<what>, newline cut; "" if unreadable. */
+static void proxy_task_read(int tid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    FILE *f;
+
+    buf[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/self/task/%d/%s", tid, what);
+    f = fopen(path, "r");
+    if (f == NULL) return;
+    if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* The innermost frames of thread tid's kernel stack (readable by root only),
+ * as ", kernel stack f1 < f2 < f3"; nothing if unreadable or empty. */
+static void proxy_task_kernel_stack(int tid, char *buf, size_t len)
+{
+    char path[64], line[128];
+    size_t n = 0;
+    int frames = 0;
+    FILE *f;
+
+    buf[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stack", tid);
+    f = fopen(path, "r");
+    if (f == NULL) return;
+    /* lines "[<0>] name+0x1a/0x40" */
+    while (frames < 4 && n < len && fgets(line, sizeof(line), f) != NULL) {
+        char *name = strchr(line, ']');
+
+        if (name == NULL) continue;
+        name += strspn(name + 1, " ") + 1;
+        name[strcspn(name, "+\n")] = '\0';
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", frames++ ? " < " : ", kernel stack ",
+                              name);
+    }
+    fclose(f);
+}
+
+/* What thread tid does as the kernel sees it: its state, where it sleeps,
+ * the system call it is in. */
+static void proxy_task_describe(int tid, char *buf, size_t len)
+{
+    char stat[256], wchan[64], sys[128];
+    const char *close_paren;
+    char state = '?';
+    size_t n;
+
+    proxy_task_read(tid, "stat", stat, sizeof(stat));
+    close_paren = strrchr(stat, ')');
+    if (close_paren != NULL && close_paren[1] == ' ') state = close_paren[2];
+    proxy_task_read(tid, "wchan", wchan, sizeof(wchan));
+    proxy_task_read(tid, "syscall", sys, sizeof(sys));
+    n = (size_t)snprintf(buf, len, "state %c", state);
+    if (n < len && wchan[0] != '\0' && strcmp(wchan, "0") != 0)
+        n += (size_t)snprintf(buf + n, len - n, ", sleeping in %s", wchan);
+    if (n < len && sys[0] != '\0') {
+        /* "running", or "<nr> <6 args> <sp> <pc>": the number and the first argument */
+        char *sp = strchr(sys, ' ');
+
+        if (sp != NULL && (sp = strchr(sp + 1, ' ')) != NULL) *sp = '\0';
+        n += (size_t)snprintf(buf + n, len - n, ", system call %s", sys);
+    }
+    if (n < len) proxy_task_kernel_stack(tid, buf + n, len - n);
+}
+
+int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
+                                  size_t len)
+{
+    const double until = gpuring_time_sec() + 1.0;
+    const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    const char *what, *who;
+    char where[96], task[256];
+    int tid, peer;
+
+    while (!gpuring_proxy_trylock(proxy, doing)) {
+        if (gpuring_time_sec() <= until) {
+            sched_yield();
+            continue;
+        }
+        tid = __atomic_load_n(&proxy->holder, __ATOMIC_RELAXED);
+        what = __atomic_load_n(&proxy->doing, __ATOMIC_RELAXED);
+        peer = __atomic_load_n(&proxy->doing_peer, __ATOMIC_RELAXED);
+        where[0] = task[0] = '\0';
+        if (peer >= 0)
+            snprintf(where, sizeof(where), " (the %s connection %s rank %d channel %d)",
+                     __atomic_load_n(&proxy->doing_dir, __ATOMIC_RELAXED) == GPURING_CONN_SEND
+                         ? "send" : "recv",
+                     __atomic_load_n(&proxy->doing_dir, __ATOMIC_RELAXED) == GPURING_CONN_SEND
+                         ? "to" : "from",
+                     peer, __atomic_load_n(&proxy->doing_channel, __ATOMIC_RELAXED));
+        if (tid > 0) proxy_task_describe(tid, task, sizeof(task));
+        who = tid == __atomic_load_n(&proxy->thread_tid, __ATOMIC_RELAXED) ? "the progress thread"
+              : tid == proxy_thread_id()                                    ? "this thread"
+                                                                            : "thread";
+        snprintf(buf, len, "proxy: its lock was held for a second (%s) by %s %d, in %s%s; "
+                 "that thread: %s",
+                 __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED) == passes0
+                     ? "no pass ended" : "passes ended, the lock never free",
+                 who, tid, what != NULL ? what : "?", where, task[0] != '\0' ? task : "unknown");
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- active operations -------------------------------------------------------- */
@@ -329,12 +482,14 @@ static int proxy_pass_conns(gpuring_proxy_t *proxy)
     for (net = proxy->conns; net != NULL; net = net->next)
         flags |= gpuring_net_conn_progress(net);
     /* a few progress calls per pass; completions are retired right after */
+    gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
     for (i = 0; i < 4 && ucp_worker_progress(proxy->worker) != 0; i++)
         flags |= GPURING_NET_MOVED;
     if (flags & GPURING_NET_MOVED)
         for (net = proxy->conns; net != NULL; net = net->next)
             flags |= gpuring_net_conn_progress(net);
-    proxy->passes++;
+    gpuring_proxy_doing(proxy, "a pass, between its steps", NULL);
+    __atomic_store_n(&proxy->passes, proxy->passes + 1, __ATOMIC_RELAXED);
     return flags;
 }
 
@@ -354,13 +509,13 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
 {
     int flags;
 
-    if (pthread_mutex_trylock(&proxy->lock) != 0) return 0; /* a pass is running */
+    if (!gpuring_proxy_trylock(proxy, "a caller's pass")) return 0; /* a pass is running */
     if (proxy->device >= 0) { /* GPU-direct slots: the thread's context moves them */
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         return 0;
     }
     flags = proxy_pass_conns(proxy);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
     return (flags & GPURING_NET_MOVED) != 0;
 }
@@ -376,7 +531,9 @@ static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    __atomic_store_n(&proxy->holder, 0, __ATOMIC_RELAXED);
     pthread_cond_timedwait(&proxy->cond, &proxy->lock, &ts);
+    proxy_held(proxy, "the progress thread's pass");
 }
 
 /* Busy passes in a row before the thread yields anyway (lets the main thread
@@ -389,7 +546,8 @@ static void *proxy_main(void *arg)
     uint64_t drives_seen = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
     int busy = 0;
 
-    pthread_mutex_lock(&proxy->lock);
+    __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
+    gpuring_proxy_lock(proxy, "the progress thread's pass");
     while (!proxy->stop) {
         uint64_t drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
         int flags;
@@ -404,13 +562,13 @@ static void *proxy_main(void *arg)
         flags = proxy_pass(proxy);
         if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
             /* data is moving: go again at once, but open the lock in between */
-            pthread_mutex_unlock(&proxy->lock);
-            pthread_mutex_lock(&proxy->lock);
+            gpuring_proxy_unlock(proxy);
+            gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
             busy = 0;
-            pthread_mutex_unlock(&proxy->lock);
+            gpuring_proxy_unlock(proxy);
             sched_yield();
-            pthread_mutex_lock(&proxy->lock);
+            gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else {
             busy = 0;
             proxy->sleeps++;
@@ -422,7 +580,7 @@ static void *proxy_main(void *arg)
             __atomic_store_n(&proxy->napping, 0, __ATOMIC_RELAXED);
         }
     }
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     return NULL;
 }
 
@@ -433,15 +591,15 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     gpuring_net_conn_t *net;
 
     if (proxy->thread_started) {
-        pthread_mutex_lock(&proxy->lock);
+        gpuring_proxy_lock(proxy, "stopping the progress thread");
         proxy->stop = 1;
         pthread_cond_signal(&proxy->cond);
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         pthread_join(proxy->thread, NULL);
         proxy->thread_started = 0;
     }
 
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "finalizing");
     while ((net = proxy->conns) != NULL) {
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "proxy finalized with the %s connection to rank %d channel %d still open",
@@ -450,7 +608,7 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
         gpuring_net_conn_detach(net);
     }
     if (proxy->worker != NULL) proxy_close_eps(proxy);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);
     if (proxy->orphans != NULL) {
@@ -574,11 +732,11 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
     if (proxy_singleton == NULL) {
         st = proxy_create(cfg, &proxy_singleton);
     } else if (cfg != NULL) {
-        pthread_mutex_lock(&proxy_singleton->lock);
+        gpuring_proxy_lock(proxy_singleton, "taking new settings");
         /* the latest setting wins (endpoints keep the mode they were made with) */
         if (cfg->wait_timeout > 0) proxy_singleton->wait_timeout = cfg->wait_timeout;
         proxy_singleton->peer_failure = cfg->peer_failure;
-        pthread_mutex_unlock(&proxy_singleton->lock);
+        gpuring_proxy_unlock(proxy_singleton);
     }
     if (st == GPURING_OK) *proxy_p = proxy_singleton;
     pthread_mutex_unlock(&proxy_singleton_lock);

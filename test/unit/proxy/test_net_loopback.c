@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,18 +475,18 @@ static int raw_send(gpuring_proxy_t *proxy, ucp_ep_h ep, ucp_tag_t tag, const vo
     ucs_status_t us = UCS_OK;
     gpuring_spin_t spin;
 
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "a test");
     req = ucp_tag_send_nbx(ep, buf, len, tag, &param);
     if (UCS_PTR_IS_ERR(req)) us = UCS_PTR_STATUS(req);
     gpuring_spin_init(&spin, WAIT_TIMEOUT);
     while (UCS_PTR_IS_PTR(req) && (us = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         ucp_worker_progress(proxy->worker);
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
         if (gpuring_spin_tick(&spin) != GPURING_OK) return 0; /* the request leaks: failed anyway */
-        pthread_mutex_lock(&proxy->lock);
+        gpuring_proxy_lock(proxy, "a test");
     }
     if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     return us == UCS_OK;
 }
 
@@ -514,9 +515,9 @@ static void test_lost_step(gpuring_proxy_t *proxy)
            "step 1 and a message of another comm sent around the FIFO");
     gpuring_spin_init(&spin, WAIT_TIMEOUT);
     while (!landed && gpuring_spin_tick(&spin) == GPURING_OK) {
-        pthread_mutex_lock(&proxy->lock);
+        gpuring_proxy_lock(proxy, "a test");
         landed = p.recv.net->data[1].done;
-        pthread_mutex_unlock(&proxy->lock);
+        gpuring_proxy_unlock(proxy);
     }
     EXPECT(landed && p.recv.ctrl->tail == 0, "step 1's receive took it; nothing landed in order");
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
@@ -529,13 +530,60 @@ static void test_lost_step(gpuring_proxy_t *proxy)
            "the lost step described: %s", desc);
     gpuring_proxy_active_end(proxy);
     /* take the foreign message off the worker, then the pair down (it warns of the gap) */
-    pthread_mutex_lock(&proxy->lock);
+    gpuring_proxy_lock(proxy, "a test");
     req = ucp_tag_recv_nbx(proxy->worker, other, sizeof(other), foreign, ~(ucp_tag_t)0, &param);
     while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
         ucp_worker_progress(proxy->worker);
     if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
-    pthread_mutex_unlock(&proxy->lock);
+    gpuring_proxy_unlock(proxy);
     EXPECT(!UCS_PTR_IS_ERR(req) && strcmp(other, "other") == 0, "the foreign message received");
+    pair_destroy(proxy, &p);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
+/* a thread that holds the proxy lock for a while, asleep */
+typedef struct lock_holder {
+    gpuring_proxy_t *proxy;
+    int tid;
+    int holding; /* atomic */
+} lock_holder_t;
+
+static void *lock_holder_main(void *arg)
+{
+    lock_holder_t *h = arg;
+
+    h->tid = (int)syscall(SYS_gettid);
+    gpuring_proxy_lock(h->proxy, "a test's hold");
+    __atomic_store_n(&h->holding, 1, __ATOMIC_RELEASE);
+    usleep(1600 * 1000);
+    gpuring_proxy_unlock(h->proxy);
+    return NULL;
+}
+
+/* A stall report that finds the proxy lock held past its second names the
+ * holder, what it does there, and what its thread does in the kernel (a pass
+ * that does not end: CI's rare vnodes_np4 stall). */
+static void test_lock_held(gpuring_proxy_t *proxy)
+{
+    lock_holder_t h = {.proxy = proxy};
+    char desc[768], want[96];
+    pthread_t th;
+    pair_t p;
+
+    EXPECT(pair_create(proxy, &p, 0, 4096, 84, 0, 1) == GPURING_OK, "create a pair");
+    if (p.recv.net == NULL) return;
+    EXPECT(pthread_create(&th, NULL, lock_holder_main, &h) == 0, "holder thread");
+    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
+    printf("lock held: %s\n", desc);
+    snprintf(want, sizeof(want), "by thread %d, in a test's hold; that thread: state S", h.tid);
+    EXPECT(strstr(desc, "proxy: its lock was held for a second (no pass ended)") != NULL &&
+               strstr(desc, want) != NULL,
+           "the holder named: %s", desc);
+    pthread_join(th, NULL);
+    gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
+    EXPECT(strstr(desc, "receives posted below step 8, landed 0") != NULL,
+           "once it lets go, the connection described: %s", desc);
     pair_destroy(proxy, &p);
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
@@ -1300,6 +1348,7 @@ int main(int argc, char **argv)
     test_continue(proxy);
     test_early_sender(proxy);
     test_lost_step(proxy);
+    test_lock_held(proxy);
     test_abort_later(proxy);
     test_abandon_flush(proxy);
     test_concurrent(proxy);
