@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -342,45 +343,47 @@ void gpuring_proxy_unlock(gpuring_proxy_t *proxy)
     pthread_mutex_unlock(&proxy->lock);
 }
 
-/* The first line of /proc/self/task/<tid>/<what>, newline cut; "" if unreadable. */
+/* /proc/self/task/<tid>/<what>, as much as fits ("" if unreadable).  No
+ * stdio: nothing here allocates (a stuck thread may hold the allocator's
+ * or the address space's lock). */
 static void proxy_task_read(int tid, const char *what, char *buf, size_t len)
 {
     char path[64];
-    FILE *f;
+    ssize_t got = 0, r;
+    int fd;
 
     buf[0] = '\0';
     snprintf(path, sizeof(path), "/proc/self/task/%d/%s", tid, what);
-    f = fopen(path, "r");
-    if (f == NULL) return;
-    if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
-    fclose(f);
-    buf[strcspn(buf, "\n")] = '\0';
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    while ((size_t)got + 1 < len && (r = read(fd, buf + got, len - 1 - (size_t)got)) > 0)
+        got += r;
+    close(fd);
+    buf[got] = '\0';
 }
 
 /* The innermost frames of thread tid's kernel stack (readable by root only),
- * as ", kernel stack f1 < f2 < f3"; nothing if unreadable or empty. */
+ * as ", kernel stack f1 < f2 < f3 < f4"; nothing if unreadable or empty. */
 static void proxy_task_kernel_stack(int tid, char *buf, size_t len)
 {
-    char path[64], line[128];
+    char stack[512], *line, *next;
     size_t n = 0;
     int frames = 0;
-    FILE *f;
 
     buf[0] = '\0';
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stack", tid);
-    f = fopen(path, "r");
-    if (f == NULL) return;
+    proxy_task_read(tid, "stack", stack, sizeof(stack));
     /* lines "[<0>] name+0x1a/0x40" */
-    while (frames < 4 && n < len && fgets(line, sizeof(line), f) != NULL) {
+    for (line = stack; frames < 4 && n < len && *line != '\0'; line = next) {
         char *name = strchr(line, ']');
 
+        next = line + strcspn(line, "\n");
+        if (*next != '\0') *next++ = '\0';
         if (name == NULL) continue;
         name += strspn(name + 1, " ") + 1;
-        name[strcspn(name, "+\n")] = '\0';
+        name[strcspn(name, "+")] = '\0';
         n += (size_t)snprintf(buf + n, len - n, "%s%s", frames++ ? " < " : ", kernel stack ",
                               name);
     }
-    fclose(f);
 }
 
 /* What thread tid does as the kernel sees it: its state, where it sleeps,
@@ -393,10 +396,11 @@ static void proxy_task_describe(int tid, char *buf, size_t len)
     size_t n;
 
     proxy_task_read(tid, "stat", stat, sizeof(stat));
-    close_paren = strrchr(stat, ')');
-    if (close_paren != NULL && close_paren[1] == ' ') state = close_paren[2];
     proxy_task_read(tid, "wchan", wchan, sizeof(wchan));
     proxy_task_read(tid, "syscall", sys, sizeof(sys));
+    sys[strcspn(sys, "\n")] = '\0';
+    close_paren = strrchr(stat, ')');
+    if (close_paren != NULL && close_paren[1] == ' ') state = close_paren[2];
     n = (size_t)snprintf(buf, len, "state %c", state);
     if (n < len && wchan[0] != '\0' && strcmp(wchan, "0") != 0)
         n += (size_t)snprintf(buf + n, len - n, ", sleeping in %s", wchan);
