@@ -98,8 +98,9 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
 
 /* The value of a plain operation: input (op) every received step, built in
  * `home`; with home NULL (a single input: nothing to reduce) the input itself.
- * With `stream` (a streamed output, not home), the last reduction also writes
- * it there, in the same pass (gpuring_reduce_host_stream), and *streamed_p
+ * With `stream` (a destination written around the cache: a streamed output
+ * or a NET send slot; not home), the last reduction also writes it there, in
+ * the same pass (gpuring_reduce_host_stream), and *streamed_p
  * says so.  Returns where the value is. */
 static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t *s,
                               const char *const in[], const char *src, char *home,
@@ -122,6 +123,36 @@ static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t
     }
     if (home != NULL && acc != home) memcpy(home, acc, bytes); /* in place: already there */
     return home != NULL ? home : acc;
+}
+
+/* A NET connection's send slot is read by its transport only -- the peer
+ * process's single copy on one host (CMA), a NIC's DMA between hosts --
+ * never by this rank.  A plain store reads each line first, and the line is
+ * typically in the peer's cache still, from its read of this slot's previous
+ * step: every store of the step waits for a cross-core invalidation.  So a
+ * step of at least a->net_stream_bytes is written into it around the cache
+ * (non-temporal stores, fenced before the step is posted).  Small steps stay
+ * plain: the transport copies them itself (eager), from this core's cache.
+ * GPURING_NET_STREAM_BYTES (exec_host.h) says what was measured. */
+/* Is a step of `bytes` through send end `w` written around the cache? */
+static inline int exec_send_streamed(const gpuring_exec_args_t *a, const gpuring_conn_t *w,
+                                     size_t bytes)
+{
+    return w->type == GPURING_CONN_NET && bytes >= a->net_stream_bytes &&
+           !gpuring_exec_ll(a, w);
+}
+
+/* `bytes` of `src` into send end `w`'s slot `out`; *streamed_p set when the
+ * stores went around the cache (a fence is then due before the post) */
+static void exec_copy_send(const gpuring_exec_args_t *a, const gpuring_conn_t *w, char *out,
+                           const char *src, size_t bytes, int *streamed_p)
+{
+    if (exec_send_streamed(a, w, bytes)) {
+        gpuring_copy_host_stream(out, src, bytes);
+        *streamed_p = 1;
+    } else {
+        memcpy(out, src, bytes);
+    }
 }
 
 /* A large call's output, written around the cache (non-temporal stores): it
@@ -245,6 +276,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
     char *first = dst;
     const char *in[GPURING_MAX_PEERS];
     char *out[GPURING_MAX_PEERS];
+    int fence = 0; /* a send slot was written around the cache */
     gpuring_status_t st;
 
     if (s->flags & GPURING_PRIM_FOLD) {
@@ -262,32 +294,49 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
         /* gather, one peer: keep the block, forward it unchanged */
         const char *v = (s->flags & GPURING_PRIM_RECV) ? in[0] : src;
         memcpy(exec_scratch(a, s->stash, s), v, bytes);
-        if (s->flags & GPURING_PRIM_SEND) memcpy(out[0], v, bytes);
+        if (s->flags & GPURING_PRIM_SEND) exec_copy_send(a, ch->send[0], out[0], v, bytes, &fence);
     } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
         /* gather, one peer: fold the block in, forward it unchanged */
-        if (s->flags & GPURING_PRIM_SEND) memcpy(out[0], in[0], bytes);
+        if (s->flags & GPURING_PRIM_SEND)
+            exec_copy_send(a, ch->send[0], out[0], in[0], bytes, &fence);
         gpuring_reduce_host(dst, dst, in[0], s->count, a->type, a->op);
     } else if (bytes > 0) {
         /* the value is built in the output, else where it is sent from; a
-         * streamed output gets it last, from the send slot or the one input,
-         * or from the reduction that builds the send slot, in the same pass */
-        char *home = first;
+         * streamed destination (a NET send slot, else a streamed output)
+         * gets it last, from the reduction that builds the value, in the
+         * same pass, or by a copy */
+        const int reduces = (src != NULL) + __builtin_popcount(s->recv_mask) > 1;
+        char *home = first, *stream = NULL;
         const char *v;
         int streamed = 0;
 
-        if (a->stream_out && dst != NULL && !exec_landed_in_output(s, in, dst)) {
+        EXEC_FOR_PEERS(s->send_mask, i) {
+            if (stream == NULL && exec_send_streamed(a, ch->send[i], bytes)) stream = out[i];
+        }
+        if (stream != NULL) {
+            /* a value that is only copied stays where it is */
+            home = !reduces ? NULL : dst != NULL ? dst : stream;
+            if (home == stream) stream = NULL;
+        } else if (a->stream_out && dst != NULL && !exec_landed_in_output(s, in, dst)) {
             home = NULL;
             EXEC_FOR_PEERS(s->send_mask, i) {
                 if (home == NULL) home = out[i];
             }
-            if (home == NULL && (src != NULL) + __builtin_popcount(s->recv_mask) > 1) home = dst;
+            if (home == NULL && reduces) home = dst;
+            if (home != dst) stream = dst;
         }
-        v = exec_value(a, s, in, src, home, a->stream_out && home != dst ? dst : NULL, &streamed);
+        v = exec_value(a, s, in, src, home, stream, &streamed);
+        fence |= streamed && stream != dst;
         EXEC_FOR_PEERS(s->send_mask, i) {
-            if (out[i] != v) memcpy(out[i], v, bytes);
+            if (out[i] != v && !(streamed && out[i] == stream))
+                exec_copy_send(a, ch->send[i], out[i], v, bytes, &fence);
         }
-        if (dst != NULL && dst != v && !streamed) exec_copy_out(a, dst, v, bytes);
+        if (dst != NULL && dst != v && !(streamed && dst == stream))
+            exec_copy_out(a, dst, v, bytes);
     }
+#if defined(__x86_64__)
+    if (fence) _mm_sfence(); /* the streamed slots' stores before their posts */
+#endif
     EXEC_FOR_PEERS(s->recv_mask, i) {
         gpuring_conn_t *r = ch->recv[i];
 

@@ -213,6 +213,15 @@ static int gpuring_register(void)
         "would overflow half of it; 8 MiB if the cache size is unknown)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->stream_size);
+    (void)mca_base_component_var_register(
+        v, "net_stream_size",
+        "Host buffers: steps of at least this many bytes are written into a NET connection's "
+        "send slot with non-temporal stores, around the cache: only the transport reads them "
+        "(a same-host peer's single copy, a NIC), and a plain store would first fetch each "
+        "line back from where that transport's last read left it (0: 65536, above UCX's "
+        "eager sizes)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->net_stream_size);
     gpuring_register_int("wait_timeout",
                          "Seconds any wait (for a peer's step, a connection, teardown) may last "
                          "before gpuring reports what it waited for and fails the call; 0 waits "

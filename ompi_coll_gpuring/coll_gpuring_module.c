@@ -307,6 +307,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         .net_peer_failure = c->net_peer_failure,
         .nonblocking_setup = c->nonblocking_setup,
         .stream_bytes = c->stream_size,
+        .net_stream_bytes = c->net_stream_size,
         .net_zcopy = c->net_zcopy,
     };
     gpuring_status_t st;

@@ -282,6 +282,8 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     }
     c->spin_polls = comm_spin_polls(c);
     c->stream_bytes = comm_stream_bytes(c);
+    c->net_stream_bytes = cfg->net_stream_bytes > 0 ? cfg->net_stream_bytes
+                                                    : GPURING_NET_STREAM_BYTES;
 
     /* 2. graph: nodes, this node's ring orders, everyone's positions (the
      *    graph info exchange), rings and trees -- the same on every rank */

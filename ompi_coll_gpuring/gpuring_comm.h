@@ -58,6 +58,8 @@ typedef struct gpuring_comm_config {
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
     int nonblocking_setup; /* a non-blocking call may connect trees (it waits for every rank) */
     size_t stream_bytes;   /* host buffers: outputs this large are streamed (0: by the cache) */
+    size_t net_stream_bytes; /* host buffers: NET steps this large are streamed into their
+                                send slot (0: GPURING_NET_STREAM_BYTES) */
     int net_zcopy;         /* host buffers: NET steps land straight in the call's output */
 } gpuring_comm_config_t;
 
@@ -147,6 +149,8 @@ typedef struct gpuring_comm {
     int spin_polls;          /* host executor: empty polls between yields */
     size_t stream_bytes;     /* host executor: outputs of at least this many bytes are
                                 written around the cache (gpuring_exec_args_t.stream_out) */
+    size_t net_stream_bytes; /* host executor: NET steps of at least this many bytes are
+                                written into their send slot around the cache */
     struct gpuring_async *async; /* non-blocking calls' queue and worker, from the first */
     gpuring_comm_memo_t memo[GPURING_PLANE_COUNT];
     void *scratch;           /* ordered GATHER rows, grown on demand */

@@ -311,8 +311,9 @@ static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t pl
                      c->dev.net_staging_why != NULL ? c->dev.net_staging_why : "");
     } else {
         GPURING_INFO(GPURING_SUBSYS_INIT, "host connections ready: %d shm, %d net; outputs "
-                     "of %zu B and more written around the cache", c->nconns - first - nnet,
-                     nnet, c->stream_bytes);
+                     "of %zu B and more written around the cache, and net steps of %zu B and "
+                     "more", c->nconns - first - nnet, nnet, c->stream_bytes,
+                     c->net_stream_bytes);
     }
     return GPURING_OK;
 }

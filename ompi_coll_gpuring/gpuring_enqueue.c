@@ -329,6 +329,7 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                     .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
                                     .spin_polls = c->spin_polls,
                                     .stream_out = info->count * es >= c->stream_bytes,
+                                    .net_stream_bytes = c->net_stream_bytes,
                                     .zcopy = w->plane == GPURING_PLANE_HOST &&
                                              c->cfg.net_zcopy && c->proxy != NULL &&
                                              info->count * es >= GPURING_ZCOPY_MIN_BYTES,

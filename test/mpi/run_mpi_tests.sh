@@ -211,6 +211,11 @@ run_case() {
                 # every rank took coll_gpuring_stream_size (the outputs it streams)
                 need_every_rank " host connections ready: .* outputs of 1000 B and more written around the cache" "rank @ does not stream outputs from 1000 B" || return 0
                 ;;
+            netstream1)
+                # every rank took coll_gpuring_net_stream_size 1 (every net step is
+                # written into its send slot around the cache)
+                need_every_rank " host connections ready: .* and net steps of 1 B and more" "rank @ does not stream every net step" || return 0
+                ;;
             zcopy|nozcopy)
                 # every rank's net steps landed straight in the output (zero copy:
                 # coll_gpuring_net_zcopy), or none did (turned off)
@@ -357,6 +362,18 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 # the host's cache stream, which these tests' sizes may never reach)
 run_case "allreduce_stream_np3_rpn0" 3 0 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_stream_np4_rpn2" 4 2 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
+# every net step written into its send slot around the cache (by default only steps of
+# 64 KiB and more): odd heads and tails, each operation of the ring (send, reduce and
+# send, reduce into the output and send, copy and send), with streamed outputs too, the
+# tree (a step sent to several peers) and the gather programs (stash and fold)
+run_case "allreduce_netstream_np3_rpn1" 3 1 ready,netstream1 "coll_gpuring_net_stream_size 1" \
+    allreduce_check "${MEDIUM[@]}"
+run_case "allreduce_netstream_stream_np4_rpn2" 4 2 ready,netstream1,stream1000 \
+    "coll_gpuring_net_stream_size 1 coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
+run_case "tree_netstream_np5_rpn1" 5 1 ready,tree,netstream1 \
+    "coll_gpuring_algorithm tree coll_gpuring_net_stream_size 1" allreduce_check "${MEDIUM[@]}"
+run_case "allreduce_gather_netstream_np3_rpn1" 3 1 ready,netstream1 \
+    "coll_gpuring_algorithm gather coll_gpuring_net_stream_size 1" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
@@ -400,6 +417,8 @@ run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
 run_case "colls_stream_np3_rpn1" 3 1 ready,colls,stream1000 "coll_gpuring_stream_size 1000" colls_check -s "$SEED" -q
+run_case "colls_netstream_np4_rpn1" 4 1 ready,colls,netstream1 "coll_gpuring_net_stream_size 1" \
+    colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn2" 4 2 ready,colls,autocolls "coll_gpuring_protocol ll coll_gpuring_nchannels 3" \
     colls_check -s "$SEED" -f -q
 # bcast and reduce forced onto the tree (rooted at every rank, across virtual nodes:
