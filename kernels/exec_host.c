@@ -336,6 +336,8 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
     }
 #if defined(__x86_64__)
     if (fence) _mm_sfence(); /* the streamed slots' stores before their posts */
+#else
+    (void)fence; /* plain stores there (gpuring_copy_host_stream) */
 #endif
     EXEC_FOR_PEERS(s->recv_mask, i) {
         gpuring_conn_t *r = ch->recv[i];
