@@ -133,8 +133,9 @@ static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t
  * step of at least a->net_stream_bytes is written into it around the cache
  * (non-temporal stores, fenced before the step is posted).  Small steps stay
  * plain: the transport copies them itself (eager), from this core's cache.
- * GPURING_NET_STREAM_BYTES (exec_host.h) says what was measured. */
-/* Is a step of `bytes` through send end `w` written around the cache? */
+ * GPURING_NET_STREAM_BYTES (exec_host.h) says what was measured.
+ *
+ * Is a step of `bytes` through send end `w` written around the cache? */
 static inline int exec_send_streamed(const gpuring_exec_args_t *a, const gpuring_conn_t *w,
                                      size_t bytes)
 {
