@@ -28,7 +28,8 @@
 #define COMM_UID_BITS 20
 #define COMM_UID_ATTEMPTS 16
 static uint64_t comm_uid_next = 1;
-static unsigned char comm_uid_live[(1u << COMM_UID_BITS) / 8];
+/* uid 0 is never claimed: it tags the proxy's endpoint warm-up (proxy_internal.h) */
+static unsigned char comm_uid_live[(1u << COMM_UID_BITS) / 8] = {1};
 static pthread_mutex_t comm_uid_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Claim (claim = 1) or release the uid; claiming a live uid fails. */
@@ -100,7 +101,7 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
         }
         for (int r = 0; r < c->boot.size; r++) every &= all[r].claimed != 0;
         if (every) {
-            c->uid = uid;
+            c->uid = uid & ((1u << COMM_UID_BITS) - 1); /* the slot claimed: tags hold it */
             c->uid_claimed = 1;
             break;
         }

@@ -40,6 +40,10 @@
 #define GPURING_TAG_KIND_DATA 0ull
 #define GPURING_TAG_KIND_CREDIT 1ull
 #define GPURING_TAG_MASK_NOSTEP (~(ucp_tag_t)0xffffffffull)
+/* comm uid 0 belongs to no communicator (gpuring_comm.c never claims it): its
+ * tag (data kind, net id 0, this low field) is an endpoint's warm-up message */
+#define GPURING_TAG_UID_WARMUP 0ull
+#define GPURING_TAG_WARMUP_LOW 0x77a2u
 
 #define GPURING_TAG_MASK_NOCALL (~(ucp_tag_t)GPURING_CALL_MASK)
 
@@ -143,6 +147,10 @@ typedef struct gpuring_net_conn {
 } gpuring_net_conn_t;
 
 /* ---- the endpoint cache ---------------------------------------------------- */
+/* An endpoint's warm-up message: larger than any UCX shared-memory FIFO
+ * element (its first send that is not inline), smaller than its rendezvous */
+#define GPURING_NET_WARMUP_BYTES 1024
+
 typedef struct gpuring_proxy_ep {
     struct gpuring_proxy_ep *next;
     gpuring_proxy_t *proxy;
@@ -151,6 +159,8 @@ typedef struct gpuring_proxy_ep {
     ucp_ep_h ep;
     int failed;
     int detects_failure; /* created with UCP_ERR_HANDLING_MODE_PEER */
+    void *warm_recv;     /* the warm-up receive while in flight (proxy_ep_warm_up) */
+    char warm_buf[GPURING_NET_WARMUP_BYTES]; /* where it lands */
 } gpuring_proxy_ep_t;
 
 /* ---- the proxy -------------------------------------------------------------- */

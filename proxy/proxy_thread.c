@@ -136,6 +136,63 @@ static void proxy_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
     free(text);
 }
 
+/*
+ * A new endpoint's warm-up: one message each way, posted at creation.  UCX's
+ * same-host transport (sysv in 1.13) maps the peer's receive descriptors on
+ * its first send too large for a FIFO element, inside that send; left to the
+ * data path, that shmat came inside a call, and once slept in the kernel for
+ * a whole wait timeout (README, known issues).  Sent here, on the thread
+ * that connects, it maps them at connection set-up, with no data moving.
+ * The peer posts the receive that takes it (any peer's: each endpoint posts
+ * one and gets one); nothing waits for either, and a receive still in
+ * flight at finalize is cancelled.
+ */
+static void proxy_ep_warm_up(gpuring_proxy_ep_t *pe)
+{
+    static const char payload[GPURING_NET_WARMUP_BYTES];
+    const ucp_tag_t tag = gpuring_net_tag(GPURING_TAG_UID_WARMUP, GPURING_TAG_KIND_DATA, 0,
+                                          GPURING_TAG_WARMUP_LOW);
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+
+    memset(&param, 0, sizeof(param));
+    req = ucp_tag_recv_nbx(pe->proxy->worker, pe->warm_buf, sizeof(pe->warm_buf), tag,
+                           ~(ucp_tag_t)0, &param);
+    if (UCS_PTR_IS_ERR(req))
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "warm-up receive for rank %d: %s", pe->peer_rank,
+                      ucs_status_string(UCS_PTR_STATUS(req)));
+    else
+        pe->warm_recv = req;
+    /* a static payload: the request, if any, frees itself when done */
+    req = ucp_tag_send_nbx(pe->ep, payload, sizeof(payload), tag, &param);
+    if (UCS_PTR_IS_PTR(req))
+        ucp_request_free(req);
+    else if (UCS_PTR_IS_ERR(req))
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "warm-up send to rank %d: %s", pe->peer_rank,
+                      ucs_status_string(UCS_PTR_STATUS(req)));
+}
+
+/* The warm-up receive, done or cancelled; bounded by the wait timeout. */
+static void proxy_ep_warm_finish(gpuring_proxy_ep_t *pe)
+{
+    gpuring_proxy_t *proxy = pe->proxy;
+    gpuring_spin_t spin;
+
+    if (pe->warm_recv == NULL) return;
+    if (ucp_request_check_status(pe->warm_recv) == UCS_INPROGRESS)
+        ucp_request_cancel(proxy->worker, pe->warm_recv);
+    gpuring_spin_init(&spin, proxy->wait_timeout);
+    while (ucp_request_check_status(pe->warm_recv) == UCS_INPROGRESS) {
+        if (ucp_worker_progress(proxy->worker) == 0 && gpuring_spin_tick(&spin) != GPURING_OK) {
+            GPURING_WARN(GPURING_SUBSYS_NET, "cancelling the warm-up receive for rank %d "
+                         "timed out", pe->peer_rank);
+            return; /* leaked with its endpoint: UCX may still write warm_buf */
+        }
+    }
+    ucp_request_free(pe->warm_recv);
+    pe->warm_recv = NULL;
+}
+
 gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t peer_key,
                                              int *detects_failure_p, char *lanes, size_t len)
 {
@@ -220,6 +277,7 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
                       pe->detects_failure ? "on" : "off (the wait timeout catches a dead peer)",
                       lanes);
     }
+    proxy_ep_warm_up(pe);
     pe->next = proxy->eps;
     proxy->eps = pe;
     *ep_p = pe->ep;
@@ -241,6 +299,7 @@ static void proxy_close_eps(gpuring_proxy_t *proxy)
         gpuring_spin_t spin;
 
         proxy->eps = pe->next;
+        proxy_ep_warm_finish(pe);
         req = ucp_ep_close_nbx(pe->ep, &param);
         if (UCS_PTR_IS_PTR(req)) {
             gpuring_spin_init(&spin, proxy->wait_timeout);
@@ -257,7 +316,7 @@ static void proxy_close_eps(gpuring_proxy_t *proxy)
             GPURING_DEBUG(GPURING_SUBSYS_NET, "closing the endpoint to rank %d: %s",
                           pe->peer_rank, ucs_status_string(UCS_PTR_STATUS(req)));
         }
-        free(pe);
+        if (pe->warm_recv == NULL) free(pe); /* else UCX may still land in its buffer */
     }
 }
 
@@ -366,14 +425,14 @@ static void proxy_task_read(int tid, const char *what, char *buf, size_t len)
  * as ", kernel stack f1 < f2 < f3 < f4"; nothing if unreadable or empty. */
 static void proxy_task_kernel_stack(int tid, char *buf, size_t len)
 {
-    char stack[512], *line, *next;
+    char stack[1024], *line, *next;
     size_t n = 0;
     int frames = 0;
 
     buf[0] = '\0';
     proxy_task_read(tid, "stack", stack, sizeof(stack));
     /* lines "[<0>] name+0x1a/0x40" */
-    for (line = stack; frames < 4 && n < len && *line != '\0'; line = next) {
+    for (line = stack; frames < 6 && n < len && *line != '\0'; line = next) {
         char *name = strchr(line, ']');
 
         next = line + strcspn(line, "\n");
@@ -414,6 +473,44 @@ static void proxy_task_describe(int tid, char *buf, size_t len)
     if (n < len) proxy_task_kernel_stack(tid, buf + n, len - n);
 }
 
+/*
+ * Every thread of this process as the kernel sees it, one warning line each:
+ * whoever keeps the lock holder asleep in the kernel (a reader of the
+ * address space's lock, say) may be one of them.  Once per process: every
+ * stalled connection's report would list the same.  getdents, not
+ * opendir: nothing here allocates.
+ */
+static void proxy_log_threads(int holder)
+{
+    static int listed;
+    char dents[4096], name[32], task[384];
+    long got;
+    int fd;
+
+    if (__atomic_exchange_n(&listed, 1, __ATOMIC_RELAXED)) return;
+    fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    while ((got = syscall(SYS_getdents64, fd, dents, sizeof(dents))) > 0) {
+        for (long off = 0; off < got;) {
+            /* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+            unsigned short reclen;
+            const char *dname = dents + off + 19;
+            int tid;
+
+            memcpy(&reclen, dents + off + 16, sizeof(reclen));
+            off += reclen;
+            tid = atoi(dname);
+            if (tid <= 0) continue;
+            proxy_task_read(tid, "comm", name, sizeof(name));
+            name[strcspn(name, "\n")] = '\0';
+            proxy_task_describe(tid, task, sizeof(task));
+            GPURING_WARN(GPURING_SUBSYS_NET, "proxy lock held: thread %d (%s)%s: %s", tid, name,
+                         tid == holder ? ", the holder" : "", task);
+        }
+    }
+    close(fd);
+}
+
 int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
                                   size_t len)
 {
@@ -448,6 +545,7 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
                  __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED) == passes0
                      ? "no pass ended" : "passes ended, the lock never free",
                  who, tid, what != NULL ? what : "?", where, task[0] != '\0' ? task : "unknown");
+        proxy_log_threads(tid);
         return 0;
     }
     return 1;

@@ -560,12 +560,26 @@ static void *lock_holder_main(void *arg)
     return NULL;
 }
 
+/* The "proxy lock held: thread" warnings, as a log sink sees them. */
+static char held_lines[4096];
+
+static void held_sink(int level, const char *line)
+{
+    size_t n = strlen(held_lines);
+
+    (void)level;
+    if (strstr(line, "proxy lock held: thread") != NULL)
+        snprintf(held_lines + n, sizeof(held_lines) - n, "%s\n", line);
+}
+
 /* A stall report that finds the proxy lock held past its second names the
  * holder, what it does there, and what its thread does in the kernel (a pass
- * that does not end: CI's rare vnodes_np4 stall). */
+ * that does not end: CI's rare vnodes_np4 stall); and, once, every thread
+ * of the process. */
 static void test_lock_held(gpuring_proxy_t *proxy)
 {
     lock_holder_t h = {.proxy = proxy};
+    gpuring_log_config_t saved = gpuring_log_config, lc = gpuring_log_config;
     char desc[768], want[96];
     pthread_t th;
     pair_t p;
@@ -574,12 +588,23 @@ static void test_lock_held(gpuring_proxy_t *proxy)
     if (p.recv.net == NULL) return;
     EXPECT(pthread_create(&th, NULL, lock_holder_main, &h) == 0, "holder thread");
     while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    lc.sink = held_sink;
+    lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
+    lc.mask |= GPURING_SUBSYS_NET;
+    gpuring_log_set(&lc);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
-    printf("lock held: %s\n", desc);
+    gpuring_log_set(&saved);
+    printf("lock held: %s\n%s", desc, held_lines);
     snprintf(want, sizeof(want), "by thread %d, in a test's hold; that thread: state S", h.tid);
     EXPECT(strstr(desc, "proxy: its lock was held for a second (no pass ended)") != NULL &&
                strstr(desc, want) != NULL,
            "the holder named: %s", desc);
+    snprintf(want, sizeof(want), "proxy lock held: thread %d (", h.tid);
+    EXPECT(strstr(held_lines, want) != NULL && strstr(held_lines, ", the holder: state S") != NULL,
+           "the holder's thread listed: %s", held_lines);
+    snprintf(want, sizeof(want), "proxy lock held: thread %d (", (int)syscall(SYS_gettid));
+    EXPECT(strstr(held_lines, want) != NULL && strstr(held_lines, "state R") != NULL,
+           "the reporting thread listed too: %s", held_lines);
     pthread_join(th, NULL);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     EXPECT(strstr(desc, "receives posted below step 8, landed 0") != NULL,
@@ -1163,6 +1188,21 @@ static int exchange_and_connect(gpuring_proxy_t *proxy, int fd, gpuring_conn_t *
                : -1;
 }
 
+/* Shared-memory segments of UCX's same-host transport mapped in this process:
+ * sysv's ("SYSV" in /proc/self/maps) or posix's (its file names). */
+static int count_ucx_shm_maps(void)
+{
+    char line[512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    if (f == NULL) return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, "SYSV") != NULL || strstr(line, "ucx_shm_posix") != NULL;
+    fclose(f);
+    return n;
+}
+
 #define TWO_PROC_STEPS 3000
 #define TWO_PROC_SLOT (64 * 1024)
 
@@ -1210,7 +1250,7 @@ static void test_two_process(int same_host)
     gpuring_conn_handle_t h;
     xfer_t xs = {.nsteps = TWO_PROC_STEPS, .seed = 77, .size_mode = 0, .touch_all = 1};
     char result = 9, msg[256] = "";
-    int sv[2], status = 0, ok;
+    int sv[2], status = 0, ok, maps0, maps1;
     pid_t pid;
     double t0;
     gpuring_status_t st;
@@ -1237,7 +1277,9 @@ static void test_two_process(int same_host)
     EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5, -1,
                                   &h) == GPURING_OK,
           "parent create");
+    maps0 = count_ucx_shm_maps();
     ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid, same_host) == 0;
+    maps1 = count_ucx_shm_maps();
     EXPECT(ok, "two-process connect");
     if (ok) {
         char lanes[256] = "";
@@ -1252,6 +1294,11 @@ static void test_two_process(int same_host)
             EXPECT(lanes[0] != '\0' && strstr(lanes, "tcp") == NULL,
                    "a same-host peer gets shared-memory lanes, no tcp: %s", lanes);
         printf("endpoint lanes: %s\n", lanes);
+        /* the endpoint's warm-up (proxy_ep_warm_up): UCX mapped the peer's FIFO
+         * and its receive descriptors when it connected, not in a later step */
+        if (strstr(lanes, "sysv") != NULL || strstr(lanes, "posix") != NULL)
+            EXPECT(maps1 - maps0 >= 2, "connecting mapped the peer's FIFO and receive "
+                   "descriptors: %d -> %d shared-memory mappings", maps0, maps1);
     }
     if (ok) {
         xs.proxy = proxy;
