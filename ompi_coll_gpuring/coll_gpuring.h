@@ -45,6 +45,7 @@ typedef struct mca_coll_gpuring_component {
     int ranks_per_node;
     char *topo_xml;
     int net_peer_failure; /* gpuring_proxy_peer_failure_t */
+    int net_rndv_size;    /* -1: by where the ranks are; 0: UCX's; else bytes */
 
     int stage_device_buffers;
 

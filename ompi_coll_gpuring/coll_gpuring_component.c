@@ -59,6 +59,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .ranks_per_node = 0,
     .topo_xml = NULL,
     .net_peer_failure = GPURING_PROXY_PEER_FAILURE_REMOTE,
+    .net_rndv_size = -1,
     .stage_device_buffers = -1,
     .output = -1,
 };
@@ -251,6 +252,15 @@ static int gpuring_register(void)
             &c->net_peer_failure);
         if (e != NULL) OBJ_RELEASE(e);
     }
+    gpuring_register_int("net_rndv_size",
+                         "NET steps of at least this many bytes go by UCX's rendezvous "
+                         "(RNDV_THRESH of gpuring's own UCX context), shorter ones eager: -1 "
+                         "(default) 65537 when every rank of the first communicator that "
+                         "connects across nodes is on one host (virtual nodes: a same-host rendezvous costs a round trip between the ranks' "
+                         "progress loops per step, more than the eager copy of a 64 KiB step), "
+                         "UCX's own choice otherwise; 0 UCX's own choice.  UCX_RNDV_THRESH in "
+                         "the environment wins",
+                         OPAL_INFO_LVL_5, &c->net_rndv_size);
     c->topo_xml = "";
     (void)mca_base_component_var_register(
         v, "topo_xml",

@@ -305,6 +305,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         .direct = c->direct,
         .topo_xml = c->topo_xml,
         .net_peer_failure = c->net_peer_failure,
+        .net_rndv_size = c->net_rndv_size,
         .nonblocking_setup = c->nonblocking_setup,
         .stream_bytes = c->stream_size,
         .net_stream_bytes = c->net_stream_size,

@@ -56,6 +56,8 @@ typedef struct gpuring_comm_config {
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
+    int net_rndv_size;     /* NET steps this large go by UCX's rendezvous: -1 by where the
+                              ranks are (gpuring_conns.c), 0 UCX's own threshold */
     int nonblocking_setup; /* a non-blocking call may connect trees (it waits for every rank) */
     size_t stream_bytes;   /* host buffers: outputs this large are streamed (0: by the cache) */
     size_t net_stream_bytes; /* host buffers: NET steps this large are streamed into their

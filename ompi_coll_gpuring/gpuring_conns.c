@@ -318,6 +318,29 @@ static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t pl
     return GPURING_OK;
 }
 
+/*
+ * UCX's rendezvous threshold for the proxy's context when every rank of the
+ * communicator that creates it is on one host (virtual nodes), and
+ * coll_gpuring_net_rndv_size is -1: steps up to 64 KiB go eager.  Between
+ * two processes of one host a rendezvous step waits for the receiver's
+ * progress loop to see its request and for the sender's to see the answer;
+ * a ring's next step waits for that step.  2 ranks as 2 virtual nodes, host
+ * buffers, -x UCX_RNDV_THRESH against UCX's own, alternating, medians of 7
+ * (README): 512 KiB and 1 MiB calls (64 KiB steps) took 0.3-0.8x the
+ * time; 2 MiB calls (128 KiB steps) eager took up to 1.7x, so larger steps
+ * stay with the rendezvous and its single copy.
+ */
+#define GPURING_NET_RNDV_ONE_HOST (64 * 1024 + 1)
+
+static size_t comm_net_rndv_thresh(const gpuring_comm_t *c)
+{
+    if (c->cfg.net_rndv_size >= 0) return (size_t)c->cfg.net_rndv_size;
+    for (int r = 0; r < c->boot.size; r++) {
+        if (c->peers[r].host_hash != c->peers[0].host_hash) return 0;
+    }
+    return GPURING_NET_RNDV_ONE_HOST;
+}
+
 /* UCX addresses, when the communicator spans nodes: every rank takes part. */
 gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st)
 {
@@ -328,7 +351,8 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
     if (*local_st == GPURING_OK) {
         gpuring_proxy_config_t pcfg = {
             .wait_timeout = c->cfg.wait_timeout,
-            .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure};
+            .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure,
+            .rndv_thresh = comm_net_rndv_thresh(c)};
         *local_st = gpuring_proxy_get(&pcfg, &c->proxy);
         if (*local_st == GPURING_OK) *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
         if (*local_st != GPURING_OK) addr_len = 0;

@@ -53,6 +53,9 @@ typedef enum {
 typedef struct gpuring_proxy_config {
     double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
     gpuring_proxy_peer_failure_t peer_failure; /* for endpoints created from now on */
+    size_t rndv_thresh; /* UCX's eager/rendezvous switch for the proxy's own context, in
+                           bytes (0: UCX's choice); taken when the proxy is created, and
+                           never over UCX_RNDV_THRESH set in the environment */
 } gpuring_proxy_config_t;
 
 /* The thread checks this often whether executors still drive progress. */

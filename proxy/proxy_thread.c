@@ -764,6 +764,24 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
         GPURING_ERROR(GPURING_SUBSYS_NET, "ucp_config_read failed: %s", ucs_status_string(us));
         goto fail;
     }
+    if (getenv("UCX_RNDV_THRESH") != NULL) {
+        GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from "
+                     "UCX_RNDV_THRESH=%s (the environment)", getenv("UCX_RNDV_THRESH"));
+    } else if (cfg != NULL && cfg->rndv_thresh > 0) {
+        char thresh[32];
+
+        snprintf(thresh, sizeof(thresh), "%zu", cfg->rndv_thresh);
+        us = ucp_config_modify(config, "RNDV_THRESH", thresh);
+        if (us != UCS_OK)
+            GPURING_WARN(GPURING_SUBSYS_NET, "UCX refused RNDV_THRESH=%s (%s): its own "
+                         "threshold stays", thresh, ucs_status_string(us));
+        else
+            GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from %s B",
+                         thresh);
+    } else {
+        GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: UCX's own rendezvous "
+                     "threshold");
+    }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_TAG;

@@ -216,6 +216,13 @@ run_case() {
                 # written into its send slot around the cache)
                 need_every_rank " host connections ready: .* and net steps of 1 B and more" "rank @ does not stream every net step" || return 0
                 ;;
+            rndv65537|rndvucx)
+                # gpuring's UCX context took the rendezvous threshold for one host
+                # (coll_gpuring_net_rndv_size -1), or left UCX's (0)
+                local rv="rendezvous from 65537 B"
+                [ "$c" = rndvucx ] && rv="UCX's own rendezvous threshold"
+                need_every_rank " gpuring's UCX context: $rv" "rank @: not '$rv'" || return 0
+                ;;
             zcopy|nozcopy)
                 # every rank's net steps landed straight in the output (zero copy:
                 # coll_gpuring_net_zcopy), or none did (turned off)
@@ -374,6 +381,13 @@ run_case "tree_netstream_np5_rpn1" 5 1 ready,tree,netstream1 \
     "coll_gpuring_algorithm tree coll_gpuring_net_stream_size 1" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_gather_netstream_np3_rpn1" 3 1 ready,netstream1 \
     "coll_gpuring_algorithm gather coll_gpuring_net_stream_size 1" allreduce_check "${MEDIUM[@]}"
+# gpuring's UCX context on one host: steps up to 64 KiB eager, larger ones by
+# rendezvous (coll_gpuring_net_rndv_size -1, the default), or UCX's own threshold
+# (0); calls whose steps fall on both sides of it
+RNDV=(-t int8,int32,float,double -o sum,max -i -m world,rev -c 1,4099,65537,262147,300001,1048583 -s "$SEED" -q "${XARG[@]}")
+run_case "allreduce_rndv_np3_rpn1" 3 1 ready,rndv65537 "" allreduce_check "${RNDV[@]}"
+run_case "allreduce_rndvucx_np2_rpn1" 2 1 ready,rndvucx "coll_gpuring_net_rndv_size 0" \
+    allreduce_check "${RNDV[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
