@@ -104,7 +104,10 @@ static inline int gpuring_exec_ll(const gpuring_exec_args_t *a, const gpuring_co
 
 /* NET steps of at least this many bytes are written into their send slot
  * around the cache by default (exec_host.c; coll_gpuring_net_stream_size):
- * above UCX's eager sizes, where the transport reads the slot itself.
+ * above UCX's own eager sizes, where the transport reads the slot itself.
+ * (On one host coll_gpuring_net_rndv_size makes 64 KiB steps eager: UCX
+ * then copies them from the slot on this core; streamed or not, 512 KiB
+ * and 1 MiB calls measured the same within the host's spread.)
  * Measured, 2 ranks as 2 virtual nodes on 2 cores, 16 MiB allreduce: copies
  * into the send slots took 31-44% of a rank's perf samples before, 9-16%
  * after (the reduction now writes its slot in its own pass); the call took

@@ -220,7 +220,8 @@ static int gpuring_register(void)
         "send slot with non-temporal stores, around the cache: only the transport reads them "
         "(a same-host peer's single copy, a NIC), and a plain store would first fetch each "
         "line back from where that transport's last read left it (0: 65536, above UCX's "
-        "eager sizes)",
+        "own eager sizes; on one host coll_gpuring_net_rndv_size makes 64 KiB steps eager, "
+        "and streaming them or not measured the same)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->net_stream_size);
     gpuring_register_int("wait_timeout",
