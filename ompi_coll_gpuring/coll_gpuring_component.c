@@ -257,8 +257,9 @@ static int gpuring_register(void)
                          "NET steps of at least this many bytes go by UCX's rendezvous "
                          "(RNDV_THRESH of gpuring's own UCX context), shorter ones eager: -1 "
                          "(default) 65537 when every rank of the first communicator that "
-                         "connects across nodes is on one host (virtual nodes: a same-host rendezvous costs a round trip between the ranks' "
-                         "progress loops per step, more than the eager copy of a 64 KiB step), "
+                         "connects across nodes is on one host (virtual nodes: a same-host "
+                         "rendezvous costs a round trip between the ranks' progress loops per "
+                         "step, more than the eager copy of a 64 KiB step), "
                          "UCX's own choice otherwise; 0 UCX's own choice.  UCX_RNDV_THRESH in "
                          "the environment wins",
                          OPAL_INFO_LVL_5, &c->net_rndv_size);

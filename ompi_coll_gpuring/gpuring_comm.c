@@ -148,16 +148,6 @@ void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stat
     stats->bytes = __atomic_load_n(&cs->bytes, __ATOMIC_RELAXED);
 }
 
-/* The communicator's ranks on this rank's host (virtual nodes included). */
-static long comm_host_ranks(const gpuring_comm_t *c)
-{
-    long local = 0;
-
-    for (int r = 0; r < c->boot.size; r++)
-        local += c->peers[r].host_hash == c->peers[c->boot.rank].host_hash;
-    return local;
-}
-
 /* Empty polls between yields in the host executor's waits: a short spin when
  * this host has a core for each of the communicator's ranks on it, none when
  * they share cores (a yield then lets the peer run). */
@@ -166,7 +156,7 @@ static int comm_spin_polls(const gpuring_comm_t *c)
 {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-    return cpus > 0 && comm_host_ranks(c) <= cpus ? GPURING_COMM_SPIN_POLLS : 0;
+    return cpus > 0 && gpuring_comm_host_ranks(c) <= cpus ? GPURING_COMM_SPIN_POLLS : 0;
 }
 
 /*
@@ -191,7 +181,7 @@ static size_t comm_stream_bytes(const gpuring_comm_t *c)
     if (c->cfg.stream_bytes > 0) return c->cfg.stream_bytes;
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (llc <= 0) return GPURING_COMM_STREAM_BYTES_UNKNOWN;
-    return (size_t)llc / (4 * (size_t)GPURING_MAX(comm_host_ranks(c), 1));
+    return (size_t)llc / (4 * (size_t)GPURING_MAX(gpuring_comm_host_ranks(c), 1));
 }
 
 /* This rank's peer info: host, pid, uid proposal, and its place in the node. */

@@ -34,6 +34,16 @@ static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
     return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
 }
 
+/* The communicator's ranks on this rank's host (virtual nodes included). */
+static inline long gpuring_comm_host_ranks(const gpuring_comm_t *c)
+{
+    long local = 0;
+
+    for (int r = 0; r < c->boot.size; r++)
+        local += c->peers[r].host_hash == c->peers[c->boot.rank].host_hash;
+    return local;
+}
+
 /* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */
 
 /* One call, as its collective hands it over (NCCL's ncclInfo). */

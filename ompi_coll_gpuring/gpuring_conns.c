@@ -335,10 +335,7 @@ static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t pl
 static size_t comm_net_rndv_thresh(const gpuring_comm_t *c)
 {
     if (c->cfg.net_rndv_size >= 0) return (size_t)c->cfg.net_rndv_size;
-    for (int r = 0; r < c->boot.size; r++) {
-        if (c->peers[r].host_hash != c->peers[0].host_hash) return 0;
-    }
-    return GPURING_NET_RNDV_ONE_HOST;
+    return gpuring_comm_host_ranks(c) == c->boot.size ? GPURING_NET_RNDV_ONE_HOST : 0;
 }
 
 /* UCX addresses, when the communicator spans nodes: every rank takes part. */
