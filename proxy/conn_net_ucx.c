@@ -281,6 +281,8 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
         gpuring_conn_post_abort(net->conn))
         __atomic_store_n(&net->abort_due, 0, __ATOMIC_RELAXED);
     tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
+    net->seen_tail = tail;
+    net->seen_pass = net->proxy->passes;
     if (tail - net->done > net->inflight_max) net->inflight_max = tail - net->done;
     while (!net->failed && net->sent < tail && net->sent < net->remote_head + GPURING_NSTEPS) {
         post_data_send(net, net->sent);
@@ -451,6 +453,7 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     char op[128], unmatched[64], later[96], foreign[160];
     long long unexpected, past;
+    int stuck = 0;
 
     if (net == NULL || len == 0) {
         if (len > 0) buf[0] = '\0';
@@ -461,12 +464,18 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
     if (net->detached) {
         snprintf(buf, len, "proxy: the connection is detached (the proxy was finalized)");
     } else if (net->dir == GPURING_CONN_SEND) {
+        const uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
+
         net_op_describe(net, step, op, sizeof(op));
-        snprintf(buf, len, "proxy: %stail %llu, sent %llu, completed %llu, credit %llu%s; %s",
-                 net->connected ? "" : "not connected, ",
-                 (unsigned long long)GPURING_LOAD_ACQUIRE(&net->ctrl->tail),
+        snprintf(buf, len, "proxy: %stail %llu, sent %llu, completed %llu, credit %llu%s; %s; "
+                 "the last pass over it (pass %llu) read tail %llu",
+                 net->connected ? "" : "not connected, ", (unsigned long long)tail,
                  (unsigned long long)net->sent, (unsigned long long)net->done,
-                 (unsigned long long)net->remote_head, net->failed ? ", failed" : "", op);
+                 (unsigned long long)net->remote_head, net->failed ? ", failed" : "", op,
+                 (unsigned long long)net->seen_pass, (unsigned long long)net->seen_tail);
+        /* a step a pass would send at once: are passes running at all? */
+        stuck = !net->failed && net->connected && net->sent < tail &&
+                net->sent < net->remote_head + GPURING_NSTEPS;
     } else {
         net_op_describe(net, step, op, sizeof(op));
         unexpected = net_unexpected_step(net);
@@ -491,6 +500,7 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
                  unmatched, foreign);
     }
     gpuring_proxy_unlock(net->proxy);
+    if (stuck) gpuring_proxy_describe_thread(net->proxy, buf, len);
 }
 
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)

@@ -179,8 +179,13 @@ void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t
  * receives posted, steps landed, the executor's head, the credit sent) and
  * what the UCX operation of `step` does (not posted, in flight, done with its
  * status); a recv end also looks whether a message of its own waits in UCX
- * unmatched (a step no receive took).  Takes the proxy lock, for at most a
- * second: a lock held longer is reported as such (a pass that does not end).
+ * unmatched (a step no receive took).  A send end names the last pass over
+ * it and the tail that pass read; where a step is posted and credited but
+ * not sent (any pass would send it), it also describes the progress thread:
+ * the passes that ran while the report looked (GPURING_PROXY_LOOK_NS), the
+ * operations active, the thread's state in the kernel.  Takes the proxy
+ * lock, for at most a second: a lock held longer is reported as such (a
+ * pass that does not end).
  */
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len);
 

@@ -132,6 +132,8 @@ typedef struct gpuring_net_conn {
     uint64_t sent;        /* steps handed to UCX */
     uint64_t done;        /* steps whose send completed, in order (= ctrl->head) */
     uint64_t remote_head; /* latest credit from the receiver */
+    uint64_t seen_tail;   /* the tail the last progress call read, and the proxy's */
+    uint64_t seen_pass;   /* pass count then (a stall report's evidence) */
 
     /* recv side */
     uint64_t posted;   /* receives posted for steps < posted */
@@ -236,6 +238,12 @@ void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing,
  * what its thread is doing in the kernel (from /proc). */
 int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
                                   size_t len);
+/* The progress thread as a report sees it, appended to buf: the passes run
+ * (and how many more ran while this looked, GPURING_PROXY_LOOK_NS), the
+ * operations active, whether it naps, and its state in the kernel.  Lock
+ * NOT held: it sleeps. */
+#define GPURING_PROXY_LOOK_NS (20 * 1000 * 1000)
+void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len);
 
 /* conn_net_ucx.c ----------------------------------------------------------- */
 /* One pass of send/recv/credit work.  Lock held.  Returns GPURING_NET_PENDING

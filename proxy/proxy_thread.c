@@ -551,6 +551,32 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
     return 1;
 }
 
+void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len)
+{
+    const struct timespec look = {0, GPURING_PROXY_LOOK_NS};
+    const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    const uint64_t drives0 = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+    const int tid = __atomic_load_n(&proxy->thread_tid, __ATOMIC_RELAXED);
+    uint64_t passes, drives;
+    size_t n = strlen(buf);
+    char task[256];
+
+    nanosleep(&look, NULL);
+    passes = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+    task[0] = '\0';
+    if (tid > 0) proxy_task_describe(tid, task, sizeof(task));
+    if (n + 1 >= len) return;
+    snprintf(buf + n, len - n,
+             "; the proxy ran %llu passes (%llu in the %d ms this report looked, %llu of "
+             "them by executors), %d operations active, its thread %d %s: %s",
+             (unsigned long long)passes0, (unsigned long long)(passes - passes0),
+             GPURING_PROXY_LOOK_NS / 1000000, (unsigned long long)(drives - drives0),
+             __atomic_load_n(&proxy->active, __ATOMIC_RELAXED), tid,
+             __atomic_load_n(&proxy->napping, __ATOMIC_RELAXED) ? "napping" : "awake",
+             task[0] != '\0' ? task : "unknown");
+}
+
 /* ---- active operations -------------------------------------------------------- */
 
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy)

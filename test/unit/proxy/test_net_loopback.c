@@ -613,6 +613,44 @@ static void test_lock_held(gpuring_proxy_t *proxy)
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
+/* What a stall report says of passes: a send end names the last pass over
+ * it and the tail that pass read (a posted step no pass sent: CI's rare
+ * ll_tree_vnodes_np4 stall), and the progress thread's description counts
+ * the passes run while it looked -- many while an operation is active. */
+static void test_pass_evidence(gpuring_proxy_t *proxy)
+{
+    char desc[768], want[96];
+    unsigned long long passes = 0, looked = 0;
+    const char *at;
+    pair_t p;
+
+    EXPECT(pair_create(proxy, &p, 0, 4096, 85, 0, 1) == GPURING_OK, "create a pair");
+    if (p.recv.net == NULL) return;
+    EXPECT(run_pairs(proxy, &p, 1, 20, 0, 1, NULL), "20 steps through the pair");
+    gpuring_conn_net_describe(&p.send, 19, desc, sizeof(desc));
+    printf("send end after 20 steps: %s\n", desc);
+    at = strstr(desc, "the last pass over it (pass ");
+    EXPECT(at != NULL && sscanf(at, "the last pass over it (pass %llu", &passes) == 1 &&
+               passes > 0 && strstr(at, ") read tail 20") != NULL,
+           "the send end names its last pass and the tail it read: %s", desc);
+    EXPECT(strstr(desc, "passes (") == NULL, "nothing to send: the thread is not described");
+
+    desc[0] = '\0';
+    gpuring_proxy_active_begin(proxy); /* the thread spins */
+    gpuring_proxy_describe_thread(proxy, desc, sizeof(desc));
+    gpuring_proxy_active_end(proxy);
+    printf("thread while active: %s\n", desc);
+    snprintf(want, sizeof(want), "1 operations active, its thread %d awake: state ",
+             proxy->thread_tid);
+    at = strstr(desc, "; the proxy ran ");
+    EXPECT(at != NULL && sscanf(at, "; the proxy ran %llu passes (%llu in the 20 ms", &passes,
+                                &looked) == 2 &&
+               passes > 0 && looked > 0 && strstr(desc, want) != NULL,
+           "passes counted while active, the thread named: %s", desc);
+    pair_destroy(proxy, &p);
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
+}
+
 /* A failed call's abort step, on a send end whose slots are all in flight
  * (the executor's gpuring_conn_post_abort finds none free): handed to the
  * proxy (gpuring_conn_net_abort_later), it follows the steps in flight as
@@ -1396,6 +1434,7 @@ int main(int argc, char **argv)
     test_early_sender(proxy);
     test_lost_step(proxy);
     test_lock_held(proxy);
+    test_pass_evidence(proxy);
     test_abort_later(proxy);
     test_abandon_flush(proxy);
     test_concurrent(proxy);
