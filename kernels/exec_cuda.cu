@@ -62,11 +62,15 @@
 #include "kernels/reduce_dev.cuh"
 
 /*
- * The proxy's failure report, polled while NET connections are in use.
- * A weak reference: test/gpu/test_exec_cuda links this file without the
- * proxy (and never sets args->proxy); in the component it resolves to
- * proxy/proxy_thread.c's definition (proxy/proxy.h).
+ * The proxy, while NET connections are in use: the waiting host thread runs
+ * its passes (the kernel's steps go out without a hand-off to the progress
+ * thread, which backs off while passes run; GPU-direct slots stay the
+ * thread's: gpuring_proxy_progress declines them) and polls its failure
+ * report.  Weak references: test/gpu/test_exec_cuda links this file
+ * without the proxy (and never sets args->proxy); in the component they
+ * resolve to proxy/proxy_thread.c's definitions (proxy/proxy.h).
  */
+extern "C" int gpuring_proxy_progress(struct gpuring_proxy *proxy) __attribute__((weak));
 extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, char *msg,
                                                 size_t len) __attribute__((weak));
 
@@ -1326,7 +1330,7 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
  * (*stop_p = GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
  * or an abandoned one (*stop_p = exec_cuda_stopped's), or the proxy, when
  * there is one, reports a failure (*stop_p = its status, logged): NET peers
- * never answer then.
+ * never answer then.  With a proxy, every poll also runs one of its passes.
  */
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
                                   int nchannels, double timeout, struct gpuring_proxy *proxy,
@@ -1342,6 +1346,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
         uint64_t now;
 
         if (err != cudaErrorNotReady) return err;
+        if (proxy != NULL && gpuring_proxy_progress != NULL) (void)gpuring_proxy_progress(proxy);
         *stop_p = exec_cuda_stopped(st, nchannels);
         if (*stop_p != GPURING_OK) return cudaErrorNotReady; /* the others must leave too */
         now = exec_cuda_progress_sum(st, nchannels);

@@ -335,12 +335,9 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                              info->count * es >= GPURING_ZCOPY_MIN_BYTES,
                                     .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
                                     .coll = gpuring_coll_names[info->kind]};
-    if (c->proxy != NULL) { /* the host executor runs passes itself while it waits */
-        if (w->plane == GPURING_PLANE_HOST)
-            gpuring_proxy_active_begin_driving(c->proxy);
-        else
-            gpuring_proxy_active_begin(c->proxy);
-    }
+    /* both executors run the proxy's passes while they wait (the CUDA one from
+     * the host thread that polls its kernel; GPU-direct slots stay the thread's) */
+    if (c->proxy != NULL) gpuring_proxy_active_begin_driving(c->proxy);
     if (w->plane == GPURING_PLANE_HOST) gpuring_exec_host_start(&w->args);
     return GPURING_OK;
 }

@@ -200,7 +200,8 @@ void gpuring_proxy_active_begin_driving(gpuring_proxy_t *proxy);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
 
 /*
- * From a waiting executor (inside active_begin/end): one pass over every
+ * From a waiting executor (inside active_begin/end: the host executor, or
+ * the CUDA executor's host thread polling its kernel): one pass over every
  * connection and the UCX worker, if the proxy lock is free (trylock: never
  * waits).  Returns 1 if a counter moved.  Does nothing where a connection
  * has GPU-direct slots (UCX needs the proxy thread's CUDA context for them).

@@ -752,8 +752,9 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
         if (proxy->context != NULL) ucp_cleanup(proxy->context);
     }
 
-    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "proxy finalized: %llu passes, %llu sleeps",
-                  (unsigned long long)proxy->passes, (unsigned long long)proxy->sleeps);
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "proxy finalized: %llu passes (%llu run by waiting "
+                  "executors), %llu sleeps", (unsigned long long)proxy->passes,
+                  (unsigned long long)proxy->drives, (unsigned long long)proxy->sleeps);
     pthread_cond_destroy(&proxy->cond);
     pthread_mutex_destroy(&proxy->lock);
     pthread_mutex_destroy(&proxy->err_lock);

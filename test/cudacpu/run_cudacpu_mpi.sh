@@ -201,8 +201,12 @@ case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -
 summary=$SUMMARY_ON_DEVICE staged=0
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
-case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i \
-    -c 1,17,4099,65537
+# the node leaders' NET steps: the host thread waiting for the kernel runs the
+# proxy's passes (its finalize line counts them, debug, subsystem proxy)
+want='proxy finalized: [0-9]+ passes \([1-9][0-9]* run by waiting executors' verbose=4
+case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2 coll_gpuring_verbose_subsys coll,proxy" \
+    -d -q -i -c 1,17,4099,65537
+want="" verbose=3
 # the LL protocol forced on the FIFO kernels; every rank's plans (debug, subsystem
 # tuning) must say LL on device buffers
 LL="coll_gpuring_direct 0 coll_gpuring_protocol ll coll_gpuring_verbose_subsys coll,tuning"
