@@ -190,13 +190,12 @@ void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len);
 
 /* An operation using NET connections starts / ends: keeps the thread spinning.
- * _driving: the caller runs the passes itself while it waits
- * (gpuring_proxy_progress), so the thread is woken only from its idle sleep;
- * from the backstop's sleep it takes over on its own within
- * GPURING_PROXY_BACKSTOP_US.  A wake per call (a futex call and a thread
- * scheduled on the caller's cores) was most of an 8-byte call over UCX. */
+ * The caller runs passes itself while it waits (gpuring_proxy_progress), so
+ * the thread is woken only from its idle sleep; from the backstop's sleep it
+ * takes over on its own within GPURING_PROXY_BACKSTOP_US.  A wake per call (a
+ * futex call and a thread scheduled on the caller's cores) was most of an
+ * 8-byte call over UCX. */
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
-void gpuring_proxy_active_begin_driving(gpuring_proxy_t *proxy);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
 
 /*

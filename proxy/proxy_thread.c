@@ -329,7 +329,7 @@ void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
     if (proxy->conns != NULL) proxy->conns->prev = net;
     proxy->conns = net;
     net->registered = 1;
-    if (net->device >= 0) proxy->device = net->device;
+    if (net->device >= 0) __atomic_store_n(&proxy->device, net->device, __ATOMIC_RELAXED);
 }
 
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
@@ -581,11 +581,6 @@ void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len
 
 void gpuring_proxy_active_begin(gpuring_proxy_t *proxy)
 {
-    if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_ACQ_REL) == 0) gpuring_proxy_wake(proxy);
-}
-
-void gpuring_proxy_active_begin_driving(gpuring_proxy_t *proxy)
-{
     /* seq_cst against the thread's napping store and active load (proxy_main):
      * either it sees this operation and stays up, or this sees it napping */
     if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_SEQ_CST) == 0 &&
@@ -637,6 +632,9 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
 {
     int flags;
 
+    /* GPU-direct slots: looked at first without the lock (an executor polling
+     * its kernel calls this at every poll), then again under it */
+    if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) return 0;
     if (!gpuring_proxy_trylock(proxy, "a caller's pass")) return 0; /* a pass is running */
     if (proxy->device >= 0) { /* GPU-direct slots: the thread's context moves them */
         gpuring_proxy_unlock(proxy);
@@ -700,8 +698,8 @@ static void *proxy_main(void *arg)
         } else {
             busy = 0;
             proxy->sleeps++;
-            /* active_begin signals under the lock: no lost wakeup; a driving
-             * begin signals only this sleep (napping), not the backstop's */
+            /* active_begin signals this sleep (napping) under the lock: no
+             * lost wakeup; the backstop's sleep it leaves alone */
             __atomic_store_n(&proxy->napping, 1, __ATOMIC_SEQ_CST);
             if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_SEQ_CST) == 0)
                 proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
