@@ -6,6 +6,8 @@
 #   up to 4 KiB the tree beats the ring.
 #
 # Usage: algos.sh [-n np] [-v ranks_per_node] [-b min] [-e max] [-f factor] [-r reps]
+# (-f an integer; each size runs alone, 2000 calls up to 64 KiB, 200 up to
+# 4 MiB, 50 above, as compare.sh -N auto)
 # Environment: GPURING_MCA_ARGS (as for the tests: component path, host buffers),
 #              GPURING_PERF_BIN (default: allreduce_perf next to this script)
 set -u
@@ -19,28 +21,43 @@ while getopts "n:v:b:e:f:r:" o; do
 done
 PERF=${GPURING_PERF_BIN:-$HERE/allreduce_perf}
 source "$HERE/../mca_args.sh"
+source "$HERE/perf_sizes.sh"
 ROOT=()
 [ "$(id -u)" = 0 ] && ROOT=(--allow-run-as-root)
 ALGOS=(ring tree auto)
-declare -A BEST
+SIZES=()
+for ((s = $(to_bytes "$MINB"); s <= $(to_bytes "$MAXB"); s = s * FACTOR)); do SIZES+=("$s"); done
+[ "${SIZES[-1]}" = "$(to_bytes "$MAXB")" ] || SIZES+=("$(to_bytes "$MAXB")") # -e even off the grid
+declare -A BEST PICK
+PLANS=$(mktemp)
+trap 'rm -f "$PLANS"' EXIT
 
 for ((rep = 1; rep <= REPS; rep++)); do
     for ((k = 0; k < ${#ALGOS[@]}; k++)); do
         a=${ALGOS[(k + rep) % ${#ALGOS[@]}]} # rotate who goes first
-        mca_args coll_gpuring_algorithm "$a" coll_gpuring_ranks_per_node "$RPN"
-        while read -r size count _ _ time _; do
-            [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
-            key="$a.$size"
-            if [ -z "${BEST[$key]:-}" ] || awk -v x="$time" -v y="${BEST[$key]}" 'BEGIN{exit !(x < y)}'; then
-                BEST[$key]=$time
-            fi
-        done < <(timeout 600 mpirun "${ROOT[@]}" --oversubscribe -np "$NP" "${MCA[@]}" "$PERF" \
-                     -b "$MINB" -e "$MAXB" -f "$FACTOR" -n 20 -w 5 2>/dev/null | grep -v '^#')
+        mca_args coll_gpuring_algorithm "$a" coll_gpuring_ranks_per_node "$RPN" \
+            coll_gpuring_verbose 5 coll_gpuring_verbose_subsystems tuning
+        for s in "${SIZES[@]}"; do
+            # iterations by size, as compare.sh -N auto: a call of microseconds
+            # needs thousands to average out the scheduler of a shared core
+            iters=$((s <= 65536 ? 2000 : s <= 4194304 ? 200 : 50))
+            while read -r size count _ _ time _; do
+                [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
+                key="$a.$size"
+                if [ -z "${BEST[$key]:-}" ] || awk -v x="$time" -v y="${BEST[$key]}" 'BEGIN{exit !(x < y)}'; then
+                    BEST[$key]=$time
+                fi
+            done < <(timeout 600 mpirun "${ROOT[@]}" --oversubscribe -np "$NP" "${MCA[@]}" "$PERF" \
+                         -b "$s" -e "$s" -n "$iters" -w $((iters / 10)) 2>"$PLANS" | grep -v '^#')
+            # what auto ran: rank 0's plan of the call (graph/tuning.c's debug line)
+            [ "$a" = auto ] && PICK[$s]=$(sed -n "s/.*\[gpuring rank 0\].*plan: $s B ([a-z]*) -> \([^,]*\), \([0-9]*\) of.*, allreduce$/\1 x\2/p" "$PLANS" | head -1)
+        done
     done
 done
 
 echo "# np $NP, $RPN ranks per virtual node, float sum, host buffers, time in us, best of $REPS"
-printf "%12s %12s %12s %12s  %s\n" "size(B)" ring tree auto check
+echo "# (runs of 2000 calls up to 64 KiB, 200 up to 4 MiB, 50 above)"
+printf "%12s %12s %12s %12s  %-20s %s\n" "size(B)" ring tree auto "auto ran" check
 fails=0
 for key in "${!BEST[@]}"; do :; done
 for size in $(printf '%s\n' "${!BEST[@]}" | sed 's/^[a-z]*\.//' | sort -n | uniq); do
@@ -51,6 +68,6 @@ for size in $(printf '%s\n' "${!BEST[@]}" | sed 's/^[a-z]*\.//' | sort -n | uniq
         if (s <= 4096) msg = msg ((t < r) ? ", tree<ring" : ", TREE NOT FASTER");
         print msg }')
     [[ $verdict == *SLOW* || $verdict == *NOT* || $verdict == missing ]] && fails=$((fails + 1))
-    printf "%12s %12s %12s %12s  %s\n" "$size" "$r" "$t" "$u" "$verdict"
+    printf "%12s %12s %12s %12s  %-20s %s\n" "$size" "$r" "$t" "$u" "${PICK[$size]:--}" "$verdict"
 done
 echo "# $fails size(s) miss the checks"
