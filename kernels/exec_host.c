@@ -25,8 +25,19 @@
 /* idle passes between two looks at the clock (the timeout) */
 #define GPURING_EXEC_CLOCK_EVERY 64
 
-#define EXEC_FOR_PEERS(_mask, _i) \
-    for (int _i = 0; _i < GPURING_MAX_PEERS; _i++) if ((_mask) & (1u << _i))
+/* each peer _i (unsigned) whose bit is set in _mask, lowest first: a step
+ * names one or two peers of GPURING_MAX_PEERS, and an 8-byte call walks its
+ * masks a dozen times */
+#define EXEC_FOR_PEERS(_mask, _i)                                          \
+    for (unsigned _m##_i = (_mask), _i = 0;                                \
+         _m##_i != 0 && ((_i = (unsigned)__builtin_ctz(_m##_i)), 1); _m##_i &= _m##_i - 1)
+
+/* Does `mask` name more than one peer?  (no popcount instruction on the
+ * x86-64 baseline: a library call) */
+static inline int exec_several(unsigned mask)
+{
+    return (mask & (mask - 1)) != 0;
+}
 
 static inline char *conn_slot(const gpuring_conn_t *conn)
 {
@@ -230,7 +241,7 @@ static gpuring_status_t exec_op_check(const gpuring_exec_args_t *a,
 static inline int exec_lands_in_output(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
     return (s->flags & ~(unsigned)GPURING_PRIM_SEND) == (GPURING_PRIM_RECV | GPURING_PRIM_DST) &&
-           __builtin_popcount(s->recv_mask) == 1 && s->count > 0 &&
+           s->recv_mask != 0 && !exec_several(s->recv_mask) && s->count > 0 &&
            gpuring_prog_out_once(&ch->prog);
 }
 
@@ -306,7 +317,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
          * streamed destination (a NET send slot, else a streamed output)
          * gets it last, from the reduction that builds the value, in the
          * same pass, or by a copy */
-        const int reduces = (src != NULL) + __builtin_popcount(s->recv_mask) > 1;
+        const int reduces = exec_several(s->recv_mask) || (src != NULL && s->recv_mask != 0);
         char *home = first, *stream = NULL;
         const char *v;
         int streamed = 0;
