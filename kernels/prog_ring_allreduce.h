@@ -76,8 +76,11 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
     const uint64_t slices = (uint64_t)p->slices;
     const uint64_t per_loop = (uint64_t)(2 * n - 1) * slices;
     const uint64_t loop = i / per_loop;
-    const int op = (int)(i % per_loop / slices);
-    const size_t slice = (size_t)(i % slices);
+    const uint64_t in_loop = i - loop * per_loop;
+    /* unsliced (one node): no division by slices -- every executor decodes
+     * each operation of a small call on its path */
+    const int op = (int)(slices == 1 ? in_loop : in_loop / slices);
+    const size_t slice = slices == 1 ? 0 : (size_t)(in_loop - (uint64_t)op * slices);
     const size_t max_blk = p->chunk * (size_t)slices;
     const size_t loop_start = (size_t)loop * (size_t)n * max_blk;
     const size_t loop_count =
@@ -88,7 +91,7 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
     const size_t grid = (even + GPURING_PROG_ALIGN_ELEMS - 1) / GPURING_PROG_ALIGN_ELEMS *
                         GPURING_PROG_ALIGN_ELEMS;
     const size_t blk = grid < max_blk ? grid : max_blk;
-    const size_t per_slice = (blk + (size_t)slices - 1) / (size_t)slices;
+    const size_t per_slice = slices == 1 ? blk : (blk + (size_t)slices - 1) / (size_t)slices;
     const size_t slice_grid = (per_slice + GPURING_PROG_ALIGN_ELEMS - 1) /
                               GPURING_PROG_ALIGN_ELEMS * GPURING_PROG_ALIGN_ELEMS;
     const size_t sl = slice_grid < p->chunk ? slice_grid : p->chunk;
@@ -111,7 +114,7 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
         block = p->ring_ix + 1;
         s->flags = GPURING_PRIM_RECV | GPURING_PRIM_DST;
     }
-    block %= n;
+    if (block >= n) block -= n; /* block < 2n in every case above */
     s->recv_mask = (s->flags & GPURING_PRIM_RECV) ? 1u : 0u;
     s->send_mask = (s->flags & GPURING_PRIM_SEND) ? 1u : 0u;
     first = (size_t)block * blk;

@@ -38,7 +38,11 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
     if (!ompi_datatype_is_predefined(dt)) return 0;
     ompi_datatype_type_size(dt, &size);
     if (size > 8) return 0;
-    if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
+    if (dt == MPI_FLOAT && size == 4) { /* the common ones first: every call asks */
+        *type_p = GPURING_TYPE_FLOAT;
+    } else if (dt == MPI_DOUBLE && size == 8) {
+        *type_p = GPURING_TYPE_DOUBLE;
+    } else if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
         dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
         dt == MPI_COUNT || (dt == MPI_CHAR && CHAR_MIN < 0)) {
@@ -54,10 +58,6 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
     } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
                                   op == GPURING_OP_BXOR)) {
         *type_p = GPURING_TYPE_UINT8; /* MPI allows only the bitwise ops on bytes */
-    } else if (dt == MPI_FLOAT && size == 4) {
-        *type_p = GPURING_TYPE_FLOAT;
-    } else if (dt == MPI_DOUBLE && size == 8) {
-        *type_p = GPURING_TYPE_DOUBLE;
     } else {
         return 0;
     }
