@@ -55,6 +55,8 @@ typedef struct gpuring_exec_channel {
     uint64_t land_step[GPURING_MAX_PEERS];
 } gpuring_exec_channel_t;
 
+/* gpuring_enqueue_start sets every field one by one (no zero-filling
+ * literal on the per-call path): a field added here is set there too. */
 typedef struct gpuring_exec_args {
     const void *sendbuf; /* == recvbuf for in place */
     void *recvbuf;

@@ -313,6 +313,7 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
 {
     const gpuring_coll_info_t *info = &w->info;
     const size_t es = gpuring_type_size(info->type);
+    gpuring_exec_args_t *x = &w->args;
     void *scratch = NULL;
 
     if (w->plan.ordered &&
@@ -322,19 +323,30 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
                                                               fail rather than diverge */
         return GPURING_ERR_NO_MEMORY;
     }
-    w->args = (gpuring_exec_args_t){.sendbuf = info->sendbuf, .recvbuf = info->recvbuf,
-                                    .count = info->count, .type = info->type, .op = info->op,
-                                    .nchannels = w->plan.nchannels, .channels = w->channels,
-                                    .scratch = scratch,
-                                    .timeout = c->cfg.wait_timeout, .proxy = c->proxy,
-                                    .spin_polls = c->spin_polls,
-                                    .stream_out = info->count * es >= c->stream_bytes,
-                                    .net_stream_bytes = c->net_stream_bytes,
-                                    .zcopy = w->plane == GPURING_PLANE_HOST &&
-                                             c->cfg.net_zcopy && c->proxy != NULL &&
-                                             info->count * es >= GPURING_ZCOPY_MIN_BYTES,
-                                    .call = w->call, .ll = w->plan.ll, .ll_stage = c->ll_stage,
-                                    .coll = gpuring_coll_names[info->kind]};
+    /* field by field: a zero-filled compound literal compiled to a `rep stos`,
+     * 7-11% of an 8-byte broadcast on the project's machines (exec_host.h) */
+    x->sendbuf = info->sendbuf;
+    x->recvbuf = info->recvbuf;
+    x->count = info->count;
+    x->type = info->type;
+    x->op = info->op;
+    x->nchannels = w->plan.nchannels;
+    x->channels = w->channels;
+    x->scratch = scratch;
+    x->timeout = c->cfg.wait_timeout;
+    x->proxy = c->proxy;
+    x->spin_polls = c->spin_polls;
+    x->call = w->call;
+    x->ll = w->plan.ll;
+    x->ll_stage = c->ll_stage;
+    x->status = GPURING_OK;
+    x->stream_out = info->count * es >= c->stream_bytes;
+    x->net_stream_bytes = c->net_stream_bytes;
+    x->zcopy = w->plane == GPURING_PLANE_HOST && c->cfg.net_zcopy && c->proxy != NULL &&
+               info->count * es >= GPURING_ZCOPY_MIN_BYTES;
+    x->coll = gpuring_coll_names[info->kind];
+    x->idle_since = 0.0;
+    x->idle_polls = 0;
     /* both executors run the proxy's passes while they wait (the CUDA one from
      * the host thread that polls its kernel; GPU-direct slots stay the thread's) */
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
