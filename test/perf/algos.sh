@@ -38,9 +38,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         mca_args coll_gpuring_algorithm "$a" coll_gpuring_ranks_per_node "$RPN" \
             coll_gpuring_verbose 5 coll_gpuring_verbose_subsystems tuning
         for s in "${SIZES[@]}"; do
-            # iterations by size, as compare.sh -N auto: a call of microseconds
-            # needs thousands to average out the scheduler of a shared core
-            iters=$((s <= 65536 ? 2000 : s <= 4194304 ? 200 : 50))
+            iters=$(auto_iters "$s") # as compare.sh -N auto
             while read -r size count _ _ time _; do
                 [[ $size =~ ^[0-9]+$ && $count =~ ^[0-9]+$ ]] || continue # result rows only
                 key="$a.$size"

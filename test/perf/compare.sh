@@ -150,7 +150,7 @@ run_perf() { # run_perf CONFIG LOG MIN MAX -> appends to TIMES/BWS
     esac
     local iters=$ITERS warmup=$WARMUP
     if [ "$iters" = auto ]; then
-        iters=$((hi <= 65536 ? 2000 : hi <= 4194304 ? 200 : 50))
+        iters=$(auto_iters "$hi")
         warmup=$((warmup > iters / 10 ? warmup : iters / 10))
     fi
     local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" "${mca[@]}" "$PERF" -C "$COLL" -b "$lo" -e "$hi" -f "$FACTOR"
