@@ -176,6 +176,10 @@ int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t 
                                size_t count, size_t *bytes_p);
 /* One call of coll handed to the component below (the finalize summary). */
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll);
+/* Why a call goes to the component below ("<coll> fallback: <reason>"): at
+ * coll_gpuring_verbose 3 the first time this process meets that line, every
+ * time at 4 (the finalize summary counts every call). */
+void mca_coll_gpuring_log_fallback(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* the entry points: coll_gpuring_<coll>.c */
 int mca_coll_gpuring_allreduce(const void *sbuf, void *rbuf, int count,

@@ -25,8 +25,8 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     if (sbuf != MPI_IN_PLACE) {
         if (!mca_coll_gpuring_map_bytes(c.coll, sdtype, (size_t)scount, &sbytes)) goto fallback;
         if (sbytes != c.count) {
-            GPURING_INFO(GPURING_SUBSYS_COLL, "allgather fallback: %zu B sent, %zu B received "
-                         "per rank", sbytes, c.count);
+            mca_coll_gpuring_log_fallback("allgather fallback: %zu B sent, %zu B received "
+                                          "per rank", sbytes, c.count);
             goto fallback;
         }
     }

@@ -82,8 +82,9 @@ static int gpuring_register(void)
                          "disables it)",
                          OPAL_INFO_LVL_6, &c->priority);
     gpuring_register_int("verbose",
-                         "Verbosity: 0-2 errors and warnings, 3 info (setup and fallback "
-                         "decisions), 4 debug, 5 trace",
+                         "Verbosity: 0-2 errors and warnings, 3 info (setup, and each "
+                         "distinct fallback reason once), 4 debug (every fallback call), "
+                         "5 trace",
                          OPAL_INFO_LVL_9, &c->verbose);
     c->verbose_subsys = "all";
     (void)mca_base_component_var_register(

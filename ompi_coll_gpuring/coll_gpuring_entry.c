@@ -15,6 +15,8 @@
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
@@ -91,13 +93,13 @@ int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatyp
                                    gpuring_op_t *op_p)
 {
     if (!entry_map_op(op, op_p)) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: op %s is not handled",
-                     gpuring_coll_names[coll], op->o_name);
+        mca_coll_gpuring_log_fallback("%s fallback: op %s is not handled",
+                                      gpuring_coll_names[coll], op->o_name);
         return 0;
     }
     if (!entry_map_type(dtype, *op_p, type_p) || !gpuring_op_supported(*type_p, *op_p)) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: datatype %s with op %s is not handled",
-                     gpuring_coll_names[coll], dtype->name, op->o_name);
+        mca_coll_gpuring_log_fallback("%s fallback: datatype %s with op %s is not handled",
+                                      gpuring_coll_names[coll], dtype->name, op->o_name);
         return 0;
     }
     return 1;
@@ -112,8 +114,8 @@ int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t 
     ompi_datatype_type_size(dtype, &size);
     ompi_datatype_get_extent(dtype, &lb, &extent);
     if (!ompi_datatype_is_predefined(dtype) || lb != 0 || (size_t)extent != size) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: datatype %s is not a contiguous "
-                     "predefined type", gpuring_coll_names[coll], dtype->name);
+        mca_coll_gpuring_log_fallback("%s fallback: datatype %s is not a contiguous "
+                                      "predefined type", gpuring_coll_names[coll], dtype->name);
         return 0;
     }
     *bytes_p = count * size;
@@ -123,6 +125,50 @@ int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t 
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll)
 {
     __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks[coll], 1, __ATOMIC_RELAXED);
+}
+
+/* The fallback lines this process has logged at verbose 3, by a hash of
+ * their text (0: a free entry).  An application that passes host buffers
+ * with gpuring loaded hands every call below: one line per reason, not per
+ * call.  Past this many distinct lines, the rest only at verbose 4. */
+#define ENTRY_FALLBACK_SEEN 256
+static uint64_t entry_fallback_seen[ENTRY_FALLBACK_SEEN];
+
+/* Is this the first time the line hashed to `h` (not 0) is logged?  (lock-free:
+ * MPI_THREAD_MULTIPLE callers may fall back at once) */
+static int entry_fallback_first(uint64_t h)
+{
+    for (unsigned i = 0; i < ENTRY_FALLBACK_SEEN; i++) {
+        uint64_t v = __atomic_load_n(&entry_fallback_seen[(h + i) % ENTRY_FALLBACK_SEEN],
+                                     __ATOMIC_ACQUIRE);
+
+        if (v == 0 && __atomic_compare_exchange_n(&entry_fallback_seen[(h + i) %
+                                                                       ENTRY_FALLBACK_SEEN],
+                                                  &v, h, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_ACQUIRE))
+            return 1;
+        if (v == h) return 0;
+    }
+    return 0; /* full */
+}
+
+void mca_coll_gpuring_log_fallback(const char *fmt, ...)
+{
+    char msg[512];
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    va_list ap;
+
+    if (!GPURING_LOG_ENABLED(GPURING_LOG_INFO, GPURING_SUBSYS_COLL)) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    for (const char *p = msg; *p != '\0'; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    if (entry_fallback_first(h | 1)) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "%s (this line once; each such call at "
+                     "coll_gpuring_verbose 4)", msg);
+    } else {
+        GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s", msg);
+    }
 }
 
 /*
@@ -220,7 +266,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
               "not all can run it";
     }
     if (plane < 0) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: %s", name, why);
+        mca_coll_gpuring_log_fallback("%s fallback: %s", name, why);
         return MCA_COLL_GPURING_FALLBACK;
     }
     /* a non-blocking call that would make the communicator's setup, with
@@ -228,9 +274,10 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
             (plane == GPURING_PLANE_HOST || mca_coll_gpuring_below_reads_device());
     if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: comm %s is not set up yet, and a "
-                     "non-blocking call does not set it up (coll_gpuring_nonblocking_setup "
-                     "0): its first blocking gpuring call will", name, comm->c_name);
+        mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
+                                      "non-blocking call does not set it up "
+                                      "(coll_gpuring_nonblocking_setup 0): its first "
+                                      "blocking gpuring call will", name, comm->c_name);
         return MCA_COLL_GPURING_FALLBACK;
     }
     was_new = m->state == MCA_COLL_GPURING_COMM_NEW;
@@ -243,11 +290,12 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
     }
     if (defer && !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s yet, "
-                     "and a non-blocking call does not make them "
-                     "(coll_gpuring_nonblocking_setup 0): its first blocking call on such "
-                     "buffers will", name, plane == GPURING_PLANE_HOST ? "host" : "device",
-                     comm->c_name);
+        mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s yet, "
+                                      "and a non-blocking call does not make them "
+                                      "(coll_gpuring_nonblocking_setup 0): its first "
+                                      "blocking call on such buffers will", name,
+                                      plane == GPURING_PLANE_HOST ? "host" : "device",
+                                      comm->c_name);
         return MCA_COLL_GPURING_FALLBACK;
     }
     if (c->request != NULL) {
@@ -261,8 +309,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
     if (st != GPURING_OK && req != NULL) mca_coll_gpuring_request_drop(req); /* not started */
     if (ready == GPURING_ERR_NOT_SUPPORTED) {
-        GPURING_INFO(GPURING_SUBSYS_COLL, "%s fallback: no %s connections on comm %s", name,
-                     plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name);
+        mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s", name,
+                                      plane == GPURING_PLANE_HOST ? "host" : "device",
+                                      comm->c_name);
         return MCA_COLL_GPURING_FALLBACK;
     }
     if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);

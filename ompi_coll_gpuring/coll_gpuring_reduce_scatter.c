@@ -40,8 +40,9 @@ int mca_coll_gpuring_reduce_scatter(const void *sbuf, void *rbuf, const int *rco
     /* rcounts is the same array on every rank (MPI): so is the decision */
     for (int r = 1; r < ompi_comm_size(comm); r++) {
         if (rcounts[r] != rcounts[0]) {
-            GPURING_INFO(GPURING_SUBSYS_COLL, "reduce_scatter fallback: the ranks' counts "
-                         "differ (%d at rank 0, %d at rank %d)", rcounts[0], rcounts[r], r);
+            mca_coll_gpuring_log_fallback("reduce_scatter fallback: the ranks' counts "
+                                          "differ (%d at rank 0, %d at rank %d)",
+                                          rcounts[0], rcounts[r], r);
             mca_coll_gpuring_fallback_count(GPURING_COLL_REDUCE_SCATTER);
             return mca_coll_gpuring_reduce_scatter_below(sbuf, rbuf, rcounts, dtype, op, comm,
                                                          module);

@@ -88,7 +88,8 @@ fail() {
 # run_case NAME NP RPN CHECKS "PARAM VALUE ..." BINARY ARGS...
 #   CHECKS: comma list of gpuring-only log checks: ready (every world rank
 #   printed a `comm ... ready:` line), fallback (some rank printed
-#   `allreduce fallback:`); skipped when GPURING_MCA_ARGS is empty.
+#   `allreduce fallback:`, and no process printed one fallback line twice);
+#   skipped when GPURING_MCA_ARGS is empty.
 run_case() {
     local name=$1 np=$2 rpn=$3 checks=$4 params=$5
     shift 5
@@ -172,6 +173,15 @@ run_case() {
                 # FALLBACK_WHY (a regex): every rank gave that reason
                 if [ -n "$FALLBACK_WHY" ]; then
                     need_every_rank " allreduce fallback: ($FALLBACK_WHY)" "rank @ gave no fallback reason matching '$FALLBACK_WHY'" || return 0
+                fi
+                # at verbose 3 a process logs each distinct reason once, however many
+                # calls it hands below (the lines carry the process's host:pid)
+                local again
+                again=$(grep -E '^\[[^]]*\] \[gpuring rank [0-9]+\] [a-z_]+ fallback: ' "$log" |
+                    sort | uniq -d | head -n 1)
+                if [ -n "$again" ]; then
+                    fail "$name" "a fallback line logged more than once by one process: $again" "$log"
+                    return
                 fi
                 ;;
             timeout)

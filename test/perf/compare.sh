@@ -114,6 +114,9 @@ if [ -n "$BASELINE" ]; then
 fi
 
 if [ ${#USER_MCA[@]} = 0 ]; then
+    # an installed gpuring would load in the first column (and log every reason it
+    # hands the calls below): keep it out of both
+    GPU_MCA=("${TUNED_MCA[@]}")
     echo "# NOTE: GPURING_MCA_ARGS is empty: both columns are plain Open MPI (noise baseline)"
 fi
 echo "# $COLL, np $NP, type $TYPE, op $OP, mode $MODE, iters $ITERS, warmup $WARMUP${INPLACE:+, in-place}, median of $REPS, logs $LOGDIR"
