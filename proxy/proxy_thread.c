@@ -141,8 +141,9 @@ static void proxy_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
  * same-host transport (sysv in 1.13) maps the peer's receive descriptors on
  * its first send too large for a FIFO element, inside that send; left to the
  * data path, that shmat came inside a call, and once slept in the kernel for
- * a whole wait timeout (README, known issues).  Sent here, on the thread
- * that connects, it maps them at connection set-up, with no data moving.
+ * a whole wait timeout (README, "Limitations and notes": the rare stall).
+ * Sent here, on the thread that connects, it maps them at connection
+ * set-up, with no data moving.
  * The peer posts the receive that takes it (any peer's: each endpoint posts
  * one and gets one); nothing waits for either, and a receive still in
  * flight at finalize is cancelled.
