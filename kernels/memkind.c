@@ -149,6 +149,12 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
     return memkind_classify(ptr, device_p);
 }
 
+int gpuring_mem_any_device(void)
+{
+    memkind_lookup();
+    return memkind_get_attr != NULL;
+}
+
 void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
                            int devices[2])
 {

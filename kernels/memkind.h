@@ -23,6 +23,10 @@ gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p);
 void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
                            int devices[2]);
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
+/* May any pointer of this process be device or managed memory now?  0 while
+ * the application has loaded no CUDA driver (the same look as
+ * gpuring_mem_kind's, without classifying anything). */
+int gpuring_mem_any_device(void);
 
 /* The device allocation ptr lies in, as CUDA IPC needs it. */
 typedef struct gpuring_mem_range {

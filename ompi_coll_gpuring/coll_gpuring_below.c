@@ -9,7 +9,8 @@
  *  - non-blocking calls: handed down as they are, except on device buffers
  *    the component below cannot read: they cannot be staged without a
  *    completion hook, so they fail with MPI_ERR_BUFFER and a log line.
- * Host buffers cost one memory-kind check per buffer.
+ * Host buffers cost one memory-kind check per buffer, none in a process
+ * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"

@@ -83,6 +83,9 @@ int main(void)
     n = looks_over(host, T_CALLS, "no driver");
     EXPECT(n == 0, "%d calls after the first made %lu looks, not 0 (no watch pinned?)",
            T_CALLS, n);
+    n = looks;
+    EXPECT(!gpuring_mem_any_device(), "no driver, yet some memory may be device memory");
+    EXPECT(looks == n, "gpuring_mem_any_device looked again with nothing loaded since");
 
     /* an object loaded since: one look, then none */
     spare = dlopen(spare_path, RTLD_NOW | RTLD_LOCAL);
@@ -101,6 +104,8 @@ int main(void)
     driver = dlopen(driver_path, RTLD_NOW | RTLD_GLOBAL);
     EXPECT(driver != NULL, "dlopen %s: %s", driver_path, dlerror());
     if (driver == NULL) return unit_report();
+    EXPECT(gpuring_mem_any_device(), "the driver is loaded, yet no memory may be device "
+           "memory (not found after a load behind the watch)");
     *(void **)&mark = dlsym(driver, "fake_cuda_mark");
     EXPECT(mark != NULL && mark(fake_dev, T_BYTES, FAKE_CU_MEMORYTYPE_DEVICE, 0, 0) == 0,
            "fake_cuda_mark failed");
