@@ -66,7 +66,9 @@
 #define GPURING_TUNING_BYTES_PER_CHANNEL (256 * 1024)
 /* protocol auto: LL for calls up to this size (host plane; measured on the project's
  * 2-core machines: LL 0.29 us against simple 0.43-0.47 up to 128 B, even at 256 B,
- * slower from 512 B, where its doubled bytes cost more than the counter round trip) */
+ * slower from 512 B, where its doubled bytes cost more than the counter round trip.
+ * On a later host of that kind (AMD EPYC) the two tie up to 32 B and LL is
+ * 1.2-1.65x slower from 64 B: the crossover is the host's -- README, Protocols) */
 #define GPURING_TUNING_LL_MAX_BYTES 256
 /* ... and on the device plane (the CUDA executor's LL, IPC FIFOs): NCCL's LL
  * range inside a node.  UNMEASURED: no GPU has run this protocol yet; set it
