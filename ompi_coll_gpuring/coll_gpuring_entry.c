@@ -139,15 +139,13 @@ static uint64_t entry_fallback_seen[ENTRY_FALLBACK_SEEN];
 static int entry_fallback_first(uint64_t h)
 {
     for (unsigned i = 0; i < ENTRY_FALLBACK_SEEN; i++) {
-        uint64_t v = __atomic_load_n(&entry_fallback_seen[(h + i) % ENTRY_FALLBACK_SEEN],
-                                     __ATOMIC_ACQUIRE);
+        uint64_t *e = &entry_fallback_seen[(h + i) % ENTRY_FALLBACK_SEEN];
+        uint64_t v = __atomic_load_n(e, __ATOMIC_ACQUIRE);
 
-        if (v == 0 && __atomic_compare_exchange_n(&entry_fallback_seen[(h + i) %
-                                                                       ENTRY_FALLBACK_SEEN],
-                                                  &v, h, 0, __ATOMIC_ACQ_REL,
-                                                  __ATOMIC_ACQUIRE))
+        if (v == 0 &&
+            __atomic_compare_exchange_n(e, &v, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return 1;
-        if (v == h) return 0;
+        if (v == h) return 0; /* (a failed exchange left the winner's hash in v) */
     }
     return 0; /* full */
 }
