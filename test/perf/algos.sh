@@ -36,7 +36,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     for ((k = 0; k < ${#ALGOS[@]}; k++)); do
         a=${ALGOS[(k + rep) % ${#ALGOS[@]}]} # rotate who goes first
         mca_args coll_gpuring_algorithm "$a" coll_gpuring_ranks_per_node "$RPN" \
-            coll_gpuring_verbose 5 coll_gpuring_verbose_subsystems tuning
+            coll_gpuring_verbose 5 coll_gpuring_verbose_subsys tuning
         for s in "${SIZES[@]}"; do
             iters=$(auto_iters "$s") # as compare.sh -N auto
             while read -r size count _ _ time _; do
