@@ -5,12 +5,18 @@
 #
 #   ./setup.sh                 everything
 #   ./setup.sh --no-demo       install + build + install the component only
+#   ./setup.sh --deps          install the missing packages only
 #   CONFIGURE_FLAGS="--with-component-dir=$HOME/.openmpi/components" ./setup.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 
-demo=1
-[ "${1:-}" = "--no-demo" ] && demo=0
+demo=1 deps_only=0
+case "${1:-}" in
+--no-demo) demo=0 ;;
+--deps) deps_only=1 ;;
+"") ;;
+*) echo "setup: unknown option $1 (--no-demo, --deps)" >&2; exit 2 ;;
+esac
 
 # ---- 1. Debian packages ----------------------------------------------------------
 pkgs="gcc g++ make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev ucx-utils"
@@ -25,6 +31,7 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
+[ "$deps_only" = 1 ] && exit 0
 
 # ---- 2. build and install --------------------------------------------------------
 [ -x configure ] || autoreconf -fi

@@ -6,6 +6,12 @@
 #
 #   test/ompi5/run_in_debian13.sh              ./setup.sh, then make check
 #   test/ompi5/run_in_debian13.sh CMD ...      run CMD in the copied tree instead
+#   test/ompi5/run_in_debian13.sh --prepare    only make the root and install the
+#                                              packages the two commands use
+#                                              (setup.sh --deps, Slurm's), so a
+#                                              later run starts building at once:
+#                                              .ci/run does this while the first
+#                                              job builds
 #
 # The root (GPURING_DEB13_ROOT, default /var/tmp/gpuring-debian13) is made
 # once (debootstrap --variant=minbase trixie, about 40 s) and reused; the
@@ -75,6 +81,8 @@ mkdir -p "$root/build/gpuring"
 
 if [ $# -eq 0 ]; then
     set -- bash -c './setup.sh && make --no-print-directory check'
+elif [ "$1" = --prepare ]; then
+    set -- bash -c './setup.sh --deps && test/slurm/install_slurm_deps.sh'
 fi
 echo "run_in_debian13: in Debian 13 ($root): $*"
 # (the CUDA executor's matrix on the CPU runtime makes no MPI call: by hand,
