@@ -349,7 +349,7 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
     x->idle_polls = 0;
     /* both executors run the proxy's passes while they wait (the CUDA one from
      * the host thread that polls its kernel; GPU-direct slots stay the thread's) */
-    if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy);
+    if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy, 1);
     if (w->plane == GPURING_PLANE_HOST) gpuring_exec_host_start(&w->args);
     return GPURING_OK;
 }

@@ -22,9 +22,11 @@
  *
  * A waiting host executor may run the same pass itself
  * (gpuring_proxy_progress: a trylock, never a wait): a step then goes out
- * and lands without a hand-off between threads.  While executors keep doing
- * that, the thread only checks every GPURING_PROXY_BACKSTOP_US that
- * somebody still does, and takes over when nobody has.
+ * and lands without a hand-off between threads.  While executors keep
+ * trying to, the thread only checks every GPURING_PROXY_BACKSTOP_US that
+ * somebody still does, and takes over when nobody has; an operation that
+ * ends with work left (sends in flight, a credit owed) hands it to the
+ * thread at once (gpuring_proxy_active_end).
  *
  * Peer failure detection (UCP_ERR_HANDLING_MODE_PEER) is asked for by
  * gpuring_proxy_peer_failure_t: by default only for peers on other hosts.
@@ -58,8 +60,12 @@ typedef struct gpuring_proxy_config {
                            never over UCX_RNDV_THRESH set in the environment */
 } gpuring_proxy_config_t;
 
-/* The thread checks this often whether executors still drive progress. */
-#define GPURING_PROXY_BACKSTOP_US 100
+/* The thread checks this often whether executors still drive progress: a
+ * safety net only (a call hands its leftovers over when it ends).  Every look
+ * is a timer wake on the executor's core: at 100 us, where it was until
+ * 2026-11-29, they cost 1.2-1.5x on every size of a 2-rank call over UCX on
+ * a 2-CPU virtual machine (README, "What the code does"). */
+#define GPURING_PROXY_BACKSTOP_US 10000
 
 /*
  * The process singleton: created (UCX init + thread start) on the first
@@ -190,12 +196,14 @@ void gpuring_conn_net_stats(const gpuring_conn_t *conn, gpuring_conn_net_stats_t
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len);
 
 /* An operation using NET connections starts / ends: keeps the thread spinning.
- * The caller runs passes itself while it waits (gpuring_proxy_progress), so
- * the thread is woken only from its idle sleep; from the backstop's sleep it
- * takes over on its own within GPURING_PROXY_BACKSTOP_US.  A wake per call (a
- * futex call and a thread scheduled on the caller's cores) was most of an
- * 8-byte call over UCX. */
-void gpuring_proxy_active_begin(gpuring_proxy_t *proxy);
+ * `driven`: the caller runs passes itself while it waits
+ * (gpuring_proxy_progress); the thread then stays asleep (GPU-direct slots,
+ * which only it moves, excepted), from its backstop's sleep takes over on its
+ * own within GPURING_PROXY_BACKSTOP_US when no pass was tried, and is woken
+ * at the end if the operation left work (its last sends in flight, a credit
+ * owed).  A wake per call (a futex call and a thread scheduled on the
+ * caller's cores) was most of an 8-byte call over UCX. */
+void gpuring_proxy_active_begin(gpuring_proxy_t *proxy, int driven);
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
 
 /*

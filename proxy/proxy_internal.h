@@ -175,6 +175,10 @@ struct gpuring_proxy {
     int active; /* atomic: operations between active_begin and active_end */
     int napping; /* atomic: the thread is in (or entering) its idle sleep */
     uint64_t drives; /* atomic: passes run by executors (gpuring_proxy_progress) */
+    uint64_t tries;  /* atomic, approximate: executors' calls to run one; the thread
+                      * leaves the passes to them while it changes (proxy_main) */
+    int handoff;     /* under the lock: an operation ended with work left: the
+                      * thread's from now on (gpuring_proxy_active_end) */
     double wait_timeout;
     gpuring_proxy_peer_failure_t peer_failure;
 

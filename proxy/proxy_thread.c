@@ -11,8 +11,9 @@
  * wait, so an idle process costs nothing on an oversubscribed node.  While
  * executors run the passes themselves (gpuring_proxy_progress), it sleeps
  * in steps of GPURING_PROXY_BACKSTOP_US and takes over as soon as a step
- * went by without one: a host executor then moves its steps with no thread
- * hand-off, and the thread competes for no core (or for no lock).
+ * went by without one trying, or when an operation ends with work left
+ * (gpuring_proxy_active_end): a host executor then moves its steps with no
+ * thread hand-off, and the thread competes for no core (or for no lock).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -578,22 +579,6 @@ void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len
              task[0] != '\0' ? task : "unknown");
 }
 
-/* ---- active operations -------------------------------------------------------- */
-
-void gpuring_proxy_active_begin(gpuring_proxy_t *proxy)
-{
-    /* seq_cst against the thread's napping store and active load (proxy_main):
-     * either it sees this operation and stays up, or this sees it napping */
-    if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_SEQ_CST) == 0 &&
-        __atomic_load_n(&proxy->napping, __ATOMIC_SEQ_CST))
-        gpuring_proxy_wake(proxy);
-}
-
-void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
-{
-    __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
-}
-
 /* ---- the thread ----------------------------------------------------------------- */
 
 /* One pass over every connection and the worker; returns GPURING_NET_* bits.
@@ -609,9 +594,11 @@ static int proxy_pass_conns(gpuring_proxy_t *proxy)
     gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
     for (i = 0; i < 4 && ucp_worker_progress(proxy->worker) != 0; i++)
         flags |= GPURING_NET_MOVED;
-    if (flags & GPURING_NET_MOVED)
+    if (flags & GPURING_NET_MOVED) {
+        flags &= ~GPURING_NET_PENDING; /* what the second look leaves */
         for (net = proxy->conns; net != NULL; net = net->next)
             flags |= gpuring_net_conn_progress(net);
+    }
     gpuring_proxy_doing(proxy, "a pass, between its steps", NULL);
     __atomic_store_n(&proxy->passes, proxy->passes + 1, __ATOMIC_RELAXED);
     return flags;
@@ -636,6 +623,10 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
     /* GPU-direct slots: looked at first without the lock (an executor polling
      * its kernel calls this at every poll), then again under it */
     if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) return 0;
+    /* an executor is here to run passes (a plain increment: two racing may
+     * count one, still a change, which is all the thread looks at) */
+    __atomic_store_n(&proxy->tries, __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
     if (!gpuring_proxy_trylock(proxy, "a caller's pass")) return 0; /* a pass is running */
     if (proxy->device >= 0) { /* GPU-direct slots: the thread's context moves them */
         gpuring_proxy_unlock(proxy);
@@ -645,6 +636,38 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
     gpuring_proxy_unlock(proxy);
     __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
     return (flags & GPURING_NET_MOVED) != 0;
+}
+
+/* ---- active operations -------------------------------------------------------- */
+
+void gpuring_proxy_active_begin(gpuring_proxy_t *proxy, int driven)
+{
+    /* seq_cst against the thread's napping store and active load (proxy_main):
+     * either it sees this operation and stays up, or this sees it napping.  An
+     * operation whose caller runs the passes leaves it napping (GPU-direct
+     * slots excepted: only the thread moves them) */
+    if (__atomic_fetch_add(&proxy->active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&proxy->napping, __ATOMIC_SEQ_CST) &&
+        (!driven || __atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0))
+        gpuring_proxy_wake(proxy);
+}
+
+void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
+{
+    __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
+    if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) return; /* the thread's anyway */
+    /* One more pass: what the operation left (its last sends in flight, steps
+     * waiting for a credit, a credit owed -- perhaps released after its last
+     * pass) goes to the thread at once, not at its next backstop look (a peer
+     * may be waiting for it).  Under the lock: the thread decides to sleep
+     * holding it, so the signal is never lost. */
+    gpuring_proxy_lock(proxy, "an operation's last pass");
+    if (proxy_pass_conns(proxy) & GPURING_NET_PENDING) {
+        proxy->handoff = 1;
+        pthread_cond_signal(&proxy->cond);
+    }
+    gpuring_proxy_unlock(proxy);
+    __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
 }
 
 /* Sleep on the condition variable for at most ns (lock held; released meanwhile). */
@@ -670,22 +693,25 @@ static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
 static void *proxy_main(void *arg)
 {
     gpuring_proxy_t *proxy = arg;
-    uint64_t drives_seen = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+    uint64_t tries_seen = __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED);
     int busy = 0;
 
     __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
     gpuring_proxy_lock(proxy, "the progress thread's pass");
     while (!proxy->stop) {
-        uint64_t drives = __atomic_load_n(&proxy->drives, __ATOMIC_RELAXED);
+        uint64_t tries = __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED);
         int flags;
 
-        if (drives != drives_seen) {
-            /* executors run the passes: look again after a backstop interval */
-            drives_seen = drives;
+        if (tries != tries_seen && !proxy->handoff) {
+            /* executors run the passes, or would but for this thread's: look
+             * again after a backstop interval */
+            tries_seen = tries;
             busy = 0;
             proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
             continue;
         }
+        proxy->handoff = 0;
+        tries_seen = tries;
         flags = proxy_pass(proxy);
         if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
             /* data is moving: go again at once, but open the lock in between */

@@ -81,7 +81,7 @@ static void *rank_main(void *arg)
         r->exec[c].send[0] = &r->sendc[c];
         r->exec[c].recv[0] = &r->recvc[c];
     }
-    gpuring_proxy_active_begin(r->proxy);
+    gpuring_proxy_active_begin(r->proxy, 1);
     r->st = gpuring_exec_host_run(&a);
     gpuring_proxy_active_end(r->proxy);
     return NULL;
