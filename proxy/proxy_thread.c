@@ -725,8 +725,9 @@ static void *proxy_main(void *arg)
         } else {
             busy = 0;
             proxy->sleeps++;
-            /* active_begin signals this sleep (napping) under the lock: no
-             * lost wakeup; the backstop's sleep it leaves alone */
+            /* active_begin (an operation only this thread moves) signals this
+             * sleep (napping) under the lock: no lost wakeup; active_end's
+             * hand-off signals either sleep, under the lock too */
             __atomic_store_n(&proxy->napping, 1, __ATOMIC_SEQ_CST);
             if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_SEQ_CST) == 0)
                 proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
