@@ -100,6 +100,7 @@ typedef struct xfer {
     uint64_t bad_steps;
     char msg[256];
     double timeout; /* of each wait; 0: WAIT_TIMEOUT */
+    int drive;      /* each wait runs the proxy's passes, as an executor does */
 } xfer_t;
 
 static size_t step_bytes(const xfer_t *x, uint64_t s)
@@ -162,6 +163,7 @@ static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const
 
     gpuring_spin_init(&spin, x->timeout > 0 ? x->timeout : WAIT_TIMEOUT);
     while (GPURING_LOAD_ACQUIRE(ctr) <= target) {
+        if (x->drive) (void)gpuring_proxy_progress(x->proxy);
         st = gpuring_proxy_error(x->proxy, x->msg, sizeof(x->msg));
         if (st != GPURING_OK) return st;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
@@ -1120,19 +1122,6 @@ static void test_device_slots(gpuring_proxy_t *proxy)
     EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
 }
 
-/* Timed wait for *ctr > target, running the proxy's passes as an executor
- * does (gpuring_proxy_progress).  1 if it got there. */
-static int drive_until(gpuring_proxy_t *proxy, uint64_t *ctr, uint64_t target)
-{
-    const double until = gpuring_time_sec() + WAIT_TIMEOUT;
-
-    while (GPURING_LOAD_ACQUIRE(ctr) <= target) {
-        (void)gpuring_proxy_progress(proxy);
-        if (gpuring_time_sec() > until) return 0;
-    }
-    return 1;
-}
-
 static void spin_for(double secs)
 {
     const double until = gpuring_time_sec() + secs;
@@ -1156,7 +1145,7 @@ static void test_driven(gpuring_proxy_t *proxy)
 {
     const size_t slot = 64 * 1024;
     const uint64_t n = quick ? 20 : 60;
-    xfer_t xr = {.proxy = proxy, .seed = 11, .size_mode = 1};
+    xfer_t xr = {.proxy = proxy, .seed = 11, .size_mode = 1, .drive = 1}, xs;
     uint64_t s, t0;
     pair_t p;
     int ok = 1;
@@ -1164,17 +1153,21 @@ static void test_driven(gpuring_proxy_t *proxy)
     EXPECT(pair_create(proxy, &p, 0, slot, 41, 0, 1) == GPURING_OK, "pair_create");
     if (p.send.net == NULL) return;
     xr.conn = &p.recv;
+    xs = xr;
+    xs.conn = &p.send;
     usleep(120 * 1000); /* the thread asleep, as between an application's calls */
     t0 = thread_passes(proxy);
     gpuring_proxy_active_begin(proxy, 1);
     for (s = 0; s < n && ok; s++) {
-        if (s >= GPURING_NSTEPS) ok = drive_until(proxy, &p.send.ctrl->head, s - GPURING_NSTEPS);
+        if (s >= GPURING_NSTEPS &&
+            wait_gt(&xs, &p.send.ctrl->head, s - GPURING_NSTEPS, "send head") != GPURING_OK)
+            ok = 0;
         if (!ok) break;
         fill(&xr, p.send.slots + (s % GPURING_NSTEPS) * slot, s, slot);
         gpuring_conn_post(&p.send, slot, step_call(s));
         (void)gpuring_proxy_progress(proxy); /* the step goes out */
         spin_for(1e-3);                      /* the executor computes */
-        ok = drive_until(proxy, &p.recv.ctrl->tail, s) &&
+        ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "recv tail") == GPURING_OK &&
              verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * slot, s, slot);
         GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
         (void)gpuring_proxy_progress(proxy); /* the credit */
@@ -1183,8 +1176,8 @@ static void test_driven(gpuring_proxy_t *proxy)
     t0 = thread_passes(proxy) - t0;
     printf("driven: %llu steps, 1 ms of work after each, the executor driving: the thread ran "
            "%llu passes\n", (unsigned long long)n, (unsigned long long)t0);
-    EXPECT(ok, "%llu steps of 64 KiB, the executor driving, 1 ms of work after each",
-           (unsigned long long)n);
+    EXPECT(ok, "%llu steps of 64 KiB, the executor driving, 1 ms of work after each: %s %s",
+           (unsigned long long)n, xs.msg, xr.msg);
     EXPECT(t0 <= 4, "the thread ran %llu passes while the executor drove (at most 4: it leaves "
            "them to the executor)", (unsigned long long)t0);
     pair_destroy(proxy, &p);
@@ -1192,29 +1185,34 @@ static void test_driven(gpuring_proxy_t *proxy)
 
 /* What a driven operation leaves when it ends -- steps waiting for a credit
  * the peer's executor has yet to release -- is the thread's at once: it lands
- * with nobody driving, as soon as the woken thread gets a CPU (0.2-3.3 ms on
- * a 2-CPU virtual machine whose other CPU runs this spinning test).  Without
+ * with nobody driving, as soon as the woken thread gets a CPU (0.12-0.23 ms
+ * on a 2-CPU virtual machine, the receiver yielding as it waits).  Without
  * the hand-off the thread, left asleep by the driven operation, would find it
  * only at the end of its idle nap (proxy_thread.c: 50 ms). */
 static void test_handoff(gpuring_proxy_t *proxy)
 {
     const size_t slot = 64 * 1024;
     const uint64_t per = GPURING_NSTEPS + 2; /* the last two wait for a credit */
-    xfer_t xr = {.proxy = proxy, .seed = 12, .size_mode = 1};
+    xfer_t xr = {.proxy = proxy, .seed = 12, .size_mode = 1}, xs;
     double t[5], t0;
-    uint64_t s, base = 0, done;
+    uint64_t s, base = 0;
     pair_t p;
     int r, ok = 1;
 
     EXPECT(pair_create(proxy, &p, 0, slot, 42, 0, 1) == GPURING_OK, "pair_create");
     if (p.send.net == NULL) return;
-    xr.conn = &p.recv;
+    xr.conn = &p.recv; /* waits without a pass */
+    xs = xr;
+    xs.conn = &p.send;
+    xs.drive = 1;
     for (r = 0; r < 5 && ok; r++, base += per) {
         usleep(120 * 1000); /* the thread asleep */
         gpuring_proxy_active_begin(proxy, 1);
         for (s = base; s < base + per && ok; s++) {
-            if (s >= GPURING_NSTEPS)
-                ok = drive_until(proxy, &p.send.ctrl->head, s - GPURING_NSTEPS);
+            if (s >= GPURING_NSTEPS &&
+                wait_gt(&xs, &p.send.ctrl->head, s - GPURING_NSTEPS, "send head") != GPURING_OK)
+                ok = 0;
+            if (!ok) break;
             fill(&xr, p.send.slots + (s % GPURING_NSTEPS) * slot, s, slot);
             gpuring_conn_post(&p.send, slot, step_call(s));
             (void)gpuring_proxy_progress(proxy);
@@ -1222,18 +1220,15 @@ static void test_handoff(gpuring_proxy_t *proxy)
         gpuring_proxy_active_end(proxy);
         /* the receiving executor consumes what lands, never running a pass */
         t0 = gpuring_time_sec();
-        for (done = base; ok && done < base + per;) {
-            if (GPURING_LOAD_ACQUIRE(&p.recv.ctrl->tail) > done) {
-                ok = verify(&xr, p.recv.slots + (done % GPURING_NSTEPS) * slot, done, slot);
-                GPURING_STORE_RELEASE(&p.recv.ctrl->head, ++done);
-            } else if (gpuring_time_sec() - t0 > WAIT_TIMEOUT) {
-                ok = 0;
-            }
+        for (s = base; ok && s < base + per; s++) {
+            ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "recv tail") == GPURING_OK &&
+                 verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * slot, s, slot);
+            GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
         }
         t[r] = gpuring_time_sec() - t0;
     }
-    EXPECT(ok, "5 driven operations of %llu steps, each ending with 2 waiting for a credit",
-           (unsigned long long)per);
+    EXPECT(ok, "5 driven operations of %llu steps, each ending with 2 waiting for a credit: %s %s",
+           (unsigned long long)per, xs.msg, xr.msg);
     printf("handoff: what each operation left landed %.3f %.3f %.3f %.3f %.3f ms after it "
            "ended\n", t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3);
     if (ok) {
