@@ -1,6 +1,6 @@
 /*
  * gpuring_common.c -- status strings, the log line formatter and its sink,
- * monotonic time, and the timed spin used by every wait.
+ * monotonic time, the timed spin used by every wait, and the call profile.
  */
 #include "common/gpuring_common.h"
 
@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -122,4 +123,102 @@ gpuring_status_t gpuring_spin_tick(gpuring_spin_t *spin)
         }
     }
     return GPURING_OK;
+}
+
+/* ---- where a call's time goes -------------------------------------------- */
+int gpuring_prof_on;
+
+static const char *const prof_names[GPURING_PROF_POINTS] = {
+    "memkind", "device", "order", "publish", "map", "agree",
+    "plan",    "launch", "run",   "close",   "return",
+};
+
+/* the call in progress on this thread (points on other threads are not its own) */
+static __thread struct {
+    int active;
+    unsigned passed; /* bit per point */
+    double last;
+    double sec[GPURING_PROF_POINTS];
+} prof_call;
+
+/* the last PROF_KEEP calls of each plane, for medians: a communicator's first
+ * call (its setup) and other one-off costs do not move them */
+#define PROF_KEEP 4096
+#define PROF_NOT_PASSED UINT32_MAX
+static struct {
+    uint64_t calls;
+    uint32_t ns[PROF_KEEP][GPURING_PROF_POINTS];
+} prof_kept[2];
+
+void gpuring_prof_begin_(void)
+{
+    prof_call.active = 1;
+    prof_call.passed = 0;
+    prof_call.last = gpuring_time_sec();
+}
+
+void gpuring_prof_mark_(gpuring_prof_point_t p)
+{
+    double now;
+
+    if (!prof_call.active) return;
+    now = gpuring_time_sec();
+    if (!(prof_call.passed & (1u << p))) prof_call.sec[p] = 0.0;
+    prof_call.sec[p] += now - prof_call.last;
+    prof_call.passed |= 1u << p;
+    prof_call.last = now;
+}
+
+void gpuring_prof_end_(int plane)
+{
+    uint32_t *row;
+
+    if (!prof_call.active) return;
+    prof_call.active = 0;
+    if (plane < 0 || plane > 1) return;
+    row = prof_kept[plane].ns[__atomic_fetch_add(&prof_kept[plane].calls, 1, __ATOMIC_RELAXED) %
+                              PROF_KEEP];
+    for (int p = 0; p < GPURING_PROF_POINTS; p++) {
+        const double ns = prof_call.sec[p] * 1e9;
+        row[p] = !(prof_call.passed & (1u << p)) ? PROF_NOT_PASSED
+                 : ns < (double)(PROF_NOT_PASSED - 1) ? (uint32_t)ns : PROF_NOT_PASSED - 1;
+    }
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void gpuring_prof_report(int plane, const char *what)
+{
+    static uint32_t v[PROF_KEEP];
+    char line[768];
+    int off;
+    uint64_t calls;
+    size_t kept;
+
+    if (plane < 0 || plane > 1) return;
+    calls = __atomic_load_n(&prof_kept[plane].calls, __ATOMIC_RELAXED);
+    if (calls == 0) return;
+    kept = calls < PROF_KEEP ? (size_t)calls : PROF_KEEP;
+    off = snprintf(line, sizeof(line), "profile of %llu blocking calls on %s buffers (the last "
+                   "%zu): median us at each point (calls that passed it, where not all):",
+                   (unsigned long long)calls, what, kept);
+    for (int p = 0; p < GPURING_PROF_POINTS && off > 0 && (size_t)off < sizeof(line); p++) {
+        size_t n = 0;
+
+        for (size_t k = 0; k < kept; k++) {
+            if (prof_kept[plane].ns[k][p] != PROF_NOT_PASSED) v[n++] = prof_kept[plane].ns[k][p];
+        }
+        if (n == 0) continue;
+        qsort(v, n, sizeof(v[0]), prof_cmp);
+        off += snprintf(line + off, sizeof(line) - (size_t)off, " %s %.2f", prof_names[p],
+                        (double)v[n / 2] / 1e3);
+        if (n != kept && off > 0 && (size_t)off < sizeof(line)) {
+            off += snprintf(line + off, sizeof(line) - (size_t)off, " (%zu)", n);
+        }
+    }
+    gpuring_log_emit(GPURING_LOG_INFO, GPURING_SUBSYS_COLL, __FILE__, __LINE__, "%s", line);
 }

@@ -123,6 +123,50 @@ typedef struct gpuring_spin {
 void gpuring_spin_init(gpuring_spin_t *spin, double timeout_sec);
 gpuring_status_t gpuring_spin_tick(gpuring_spin_t *spin);
 
+/* ---- where a call's time goes (coll_gpuring_profile) -------------------
+ * Points down a blocking call's path, in the order a call passes them; each
+ * is charged the time since the point before it in the same call on the
+ * same thread; finalize prints the median of each point over the last calls
+ * (gpuring_common.c keeps 4096).  Off unless gpuring_prof_on: one load and a
+ * branch per point.  A call that returns early (a fallback, an error) is not
+ * counted. */
+typedef enum gpuring_prof_point {
+    GPURING_PROF_MEMKIND, /* the buffers' memory kind (the entry's classification) */
+    GPURING_PROF_DEVICE,  /* the communicator and plane ready (set up by a first call),
+                             the plane's GPU current */
+    GPURING_PROF_ORDER,   /* device: the call ordered after the default stream */
+    GPURING_PROF_PUBLISH, /* direct: IPC handles of the buffers exported, allgathered */
+    GPURING_PROF_MAP,     /* direct: the peers' buffers mapped, default stream waited for */
+    GPURING_PROF_AGREE,   /* direct: every rank ready (an agreement) */
+    GPURING_PROF_PLAN,    /* the programs: the plan and the executor's arguments */
+    GPURING_PROF_LAUNCH,  /* device: the kernel launched */
+    GPURING_PROF_RUN,     /* the data moved: the kernel seen finished, or the host executor */
+    GPURING_PROF_CLOSE,   /* direct: the closing agreement */
+    GPURING_PROF_RETURN,  /* back to the application (context restored) */
+    GPURING_PROF_POINTS
+} gpuring_prof_point_t;
+
+extern int gpuring_prof_on;
+void gpuring_prof_begin_(void);
+void gpuring_prof_mark_(gpuring_prof_point_t p);
+void gpuring_prof_end_(int plane);
+/* One line for `plane` (0 host, 1 device; named `what`), through the log at
+ * info level whatever its verbosity; nothing if no call was counted. */
+void gpuring_prof_report(int plane, const char *what);
+
+#define GPURING_PROF_BEGIN()                                                 \
+    do {                                                                     \
+        if (__builtin_expect(gpuring_prof_on, 0)) gpuring_prof_begin_();     \
+    } while (0)
+#define GPURING_PROF_MARK(_p)                                                \
+    do {                                                                     \
+        if (__builtin_expect(gpuring_prof_on, 0)) gpuring_prof_mark_(_p);    \
+    } while (0)
+#define GPURING_PROF_END(_plane)                                             \
+    do {                                                                     \
+        if (__builtin_expect(gpuring_prof_on, 0)) gpuring_prof_end_(_plane); \
+    } while (0)
+
 /* ---- atomics on the connection counters ---------------------------------- */
 #define GPURING_LOAD_ACQUIRE(_p)      __atomic_load_n((_p), __ATOMIC_ACQUIRE)
 #define GPURING_STORE_RELEASE(_p, _v) __atomic_store_n((_p), (_v), __ATOMIC_RELEASE)

@@ -1418,8 +1418,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         exec_cuda_pool_put(ix);
         return GPURING_ERR_CUDA;
     }
+    GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
 
     err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, a->proxy, &stop);
+    GPURING_PROF_MARK(GPURING_PROF_RUN);
     if (stop != GPURING_OK) {
         /* tell the kernel to leave its waits, give it a moment (no status: the stops
          * recorded so far would end this wait at once) */
@@ -1506,18 +1508,21 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
         d.in[r] = (const char *)a->in[r];
         d.out[r] = (char *)a->out[r];
     }
-    /* blocks: enough to fill the GPU, none with less than a worthwhile share */
-    GPURING_CUDA_CHECK(cudaGetDevice(&device));
-    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    /* one wave: as many blocks as fit on the SMs at once (registers decide) */
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GPURING_EXEC_CUDA_THREADS,
-                                                      0) != cudaSuccess || per_sm < 1) {
-        (void)cudaGetLastError();
-        per_sm = 1;
-    }
+    /* blocks: enough to fill the GPU, none with less than a worthwhile share
+     * (a call of one share asks the device nothing: small calls are latency) */
     pack_elems = sizeof(uint4) / es;
     blocks = GPURING_DIV_UP(a->count * es, (size_t)EXEC_DIRECT_MIN_BLOCK_BYTES);
-    blocks = GPURING_MAX((size_t)1, GPURING_MIN(blocks, (size_t)sms * (size_t)per_sm));
+    if (blocks > 1) {
+        GPURING_CUDA_CHECK(cudaGetDevice(&device));
+        GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        /* one wave: as many blocks as fit on the SMs at once (registers decide) */
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GPURING_EXEC_CUDA_THREADS,
+                                                          0) != cudaSuccess || per_sm < 1) {
+            (void)cudaGetLastError();
+            per_sm = 1;
+        }
+        blocks = GPURING_MAX((size_t)1, GPURING_MIN(blocks, (size_t)sms * (size_t)per_sm));
+    }
     d.per_block = GPURING_DIV_UP(GPURING_DIV_UP(a->count, blocks), pack_elems) * pack_elems;
     blocks = GPURING_DIV_UP(a->count, d.per_block);
 
@@ -1528,7 +1533,9 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct)");
         return GPURING_ERR_CUDA;
     }
+    GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
     err = exec_cuda_poll(stream, NULL, 0, a->timeout, NULL, &stop);
+    GPURING_PROF_MARK(GPURING_PROF_RUN);
     if (stop == GPURING_ERR_TIMEOUT) {
         /* it waits for nobody, so it ends; until then it writes every rank's buffers,
          * which must not be freed under it: the error is returned once it has */

@@ -48,6 +48,7 @@ typedef struct mca_coll_gpuring_component {
     int net_rndv_size;    /* -1: by where the ranks are; 0: UCX's; else bytes */
 
     int stage_device_buffers;
+    bool profile;
 
     int output; /* opal_output stream */
     uint64_t fallbacks[GPURING_COLL_COUNT]; /* calls of each collective gpuring takes

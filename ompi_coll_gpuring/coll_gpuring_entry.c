@@ -257,12 +257,14 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     gpuring_status_t ready, st;
     int plane, device, was_new, defer;
 
+    GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
     if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
         plane = -1;
         why = "ranks passed different kinds of memory (host on some, device on others) or "
               "not all can run it";
     }
+    GPURING_PROF_MARK(GPURING_PROF_MEMKIND);
     if (plane < 0) {
         mca_coll_gpuring_log_fallback("%s fallback: %s", name, why);
         return MCA_COLL_GPURING_FALLBACK;
@@ -303,6 +305,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     /* the device calls below make gpuring's GPU current: give the application back its own */
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     ready = gpuring_comm_plane_ready(gcomm, plane, device);
+    GPURING_PROF_MARK(GPURING_PROF_DEVICE);
     st = ready == GPURING_OK ? entry_call(gcomm, plane, c, req) : ready;
     if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
     if (st != GPURING_OK && req != NULL) mca_coll_gpuring_request_drop(req); /* not started */
@@ -314,6 +317,8 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     }
     if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
     if (req != NULL) *c->request = &req->super;
+    GPURING_PROF_MARK(GPURING_PROF_RETURN);
+    GPURING_PROF_END(req == NULL ? plane : -1);
     return OMPI_SUCCESS;
 }
 

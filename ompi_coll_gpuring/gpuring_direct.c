@@ -57,6 +57,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
     }
     pub.call = call;
     GPURING_CHECK(gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)));
+    GPURING_PROF_MARK(GPURING_PROF_PUBLISH);
     for (int r = 0; r < n; r++) { /* every rank sees the same: all fail alike */
         if (all[r].call == pub.call) continue;
         GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce mismatch: rank %d makes another call than "
@@ -95,10 +96,13 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
         args.out[r] = (char *)out + first * es;
     }
     if (local == GPURING_OK) local = gpuring_device_event_wait(c->dev.event);
+    GPURING_PROF_MARK(GPURING_PROF_MAP);
     st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+    GPURING_PROF_MARK(GPURING_PROF_AGREE);
     if (st == GPURING_OK) {
         local = gpuring_exec_cuda_direct(&args, c->dev.stream);
         st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+        GPURING_PROF_MARK(GPURING_PROF_CLOSE);
         if (st != GPURING_OK && local == GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's kernel failed",
                           bad);

@@ -280,6 +280,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
         GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
                      "work");
     }
+    if (plane == GPURING_PLANE_DEVICE) GPURING_PROF_MARK(GPURING_PROF_ORDER);
     /* (not for a non-blocking call: it exchanges buffer handles through MPI, and the
      * worker that runs the call makes no MPI call) */
     if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && !nonblocking &&
@@ -380,8 +381,10 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
     gpuring_status_t st = gpuring_enqueue_start(c, w);
 
     if (st != GPURING_OK) return st;
+    GPURING_PROF_MARK(GPURING_PROF_PLAN);
     if (w->plane == GPURING_PLANE_HOST) {
         (void)gpuring_exec_host_wait(&w->args);
+        GPURING_PROF_MARK(GPURING_PROF_RUN);
     } else {
         w->args.status = gpuring_exec_cuda_run(&w->args, c->dev.stream);
     }

@@ -188,10 +188,18 @@ case_run() {
     done
 }
 
+# with coll_gpuring_profile: every rank's line names the points of its path, in
+# order (a rank whose share of a small call is empty launches nothing)
+n='[0-9]+\.[0-9]{2}( \([0-9]+\))?'
+PROFILE='profile of [1-9][0-9]* blocking calls on device buffers \(the last [0-9]+\): median us at each point \(calls that passed it, where not all\): memkind '"$n device $n order $n"
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
-case_run direct_np2 2 "" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
+want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
+case_run direct_np2 2 "coll_gpuring_profile 1" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
 summary=$SUMMARY_ON_DEVICE
-case_run fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
+want="$PROFILE plan $n launch $n run $n return $n\$"
+case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
+    -c 1,17,4099 $case_types
+want=""
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct 0; [1-9][0-9]* on device buffers'
 case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099
 summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'

@@ -32,6 +32,10 @@
 #    coll_gpuring_ranks_per_node 1, UCX net connections, pinned host staging
 #    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
+#    After each path's table, one more run of 8-byte calls only (-n 2000)
+#    with coll_gpuring_profile 1: each rank's mean microseconds at each point
+#    of a call's path (memory kind, device, order, the direct allreduce's
+#    exchanges, launch, run, ...), where a small call's time goes.
 # 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
 #    256 MiB (busbw, bound, ratio), then the machine (nvidia-smi, MPS or not).
 #
@@ -173,6 +177,20 @@ path_bound() {
     esac
 }
 
+# perf_run LOG ARGS...: allreduce_perf -m device ARGS on $np ranks through gpuring
+# with the MCA parameters in $mca (name value ...), results checked, into LOG
+perf_run() {
+    log=$1
+    shift
+    # shellcheck disable=SC2046,SC2086
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        timeout -k 10 "$limit" "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        --mca mca_base_component_path "$component_dir:$pkglibdir" \
+        --mca mca_base_component_show_load_errors 0 \
+        --mca coll gpuring,tuned,basic,libnbc,self $(printf -- '--mca %s %s ' $mca) \
+        "$perf" -m device -c 1 "$@" >"$log" 2>&1
+}
+
 printf '| path | ranks | 8 B (us) | 64 KiB (us) | 1 MiB busbw | 16 MiB busbw | 256 MiB busbw | bound (GB/s) | ratio at 256 MiB |\n' >"$summary"
 printf '|---|---|---|---|---|---|---|---|---|\n' >>"$summary"
 for np in $nps; do
@@ -188,13 +206,7 @@ for np in $nps; do
         rep=1
         while [ "$rep" -le "$reps" ]; do
             log="$logs/$path.np$np.$rep.log"
-            # shellcheck disable=SC2046,SC2086
-            env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-                timeout -k 10 "$limit" "$mpirun" -n "$np" --oversubscribe --bind-to none \
-                --mca mca_base_component_path "$component_dir:$pkglibdir" \
-                --mca mca_base_component_show_load_errors 0 \
-                --mca coll gpuring,tuned,basic,libnbc,self $(printf -- '--mca %s %s ' $mca) \
-                "$perf" -m device -b 8 -e "$maxbytes" -f 2 -n "$iters" -w 5 -c 1 >"$log" 2>&1
+            perf_run "$log" -b 8 -e "$maxbytes" -f 2 -n "$iters" -w 5
             rc=$?
             ondev=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$log")
             if [ "$want" = direct ]; then
@@ -228,6 +240,17 @@ for np in $nps; do
             fi
             printf '%12s %12s %12s %10s %8s\n' "$b" "$t" "$bw" "$bound" "$ratio"
         done | tee "$logs/$path.np$np.table"
+        # where an 8-byte call's time goes (a run of its own: the profile's clock reads
+        # stay out of the table)
+        log="$logs/$path.np$np.profile.log"
+        mca="$mca coll_gpuring_profile 1"
+        perf_run "$log" -b 8 -e 8 -n 2000 -w 50
+        echo "8 B calls, coll_gpuring_profile 1 (median us per point; $(awk '!/^#/ && NF == 8 && $1 == 8 { print $5 " us a call" }' "$log")):"
+        if grep -q 'profile of .* device buffers' "$log"; then
+            grep 'profile of .* device buffers' "$log" | sed 's/^.*\(\[gpuring rank\)/\1/'
+        else
+            echo "  (no profile line: see $log)"
+        fi
         pick() { awk -v b="$1" -v c="$2" '$1 == b { print $c }' "$logs/$path.np$np.table"; }
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$path" "$np" "$(pick 8 2)" \
             "$(pick 65536 2)" "$(pick 1048576 3)" "$(pick 16777216 3)" "$(pick 268435456 3)" "$bound" \

@@ -164,6 +164,17 @@ run_case() {
                 need_every_rank " comm .* ready:" "gpuring did not run: no 'ready:' line from rank @" || return 0
                 # and ran calls: the closing summary counts them
                 need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring" "rank @ ran no allreduce in gpuring (summary line)" || return 0
+                # the call profile is off unless asked for
+                if [[ " $params " != *" coll_gpuring_profile 1 "* ]] && grep -q "\] profile of " "$log"; then
+                    fail "$name" "a profile line without coll_gpuring_profile" "$log"
+                    return
+                fi
+                ;;
+            profile)
+                # every rank timed its blocking calls on host buffers at the host path's
+                # points, in the order a call passes them (a count-0 call plans nothing)
+                local n='[0-9]+\.[0-9]{2}( \([0-9]+\))?'
+                need_every_rank " profile of [1-9][0-9]* blocking calls on host buffers \(the last [0-9]+\): median us at each point \(calls that passed it, where not all\): memkind $n device $n plan $n run $n return $n\$" "rank @ printed no host profile with the points memkind, device, plan, run, return" || return 0
                 ;;
             fallback)
                 if ! grep -q "allreduce fallback:" "$log"; then
@@ -400,6 +411,9 @@ run_case "allreduce_rndvucx_np2_rpn1" 2 1 ready,rndvucx "coll_gpuring_net_rndv_s
     allreduce_check "${RNDV[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
+    allreduce_check "${MEDIUM[@]}"
+# coll_gpuring_profile: where each call's time goes, every rank's line at finalize
+run_case "allreduce_profile_np3_rpn1" 3 1 ready,profile "coll_gpuring_profile 1" \
     allreduce_check "${MEDIUM[@]}"
 # a negative count that MPI's own check (turned off) does not catch: MPI_ERR_COUNT
 if [ $ACTIVE = 1 ]; then
