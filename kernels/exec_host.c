@@ -516,7 +516,7 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
             ch->next_op++;
             progressed = 1;
             /* the step goes out (or its slot is credited) while we compute the next */
-            if (a->proxy != NULL && exec_op_uses_net(ch, s)) gpuring_proxy_progress(a->proxy);
+            if (a->proxy != NULL && exec_op_uses_net(ch, s)) gpuring_proxy_post(a->proxy);
         }
         done &= ch->next_op == ch->prog.nops;
     }

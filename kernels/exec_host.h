@@ -8,9 +8,11 @@
  * spins (timed, reporting) when no channel can move.
  *
  * With NET connections (args->proxy) the executor moves its own steps: after
- * an operation that posted or consumed a NET step, and on every empty poll,
- * it runs a proxy pass (gpuring_proxy_progress), so a step goes out and a
- * landed step is seen without waiting for the proxy thread.  An empty poll
+ * an operation that posted or consumed a NET step it hands it to UCX
+ * (gpuring_proxy_post: the step or the credit, no poll of the worker), and
+ * on every empty poll it runs a proxy pass (gpuring_proxy_progress), so a
+ * step goes out and a landed step is seen without waiting for the proxy
+ * thread.  An empty poll
  * yields the CPU only every spin_polls polls (0: every time, for ranks that
  * share cores).
  *

@@ -216,6 +216,16 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy);
 int gpuring_proxy_progress(gpuring_proxy_t *proxy);
 
 /*
+ * From an executor that just posted a NET step or released one's slot: the
+ * connections' part of a pass only (the step handed to UCX, the credit or
+ * the receive posted), without polling the UCX worker -- whoever waits next
+ * polls it, and a poll is a system call per transport on some (tcp: an
+ * epoll_wait per interface).  Same rules and result as
+ * gpuring_proxy_progress.
+ */
+int gpuring_proxy_post(gpuring_proxy_t *proxy);
+
+/*
  * The first failure the thread saw, with a message naming the peer and step;
  * GPURING_OK if none.  msg may be NULL.
  */

@@ -205,6 +205,7 @@ struct gpuring_proxy {
     int doing_dir;
 
     uint64_t passes; /* statistics; atomic (relaxed) where read unlocked */
+    uint64_t polls;  /* ucp_worker_progress calls of the passes (under the lock) */
     uint64_t sleeps;
 
     int err_set; /* atomic fast path for gpuring_proxy_error */

@@ -581,23 +581,38 @@ void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len
 
 /* ---- the thread ----------------------------------------------------------------- */
 
+/* Every connection's FIFO work handed to UCX -- steps posted, completions
+ * retired, receives and credits posted -- without polling the worker;
+ * returns GPURING_NET_* bits.  Lock held, on any thread. */
+static int proxy_post_conns(gpuring_proxy_t *proxy)
+{
+    gpuring_net_conn_t *net;
+    int flags = 0;
+
+    for (net = proxy->conns; net != NULL; net = net->next)
+        flags |= gpuring_net_conn_progress(net);
+    return flags;
+}
+
 /* One pass over every connection and the worker; returns GPURING_NET_* bits.
  * Lock held, on any thread. */
 static int proxy_pass_conns(gpuring_proxy_t *proxy)
 {
-    gpuring_net_conn_t *net;
-    int flags = 0, i;
+    int flags, moved, i;
 
-    for (net = proxy->conns; net != NULL; net = net->next)
-        flags |= gpuring_net_conn_progress(net);
-    /* a few progress calls per pass; completions are retired right after */
+    flags = proxy_post_conns(proxy);
+    /* up to a few progress calls per pass, each completion retired right after
+     * (a second look); the pass ends at the first that moves a counter -- a
+     * landed step, a send done, a credit -- so whoever waits for it goes on
+     * at once: another poll would cost a system call per transport on some
+     * (tcp: an epoll_wait per interface, 2 us each on the project's VMs) */
     gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
-    for (i = 0; i < 4 && ucp_worker_progress(proxy->worker) != 0; i++)
-        flags |= GPURING_NET_MOVED;
-    if (flags & GPURING_NET_MOVED) {
-        flags &= ~GPURING_NET_PENDING; /* what the second look leaves */
-        for (net = proxy->conns; net != NULL; net = net->next)
-            flags |= gpuring_net_conn_progress(net);
+    for (i = 0; i < 4 && (proxy->polls++, ucp_worker_progress(proxy->worker) != 0); i++) {
+        gpuring_proxy_doing(proxy, "a pass, between its steps", NULL);
+        moved = proxy_post_conns(proxy);
+        flags = (flags & GPURING_NET_MOVED) | moved | GPURING_NET_MOVED;
+        if (moved & GPURING_NET_MOVED) break;
+        gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
     }
     gpuring_proxy_doing(proxy, "a pass, between its steps", NULL);
     __atomic_store_n(&proxy->passes, proxy->passes + 1, __ATOMIC_RELAXED);
@@ -616,8 +631,10 @@ static int proxy_pass(gpuring_proxy_t *proxy)
     return proxy_pass_conns(proxy);
 }
 
-int gpuring_proxy_progress(gpuring_proxy_t *proxy)
+/* An executor's pass (pass_fn: the whole pass, or its connections' part only). */
+static int proxy_drive(gpuring_proxy_t *proxy, int (*pass_fn)(gpuring_proxy_t *))
 {
+    uint64_t passes;
     int flags;
 
     /* GPU-direct slots: looked at first without the lock (an executor polling
@@ -632,10 +649,22 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
         gpuring_proxy_unlock(proxy);
         return 0;
     }
-    flags = proxy_pass_conns(proxy);
+    passes = proxy->passes;
+    flags = pass_fn(proxy);
+    passes = proxy->passes - passes; /* 0 for the connections' part alone */
     gpuring_proxy_unlock(proxy);
-    __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&proxy->drives, passes, __ATOMIC_RELAXED);
     return (flags & GPURING_NET_MOVED) != 0;
+}
+
+int gpuring_proxy_progress(gpuring_proxy_t *proxy)
+{
+    return proxy_drive(proxy, proxy_pass_conns);
+}
+
+int gpuring_proxy_post(gpuring_proxy_t *proxy)
+{
+    return proxy_drive(proxy, proxy_post_conns);
 }
 
 /* ---- active operations -------------------------------------------------------- */
@@ -654,6 +683,8 @@ void gpuring_proxy_active_begin(gpuring_proxy_t *proxy, int driven)
 
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
 {
+    uint64_t passes;
+
     __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
     if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) return; /* the thread's anyway */
     /* One more pass: what the operation left (its last sends in flight, steps
@@ -662,12 +693,17 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
      * may be waiting for it).  Under the lock: the thread decides to sleep
      * holding it, so the signal is never lost. */
     gpuring_proxy_lock(proxy, "an operation's last pass");
-    if (proxy_pass_conns(proxy) & GPURING_NET_PENDING) {
+    passes = proxy->passes;
+    /* the worker only where something is left: a call whose sends UCX finished
+     * at once (small ones, credits) ends without a poll of every transport */
+    if ((proxy_post_conns(proxy) & GPURING_NET_PENDING) &&
+        (proxy_pass_conns(proxy) & GPURING_NET_PENDING)) {
         proxy->handoff = 1;
         pthread_cond_signal(&proxy->cond);
     }
+    passes = proxy->passes - passes;
     gpuring_proxy_unlock(proxy);
-    __atomic_fetch_add(&proxy->drives, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&proxy->drives, passes, __ATOMIC_RELAXED);
 }
 
 /* Sleep on the condition variable for at most ns (lock held; released meanwhile). */
@@ -779,8 +815,9 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     }
 
     GPURING_DEBUG(GPURING_SUBSYS_PROXY, "proxy finalized: %llu passes (%llu run by waiting "
-                  "executors), %llu sleeps", (unsigned long long)proxy->passes,
-                  (unsigned long long)proxy->drives, (unsigned long long)proxy->sleeps);
+                  "executors), %llu polls of the UCX worker, %llu sleeps",
+                  (unsigned long long)proxy->passes, (unsigned long long)proxy->drives,
+                  (unsigned long long)proxy->polls, (unsigned long long)proxy->sleeps);
     pthread_cond_destroy(&proxy->cond);
     pthread_mutex_destroy(&proxy->lock);
     pthread_mutex_destroy(&proxy->err_lock);

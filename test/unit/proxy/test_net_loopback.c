@@ -1183,6 +1183,69 @@ static void test_driven(gpuring_proxy_t *proxy)
     pair_destroy(proxy, &p);
 }
 
+/* The proxy's counters that test_post reads, under its lock. */
+static void post_counters(gpuring_proxy_t *proxy, const pair_t *p, uint64_t c[3])
+{
+    gpuring_proxy_lock(proxy, "test_post");
+    c[0] = proxy->polls;
+    c[1] = p->send.net->sent;
+    c[2] = thread_passes(proxy);
+    gpuring_proxy_unlock(proxy);
+}
+
+/* After an operation posts a step (or frees a slot) the executor hands it to
+ * UCX with gpuring_proxy_post: the connections' part of a pass without a
+ * poll of the UCX worker (on tcp an epoll_wait per interface, ~2 us each on
+ * the project's VMs, where a post used to poll once or twice); the next
+ * wait polls.  The step is in UCX (sent), the worker not polled -- and a full
+ * pass does poll it, so the counter is live. */
+static void test_post(gpuring_proxy_t *proxy)
+{
+    const size_t slot = 4096;
+    xfer_t xr = {.proxy = proxy, .seed = 13, .size_mode = 1, .drive = 1};
+    uint64_t before[3], after[3], full[3];
+    pair_t p;
+    int ok = 1, tries;
+
+    EXPECT(pair_create(proxy, &p, 0, slot, 43, 0, 1) == GPURING_OK, "pair_create");
+    if (p.send.net == NULL) return;
+    xr.conn = &p.recv;
+    gpuring_proxy_active_begin(proxy, 1);
+    for (uint64_t s = 0; s < 2 * GPURING_NSTEPS && ok; s++) {
+        fill(&xr, p.send.slots + (s % GPURING_NSTEPS) * slot, s, slot);
+        /* (a pass the thread ran meanwhile would poll: measured again then) */
+        for (tries = 0; tries < 5; tries++) {
+            post_counters(proxy, &p, before);
+            if (tries == 0) gpuring_conn_post(&p.send, slot, step_call(s));
+            (void)gpuring_proxy_post(proxy);
+            post_counters(proxy, &p, after);
+            if (after[1] == before[1] + 1 && after[2] == before[2]) break;
+            if (after[1] == before[1] + 1) break; /* sent by the thread's pass */
+        }
+        if (after[2] == before[2]) {
+            EXPECT(after[1] == before[1] + 1, "step %llu: gpuring_proxy_post handed it to UCX "
+                   "(sent %llu -> %llu)", (unsigned long long)s,
+                   (unsigned long long)before[1], (unsigned long long)after[1]);
+            EXPECT(after[0] == before[0], "step %llu: gpuring_proxy_post polled the UCX worker "
+                   "%llu times (none: the next wait polls)", (unsigned long long)s,
+                   (unsigned long long)(after[0] - before[0]));
+        }
+        ok = wait_gt(&xr, &p.recv.ctrl->tail, s, "recv tail") == GPURING_OK &&
+             verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * slot, s, slot);
+        GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
+        (void)gpuring_proxy_post(proxy); /* the credit */
+    }
+    post_counters(proxy, &p, before);
+    (void)gpuring_proxy_progress(proxy);
+    post_counters(proxy, &p, full);
+    gpuring_proxy_active_end(proxy);
+    EXPECT(ok, "%d steps posted with gpuring_proxy_post landed intact: %s",
+           2 * GPURING_NSTEPS, xr.msg);
+    EXPECT(full[0] > before[0], "a full pass polls the UCX worker (%llu -> %llu)",
+           (unsigned long long)before[0], (unsigned long long)full[0]);
+    pair_destroy(proxy, &p);
+}
+
 /* What a driven operation leaves when it ends -- steps waiting for a credit
  * the peer's executor has yet to release -- is the thread's at once: it lands
  * with nobody driving, as soon as the woken thread gets a CPU (0.12-0.23 ms
@@ -1572,6 +1635,7 @@ int main(int argc, char **argv)
     test_churn(proxy);
     test_driven(proxy);
     test_handoff(proxy);
+    test_post(proxy);
     test_idle_cpu(proxy);
     if (!quick) test_bandwidth(proxy);
     test_finalize_reget(&proxy);
