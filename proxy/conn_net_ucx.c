@@ -292,6 +292,9 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
                                 __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED))) ||
               net->done < net->sent;
     return (pending ? GPURING_NET_PENDING : 0) |
+           (!net->failed && net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
+                ? GPURING_NET_POLL
+                : 0) |
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
                 ? GPURING_NET_MOVED
                 : 0);

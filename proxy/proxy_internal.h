@@ -256,6 +256,9 @@ void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len
  * credits owed), or'ed with GPURING_NET_MOVED if a counter moved. */
 #define GPURING_NET_PENDING 1
 #define GPURING_NET_MOVED 2
+/* a send end with half its window or more not yet credited: a credit may wait
+ * in UCX for a poll of the worker (gpuring_proxy_post polls then) */
+#define GPURING_NET_POLL 4
 int gpuring_net_conn_progress(gpuring_net_conn_t *net);
 /* Credits of every connection of communicator comm_uid go at once from now
  * on (it is being torn down: its peers wait for them).  Lock held. */

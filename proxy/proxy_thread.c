@@ -594,6 +594,10 @@ static int proxy_post_conns(gpuring_proxy_t *proxy)
     return flags;
 }
 
+/* An executor's post (gpuring_proxy_post): the connections' part, and the
+ * whole pass where a send end may have a credit waiting in UCX. */
+static int proxy_post_pass(gpuring_proxy_t *proxy);
+
 /* One pass over every connection and the worker; returns GPURING_NET_* bits.
  * Lock held, on any thread. */
 static int proxy_pass_conns(gpuring_proxy_t *proxy)
@@ -662,9 +666,18 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
     return proxy_drive(proxy, proxy_pass_conns);
 }
 
+static int proxy_post_pass(gpuring_proxy_t *proxy)
+{
+    const int flags = proxy_post_conns(proxy);
+
+    /* a sender that never waits (a broadcast's root runs calls ahead) would
+     * otherwise see its credits only once its window is full */
+    return (flags & GPURING_NET_POLL) ? proxy_pass_conns(proxy) : flags;
+}
+
 int gpuring_proxy_post(gpuring_proxy_t *proxy)
 {
-    return proxy_drive(proxy, proxy_post_conns);
+    return proxy_drive(proxy, proxy_post_pass);
 }
 
 /* ---- active operations -------------------------------------------------------- */
@@ -684,6 +697,7 @@ void gpuring_proxy_active_begin(gpuring_proxy_t *proxy, int driven)
 void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
 {
     uint64_t passes;
+    int flags;
 
     __atomic_fetch_sub(&proxy->active, 1, __ATOMIC_ACQ_REL);
     if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) return; /* the thread's anyway */
@@ -696,8 +710,9 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
     passes = proxy->passes;
     /* the worker only where something is left: a call whose sends UCX finished
      * at once (small ones, credits) ends without a poll of every transport */
-    if ((proxy_post_conns(proxy) & GPURING_NET_PENDING) &&
-        (proxy_pass_conns(proxy) & GPURING_NET_PENDING)) {
+    flags = proxy_post_conns(proxy);
+    if (flags & (GPURING_NET_PENDING | GPURING_NET_POLL)) flags = proxy_pass_conns(proxy);
+    if (flags & GPURING_NET_PENDING) {
         proxy->handoff = 1;
         pthread_cond_signal(&proxy->cond);
     }
