@@ -594,10 +594,6 @@ static int proxy_post_conns(gpuring_proxy_t *proxy)
     return flags;
 }
 
-/* An executor's post (gpuring_proxy_post): the connections' part, and the
- * whole pass where a send end may have a credit waiting in UCX. */
-static int proxy_post_pass(gpuring_proxy_t *proxy);
-
 /* One pass over every connection and the worker; returns GPURING_NET_* bits.
  * Lock held, on any thread. */
 static int proxy_pass_conns(gpuring_proxy_t *proxy)
@@ -611,10 +607,12 @@ static int proxy_pass_conns(gpuring_proxy_t *proxy)
      * at once: another poll would cost a system call per transport on some
      * (tcp: an epoll_wait per interface, 2 us each on the project's VMs) */
     gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
-    for (i = 0; i < 4 && (proxy->polls++, ucp_worker_progress(proxy->worker) != 0); i++) {
+    for (i = 0; i < 4; i++) {
+        proxy->polls++;
+        if (ucp_worker_progress(proxy->worker) == 0) break;
         gpuring_proxy_doing(proxy, "a pass, between its steps", NULL);
         moved = proxy_post_conns(proxy);
-        flags = (flags & GPURING_NET_MOVED) | moved | GPURING_NET_MOVED;
+        flags = moved | GPURING_NET_MOVED; /* what this look leaves pending */
         if (moved & GPURING_NET_MOVED) break;
         gpuring_proxy_doing(proxy, "ucp_worker_progress", NULL);
     }
@@ -666,6 +664,8 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy)
     return proxy_drive(proxy, proxy_pass_conns);
 }
 
+/* An executor's post (gpuring_proxy_post): the connections' part, and the
+ * whole pass where a send end may have a credit waiting in UCX. */
 static int proxy_post_pass(gpuring_proxy_t *proxy)
 {
     const int flags = proxy_post_conns(proxy);
