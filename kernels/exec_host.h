@@ -12,9 +12,8 @@
  * (gpuring_proxy_post: the step or the credit, no poll of the worker), and
  * on every empty poll it runs a proxy pass (gpuring_proxy_progress), so a
  * step goes out and a landed step is seen without waiting for the proxy
- * thread.  An empty poll
- * yields the CPU only every spin_polls polls (0: every time, for ranks that
- * share cores).
+ * thread.  An empty poll yields the CPU only every spin_polls polls (0:
+ * every time, for ranks that share cores).
  *
  * With args->zcopy, a NET step that an operation would only copy into the
  * output is asked, NSTEPS steps ahead, to land there instead of in its slot

@@ -98,9 +98,9 @@ static int gpuring_register(void)
         v, "profile",
         "Time the points of every blocking call's path in gpuring (memory kind, device, "
         "ordering after the default stream, the direct allreduce's exchanges and "
-        "agreements, plan, kernel launch, the data's move) and print each rank's mean "
-        "microseconds per point at MPI_Finalize, one line per kind of buffer: where a small "
-        "call's time goes.  Two clock reads per point when on",
+        "agreements, plan, kernel launch, the data's move) and print each rank's median "
+        "microseconds per point over its last 4096 calls at MPI_Finalize, one line per kind "
+        "of buffer: where a small call's time goes.  Two clock reads per point when on",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &c->profile);
     (void)mca_base_component_var_register(

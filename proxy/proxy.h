@@ -220,8 +220,10 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy);
  * connections' part of a pass only (the step handed to UCX, the credit or
  * the receive posted), without polling the UCX worker -- whoever waits next
  * polls it, and a poll is a system call per transport on some (tcp: an
- * epoll_wait per interface).  Same rules and result as
- * gpuring_proxy_progress.
+ * epoll_wait per interface) -- unless a send end has half its window or
+ * more uncredited (GPURING_NET_POLL): a credit may wait in UCX, and a
+ * sender that never waits would see it only with its window full; then the
+ * whole pass.  Same rules and result as gpuring_proxy_progress.
  */
 int gpuring_proxy_post(gpuring_proxy_t *proxy);
 

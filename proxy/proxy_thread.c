@@ -633,7 +633,7 @@ static int proxy_pass(gpuring_proxy_t *proxy)
     return proxy_pass_conns(proxy);
 }
 
-/* An executor's pass (pass_fn: the whole pass, or its connections' part only). */
+/* An executor's pass (pass_fn: the whole pass, or a post). */
 static int proxy_drive(gpuring_proxy_t *proxy, int (*pass_fn)(gpuring_proxy_t *))
 {
     uint64_t passes;

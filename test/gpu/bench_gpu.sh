@@ -33,7 +33,7 @@
 #    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
 #    After each path's table, one more run of 8-byte calls only (-n 2000)
-#    with coll_gpuring_profile 1: each rank's mean microseconds at each point
+#    with coll_gpuring_profile 1: each rank's median microseconds at each point
 #    of a call's path (memory kind, device, order, the direct allreduce's
 #    exchanges, launch, run, ...), where a small call's time goes.
 # 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
