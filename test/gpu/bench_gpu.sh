@@ -32,8 +32,8 @@
 #    coll_gpuring_ranks_per_node 1, UCX net connections, pinned host staging
 #    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
-#    After each path's table, one more run of 8-byte calls only (-n 2000)
-#    with coll_gpuring_profile 1: each rank's median microseconds at each point
+#    After each path's table, one more run of 8-byte calls only (-n 2000,
+#    BENCH_GPU_PROFILE_ITERS) with coll_gpuring_profile 1: each rank's median microseconds at each point
 #    of a call's path (memory kind, device, order, the direct allreduce's
 #    exchanges, launch, run, ...), where a small call's time goes.
 # 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
@@ -54,7 +54,8 @@
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
 # BENCH_GPU_TIMEOUT (seconds per mpirun, default 300), GPURING_GPU_OUT (logs
 # and the tables, as they are made), GPURING_GPU_MPS=0 (no MPS),
-# GPURING_BUILDDIR (build tree, when not the source tree).
+# GPURING_BUILDDIR (build tree, when not the source tree), GPURING_GPU_CUDACPU
+# (the CPU CUDA runtime stands in for a GPU: gpu_env.sh).
 # Usage: test/gpu/bench_gpu.sh   (from anywhere)
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,6 +75,7 @@ nps=${BENCH_GPU_NP:-2 4}
 reps=${BENCH_GPU_REPS:-5}
 maxbytes=$(to_bytes "${BENCH_GPU_MAXBYTES:-256M}")
 iters=${BENCH_GPU_ITERS:-20}
+profile_iters=${BENCH_GPU_PROFILE_ITERS:-2000}
 limit=${BENCH_GPU_TIMEOUT:-300}
 out=${GPURING_GPU_OUT:-$tmp/out}
 mkdir -p "$out" || exit 1
@@ -244,7 +246,7 @@ for np in $nps; do
         # stay out of the table)
         log="$logs/$path.np$np.profile.log"
         mca="$mca coll_gpuring_profile 1"
-        perf_run "$log" -b 8 -e 8 -n 2000 -w 50
+        perf_run "$log" -b 8 -e 8 -n "$profile_iters" -w 50
         echo "8 B calls, coll_gpuring_profile 1 (median us per point; $(awk '!/^#/ && NF == 8 && $1 == 8 { print $5 " us a call" }' "$log")):"
         if grep -q 'profile of .* device buffers' "$log"; then
             grep 'profile of .* device buffers' "$log" | sed 's/^.*\(\[gpuring rank\)/\1/'

@@ -22,12 +22,23 @@
 #                   rank per GPU (without it they time-slice it).  Sets
 #                   $mps_started (1: started)
 #   gpu_mps_stop    quits the daemon gpu_mps_start started
+# GPURING_GPU_CUDACPU=DIR: the CPU CUDA runtime built in DIR (test/cudacpu: its
+# runtime, stand-in driver, component and *_cpu programs) stands in for a GPU,
+# so that the scripts themselves run where there is none -- what they measure
+# there means nothing (test/cudacpu/run_cudacpu_gpu_scripts.sh, in make check)
 carry="$top/.gpu-carry"
+cudacpu=${GPURING_GPU_CUDACPU:-}
 mps_started=0
 
 gpu_detect() {
     smi=""
     smi_err=""
+    if [ -n "$cudacpu" ]; then
+        smi="the CPU CUDA runtime in $cudacpu (no GPU: no figure means anything)"
+        export LD_LIBRARY_PATH="$cudacpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        export CUDACPU_DRIVER="$cudacpu/driver/libcuda.so.1"
+        return
+    fi
     if command -v nvidia-smi >/dev/null 2>&1; then
         if nvidia-smi -L >"$tmp/smi" 2>&1; then
             smi=$(head -n 1 "$tmp/smi")
@@ -40,6 +51,7 @@ gpu_detect() {
 gpu_find_bin() {
     bin="$builddir/test/gpu/$1"
     [ -x "$carry/bin/$1" ] && bin="$carry/bin/$1"
+    [ -n "$cudacpu" ] && bin="$cudacpu/$1_cpu"
 }
 
 gpu_mpi_setup() {
@@ -47,7 +59,7 @@ gpu_mpi_setup() {
     mpi_setup_failed=0
     component_dir="$builddir/.libs"
     mpibin="$builddir/test"
-    if [ -d "$carry/debs" ]; then
+    if [ -d "$carry/debs" ] && [ -z "$cudacpu" ]; then
         root="$tmp/root"
         mkdir -p "$root"
         for d in "$carry"/debs/*.deb; do
@@ -69,11 +81,13 @@ gpu_mpi_setup() {
         mpirun=$(command -v mpirun)
         pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
         mpibin="$builddir/test/mpi"
+        [ -n "$cudacpu" ] && component_dir="$cudacpu/component/.libs"
     fi
 }
 
 gpu_mps_start() {
-    if [ "${GPURING_GPU_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    if [ "${GPURING_GPU_MPS:-1}" = 1 ] && [ -z "$cudacpu" ] &&
+        command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
         export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
         mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
         if nvidia-cuda-mps-control -d; then

@@ -15,9 +15,10 @@
  * its canonical nan, x86 propagates an input's); both must be nan.
  *
  * Then the error paths (unsupported op, bad type/op, misaligned pointer,
- * count 0), and a bandwidth table on 256 MiB buffers: GB/s counting two
- * reads and one write per element, next to cudaMemcpy device to device
- * (one read and one write); the largest float-sum run is verified too.
+ * count 0), and a bandwidth table on 256 MiB buffers (GPURING_TEST_BW_MIB
+ * sets another size): GB/s counting two reads and one write per element,
+ * next to cudaMemcpy device to device (one read and one write); the
+ * float-sum run is verified too.
  *
  * Arguments name the sections to run (errors, sweep, bandwidth; default
  * all).  Random data is seeded; the seed is printed and GPURING_TEST_SEED sets it.
@@ -435,7 +436,7 @@ static void test_errors(void)
 }
 
 /* ---- bandwidth ----------------------------------------------------------------------------- */
-#define TEST_BW_BYTES ((size_t)256 << 20)
+#define TEST_BW_MIB 256 /* per buffer; GPURING_TEST_BW_MIB sets another */
 #define TEST_BW_ITERS 20
 
 static double test_time_ms(cudaEvent_t e0, cudaEvent_t e1)
@@ -464,7 +465,9 @@ static void test_bandwidth(cudaStream_t stream)
         { GPURING_TYPE_INT8, GPURING_OP_SUM, 0, 0, "int8 sum" },
         { GPURING_TYPE_INT32, GPURING_OP_MAX, 0, 0, "int32 max" },
     };
-    const size_t bytes = TEST_BW_BYTES;
+    const char *mib_env = getenv("GPURING_TEST_BW_MIB");
+    const size_t mib = mib_env != NULL && atoi(mib_env) > 0 ? (size_t)atoi(mib_env) : TEST_BW_MIB;
+    const size_t bytes = mib << 20;
     unsigned char *d, *a, *b, *ha, *hb, *hd, *hw;
     cudaEvent_t e0, e1;
     double ms, memcpy_gbs;
@@ -496,7 +499,8 @@ static void test_bandwidth(cudaStream_t stream)
     TEST_CUDA(cudaEventRecord(e1, stream));
     ms = test_time_ms(e0, e1);
     memcpy_gbs = 2.0 * (double)bytes * TEST_BW_ITERS / (ms * 1e-3) / 1e9;
-    printf("bandwidth (256 MiB per buffer, mean of %d runs after a warm-up):\n", TEST_BW_ITERS);
+    printf("bandwidth (%zu MiB per buffer, mean of %d runs after a warm-up):\n", mib,
+           TEST_BW_ITERS);
     printf("  %-34s %8.1f GB/s  (1 read + 1 write)\n", "cudaMemcpy device to device",
            memcpy_gbs);
 
@@ -532,7 +536,7 @@ static void test_bandwidth(cudaStream_t stream)
             gpuring_reduce_host(hw, ha, hb, n, runs[r].type, runs[r].op);
             unit_result(test_compare(runs[r].type, runs[r].op, hd, hw, n, detail,
                                      sizeof(detail)) < 0,
-                        "bandwidth %s, 256 MiB: wrong result, %s", runs[r].what, detail);
+                        "bandwidth %s, %zu MiB: wrong result, %s", runs[r].what, mib, detail);
         }
         if (runs[r].in_place) {
             TEST_CUDA(cudaMemcpy(a, ha, bytes, cudaMemcpyHostToDevice));
