@@ -64,12 +64,14 @@
 #include <string.h>
 
 #define GPURING_TUNING_BYTES_PER_CHANNEL (256 * 1024)
-/* protocol auto: LL for calls up to this size (host plane; measured on the project's
- * 2-core machines: LL 0.29 us against simple 0.43-0.47 up to 128 B, even at 256 B,
- * slower from 512 B, where its doubled bytes cost more than the counter round trip.
- * On a later host of that kind (AMD EPYC) the two tie up to 32 B and LL is
- * 1.2-1.65x slower from 64 B: the crossover is the host's -- README, Protocols) */
-#define GPURING_TUNING_LL_MAX_BYTES 256
+/* protocol auto: LL for calls up to this size (host plane).  The crossover is the
+ * host's (README, Protocols): on an Intel Xeon VM LL took 0.29-0.31 us against
+ * simple's 0.43 up to 64 B and was still 1.27x and 1.07x faster at 128 and 256 B;
+ * on an AMD EPYC VM LL is 1.07-1.14x faster to 16 B, ties at 32 B and is 0.89,
+ * 0.69 and 0.58x simple's speed at 64, 128 and 256 B.  64 B keeps both hosts'
+ * largest gains and the smallest losses (0.89x on the EPYC at 64 B, 0.79-0.93x on
+ * the Xeon at 128-256 B, against 0.58x on the EPYC at 256 B before) */
+#define GPURING_TUNING_LL_MAX_BYTES 64
 /* ... and on the device plane (the CUDA executor's LL, IPC FIFOs): NCCL's LL
  * range inside a node.  UNMEASURED: no GPU has run this protocol yet; set it
  * from test/gpu/bench_gpu.sh (coll_gpuring_protocol simple against ll) */

@@ -182,7 +182,7 @@ static int gpuring_register(void)
     (void)mca_base_component_var_register(
         v, "protocol",
         "How steps move between ranks of a node (shm FIFOs for host buffers, CUDA IPC FIFOs "
-        "for device buffers): auto (LL for calls up to 256 B on host buffers and 64 KiB on "
+        "for device buffers): auto (LL for calls up to 64 B on host buffers and 64 KiB on "
         "device buffers, simple above), simple (data in the slot, then a counter), or ll (NCCL's "
         "low-latency protocol: a flag in every 8 bytes, half the bandwidth, no counter round "
         "trip; steps of at most 8 KiB).  Connections between nodes are always simple",

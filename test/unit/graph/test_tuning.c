@@ -223,16 +223,16 @@ static void test_other_colls(void)
     }
     gpuring_graph_free(&g);
 
-    /* the protocol, 4 ranks on one node: LL up to 256 B moved (host), 64 KiB (device) */
+    /* the protocol, 4 ranks on one node: LL up to 64 B moved (host), 64 KiB (device) */
     build(4, 4, &g);
     for (size_t c = 0; c < sizeof(others) / sizeof(others[0]); c++) {
         const char *name = gpuring_coll_names[others[c]];
         size_t per = gpuring_coll_blocks(others[c]) ? 4 : 1; /* count = bytes moved / per */
-        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 256 / per);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 64 / per);
         EXPECT(out.ll && out.chunk_elems * 4 <= GPURING_LL_STEP_BYTES,
-               "%s, host, 256 B moved: LL (got %d)", name, out.ll);
-        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 512 / per);
-        EXPECT(!out.ll, "%s, host, 512 B moved: simple", name);
+               "%s, host, 64 B moved: LL (got %d)", name, out.ll);
+        out = cplan(&g, others[c], GPURING_ALGO_AUTO, 0, GPURING_PROTO_AUTO, 128 / per);
+        EXPECT(!out.ll, "%s, host, 128 B moved: simple", name);
         out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, (64 << 10) / per);
         EXPECT(out.ll, "%s, device, 64 KiB moved: LL", name);
         out = cplan(&g, others[c], GPURING_ALGO_AUTO, 1, GPURING_PROTO_AUTO, (128 << 10) / per);
@@ -423,10 +423,10 @@ int main(void)
         build(4, 4, &g);
         gpuring_tuning_plan(&g, &p, 8 / 4, 4, 0, &out);
         EXPECT(out.ll == 1, "auto, 8 B on one node: LL");
-        gpuring_tuning_plan(&g, &p, 256 / 4, 4, 0, &out);
-        EXPECT(out.ll == 1, "auto, 256 B: LL");
-        gpuring_tuning_plan(&g, &p, 512 / 4, 4, 0, &out);
-        EXPECT(out.ll == 0 && out.chunk_elems == 256 * 1024 / 4, "auto, 512 B: simple, slot steps");
+        gpuring_tuning_plan(&g, &p, 64 / 4, 4, 0, &out);
+        EXPECT(out.ll == 1, "auto, 64 B: LL");
+        gpuring_tuning_plan(&g, &p, 128 / 4, 4, 0, &out);
+        EXPECT(out.ll == 0 && out.chunk_elems == 256 * 1024 / 4, "auto, 128 B: simple, slot steps");
         p.device = 1;
         gpuring_tuning_plan(&g, &p, 8192 / 4, 4, 0, &out);
         EXPECT(out.ll == 1, "device plane, 8 KiB: LL (its own threshold)");
