@@ -39,7 +39,7 @@ struct knobs {
     unsigned poll_yield;  /* CUDACPU_POLL_YIELD: yield every Nth poll pause (0 never) */
     int devices;          /* CUDACPU_DEVICES: device count */
     size_t fiber_stack;   /* CUDACPU_FIBER_STACK_KB, in bytes */
-    int poison;           /* CUDACPU_POISON: fill new device memory with 0xa5 (default 1) */
+    int poison;           /* CUDACPU_POISON: new device memory's ends 0xa5 (default 1) */
     const char *driver;   /* CUDACPU_DRIVER: path of the stand-in libcuda.so.1 to load */
 };
 const knobs &knobs_get();

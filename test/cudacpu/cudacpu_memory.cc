@@ -2,9 +2,12 @@
  * cudacpu_memory.cc -- memory on the CUDA CPU runtime (test/cudacpu).
  *
  * Device memory: one POSIX shared-memory segment per cudaMalloc, named
- * /cudacpu-<pid>-<n> and mapped at the address cudaMalloc returns (filled with
- * 0xa5 bytes, as uninitialised GPU memory is garbage; CUDACPU_POISON=0 leaves
- * zeros).  cudaIpcGetMemHandle writes the name into the handle;
+ * /cudacpu-<pid>-<n> and mapped at the address cudaMalloc returns (its first
+ * MiB and last 64 KiB filled with 0xa5 bytes, as uninitialised GPU memory is
+ * garbage, where a missing initialisation or a wrong offset lands; the pages
+ * between stay unwritten, so a large allocation costs nothing until used: the
+ * device plane's FIFOs are 4 MiB per channel and peer; CUDACPU_POISON=0 leaves
+ * zeros everywhere).  cudaIpcGetMemHandle writes the name into the handle;
  * cudaIpcOpenMemHandle in another process maps the segment.  The name is
  * unlinked by cudaFree, or at exit for what was never freed, or (a process
  * that died without exit handlers) by the next process's first cudaMalloc.
@@ -99,6 +102,19 @@ size_t map_round(size_t bytes)
 #else
     return page_round(bytes);
 #endif
+}
+
+/* new device memory at p, `bytes`: its two ends filled with garbage (the header) */
+static void poison_new(void *p, size_t bytes)
+{
+    const size_t head = (size_t)1 << 20, tail = (size_t)64 << 10;
+
+    if (bytes <= head + tail) {
+        memset(p, 0xa5, bytes);
+        return;
+    }
+    memset(p, 0xa5, head);
+    memset((char *)p + bytes - tail, 0xa5, tail);
 }
 
 /* a new mapping p of map_bytes for a buffer of `bytes`: under ASan, its tail is
@@ -231,7 +247,7 @@ cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *
         warn("cudacpu: %s(%zu): shared memory segment: %s", what, size, strerror(err));
         return fail(cudaErrorMemoryAllocation);
     }
-    if (knobs_get().poison) memset(p, 0xa5, size);
+    if (knobs_get().poison) poison_new(p, size);
     map_poison_tail(p, size, r.map_bytes);
     std::lock_guard<std::mutex> g(mu);
     r.buffer_id = ++buffers_made;

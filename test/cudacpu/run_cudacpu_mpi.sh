@@ -261,8 +261,8 @@ bin=allreduce_check
 # runtime's and gpuring's /dev/shm segments); split at np 2 makes one-rank
 # communicators, whose device buffers are staged for coll/self.  The runtime
 # does not poison what cudaMalloc returns here (CUDACPU_POISON=0): every other
-# case does, and filling each communicator's FIFOs (4 MiB per channel and
-# peer, 32 channels) took six times as long as the rest of the churn
+# case does, and filling the ends of each communicator's FIFOs (32 channels,
+# each peer's 4 MiB) takes as long as the rest of the churn
 wanted churn && for churn in "2 1" "3 0"; do
     np=${churn% *} direct=${churn#* }
     log=$logs/churn_np$np-direct$direct.log
