@@ -38,7 +38,9 @@
  * rank's input.
  *
  * Then: a NET connection not mapped for the device is refused
- * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), and a
+ * (GPURING_ERR_INVALID), mapped ones run (sizes recorded), a new CUDA
+ * IPC FIFO (gpuring_conn_ipc_recv_create) holds only zeros before its
+ * slots, whatever its memory held, and a
  * timeout: one rank is never launched, every other one must return within
  * its timeout + 2 s: GPURING_ERR_TIMEOUT, or GPURING_ERR_REMOTE when a peer
  * timed out first and abandoned the call to it; at least one times out.
@@ -976,6 +978,41 @@ static void test_refusals(void)
     }
 }
 
+/* A CUDA IPC FIFO as the device plane makes it (gpuring_conn_ipc_recv_create):
+ * its counters, call ids, sizes and LL flags all zero, whatever the allocation
+ * held -- garbage on a GPU (first a freed block of the same size is filled with
+ * 0xa5, likely what the FIFO gets), 0xa5 from the CPU runtime */
+static void test_ipc_fifo_fresh(void)
+{
+    const size_t slot = T_SLOT_BYTES;
+    const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_IPC, slot);
+    const size_t head = bytes - GPURING_NSTEPS * slot; /* all but the simple slots */
+    unsigned char *buf = malloc(head);
+    gpuring_conn_handle_t h;
+    gpuring_conn_t conn;
+    gpuring_status_t st;
+    void *junk = NULL;
+    size_t at = 0;
+
+    if (buf == NULL) gpu_test_exit();
+    TEST_CUDA(cudaMalloc(&junk, bytes));
+    TEST_CUDA(cudaMemset(junk, 0xa5, bytes));
+    TEST_CUDA(cudaFree(junk));
+    memset(&conn, 0, sizeof(conn));
+    st = gpuring_conn_ipc_recv_create(&conn, 1, 0, slot, ranks[0].stream, &h);
+    unit_result(st == GPURING_OK, "gpuring_conn_ipc_recv_create: %s", gpuring_status_str(st));
+    if (st != GPURING_OK) {
+        free(buf);
+        return;
+    }
+    TEST_CUDA(cudaMemcpy(buf, conn.ipc_fifo, head, cudaMemcpyDeviceToHost));
+    while (at < head && buf[at] == 0) at++;
+    unit_result(at == head, "a new CUDA IPC FIFO: byte %zu of its %zu of counters and LL slots "
+                "is %#x, want 0", at, head, at < head ? buf[at] : 0);
+    gpuring_conn_ipc_destroy(&conn);
+    free(buf);
+}
+
 static void test_timeout(int ll)
 {
     t_cfg_t cfg = {.algo = T_RING, .n = 4, .nch = 2, .type = GPURING_TYPE_INT32,
@@ -1131,6 +1168,7 @@ int main(void)
     test_unroll_fifo();
     test_max_channels();
     test_refusals();
+    test_ipc_fifo_fresh();
     test_ll();
     test_colls();
     for (int ll = 0; ll < 2; ll++) {
