@@ -33,9 +33,10 @@
 #    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
 #    After each path's table, one more run of 8-byte calls only (-n 2000,
-#    BENCH_GPU_PROFILE_ITERS) with coll_gpuring_profile 1: each rank's median microseconds at each point
-#    of a call's path (memory kind, device, order, the direct allreduce's
-#    exchanges, launch, run, ...), where a small call's time goes.
+#    BENCH_GPU_PROFILE_ITERS) with coll_gpuring_profile 1: each rank's median
+#    microseconds at each point of a call's path (memory kind, device, order,
+#    the direct allreduce's exchanges, launch, run, ...), where a small
+#    call's time goes.
 # 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
 #    256 MiB (busbw, bound, ratio), then the machine (nvidia-smi, MPS or not).
 #

@@ -25,7 +25,7 @@
 # GPURING_GPU_CUDACPU=DIR: the CPU CUDA runtime built in DIR (test/cudacpu: its
 # runtime, stand-in driver, component and *_cpu programs) stands in for a GPU,
 # so that the scripts themselves run where there is none -- what they measure
-# there means nothing (test/cudacpu/run_cudacpu_gpu_scripts.sh, in make check)
+# there means nothing (test/cudacpu/run_cudacpu_bench_gpu.sh, in make check)
 carry="$top/.gpu-carry"
 cudacpu=${GPURING_GPU_CUDACPU:-}
 mps_started=0
