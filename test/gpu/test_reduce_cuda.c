@@ -466,7 +466,8 @@ static void test_bandwidth(cudaStream_t stream)
         { GPURING_TYPE_INT32, GPURING_OP_MAX, 0, 0, "int32 max" },
     };
     const char *mib_env = getenv("GPURING_TEST_BW_MIB");
-    const size_t mib = mib_env != NULL && atoi(mib_env) > 0 ? (size_t)atoi(mib_env) : TEST_BW_MIB;
+    const int mib_asked = mib_env != NULL ? atoi(mib_env) : 0;
+    const size_t mib = mib_asked > 0 ? (size_t)mib_asked : TEST_BW_MIB;
     const size_t bytes = mib << 20;
     unsigned char *d, *a, *b, *ha, *hb, *hd, *hw;
     cudaEvent_t e0, e1;
