@@ -32,7 +32,15 @@
  * Channels per call (unless forced), at most what the plane connected:
  *   host    one per GPURING_TUNING_BYTES_PER_CHANNEL of the call: the host
  *           executor's channels share the calling thread, so more only
- *           help when each has a good amount to move.
+ *           help when each has a good amount to move.  Across nodes a ring
+ *           cuts each block into GPURING_RING_NET_SLICES slot steps, each a
+ *           network message with its fixed cost (a rendezvous, a round trip
+ *           between the two ranks' progress loops), so a ring channel is
+ *           only worth it when its slices fill a slot: nranks * slices *
+ *           slot bytes each.  2 ranks as 2 virtual nodes (README): 1 MiB on
+ *           one channel (128 KiB steps) took 0.6x the time of two (64 KiB
+ *           steps), 2 MiB on one (256 KiB steps) 0.8-0.95x that of two,
+ *           512 KiB 1.1x; over UCX's tcp 1 MiB 1.3x, 2 MiB 0.67x.
  *   device  each channel is one thread block, and a block moves what its
  *           memory-level parallelism allows, so a large call needs many
  *           channels to fill the GPU; but every operation of a channel
@@ -59,6 +67,7 @@
  * (about 1.1 GB/s per block), 35.2 and 36.3 on 32 channels.
  */
 #include "graph/graph.h"
+#include "kernels/prog_ring_allreduce.h" /* GPURING_RING_NET_SLICES */
 #include "proxy/conn.h" /* GPURING_LL_STEP_BYTES */
 
 #include <string.h>
@@ -180,7 +189,13 @@ static int plan_channels(const gpuring_graph_t *graph, const gpuring_tuning_para
 
     if (algo == GPURING_ALGO_GATHER) return 1; /* the whole buffer is one step */
     if (params->nchannels > 0) return GPURING_MIN(params->nchannels, max_ch);
-    if (params->device) {
+    if (!params->device && graph->nnodes > 1 && algo == GPURING_ALGO_RING &&
+        (params->coll == GPURING_COLL_ALLREDUCE || gpuring_coll_blocks(params->coll))) {
+        const size_t step = params->chunk_bytes > 0
+                                ? GPURING_MIN(params->chunk_bytes, params->slot_bytes)
+                                : params->slot_bytes;
+        per = GPURING_MAX(per, step * GPURING_RING_NET_SLICES * (size_t)graph->nranks);
+    } else if (params->device) {
         per = graph->nnodes > 1 ? GPURING_TUNING_DEVICE_NET_STEP_BYTES
               : ll              ? GPURING_TUNING_DEVICE_LL_STEP_BYTES
                                 : GPURING_TUNING_DEVICE_STEP_BYTES;

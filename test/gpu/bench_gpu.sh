@@ -30,7 +30,9 @@
 #    should stop on device FIFOs; with BENCH_GPU_MAXBYTES=1M), tree
 #    (coll_gpuring_algorithm tree), vnodes (every rank its own virtual node:
 #    coll_gpuring_ranks_per_node 1, UCX net connections, pinned host staging
-#    or GPU-direct).  Every gpuring run must say (coll_gpuring_verbose 3) that
+#    or GPU-direct), vnodes_4ch (the same on 4 channels at every size: larger
+#    net steps than the model's, which the host plane's net rings found
+#    faster; on request).  Every gpuring run must say (coll_gpuring_verbose 3) that
 #    it ran its device calls in gpuring, direct or not as the path wants.
 #    After each path's table, one more run of 8-byte calls only (-n 2000,
 #    BENCH_GPU_PROFILE_ITERS) with coll_gpuring_profile 1: each rank's median
@@ -50,7 +52,7 @@
 #   run(command="GPURING_GPU_OUT=$OUT BENCH_GPU_PATHS=fifo_2ch,tree,vnodes \
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
 # Environment: BENCH_GPU_PATHS (default: direct,fifo,fifo_max,fifo_2ch,tree,vnodes;
-# fifo_simple and fifo_ll on request), BENCH_GPU_NP (rank counts,
+# fifo_simple, fifo_ll and vnodes_4ch on request), BENCH_GPU_NP (rank counts,
 # default "2 4"), BENCH_GPU_REPS (default 5), BENCH_GPU_MAXBYTES (default
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
 # BENCH_GPU_TIMEOUT (seconds per mpirun, default 300), GPURING_GPU_OUT (logs
@@ -133,7 +135,7 @@ gpu_mps_start
 
 # the vnodes bound: ucx_perftest tag_bw at 16 MiB between two local processes
 tagbw=-
-case ",$paths," in *,vnodes,*)
+case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
     if command -v ucx_perftest >/dev/null 2>&1; then
         : >"$tmp/tagbw"
         rep=1
@@ -169,13 +171,14 @@ path_mca() {
     fifo_ll) echo "coll_gpuring_direct 0 coll_gpuring_protocol ll" ;;
     tree) echo "coll_gpuring_direct 0 coll_gpuring_algorithm tree" ;;
     vnodes) echo "coll_gpuring_ranks_per_node 1" ;;
+    vnodes_4ch) echo "coll_gpuring_ranks_per_node 1 coll_gpuring_channels_per_call 4" ;;
     esac
 }
 # path_bound PATH NP -> GB/s ("-" when unknown)
 path_bound() {
     case $1 in
     direct) awk -v m="$copy" -v n="$2" 'BEGIN { printf "%.1f\n", m * (n - 1) / (n * n) }' ;;
-    vnodes) echo "$tagbw" ;;
+    vnodes*) echo "$tagbw" ;;
     *) awk -v m="$copy" -v n="$2" 'BEGIN { printf "%.1f\n", m * (n - 1) / (2 * n * n) }' ;;
     esac
 }

@@ -298,6 +298,32 @@ int main(void)
     EXPECT(plan(&g, GPURING_ALGO_RING, 64 << 20, 0, 1).nchannels == 2, "64 MiB: both channels");
     EXPECT(plan(&g, GPURING_ALGO_RING, 64 << 20, 0, 1).chunk_elems == 512 * 1024 / 4,
            "chunk = one slot");
+    /* across nodes a ring channel takes nranks * GPURING_RING_NET_SLICES slots' worth
+     * (its slices fill a slot: 4 x 4 x 512 KiB), inside one node one per 256 KiB */
+    EXPECT(plan(&g, GPURING_ALGO_RING, 8 << 20, 0, 1).nchannels == 1,
+           "4 nodes, 8 MiB: one channel of full-slot slices (got %d)",
+           plan(&g, GPURING_ALGO_RING, 8 << 20, 0, 1).nchannels);
+    EXPECT(plan(&g, GPURING_ALGO_RING, (8 << 20) + 4096, 0, 1).nchannels == 2,
+           "4 nodes, 8 MiB + 4 KiB: two channels (got %d)",
+           plan(&g, GPURING_ALGO_RING, (8 << 20) + 4096, 0, 1).nchannels);
+    {
+        gpuring_tuning_params_t p = {.coll = GPURING_COLL_REDUCE_SCATTER, .trees = 1,
+                                     .chunk_bytes = 64 * 1024, .slot_bytes = 512 * 1024};
+        gpuring_plan_t out;
+
+        /* a forced chunk is the slice's size; reduce-scatter moves every rank's block */
+        gpuring_tuning_plan(&g, &p, (256 * 1024) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 1, "4 nodes, reduce-scatter of 4 x 256 KiB, 64 KiB chunks: 1 "
+               "channel (got %d)", out.nchannels);
+        gpuring_tuning_plan(&g, &p, (512 * 1024) / 4, 4, 0, &out);
+        EXPECT(out.nchannels == 2, "4 nodes, reduce-scatter of 4 x 512 KiB, 64 KiB chunks: 2 "
+               "channels (got %d)", out.nchannels);
+    }
+    gpuring_graph_free(&g);
+    build(4, 4, &g);
+    EXPECT(plan(&g, GPURING_ALGO_RING, 1 << 20, 0, 1).nchannels == 2,
+           "one node, 1 MiB: a channel per 256 KiB, both (got %d)",
+           plan(&g, GPURING_ALGO_RING, 1 << 20, 0, 1).nchannels);
     gpuring_graph_free(&g);
     /* device plane (one thread block per channel): channels until each slot step moves
      * 128 KiB (ring: a channel's region / nranks), at most what the plane connected;
