@@ -270,9 +270,12 @@ static int gpuring_register(void)
                          "(default) 65537 when every rank of the first communicator that "
                          "connects across nodes is on one host (virtual nodes: a same-host "
                          "rendezvous costs a round trip between the ranks' progress loops per "
-                         "step, more than the eager copy of a 64 KiB step), "
-                         "UCX's own choice otherwise; 0 UCX's own choice.  UCX_RNDV_THRESH in "
-                         "the environment wins",
+                         "step, more than the eager copy of a 64 KiB step); across hosts, "
+                         "never (every step eager) where tcp is UCX's only network transport "
+                         "on this node (a rendezvous over tcp adds a round trip per step and "
+                         "saves no copy: gpuring's receives are posted ahead), else UCX's own "
+                         "choice; 0 UCX's own choice.  UCX_RNDV_THRESH in the environment "
+                         "wins",
                          OPAL_INFO_LVL_5, &c->net_rndv_size);
     c->topo_xml = "";
     (void)mca_base_component_var_register(

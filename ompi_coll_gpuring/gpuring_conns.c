@@ -319,23 +319,28 @@ static gpuring_status_t comm_plane_connect(gpuring_comm_t *c, gpuring_plane_t pl
 }
 
 /*
- * UCX's rendezvous threshold for the proxy's context when every rank of the
- * communicator that creates it is on one host (virtual nodes), and
- * coll_gpuring_net_rndv_size is -1: steps up to 64 KiB go eager.  Between
+ * UCX's rendezvous threshold for the proxy's context, when
+ * coll_gpuring_net_rndv_size is -1.  Every rank of the communicator that
+ * creates it on one host (virtual nodes): steps up to 64 KiB go eager.
+ * Across hosts with tcp the only network transport here: every step eager
+ * (proxy.h; over UCX_TLS=tcp,self, 4 ranks as 2 nodes of 2, 1.85-3.17x at
+ * 256 KiB-1 MiB against UCX's own choice, README).  Else UCX's own.  Between
  * two processes of one host a rendezvous step waits for the receiver's
  * progress loop to see its request and for the sender's to see the answer;
  * a ring's next step waits for that step.  2 ranks as 2 virtual nodes, host
  * buffers, -x UCX_RNDV_THRESH against UCX's own, alternating, medians of 7
  * (README): 512 KiB and 1 MiB calls (64 KiB steps) took 0.3-0.8x the
  * time; 2 MiB calls (128 KiB steps) eager took up to 1.7x, so larger steps
- * stay with the rendezvous and its single copy.
+ * stay with the rendezvous and its single copy.  (The host test comes first:
+ * there the same-host peers' shared-memory transports carry the steps.)
  */
 #define GPURING_NET_RNDV_ONE_HOST (64 * 1024 + 1)
 
 static size_t comm_net_rndv_thresh(const gpuring_comm_t *c)
 {
     if (c->cfg.net_rndv_size >= 0) return (size_t)c->cfg.net_rndv_size;
-    return gpuring_comm_host_ranks(c) == c->boot.size ? GPURING_NET_RNDV_ONE_HOST : 0;
+    if (gpuring_comm_host_ranks(c) == c->boot.size) return GPURING_NET_RNDV_ONE_HOST;
+    return gpuring_proxy_net_tcp_only() ? GPURING_PROXY_RNDV_NEVER : 0;
 }
 
 /* UCX addresses, when the communicator spans nodes: every rank takes part. */

@@ -56,9 +56,22 @@ typedef struct gpuring_proxy_config {
     double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
     gpuring_proxy_peer_failure_t peer_failure; /* for endpoints created from now on */
     size_t rndv_thresh; /* UCX's eager/rendezvous switch for the proxy's own context, in
-                           bytes (0: UCX's choice); taken when the proxy is created, and
-                           never over UCX_RNDV_THRESH set in the environment */
+                           bytes (0: UCX's choice; GPURING_PROXY_RNDV_NEVER: every message
+                           eager); taken when the proxy is created, and never over
+                           UCX_RNDV_THRESH set in the environment */
 } gpuring_proxy_config_t;
+#define GPURING_PROXY_RNDV_NEVER SIZE_MAX
+
+/*
+ * Is tcp the only network transport UCX has here?  (UCT's resources: every
+ * transport whose device is a network one is "tcp": no RDMA device.)  Between
+ * hosts a step then goes over tcp, where UCX's rendezvous adds a round trip
+ * per message and saves no copy, while an eager step lands straight in the
+ * receive posted ahead for it.  Asked once (it opens every UCT memory domain
+ * to list its transports), before the proxy exists; UCX_TLS and
+ * UCX_NET_DEVICES are not consulted.
+ */
+int gpuring_proxy_net_tcp_only(void);
 
 /* The thread checks this often whether executors still drive progress: a
  * safety net only (a call hands its leftovers over when it ends).  Every look

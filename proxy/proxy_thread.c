@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <uct/api/uct.h>
+
 #include "kernels/device.h"
 #include "proxy/proxy_internal.h"
 
@@ -839,6 +841,66 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     free(proxy);
 }
 
+/* The network transports of one memory domain: counts tcp's and the others'. */
+static void proxy_md_net_tls(uct_component_h comp, const char *md_name, int *tcp, int *other)
+{
+    uct_md_config_t *md_config;
+    uct_tl_resource_desc_t *tls;
+    unsigned ntls;
+    uct_md_h md;
+
+    if (uct_md_config_read(comp, NULL, NULL, &md_config) != UCS_OK) return;
+    if (uct_md_open(comp, md_name, md_config, &md) == UCS_OK) {
+        if (uct_md_query_tl_resources(md, &tls, &ntls) == UCS_OK) {
+            for (unsigned k = 0; k < ntls; k++) {
+                if (tls[k].dev_type != UCT_DEVICE_TYPE_NET) continue;
+                if (strcmp(tls[k].tl_name, "tcp") == 0)
+                    (*tcp)++;
+                else
+                    (*other)++;
+            }
+            uct_release_tl_resource_list(tls);
+        }
+        uct_md_close(md);
+    }
+    uct_config_release(md_config);
+}
+
+int gpuring_proxy_net_tcp_only(void)
+{
+    static int answer = -1; /* the node's resources do not change; racing callers
+                             * both look and store the same */
+    uct_component_h *comps;
+    unsigned ncomps;
+    int tcp = 0, other = 0, known = __atomic_load_n(&answer, __ATOMIC_RELAXED);
+
+    if (known >= 0) return known;
+    if (uct_query_components(&comps, &ncomps) != UCS_OK) return 0;
+    for (unsigned i = 0; i < ncomps; i++) {
+        uct_component_attr_t attr;
+        uct_md_resource_desc_t *mds;
+
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        if (uct_component_query(comps[i], &attr) != UCS_OK || attr.md_resource_count == 0)
+            continue;
+        mds = calloc(attr.md_resource_count, sizeof(*mds));
+        if (mds == NULL) continue;
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds;
+        if (uct_component_query(comps[i], &attr) == UCS_OK) {
+            for (unsigned j = 0; j < attr.md_resource_count; j++)
+                proxy_md_net_tls(comps[i], mds[j].md_name, &tcp, &other);
+        }
+        free(mds);
+    }
+    uct_release_component_list(comps);
+    known = tcp > 0 && other == 0;
+    __atomic_store_n(&answer, known, __ATOMIC_RELAXED);
+    GPURING_DEBUG(GPURING_SUBSYS_NET, "UCX's network transports here: %d tcp, %d other%s", tcp,
+                  other, known ? " (tcp only)" : "");
+    return known;
+}
+
 static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
 {
     gpuring_proxy_t *proxy;
@@ -875,14 +937,19 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     } else if (cfg != NULL && cfg->rndv_thresh > 0) {
         char thresh[32];
 
-        snprintf(thresh, sizeof(thresh), "%zu", cfg->rndv_thresh);
+        if (cfg->rndv_thresh == GPURING_PROXY_RNDV_NEVER)
+            snprintf(thresh, sizeof(thresh), "inf");
+        else
+            snprintf(thresh, sizeof(thresh), "%zu", cfg->rndv_thresh);
         us = ucp_config_modify(config, "RNDV_THRESH", thresh);
         if (us != UCS_OK)
             GPURING_WARN(GPURING_SUBSYS_NET, "UCX refused RNDV_THRESH=%s (%s): its own "
                          "threshold stays", thresh, ucs_status_string(us));
         else
-            GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from %s B",
-                         thresh);
+            GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from %s B%s",
+                         thresh, cfg->rndv_thresh == GPURING_PROXY_RNDV_NEVER
+                                     ? " (never: tcp is the only network transport here)"
+                                     : "");
     } else {
         GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: UCX's own rendezvous "
                      "threshold");

@@ -70,6 +70,7 @@ BASE=(--oversubscribe)
 NPASS=0
 NFAIL=0
 FIRST_RANK_ENV=
+FAKE_HOSTS=
 FALLBACK_WHY=
 FAILED_NAMES=()
 
@@ -114,6 +115,14 @@ run_case() {
         cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
              /bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
              "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@")
+    fi
+    if [ -n "$FAKE_HOSTS" ]; then
+        # every rank a host of its own: a UTS namespace with its own host name, so
+        # gpuring (and UCX) see peers on other hosts -- real NET connections, UCX
+        # over tcp, as between nodes -- while Open MPI still runs them on one
+        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
+             unshare -u /bin/sh -c 'echo "gpuring-host-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}" > /proc/sys/kernel/hostname && exec "$@"'
+             sh "$BINDIR/$bin" "$@")
     fi
     local t0=$SECONDS
     {
@@ -243,6 +252,17 @@ run_case() {
                 local rv="rendezvous from 65537 B"
                 [ "$c" = rndvucx ] && rv="UCX's own rendezvous threshold"
                 need_every_rank " gpuring's UCX context: $rv" "rank @: not '$rv'" || return 0
+                ;;
+            rndvtcp)
+                # ranks on hosts of their own: gpuring's UCX context sends every step
+                # eager where tcp is UCX's only network transport (ucx_info -d, the
+                # reference), else leaves UCX its own threshold; every edge a NET one
+                local rv="UCX's own rendezvous threshold"
+                if ucx_info -d 2>/dev/null | awk '/Transport:/ { tl = $NF } /Type: network/ { n++; if (tl != "tcp") o++ } END { exit !(n > 0 && o == 0) }'; then
+                    rv="rendezvous from inf B \\(never: tcp is the only network transport here\\)"
+                fi
+                need_every_rank " gpuring's UCX context: $rv" "rank @: not '$rv'" || return 0
+                need_every_rank " comm MPI_COMM_WORLD ready: $np ranks, $np nodes" "rank @ did not see $np hosts" || return 0
                 ;;
             zcopy|nozcopy)
                 # every rank's net steps landed straight in the output (zero copy:
@@ -409,6 +429,10 @@ RNDV=(-t int8,int32,float,double -o sum,max -i -m world,rev -c 1,4099,65537,2621
 run_case "allreduce_rndv_np3_rpn1" 3 1 ready,rndv65537 "" allreduce_check "${RNDV[@]}"
 run_case "allreduce_rndvucx_np2_rpn1" 2 1 ready,rndvucx "coll_gpuring_net_rndv_size 0" \
     allreduce_check "${RNDV[@]}"
+# ranks on hosts of their own (FAKE_HOSTS: UTS namespaces), so UCX runs them over tcp
+# as between nodes, with peer failure detection: every step eager where tcp is the
+# only network transport
+FAKE_HOSTS=1 run_case "allreduce_hosts_np3_rpn0" 3 0 ready,rndvtcp "" allreduce_check "${RNDV[@]}"
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"

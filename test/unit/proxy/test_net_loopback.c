@@ -1486,6 +1486,39 @@ static int child_main(int fd, int same_host)
  * shared-memory transports (no tcp lane), and the executor's wait timeout
  * ends the stuck transfer.
  */
+/*
+ * gpuring_proxy_net_tcp_only against an independent look at the same
+ * resources: ucx_info -d lists each transport ("Transport: tcp") with its
+ * device's type ("Type: network"); tcp only = some network transport, and
+ * every one of them tcp.  Without ucx_info (Debian: ucx-utils) this check
+ * cannot be made, and says so as a failure.
+ */
+static void test_tcp_only(void)
+{
+    FILE *f = popen("ucx_info -d 2>/dev/null", "r");
+    char line[256], tl[64] = "";
+    int tcp = 0, other = 0, lines = 0, got;
+
+    EXPECT(f != NULL, "popen(ucx_info -d)");
+    if (f == NULL) return;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lines++;
+        if (sscanf(line, "# Transport: %63s", tl) == 1) continue;
+        if (strstr(line, "Type: network") != NULL) {
+            if (strcmp(tl, "tcp") == 0)
+                tcp++;
+            else
+                other++;
+        }
+    }
+    EXPECT(pclose(f) == 0 && lines > 0, "ucx_info -d ran (%d lines; needs ucx-utils)", lines);
+    got = gpuring_proxy_net_tcp_only();
+    EXPECT(got == (tcp > 0 && other == 0),
+           "tcp only: gpuring says %d, ucx_info -d lists %d tcp and %d other network "
+           "transports", got, tcp, other);
+    EXPECT(gpuring_proxy_net_tcp_only() == got, "tcp only: the same answer when asked again");
+}
+
 static void test_two_process(int same_host)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 3.0};
@@ -1619,6 +1652,7 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         _exit(child_main(atoi(argv[2]), atoi(argv[3])));
 
+    test_tcp_only(); /* opens and closes UCT's memory domains: before the counts */
     /* first, while this process has no UCX context of its own */
     if (getenv("GPURING_TEST_NO_FORK") == NULL) {
         test_two_process(0);
