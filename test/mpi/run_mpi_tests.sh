@@ -581,6 +581,11 @@ if [ $ACTIVE = 1 ]; then
         mkdir -p "$LOGDIR/kill.1" "$LOGDIR/kill.2" # the survivors' verdicts
         run_case "kill_np2_rpn1" 2 1 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.1"
         run_case "kill_np4_rpn2" 4 2 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.2"
+        # ranks on hosts of their own (UCX over tcp, as between nodes), with the
+        # default failure detection (remote peers only)
+        mkdir -p "$LOGDIR/kill.3"
+        FAKE_HOSTS=1 run_case "kill_hosts_np3_rpn0" 3 0 "" \
+            "orte_enable_recovery 1 coll_gpuring_wait_timeout 3" kill_check 30 "$LOGDIR/kill.3"
     else
         echo "INFO kill_*: skipped (they need Open MPI 4's orte_enable_recovery)"
     fi
