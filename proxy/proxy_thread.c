@@ -880,7 +880,7 @@ int gpuring_proxy_net_tcp_only(void)
         uct_component_attr_t attr;
         uct_md_resource_desc_t *mds;
 
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
         if (uct_component_query(comps[i], &attr) != UCS_OK || attr.md_resource_count == 0)
             continue;
         mds = calloc(attr.md_resource_count, sizeof(*mds));
@@ -935,9 +935,10 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
         GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from "
                      "UCX_RNDV_THRESH=%s (the environment)", getenv("UCX_RNDV_THRESH"));
     } else if (cfg != NULL && cfg->rndv_thresh > 0) {
+        const int never = cfg->rndv_thresh == GPURING_PROXY_RNDV_NEVER;
         char thresh[32];
 
-        if (cfg->rndv_thresh == GPURING_PROXY_RNDV_NEVER)
+        if (never)
             snprintf(thresh, sizeof(thresh), "inf");
         else
             snprintf(thresh, sizeof(thresh), "%zu", cfg->rndv_thresh);
@@ -947,9 +948,8 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
                          "threshold stays", thresh, ucs_status_string(us));
         else
             GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: rendezvous from %s B%s",
-                         thresh, cfg->rndv_thresh == GPURING_PROXY_RNDV_NEVER
-                                     ? " (never: tcp is the only network transport here)"
-                                     : "");
+                         thresh, never ? " (never: tcp is the only network transport here)"
+                                       : "");
     } else {
         GPURING_INFO(GPURING_SUBSYS_NET, "gpuring's UCX context: UCX's own rendezvous "
                      "threshold");

@@ -108,22 +108,22 @@ run_case() {
     # the case's timeout kills the job silently
     [[ " $params " == *" coll_gpuring_wait_timeout "* ]] || p+=(coll_gpuring_wait_timeout "$WAIT")
     mca_args coll_gpuring_verbose 3 coll_gpuring_host_buffers 1 coll_gpuring_ranks_per_node "$rpn" "${p[@]}"
-    local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}" "$BINDIR/$bin" "$@")
+    # what each rank runs in front of the test program, if anything
+    local -a wrap=()
     if [ -n "$FIRST_RANK_ENV" ]; then
         # rank 0 runs with one more environment variable than the others; set by a
         # wrapper, not an MPMD ':' command line (Open MPI 5.0.7's mpirun crashes on those)
-        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
-             /bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
-             "$FIRST_RANK_ENV" "$BINDIR/$bin" "$@")
-    fi
-    if [ -n "$FAKE_HOSTS" ]; then
+        wrap=(/bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
+              "$FIRST_RANK_ENV")
+    elif [ -n "$FAKE_HOSTS" ]; then
         # every rank a host of its own: a UTS namespace with its own host name, so
         # gpuring (and UCX) see peers on other hosts -- real NET connections, UCX
         # over tcp, as between nodes -- while Open MPI still runs them on one
-        cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
-             unshare -u /bin/sh -c 'echo "gpuring-host-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}" > /proc/sys/kernel/hostname && exec "$@"'
-             sh "$BINDIR/$bin" "$@")
+        wrap=(unshare -u /bin/sh -c 'echo "gpuring-host-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}" > /proc/sys/kernel/hostname && exec "$@"'
+              sh)
     fi
+    local -a cmd=(timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np "$np" "${MCA[@]}"
+                  "${wrap[@]}" "$BINDIR/$bin" "$@")
     local t0=$SECONDS
     {
         echo "# ${cmd[*]}"
