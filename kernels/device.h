@@ -61,6 +61,30 @@ gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
 void gpuring_device_free(void *ptr);
 
 /*
+ * Device memory other processes of the node map (CUDA IPC): alloc_shared
+ * makes `bytes` of the current device's memory, zeroed (through `stream`,
+ * waited for) before its handle -- GPURING_DEVICE_SHARE_BYTES of plain
+ * bytes for bootstrap_mpi -- goes out; open_shared maps another process's
+ * (peer access enabled where the allocation is on another GPU); close_shared
+ * unmaps one, free_shared frees one's own.  Both take NULL.
+ */
+#define GPURING_DEVICE_SHARE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
+                                             unsigned char handle[GPURING_DEVICE_SHARE_BYTES]);
+gpuring_status_t gpuring_device_open_shared(const unsigned char handle[GPURING_DEVICE_SHARE_BYTES],
+                                            void **ptr_p);
+void gpuring_device_close_shared(void *ptr);
+void gpuring_device_free_shared(void *ptr);
+
+/*
+ * 1 when the contexts made on `device` are shared through MPS, whose
+ * clients' kernels run at once; 0 otherwise (or unknown): processes sharing
+ * the GPU without it time-slice it, and a kernel that waits for another
+ * process's waits a time slice.
+ */
+int gpuring_device_mps(int device);
+
+/*
  * GPUDirect RDMA (a NIC writing device memory, NET slots in device memory):
  * the NIC's writes may become visible to a kernel out of order with the
  * completion the proxy saw.  remote_writes tells, for `device`, whether its

@@ -3,7 +3,9 @@
  */
 #include "kernels/device.h"
 
+#include <assert.h>
 #include <pthread.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -156,4 +158,59 @@ gpuring_status_t gpuring_device_flush_remote_writes(void)
     GPURING_CUDA_CHECK(cudaDeviceFlushGPUDirectRDMAWrites(
         cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner));
     return GPURING_OK;
+}
+
+static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_DEVICE_SHARE_BYTES, "IPC handle size");
+
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
+                                             unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
+{
+    cudaIpcMemHandle_t ipc;
+    void *ptr = NULL;
+    gpuring_status_t st;
+
+    GPURING_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, bytes, (cudaStream_t)stream), st, out_free);
+    GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), st, out_free);
+    GPURING_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ipc, ptr), st, out_free);
+    memcpy(handle, &ipc, sizeof(ipc));
+    *ptr_p = ptr;
+    return GPURING_OK;
+
+out_free:
+    gpuring_device_free(ptr);
+    return st;
+}
+
+gpuring_status_t gpuring_device_open_shared(const unsigned char handle[GPURING_DEVICE_SHARE_BYTES],
+                                            void **ptr_p)
+{
+    cudaIpcMemHandle_t ipc;
+
+    memcpy(&ipc, handle, sizeof(ipc));
+    GPURING_CUDA_CHECK(cudaIpcOpenMemHandle(ptr_p, ipc, cudaIpcMemLazyEnablePeerAccess));
+    return GPURING_OK;
+}
+
+void gpuring_device_close_shared(void *ptr)
+{
+    if (ptr != NULL && cudaIpcCloseMemHandle(ptr) != cudaSuccess) {
+        (void)cudaGetLastError(); /* at teardown the context may already be gone */
+    }
+}
+
+void gpuring_device_free_shared(void *ptr)
+{
+    gpuring_device_free(ptr);
+}
+
+int gpuring_device_mps(int device)
+{
+    int on = 0;
+
+    if (cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return on != 0;
 }

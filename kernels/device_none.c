@@ -65,6 +65,31 @@ void gpuring_device_free(void *ptr)
 {
 }
 
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
+                                             unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+gpuring_status_t gpuring_device_open_shared(const unsigned char handle[GPURING_DEVICE_SHARE_BYTES],
+                                            void **ptr_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+void gpuring_device_close_shared(void *ptr)
+{
+}
+
+void gpuring_device_free_shared(void *ptr)
+{
+}
+
+int gpuring_device_mps(int device)
+{
+    return 0;
+}
+
 gpuring_device_writes_t gpuring_device_remote_writes(int device)
 {
     return GPURING_DEVICE_WRITES_UNORDERED;
@@ -81,6 +106,12 @@ gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *st
 }
 
 gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args, void *stream)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *args,
+                                             void *stream)
 {
     return GPURING_ERR_NOT_SUPPORTED;
 }

@@ -872,9 +872,107 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     exec_reduce_copy<T, Op>(in, d.nranks, out, d.nranks, min(d.per_block, d.count - first));
 }
 
+/* ---- the LL direct allreduce's kernel (exec_cuda.h) ------------------------------- */
+typedef struct exec_direct_ll_desc {
+    const char *sendbuf;
+    char *recvbuf;
+    volatile uint64_t *row;                                 /* this rank's inbox row */
+    volatile uint64_t *to[GPURING_EXEC_DIRECT_MAX_RANKS];   /* its slot in rank r's row */
+    exec_cuda_status_t *status;
+    size_t count;
+    size_t slot_units;    /* 8-byte units per slot */
+    size_t per_block;     /* pairs per block */
+    uint64_t call;
+    uint32_t flag;
+    int nranks, rank;
+} exec_direct_ll_desc_t;
+
+/*
+ * Block b: pairs [b * per_block, +per_block) of every rank's input.  Each
+ * thread stores its own pairs to every peer, then (thread 0 having checked
+ * every peer's header) waits for the same pairs of every peer and reduces
+ * them: a thread reads its pairs of the input before it writes them to the
+ * output, so in place needs nothing more.  On the host's abort, or a header
+ * of another call, the block records the peer (status wait[b]) and leaves.
+ */
+template <typename T, typename Op>
+__global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
+    exec_direct_ll_kernel(const __grid_constant__ exec_direct_ll_desc_t d)
+{
+    const size_t per_pair = EXEC_LL_PAIR_BYTES / sizeof(T);
+    const size_t npairs = GPURING_DIV_UP(d.count, per_pair);
+    const size_t p0 = (size_t)blockIdx.x * d.per_block;
+    const size_t p1 = min(npairs, p0 + d.per_block);
+    const T *in = reinterpret_cast<const T *>(d.sendbuf);
+    exec_cuda_status_t *st = d.status;
+    __shared__ int go;
+
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (int r = 0; r < d.nranks; r++) {
+            if (r != d.rank) exec_ll_header(d.to[r], d.count * sizeof(T), d.call, d.flag);
+        }
+    }
+    for (size_t p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
+        const size_t first = p * per_pair;
+        const int n = (int)min(per_pair, d.count - first);
+        const uint64_t v = exec_ll_mem_load(in + first, n);
+
+        for (int r = 0; r < d.nranks; r++) {
+            if (r != d.rank) {
+                exec_ll_pair_store(d.to[r] + GPURING_LL_HDR_UNITS + 2 * p, v, d.flag, true);
+            }
+        }
+    }
+    if (threadIdx.x == 0) {
+        go = 1;
+        for (int r = 0; r < d.nranks && go; r++) {
+            const volatile uint64_t *hdr = d.row + (size_t)r * d.slot_units;
+            uint64_t units[2];
+            unsigned polls = 0;
+
+            if (r == d.rank) continue;
+            while (go && !exec_ll_landed(hdr, d.flag, units)) {
+                GPURING_DEV_POLL_PAUSE();
+                if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+                    st->seen[blockIdx.x] = EXEC_SEEN_FLAGS(units[0], units[1]);
+                    st->wait[blockIdx.x] = (EXEC_WAIT_RECV << 8) | (unsigned)r;
+                    go = 0;
+                }
+            }
+            if (go && gpuring_step_check((uint32_t)units[0], (uint32_t)units[1],
+                                         d.count * sizeof(T), d.call) != GPURING_OK) {
+                st->got_bytes = (uint32_t)units[1];
+                st->wait[blockIdx.x] = (EXEC_STOP_MISMATCH << 8) | (unsigned)r;
+                go = 0;
+            }
+        }
+    }
+    __syncthreads();
+    if (!go) return;
+    for (size_t p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
+        const size_t first = p * per_pair;
+        const int n = (int)min(per_pair, d.count - first);
+        uint64_t acc = 0, x;
+
+        for (int r = 0; r < d.nranks; r++) {
+            if (r == d.rank) {
+                x = exec_ll_mem_load(in + first, n);
+            } else if (!exec_ll_pair_wait(d.row + (size_t)r * d.slot_units +
+                                              GPURING_LL_HDR_UNITS + 2 * p,
+                                          d.flag, true, st, &x)) {
+                st->seen[blockIdx.x] = EXEC_SEEN_LL_DATA | x;
+                st->wait[blockIdx.x] = (EXEC_WAIT_RECV << 8) | (unsigned)r;
+                return;
+            }
+            acc = r == 0 ? x : exec_ll_apply<T, Op>(acc, x, n);
+        }
+        exec_ll_mem_store(reinterpret_cast<T *>(d.recvbuf) + first, acc, n);
+    }
+}
+
 /* ---- host: kernel choice (signed integers folded as in reduce_cuda.cu) ------------- */
-/* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's or the
- * direct one's */
+/* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's, the
+ * direct one's or the LL direct one's */
 struct exec_fifo_kernels {
     template <typename T, typename Op> static const void *fn()
     {
@@ -885,6 +983,12 @@ struct exec_direct_kernels {
     template <typename T, typename Op> static const void *fn()
     {
         return GPURING_DEV_KERNEL(exec_direct_kernel<T, Op>);
+    }
+};
+struct exec_direct_ll_kernels {
+    template <typename T, typename Op> static const void *fn()
+    {
+        return GPURING_DEV_KERNEL(exec_direct_ll_kernel<T, Op>);
     }
 };
 
@@ -957,10 +1061,11 @@ static gpuring_status_t exec_cuda_load_kernels(void)
     if (device < 64 && (exec_cuda_loaded >> device & 1u)) return GPURING_OK;
     for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
         for (int o = 0; o < GPURING_OP_COUNT; o++) {
-            const void *fns[2] = {
+            const void *fns[3] = {
                 exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
-                exec_cuda_fn<exec_direct_kernels>((gpuring_type_t)t, (gpuring_op_t)o) };
-            for (int k = 0; k < 2; k++) {
+                exec_cuda_fn<exec_direct_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
+                exec_cuda_fn<exec_direct_ll_kernels>((gpuring_type_t)t, (gpuring_op_t)o) };
+            for (int k = 0; k < 3; k++) {
                 cudaFuncAttributes attr;
                 if (fns[k] != NULL) GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
             }
@@ -1554,4 +1659,144 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
         return GPURING_ERR_CUDA;
     }
     return GPURING_OK;
+}
+
+/* ---- host: the LL direct allreduce --------------------------------------------------- */
+#define EXEC_DIRECT_LL_MAX_BLOCKS 8 /* 64 KiB: 1,024 pairs per block */
+
+/* What stopped the LL direct kernel, logged: a header of another call, or (timeout) the
+ * peers its blocks were still waiting for, each once. */
+static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
+                                  const exec_cuda_status_t *st, int blocks)
+{
+    unsigned named = 0;
+
+    for (int b = 0; b < blocks; b++) {
+        const uint32_t kind = st->wait[b] >> 8;
+        const int r = (int)(st->wait[b] & 0xffu);
+
+        if (kind == 0 || r >= GPURING_EXEC_DIRECT_MAX_RANKS || (named >> r & 1u)) continue;
+        named |= 1u << r;
+        if (kind == EXEC_STOP_MISMATCH) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce mismatch: rank %d makes another call "
+                          "than this rank's %zu %s (LL direct allreduce; that rank's call is %llu "
+                          "bytes): the ranks passed different counts, datatypes or ops, or made "
+                          "their calls in a different order", r, a->count, gpuring_type_name(a->type),
+                          (unsigned long long)st->got_bytes);
+        } else if (kind == EXEC_WAIT_RECV) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: the LL "
+                          "direct allreduce (%zu %s, its call %llu) waits for rank %d's %s (flags "
+                          "seen %#x, %#x; want %#x): that rank died, or makes another call or "
+                          "none", a->timeout, a->count, gpuring_type_name(a->type),
+                          (unsigned long long)a->seq, r,
+                          (st->seen[b] & EXEC_SEEN_LL_DATA) ? "data" : "header",
+                          (unsigned)(st->seen[b] >> 32 & 0x7fffffffu), (unsigned)st->seen[b],
+                          gpuring_ll_flag(a->seq));
+        }
+    }
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *a,
+                                                        void *stream_v)
+{
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    const size_t es = a != NULL ? gpuring_type_size(a->type) : 0;
+    exec_direct_ll_desc_t d;
+    void *params[1] = { &d };
+    exec_cuda_status_t *st, *st_dev;
+    gpuring_status_t stop, abort_stop, rc;
+    const void *fn;
+    size_t npairs, row_units;
+    int blocks, ix;
+    cudaError_t err;
+
+    if (a == NULL || es == 0 || a->nranks < 1 || a->nranks > GPURING_EXEC_DIRECT_MAX_RANKS ||
+        a->rank < 0 || a->rank >= a->nranks || a->count * es > GPURING_EXEC_DIRECT_LL_MAX_BYTES ||
+        a->slot_bytes < GPURING_EXEC_DIRECT_LL_SLOT_BYTES(a->count * es) ||
+        a->slot_bytes % 64 != 0 || a->inbox == NULL || (uintptr_t)a->inbox % 16 != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: invalid arguments (%zu "
+                      "elements, %d ranks, %zu B slots)", a != NULL ? a->count : 0,
+                      a != NULL ? a->nranks : 0, a != NULL ? a->slot_bytes : 0);
+        return GPURING_ERR_INVALID;
+    }
+    fn = exec_cuda_fn<exec_direct_ll_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
+    if (a->count == 0) return GPURING_OK;
+
+    memset(&d, 0, sizeof(d));
+    row_units = (size_t)a->nranks * a->slot_bytes / 8;
+    d.slot_units = a->slot_bytes / 8;
+    d.row = (volatile uint64_t *)a->inbox + (a->seq & 1) * row_units;
+    for (int r = 0; r < a->nranks; r++) {
+        if (r == a->rank) continue;
+        if (a->peer_inbox[r] == NULL || (uintptr_t)a->peer_inbox[r] % 16 != 0) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: rank %d's inbox %p is "
+                          "not mapped or not aligned", r, a->peer_inbox[r]);
+            return GPURING_ERR_INVALID;
+        }
+        d.to[r] = (volatile uint64_t *)a->peer_inbox[r] + (a->seq & 1) * row_units +
+                  (size_t)a->rank * d.slot_units;
+    }
+    d.sendbuf = (const char *)a->sendbuf;
+    d.recvbuf = (char *)a->recvbuf;
+    d.count = a->count;
+    d.call = a->call;
+    d.flag = gpuring_ll_flag(a->seq);
+    d.nranks = a->nranks;
+    d.rank = a->rank;
+    npairs = GPURING_DIV_UP(a->count * es, (size_t)EXEC_LL_PAIR_BYTES);
+    blocks = (int)GPURING_MIN(GPURING_DIV_UP(npairs, (size_t)GPURING_EXEC_CUDA_THREADS),
+                              (size_t)EXEC_DIRECT_LL_MAX_BLOCKS);
+    d.per_block = GPURING_DIV_UP(npairs, (size_t)blocks);
+
+    GPURING_CHECK(gpuring_exec_cuda_init());
+    ix = exec_cuda_pool_get(&st, &st_dev);
+    if (ix < 0) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: more than %d calls in "
+                      "flight", EXEC_CUDA_POOL);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    st->abort = 0;
+    st->got_bytes = 0;
+    for (int b = 0; b < blocks; b++) {
+        st->wait[b] = 0;
+        st->progress[b] = 0;
+    }
+    __sync_synchronize();
+    d.status = st_dev;
+
+    err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
+                           stream);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct_ll)");
+        exec_cuda_pool_put(ix);
+        return GPURING_ERR_CUDA;
+    }
+    GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
+    err = exec_cuda_poll(stream, st, blocks, a->timeout, NULL, &stop);
+    GPURING_PROF_MARK(GPURING_PROF_RUN);
+    rc = stop;
+    if (stop != GPURING_OK) {
+        st->abort = 1; /* leave the waits; a moment to do so */
+        __sync_synchronize();
+        err = exec_cuda_poll(stream, NULL, blocks, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &abort_stop);
+        if (abort_stop != GPURING_OK) {
+            GPURING_WARN(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: the kernel did not stop "
+                         "%.1f s after the abort; the stream stays busy",
+                         EXEC_CUDA_ABORT_WAIT_SEC);
+            ix = -1; /* its status entry stays taken for good */
+        }
+    }
+    /* a block that stopped on another call's header may have left before the poll looked */
+    if (rc == GPURING_OK && err == cudaSuccess) rc = exec_cuda_stopped(st, blocks);
+    if (rc != GPURING_OK) exec_direct_ll_report(a, st, blocks);
+    if (err != cudaSuccess && err != cudaErrorNotReady) {
+        GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_direct_ll)");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: the %s %s kernel failed",
+                      gpuring_type_name(a->type), gpuring_op_name(a->op));
+        rc = GPURING_ERR_CUDA;
+    }
+    if (ix >= 0) exec_cuda_pool_put(ix);
+    return rc;
 }

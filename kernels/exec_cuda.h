@@ -93,6 +93,55 @@ typedef struct gpuring_exec_direct_args {
 gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args, void *stream);
 
 /*
+ * The LL direct allreduce's kernel, for small calls (NCCL's one-shot LL
+ * allreduce): no host exchange at all, the units' flags are the only
+ * synchronisation.  Every rank has an inbox in its device memory, mapped
+ * by the others through CUDA IPC: 2 rows (the call's parity) of `nranks`
+ * slots of slot_bytes, one per sender.  The kernel
+ *   1. stores this rank's input as LL units (proxy/conn.h: 4 data bytes and
+ *      the call's flag, gpuring_ll_flag(seq), in each 8-byte unit) into its
+ *      slot of the row in every peer's inbox, the header first (call id,
+ *      bytes: gpuring_step_check);
+ *   2. waits for every peer's header in its own inbox row (a header of
+ *      another call stops it at once: GPURING_ERR_MISMATCH), then for each
+ *      unit it reduces, and writes
+ *          out[i] = in_0[i] (op) in_1[i] (op) ... (op) in_{nranks-1}[i]
+ *      left to right in rank order, so every rank's result has the same bits.
+ * A rank stores into a peer's row for call seq + 2 only after its kernel of
+ * call seq + 1 saw all of that peer's call-(seq + 1) units, which the peer
+ * stored after its own call-seq kernel, on the same stream, had read all of
+ * row seq: so every rank runs these kernels on one stream per communicator,
+ * in call order, seq counting them from 0 alike on every rank.  The kernels
+ * of all ranks wait for each other, so they must run at the same time: one
+ * rank per GPU, or the ranks sharing a GPU under MPS (not time-sliced).
+ * The inboxes start zeroed (flag 0 is no call's).  Calls of up to
+ * GPURING_EXEC_DIRECT_LL_MAX_BYTES; a peer that never comes is
+ * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.
+ */
+#define GPURING_EXEC_DIRECT_LL_MAX_BYTES (64 * 1024)
+/* bytes of one sender's slot for calls of up to `bytes` bytes: the header's
+ * 2 units, 2 units per 8 data bytes, 64-byte lines */
+#define GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes) \
+    ((((size_t)(bytes) + 7) / 8 * 16 + 16 + 63) / 64 * 64)
+typedef struct gpuring_exec_direct_ll_args {
+    int nranks, rank;
+    const void *sendbuf;
+    void *recvbuf; /* may be sendbuf (in place) */
+    size_t count;
+    gpuring_type_t type;
+    gpuring_op_t op;
+    uint64_t call;    /* gpuring_call_id: every rank must be making the same call */
+    uint64_t seq;     /* the communicator's LL direct calls before this one */
+    size_t slot_bytes;                                   /* of every inbox */
+    void *inbox;                                         /* this rank's */
+    void *peer_inbox[GPURING_EXEC_DIRECT_MAX_RANKS];     /* rank r's, mapped (r != rank) */
+    double timeout; /* seconds; 0: forever */
+} gpuring_exec_direct_ll_args_t;
+
+gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *args,
+                                             void *stream);
+
+/*
  * Allocate the executor's process-wide mapped host memory (the per-call
  * abort flag and progress counters), and load every kernel into the
  * current device's context, now rather than on the first run.  Idempotent

@@ -47,6 +47,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .nonblocking_setup = true,
     .net_gpu_direct = true,
     .direct = true,
+    .direct_ll_size = 65536,
     .net_zcopy = true,
     .algorithm = NULL,
     .protocol = NULL,
@@ -157,6 +158,17 @@ static int gpuring_register(void)
         "ring/tree programs over the FIFOs",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->direct);
+    (void)mca_base_component_var_register(
+        v, "direct_ll_size",
+        "Device buffers with every rank on one node: MPI_Allreduce calls of at most this many "
+        "bytes (up to 65536) take the LL direct allreduce (NCCL's one-shot LL): each rank "
+        "writes its input, a flag in every 8 bytes, into a slot of its own in every other "
+        "rank's inbox (device memory mapped through CUDA IPC at the first such call) and "
+        "reduces all of them itself; no exchange between the host threads, one kernel.  "
+        "Its kernels wait for each other, so it stays off where ranks share a GPU without "
+        "MPS (time-sliced; the verbose log says why).  0: off (the direct allreduce)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->direct_ll_size);
     (void)mca_base_component_var_register(
         v, "net_zcopy",
         "Host buffers across nodes: UCX receives a step that would only be copied into the "
@@ -371,17 +383,18 @@ static int gpuring_close(void)
         uint64_t calls, below = __atomic_load_n(&c->fallbacks[coll], __ATOMIC_RELAXED);
 
         gpuring_comm_stats_get((gpuring_coll_kind_t)coll, &st);
-        calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_calls;
+        calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_ll_calls + st.direct_calls;
         if (calls + below == 0) continue;
         if (coll == GPURING_COLL_ALLREDUCE) {
             GPURING_INFO(GPURING_SUBSYS_COLL,
                          "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, "
-                         "gather %llu, direct %llu; %llu on device buffers; %.3f GB), %llu "
-                         "handed to the component below",
+                         "gather %llu, LL direct %llu, direct %llu; %llu on device buffers; "
+                         "%.3f GB), %llu handed to the component below",
                          (unsigned long long)calls,
                          (unsigned long long)st.calls[GPURING_ALGO_RING],
                          (unsigned long long)st.calls[GPURING_ALGO_TREE],
                          (unsigned long long)st.calls[GPURING_ALGO_GATHER],
+                         (unsigned long long)st.direct_ll_calls,
                          (unsigned long long)st.direct_calls,
                          (unsigned long long)st.device_calls, st.bytes / 1e9,
                          (unsigned long long)below);

@@ -303,6 +303,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         .ranks_per_node = c->ranks_per_node,
         .net_gpu_direct = c->net_gpu_direct,
         .direct = c->direct,
+        .direct_ll_bytes = c->direct_ll_size,
         .topo_xml = c->topo_xml,
         .net_peer_failure = c->net_peer_failure,
         .net_rndv_size = c->net_rndv_size,

@@ -133,6 +133,7 @@ static void comm_stats_add(const gpuring_comm_t *c)
 
         for (int a = 0; a < 3; a++) __atomic_fetch_add(&to->calls[a], from->calls[a], __ATOMIC_RELAXED);
         __atomic_fetch_add(&to->direct_calls, from->direct_calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->direct_ll_calls, from->direct_ll_calls, __ATOMIC_RELAXED);
         __atomic_fetch_add(&to->device_calls, from->device_calls, __ATOMIC_RELAXED);
         __atomic_fetch_add(&to->bytes, from->bytes, __ATOMIC_RELAXED);
     }
@@ -144,6 +145,7 @@ void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stat
 
     for (int a = 0; a < 3; a++) stats->calls[a] = __atomic_load_n(&cs->calls[a], __ATOMIC_RELAXED);
     stats->direct_calls = __atomic_load_n(&cs->direct_calls, __ATOMIC_RELAXED);
+    stats->direct_ll_calls = __atomic_load_n(&cs->direct_ll_calls, __ATOMIC_RELAXED);
     stats->device_calls = __atomic_load_n(&cs->device_calls, __ATOMIC_RELAXED);
     stats->bytes = __atomic_load_n(&cs->bytes, __ATOMIC_RELAXED);
 }
@@ -305,6 +307,7 @@ out:
 void gpuring_comm_destroy(gpuring_comm_t *c)
 {
     gpuring_device_saved_t app = {0, NULL};
+    int busy = 0;
 
     if (c == NULL) return;
     gpuring_async_destroy(c); /* its queued calls end first */
@@ -318,8 +321,10 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
         GPURING_WARN(GPURING_SUBSYS_KERNEL, "a kernel of this communicator still runs %.0f s "
                      "after its call failed: its connections' memory is kept", c->cfg.wait_timeout);
         c->nconns = 0;
+        busy = 1;
     }
     gpuring_conns_destroy(c);
+    gpuring_direct_destroy(c, busy);
     gpuring_device_free(c->dev.scratch);
     gpuring_device_free(c->dev.rings);
     gpuring_device_event_destroy(c->dev.event);

@@ -54,6 +54,7 @@ typedef struct gpuring_comm_config {
     int ranks_per_node;    /* 0: real hosts */
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
+    size_t direct_ll_bytes; /* ... calls up to this size by the LL direct allreduce (0: never) */
     const char *topo_xml;  /* hwloc XML to use instead of this machine ("" or NULL: this one) */
     int net_peer_failure;  /* gpuring_proxy_peer_failure_t: which endpoints detect dead peers */
     int net_rndv_size;     /* NET steps this large go by UCX's rendezvous: -1 by where the
@@ -98,12 +99,19 @@ typedef struct gpuring_comm_device {
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
     const char *net_staging_why; /* why not GPU-direct, for the log */
     int direct_state;   /* direct allreduce: 0 not tried, 1 ran, -1 off for good (agreed) */
+    int direct_ll_state; /* LL direct allreduce: 0 not set up, 1 ready, -1 off for good (agreed) */
+    size_t direct_ll_bytes; /* agreed: the calls it takes, at most */
+    size_t direct_ll_slot;  /* agreed: bytes per sender slot of every inbox */
+    void *ll_inbox;         /* this rank's inbox (gpuring_exec_cuda_direct_ll) */
+    void **ll_peers;        /* every rank's, mapped here (NULL at this rank) */
+    uint64_t ll_seq;        /* LL direct calls made: the next one's sequence number */
 } gpuring_comm_device_t;
 
 /* What a communicator (and, summed at destroy, this process) ran through gpuring, per collective, for the closing summary. */
 typedef struct gpuring_comm_stats {
     uint64_t calls[3]; /* per gpuring_algo_t: ring, gather, tree */
     uint64_t direct_calls; /* device buffers, one node: the direct allreduce */
+    uint64_t direct_ll_calls; /* ... and the LL direct allreduce */
     uint64_t device_calls; /* of all those, on device buffers */
     uint64_t bytes;        /* the calls' buffers (reduce-scatter, allgather: all blocks) */
 } gpuring_comm_stats_t;
@@ -190,7 +198,10 @@ static inline int gpuring_comm_plane_tried(const gpuring_comm_t *comm, gpuring_p
  * memory of the GPU the device plane was made on); sendbuf == recvbuf means
  * in place.  Device calls run on the communicator's stream and return when
  * the result is in recvbuf; the caller's streams must have finished writing
- * sendbuf.  Device calls with every rank on one node take the direct
+ * sendbuf.  Device calls with every rank on one node take the LL direct
+ * allreduce up to cfg.direct_ll_bytes (each rank pushes its input into
+ * every peer's inbox and reduces all of them: one kernel, no exchange; off
+ * where ranks share a GPU without MPS), and above that the direct
  * allreduce when every rank's buffers can be shared by CUDA IPC: each rank
  * reduces its share of the buffer straight from all ranks' send buffers
  * into all ranks' receive buffers, so no kernel ever waits for another

@@ -129,22 +129,29 @@ void gpuring_async_destroy(gpuring_comm_t *c);
 /* The communicator may take the direct allreduce (one node, not turned off). */
 int gpuring_direct_usable(const gpuring_comm_t *c);
 
-/* GPURING_ERR_NOT_SUPPORTED: on every rank alike, the call takes the FIFOs. */
+/* The LL direct allreduce for small calls, else the direct one (counted in the
+ * stats); GPURING_ERR_NOT_SUPPORTED: on every rank alike, the call takes the FIFOs. */
 gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
                                           void *recvbuf, size_t count, gpuring_type_t type,
                                           gpuring_op_t op, uint64_t call);
 
+/* At destroy (the device current): the inboxes unmapped and freed -- kept where a
+ * kernel of the communicator still runs (`busy`). */
+void gpuring_direct_destroy(gpuring_comm_t *c, int busy);
+
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
 
 /* One call of collective `coll` done on communicator c: the direct allreduce ran it (direct =
- * 1; algo unused), or the plan's algorithm; the device count; the bytes. */
+ * 1, the LL one 2; algo unused), or the plan's algorithm; the device count; the bytes. */
 static inline void gpuring_comm_stats_count(gpuring_comm_t *c, gpuring_coll_kind_t coll,
                                             int direct, gpuring_algo_t algo,
                                             gpuring_plane_t plane, size_t bytes)
 {
     gpuring_comm_stats_t *cs = &c->stats[coll];
 
-    if (direct) {
+    if (direct == 2) {
+        cs->direct_ll_calls++;
+    } else if (direct) {
         cs->direct_calls++;
     } else {
         cs->calls[algo]++;

@@ -1,15 +1,23 @@
 /*
- * gpuring_direct.c -- the direct allreduce: device buffers, every rank on
- * one node.  Each rank maps every other rank's send and receive buffers
- * through CUDA IPC and reduces its share of the call straight from all
- * send buffers into all receive buffers (gpuring_exec_cuda_direct), so no
- * kernel waits for another's steps.  gpuring_enqueue.c picks it.
+ * gpuring_direct.c -- the direct allreduces: device buffers, every rank on
+ * one node, no FIFOs.  gpuring_enqueue.c picks them for blocking calls.
+ *   LL direct  calls of at most coll_gpuring_direct_ll_size bytes: each
+ *              rank stores its input as LL units into every peer's inbox
+ *              and reduces all of them itself (gpuring_exec_cuda_direct_ll:
+ *              one kernel, no exchange between the host threads).  The
+ *              inboxes are set up at the communicator's first such call.
+ *   direct     each rank maps every other rank's send and receive buffers
+ *              through CUDA IPC and reduces its share of the call straight
+ *              from all send buffers into all receive buffers
+ *              (gpuring_exec_cuda_direct), so no kernel waits for another.
  */
 #include "kernels/device.h"
 #include "kernels/exec_cuda.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 #include "proxy/ipc_buf.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct comm_direct_pub {
@@ -19,10 +27,138 @@ typedef struct comm_direct_pub {
 
 int gpuring_direct_usable(const gpuring_comm_t *c)
 {
-    return c->cfg.direct && c->dev.direct_state >= 0 && c->graph.nnodes == 1 &&
+    return c->cfg.direct && c->graph.nnodes == 1 &&
            c->graph.nranks <= GPURING_EXEC_DIRECT_MAX_RANKS;
 }
 
+/* ---- the LL direct allreduce ----------------------------------------------------------- */
+typedef struct comm_direct_ll_pub {
+    unsigned char inbox[GPURING_DEVICE_SHARE_BYTES];
+    uint64_t bytes; /* the calls this rank's inbox takes; 0: it has none */
+    int32_t bus;    /* its GPU's PCI bus id; -1 unknown */
+    int32_t mps;    /* its GPU shared through MPS */
+} comm_direct_ll_pub_t;
+
+/* Whether the LL direct allreduce cannot run with these ranks, and why, in msg: an
+ * inbox missing, or two ranks time-slicing one GPU. */
+static int direct_ll_refused(const gpuring_comm_t *c, const comm_direct_ll_pub_t *all,
+                             char *msg, size_t len)
+{
+    const int n = c->graph.nranks;
+
+    for (int r = 0; r < n; r++) {
+        if (all[r].bytes == 0 || all[r].bus < 0) {
+            snprintf(msg, len, "rank %d has no inbox or cannot tell its GPU (its log says "
+                     "why)", r);
+            return 1;
+        }
+        for (int q = r + 1; q < n; q++) {
+            if (all[q].bus == all[r].bus && c->peers[q].host_hash == c->peers[r].host_hash &&
+                !(all[r].mps && all[q].mps)) {
+                snprintf(msg, len, "ranks %d and %d share a GPU without MPS (time-sliced: a "
+                         "kernel waiting for the other process's would wait a time slice)",
+                         r, q);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/*
+ * At the communicator's first call the LL direct allreduce may take: every
+ * rank makes its inbox (2 rows of nranks slots for the calls it takes),
+ * tells its GPU and whether MPS shares it; the calls every inbox takes
+ * (the smallest) are the limit; every rank maps the others' inboxes, and
+ * all agree.  Every rank takes part whatever its local state, and all see
+ * the same refusals; any failure turns it off on every rank for good.  1
+ * when it is ready.
+ */
+static int direct_ll_ready(gpuring_comm_t *c)
+{
+    const int n = c->graph.nranks, me = c->graph.rank;
+    const size_t mine = GPURING_MIN(c->cfg.direct_ll_bytes,
+                                    (size_t)GPURING_EXEC_DIRECT_LL_MAX_BYTES);
+    comm_direct_ll_pub_t pub, all[GPURING_EXEC_DIRECT_MAX_RANKS];
+    gpuring_status_t local = GPURING_OK;
+    size_t bytes = mine;
+    int blocks = 0, bad = -1, refused = 0;
+    char why[192];
+
+    if (c->dev.direct_ll_state != 0) return c->dev.direct_ll_state > 0;
+    memset(&pub, 0, sizeof(pub));
+    pub.bus = -1;
+    c->dev.ll_peers = calloc((size_t)n, sizeof(void *));
+    if (c->dev.ll_peers == NULL) local = GPURING_ERR_NO_MEMORY;
+    if (local == GPURING_OK) {
+        local = gpuring_device_alloc_shared(
+            2 * (size_t)n * GPURING_EXEC_DIRECT_LL_SLOT_BYTES(mine), c->dev.stream,
+            &c->dev.ll_inbox, pub.inbox);
+    }
+    if (local == GPURING_OK && gpuring_exec_cuda_capacity(&blocks, &pub.bus) == GPURING_OK) {
+        pub.bytes = mine;
+        pub.mps = gpuring_device_mps(c->dev.ordinal);
+    }
+    if (gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)) != GPURING_OK) {
+        local = GPURING_ERR_REMOTE; /* agree on the failure */
+    } else {
+        refused = direct_ll_refused(c, all, why, sizeof(why));
+        for (int r = 0; r < n && !refused; r++) bytes = GPURING_MIN(bytes, (size_t)all[r].bytes);
+        for (int r = 0; r < n && !refused && local == GPURING_OK; r++) {
+            if (r != me) local = gpuring_device_open_shared(all[r].inbox, &c->dev.ll_peers[r]);
+        }
+    }
+    if (!refused && gpuring_bootstrap_agree(&c->boot, local, &bad) == GPURING_OK) {
+        c->dev.direct_ll_bytes = bytes;
+        c->dev.direct_ll_slot = GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes);
+        c->dev.direct_ll_state = 1;
+        GPURING_INFO(GPURING_SUBSYS_COLL, "device calls of up to %zu B run LL direct: %d "
+                     "ranks' inboxes mapped through CUDA IPC, each rank reduces every rank's "
+                     "input", bytes, n);
+        return 1;
+    }
+    if (!refused) snprintf(why, sizeof(why), "rank %d could not make or map the inboxes", bad);
+    GPURING_INFO(GPURING_SUBSYS_COLL, "LL direct allreduce off: %s; small device calls take "
+                 "the direct allreduce", why);
+    gpuring_direct_destroy(c, 0);
+    c->dev.direct_ll_state = -1;
+    return 0;
+}
+
+void gpuring_direct_destroy(gpuring_comm_t *c, int busy)
+{
+    for (int r = 0; c->dev.ll_peers != NULL && !busy && r < c->graph.nranks; r++) {
+        gpuring_device_close_shared(c->dev.ll_peers[r]);
+    }
+    if (!busy) gpuring_device_free_shared(c->dev.ll_inbox);
+    free(c->dev.ll_peers);
+    c->dev.ll_peers = NULL;
+    c->dev.ll_inbox = NULL;
+}
+
+static gpuring_status_t direct_ll_allreduce(gpuring_comm_t *c, const void *sendbuf,
+                                            void *recvbuf, size_t count, gpuring_type_t type,
+                                            gpuring_op_t op, uint64_t call)
+{
+    gpuring_exec_direct_ll_args_t a = {
+        .nranks = c->graph.nranks, .rank = c->graph.rank, .sendbuf = sendbuf,
+        .recvbuf = recvbuf, .count = count, .type = type, .op = op, .call = call,
+        .seq = c->dev.ll_seq++, .slot_bytes = c->dev.direct_ll_slot, .inbox = c->dev.ll_inbox,
+        .timeout = c->cfg.wait_timeout};
+    gpuring_status_t st;
+
+    for (int r = 0; r < a.nranks; r++) a.peer_inbox[r] = c->dev.ll_peers[r];
+    st = gpuring_exec_cuda_direct_ll(&a, c->dev.stream);
+    if (st != GPURING_OK) {
+        c->broken = 1; /* the inboxes' rows are out of step: never again on this comm */
+        return st;
+    }
+    gpuring_comm_stats_count(c, GPURING_COLL_ALLREDUCE, 2, GPURING_ALGO_AUTO,
+                             GPURING_PLANE_DEVICE, count * gpuring_type_size(type));
+    return GPURING_OK;
+}
+
+/* ---- the direct allreduce ---------------------------------------------------------------- */
 /*
  * Every rank publishes its buffers' IPC handles (allgather); if one cannot
  * be shared, every rank sees it and returns GPURING_ERR_NOT_SUPPORTED (the
@@ -48,6 +184,11 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
     int tokens[2 * GPURING_EXEC_DIRECT_MAX_RANKS], ntokens = 0, bad = -1;
     gpuring_status_t local = GPURING_OK, st;
 
+    if (count * es <= c->cfg.direct_ll_bytes && direct_ll_ready(c) &&
+        count * es <= c->dev.direct_ll_bytes) {
+        return direct_ll_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+    }
+    if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;
     memset(&pub, 0, sizeof(pub));
     (void)gpuring_ipc_buf_export(sendbuf, &pub.send);
     if (recvbuf == sendbuf) {
@@ -121,6 +262,10 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
         c->dev.direct_state = 1;
         GPURING_INFO(GPURING_SUBSYS_COLL, "device calls run direct: %d ranks' buffers mapped "
                      "through CUDA IPC, each rank reduces 1/%d into all", n, n);
+    }
+    if (st == GPURING_OK) {
+        gpuring_comm_stats_count(c, GPURING_COLL_ALLREDUCE, 1, GPURING_ALGO_AUTO,
+                                 GPURING_PLANE_DEVICE, count * es);
     }
     return st;
 }

@@ -287,10 +287,6 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
         gpuring_direct_usable(c)) {
         st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, info->type,
                                       info->op, w->call);
-        if (st == GPURING_OK) {
-            gpuring_comm_stats_count(c, info->kind, 1, GPURING_ALGO_AUTO, plane,
-                                     count * gpuring_type_size(info->type));
-        }
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }

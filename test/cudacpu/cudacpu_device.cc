@@ -60,6 +60,7 @@ knobs knobs_read()
     k.devices = (int)env_ulong("CUDACPU_DEVICES", 1, 0, 64);
     k.fiber_stack = env_ulong("CUDACPU_FIBER_STACK_KB", 64, 16, 1u << 20) * 1024;
     k.poison = (int)env_ulong("CUDACPU_POISON", 1, 0, 1);
+    k.mps = (int)env_ulong("CUDACPU_MPS", 1, 0, 1);
     k.driver = getenv("CUDACPU_DRIVER");
     return k;
 }
@@ -310,6 +311,7 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr at
     case cudaDevAttrGPUDirectRDMAWritesOrdering:
         *value = cudaGPUDirectRDMAWritesOrderingOwner;
         break;
+    case cudaDevAttrMpsEnabled: *value = knobs_get().mps; break;
     default: return fail(cudaErrorInvalidValue);
     }
     return ok();

@@ -40,6 +40,8 @@ struct knobs {
     int devices;          /* CUDACPU_DEVICES: device count */
     size_t fiber_stack;   /* CUDACPU_FIBER_STACK_KB, in bytes */
     int poison;           /* CUDACPU_POISON: new device memory's ends 0xa5 (default 1) */
+    int mps;              /* CUDACPU_MPS: cudaDevAttrMpsEnabled (default 1: the fibers of
+                             every process run at once, as MPS clients' kernels do) */
     const char *driver;   /* CUDACPU_DRIVER: path of the stand-in libcuda.so.1 to load */
 };
 const knobs &knobs_get();

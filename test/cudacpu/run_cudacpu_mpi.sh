@@ -5,11 +5,17 @@
 # runtime as that libcudart.so (test/cudacpu/runtime) and its stand-in driver
 # (CUDACPU_DRIVER), each case in one fiber order, forward and reverse in turn
 # (CUDACPU_FIBER_ORDERS="forward reverse" runs every case in both):
-#   direct_np2      the direct allreduce over IPC-mapped buffers
+#   direct_np2      the direct allreduce over IPC-mapped buffers (the LL one off)
+#   direct_ll_np3   the LL direct allreduce (calls up to 64 KiB) and the direct
+#                   one (larger calls) on one communicator, in turn
+#   direct_ll_nomps_np2  the GPU shared without MPS (CUDACPU_MPS=0): the LL
+#                   direct allreduce stays off, saying why; the direct one runs
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   pool_np3        buffers from cudaMallocAsync's pool, which CUDA IPC cannot
-#                   share: the direct path is on, yet every call must take the
-#                   FIFOs (coll_gpuring_agree_memory=1: all ranks agree on device)
+#                   share: the direct path is on, yet every call above 64 KiB
+#                   must take the FIFOs, smaller ones the LL direct allreduce
+#                   (which maps only its inboxes; coll_gpuring_agree_memory=1:
+#                   all ranks agree on device)
 #   mixed_np3       device buffers on ranks 0 and 2, host on rank 1, with
 #                   coll_gpuring_agree_memory=1: every call goes below, the
 #                   device ranks' staged through host memory
@@ -36,6 +42,7 @@
 #                   buffers (direct, and FIFO), nothing leaked
 #   timeout_np3     a rank skips a call on device buffers (FIFO path): the
 #                   others' kernels time out naming step and peer
+#   timeout_direct_ll_np3  the same for a small call (LL direct): naming the peer
 #   mismatch_*      a rank passes another count or datatype on device buffers
 #                   (direct, FIFO, FIFO under LL, virtual nodes)
 #                   every rank fails at once, none returns unreduced data
@@ -119,6 +126,7 @@ mpirun_cpu() {
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
 summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 bin=allreduce_check
+xenv="" # more mpirun arguments before the program (-x VAR=value)
 
 # ranks_matching ERE LOG: how many ranks logged a line matching ERE
 ranks_matching() {
@@ -155,7 +163,7 @@ case_run() {
         esac
         start=$(date +%s)
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
-            -x CUDACPU_FIBER_ORDER "$top/test/mpi/$bin" "$@" > "$log" 2>&1
+            -x CUDACPU_FIBER_ORDER $xenv "$top/test/mpi/$bin" "$@" > "$log" 2>&1
         rc=$?
         counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
         ondev=$(grep -c "$summary" "$log")
@@ -192,16 +200,30 @@ case_run() {
 # order (a rank whose share of a small call is empty launches nothing)
 n='[0-9]+\.[0-9]{2}( \([0-9]+\))?'
 PROFILE='profile of [1-9][0-9]* blocking calls on device buffers \(the last [0-9]+\): median us at each point \(calls that passed it, where not all\): memkind '"$n device $n order $n"
-summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
 want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
-case_run direct_np2 2 "coll_gpuring_profile 1" -d -q -i -m world,dup,split -c 1,17,4099 $case_types
+case_run direct_np2 2 "coll_gpuring_profile 1 coll_gpuring_direct_ll_size 0" -d -q -i \
+    -m world,dup,split -c 1,17,4099 $case_types
+# calls of up to 64 KiB LL direct (no exchange: the profile's points are the
+# launch and the run), larger ones direct, on every communicator in turn
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
+want='device calls of up to 65536 B run LL direct: 3 ranks'
+case_run direct_ll_np3 3 "" -d -q -i -m world,dup,split -c 1,17,4099,20000 $case_types
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0;'
+want="$PROFILE launch $n run $n return $n\$"
+case_run direct_ll_profile_np2 2 "coll_gpuring_profile 1" -d -q -m world -c 1,17 -t int,float
+# one GPU, no MPS: the ranks would time-slice it, so the LL direct allreduce stays off
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*;'
+want='LL direct allreduce off: ranks 0 and 1 share a GPU without MPS' xenv="-x CUDACPU_MPS=0"
+case_run direct_ll_nomps_np2 2 "" -d -q -m world -c 1,17 -t int,float
+xenv=""
 summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"
 case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
     -c 1,17,4099 $case_types
 want=""
-summary='allreduce summary: [1-9][0-9]* calls in gpuring.*direct 0; [1-9][0-9]* on device buffers'
-case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0; [1-9][0-9]* on device buffers'
+case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099,20000
 summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
 staged=2
 case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -d -M -q -i \
@@ -316,9 +338,13 @@ failure_case() {
 failure_case timeout_np3 3 7 \
     '\[gpuring rank [0-9]+\].*timed out after .* waits for step [0-9]+ from rank [0-9]+' \
     "coll_gpuring_direct 0 coll_gpuring_wait_timeout 3" "$top/test/mpi/timeout_check" 60 device
+failure_case timeout_direct_ll_np3 3 7 \
+    '\[gpuring rank [0-9]+\].*timed out after .* the LL direct allreduce .* waits for rank 2' \
+    "coll_gpuring_wait_timeout 3" "$top/test/mpi/timeout_check" 60 device,small
 # the last rank passes more elements (or another datatype) on device buffers: every
 # rank fails at once (wait_timeout 60, limit 20 s), none succeeds, the next call
-# fails everywhere, a new communicator works -- the direct allreduce
+# fails everywhere, a new communicator works -- the direct allreduce (7 elements:
+# the LL one, whose kernels check every peer's header)
 failure_case mismatch_direct_np3 3 4 \
     '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device

@@ -22,7 +22,9 @@
 #                    when ucx_perftest is found (pack_for_gpu.sh carries
 #                    Debian's ucx-utils); else none
 #    and their ratio busbw / bound for sizes >= 1 MiB.
-#    Paths: direct (the default on one node), fifo (coll_gpuring_direct 0,
+#    Paths: direct (the default on one node: the LL direct allreduce up to
+#    64 KiB, the direct one above), direct_ipc (the direct one at every size:
+#    coll_gpuring_direct_ll_size 0), fifo (coll_gpuring_direct 0,
 #    channels chosen per call by the tuning model), fifo_max (the same, every
 #    call on coll_gpuring_device_nchannels channels: 32), fifo_2ch (2
 #    channels: what the FIFO ring had by default before), fifo_simple and
@@ -51,7 +53,7 @@
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
 #   run(command="GPURING_GPU_OUT=$OUT BENCH_GPU_PATHS=fifo_2ch,tree,vnodes \
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
-# Environment: BENCH_GPU_PATHS (default: direct,fifo,fifo_max,fifo_2ch,tree,vnodes;
+# Environment: BENCH_GPU_PATHS (default: direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes;
 # fifo_simple, fifo_ll and vnodes_4ch on request), BENCH_GPU_NP (rank counts,
 # default "2 4"), BENCH_GPU_REPS (default 5), BENCH_GPU_MAXBYTES (default
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
@@ -73,7 +75,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-paths=${BENCH_GPU_PATHS:-direct,fifo,fifo_max,fifo_2ch,tree,vnodes}
+paths=${BENCH_GPU_PATHS:-direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes}
 nps=${BENCH_GPU_NP:-2 4}
 reps=${BENCH_GPU_REPS:-5}
 maxbytes=$(to_bytes "${BENCH_GPU_MAXBYTES:-256M}")
@@ -164,6 +166,7 @@ esac
 path_mca() {
     case $1 in
     direct) echo "" ;;
+    direct_ipc) echo "coll_gpuring_direct_ll_size 0" ;;
     fifo) echo "coll_gpuring_direct 0" ;;
     fifo_max) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" ;;
     fifo_2ch) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 2" ;;
@@ -177,7 +180,7 @@ path_mca() {
 # path_bound PATH NP -> GB/s ("-" when unknown)
 path_bound() {
     case $1 in
-    direct) awk -v m="$copy" -v n="$2" 'BEGIN { printf "%.1f\n", m * (n - 1) / (n * n) }' ;;
+    direct*) awk -v m="$copy" -v n="$2" 'BEGIN { printf "%.1f\n", m * (n - 1) / (n * n) }' ;;
     vnodes*) echo "$tagbw" ;;
     *) awk -v m="$copy" -v n="$2" 'BEGIN { printf "%.1f\n", m * (n - 1) / (2 * n * n) }' ;;
     esac
@@ -205,8 +208,7 @@ for np in $nps; do
         for p in coll_gpuring_verbose 3 coll_gpuring_wait_timeout 120 $(path_mca "$path"); do
             mca="$mca $p"
         done
-        want=direct
-        [ "$path" = direct ] || want=fifo
+        case $path in direct*) want=direct ;; *) want=fifo ;; esac
         bound=$(path_bound "$path" "$np")
         : >"$tmp/rows"
         rep=1
@@ -216,9 +218,9 @@ for np in $nps; do
             rc=$?
             ondev=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$log")
             if [ "$want" = direct ]; then
-                ours=$(grep -c "allreduce summary: \([0-9]*\) calls .*, direct \1;" "$log")
+                ours=$(grep -c "allreduce summary: [0-9]* calls in gpuring (ring 0, tree 0, gather 0," "$log")
             else
-                ours=$(grep -c "allreduce summary: .*, direct 0;" "$log")
+                ours=$(grep -c "allreduce summary: .*, LL direct 0, direct 0;" "$log")
             fi
             if [ "$rc" -ne 0 ] || [ "$ondev" -ne "$np" ] || [ "$ours" -ne "$np" ]; then
                 echo "FAIL: $path, $np ranks, run $rep: exit $rc, $ondev of $np ranks ran" \

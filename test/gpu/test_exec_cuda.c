@@ -18,7 +18,9 @@
  *
  * The direct kernel (no FIFOs): n ranks' buffers, each rank's share in
  * turn, every output checked against the same reference, in place or not,
- * aligned, misaligned alike and misaligned per rank.
+ * aligned, misaligned alike and misaligned per rank.  The LL direct kernel:
+ * n ranks' inboxes, calls in a row over them (test_direct_ll), a call of
+ * another id and a rank that never comes.
  *
  * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
  * thread per trip): direct calls of one block whose counts are whole trips
@@ -480,6 +482,172 @@ static void test_direct(void)
                     run_direct(ns[ni], tops[ti].type, tops[ti].op, counts[ci], inplace,
                                (int)(idx % 3) - 1);
     printf("direct done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
+}
+
+/* ---- the LL direct kernel (gpuring_exec_cuda_direct_ll) ---------------------------------- */
+/*
+ * n ranks' inboxes in one process (each rank's zeroed device memory, which
+ * the others write directly), each rank's call on its own thread and
+ * stream: the kernels wait for each other's units.  A run makes T_LL_CALLS
+ * calls in a row over the same inboxes, fresh inputs each, so both rows
+ * are used and reused; every output is checked against the reference and
+ * the inputs must stay as they were.  `mis` shifts rank r's buffers by
+ * (r * mis) elements (1: misaligned per rank, element by element; 0:
+ * 8-byte units whole).  Faults, on the last call: T_LL_MISMATCH, the last
+ * rank's call id differs (every rank GPURING_ERR_MISMATCH, long before the
+ * timeout); T_LL_SKIP, the last rank makes no call (every other one
+ * GPURING_ERR_TIMEOUT within its timeout + 2 s).  After a fault the
+ * inboxes are zeroed again and the sequence starts over.
+ */
+#define T_LL_CALLS 3
+#define T_LL_SLOT GPURING_EXEC_DIRECT_LL_SLOT_BYTES(GPURING_EXEC_DIRECT_LL_MAX_BYTES)
+#define T_LL_INBOX (2u * T_MAXR * T_LL_SLOT)
+enum { T_LL_OK, T_LL_MISMATCH, T_LL_SKIP };
+
+typedef struct t_ll_rank {
+    gpuring_exec_direct_ll_args_t a;
+    cudaStream_t stream;
+    gpuring_status_t st;
+    double secs;
+} t_ll_rank_t;
+
+static void *t_ll_inbox[T_MAXR];
+static uint64_t t_ll_seq; /* calls since the inboxes were zeroed */
+
+static void ll_inboxes_zero(void)
+{
+    for (int r = 0; r < T_MAXR; r++) TEST_CUDA(cudaMemset(t_ll_inbox[r], 0, T_LL_INBOX));
+    TEST_CUDA(cudaDeviceSynchronize());
+    t_ll_seq = 0;
+}
+
+static void *ll_rank_main(void *arg)
+{
+    t_ll_rank_t *x = arg;
+    double t0 = now_sec();
+
+    if (cudaSetDevice(0) != cudaSuccess) {
+        x->st = GPURING_ERR_CUDA;
+        return NULL;
+    }
+    x->st = gpuring_exec_cuda_direct_ll(&x->a, x->stream);
+    x->secs = now_sec() - t0;
+    return NULL;
+}
+
+static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t count,
+                          int inplace, int mis, int fault)
+{
+    const size_t es = gpuring_type_size(type), bytes = count * es;
+    t_cfg_t cfg = {.n = n, .type = type, .op = op, .count = count, .inplace = inplace};
+    t_ll_rank_t x[T_MAXR];
+    pthread_t th[T_MAXR];
+    char *in[T_MAXR], *out[T_MAXR], what[160];
+
+    for (int call = 0; call < T_LL_CALLS; call++) {
+        const int last = call == T_LL_CALLS - 1, f = last ? fault : T_LL_OK;
+
+        snprintf(what, sizeof(what), "direct LL n=%d %s %s count=%zu %s mis=%d call %d%s", n,
+                 gpuring_type_name(type), gpuring_op_name(op), count,
+                 inplace ? "in-place" : "out-of-place", mis, call,
+                 f == T_LL_MISMATCH ? " (mismatch)" : f == T_LL_SKIP ? " (a rank skips)" : "");
+        make_inputs(&cfg);
+        for (int r = 0; r < n; r++) {
+            out[r] = (char *)ranks[r].d_out + (size_t)(r * mis) % 8 * es;
+            in[r] = inplace ? out[r] : (char *)ranks[r].d_in + (size_t)(r * mis) % 8 * es;
+            TEST_CUDA(cudaMemcpy(in[r], h_in[r], bytes, cudaMemcpyHostToDevice));
+            if (!inplace) TEST_CUDA(cudaMemset(out[r], 0xa5, bytes));
+        }
+        TEST_CUDA(cudaDeviceSynchronize());
+        for (int r = 0; r < n; r++) {
+            x[r] = (t_ll_rank_t){.stream = ranks[r].stream, .st = GPURING_OK};
+            x[r].a = (gpuring_exec_direct_ll_args_t){
+                .nranks = n, .rank = r, .sendbuf = in[r], .recvbuf = out[r], .count = count,
+                .type = type, .op = op, .call = 1000 + t_ll_seq, .seq = t_ll_seq,
+                .slot_bytes = T_LL_SLOT, .inbox = t_ll_inbox[r],
+                .timeout = f == T_LL_SKIP ? 1.0 : T_TIMEOUT};
+            for (int q = 0; q < n; q++) x[r].a.peer_inbox[q] = q == r ? NULL : t_ll_inbox[q];
+        }
+        if (f == T_LL_MISMATCH) x[n - 1].a.call++;
+        for (int r = 0; r < n; r++) {
+            if (f == T_LL_SKIP && r == n - 1) continue;
+            if (pthread_create(&th[r], NULL, ll_rank_main, &x[r]) != 0) {
+                unit_result(0, "pthread_create");
+                gpu_test_exit();
+            }
+        }
+        for (int r = 0; r < n; r++) {
+            if (!(f == T_LL_SKIP && r == n - 1)) pthread_join(th[r], NULL);
+        }
+        t_ll_seq++;
+        if (f != T_LL_OK) {
+            for (int r = 0; r < n - (f == T_LL_SKIP); r++) {
+                const gpuring_status_t want = f == T_LL_SKIP ? GPURING_ERR_TIMEOUT
+                                                             : GPURING_ERR_MISMATCH;
+                unit_result(x[r].st == want, "%s: rank %d returned %s, want %s", what, r,
+                            gpuring_status_str(x[r].st), gpuring_status_str(want));
+                unit_result(x[r].secs < (f == T_LL_SKIP ? 3.0 : T_TIMEOUT / 2),
+                            "%s: rank %d took %.2f s", what, r, x[r].secs);
+            }
+            TEST_CUDA(cudaDeviceSynchronize()); /* the aborted kernels are gone */
+            ll_inboxes_zero();
+            return;
+        }
+        for (int r = 0; r < n; r++) {
+            size_t bad = 0, firstbad = 0;
+
+            unit_result(x[r].st == GPURING_OK, "%s: rank %d returned %s", what, r,
+                        gpuring_status_str(x[r].st));
+            TEST_CUDA(cudaMemcpy(h_out, out[r], bytes, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < count; i++) {
+                if (memcmp(h_out + i * es, h_ref + i * es, es) != 0 && bad++ == 0) firstbad = i;
+            }
+            unit_result(bad == 0, "%s: rank %d: %zu wrong elements, first at %zu", what, r,
+                        bad, firstbad);
+            if (!inplace) {
+                TEST_CUDA(cudaMemcpy(h_out, in[r], bytes, cudaMemcpyDeviceToHost));
+                unit_result(memcmp(h_out, h_in[r], bytes) == 0, "%s: rank %d's input changed",
+                            what, r);
+            }
+        }
+    }
+}
+
+static void test_direct_ll(void)
+{
+    static const int ns[] = { 1, 2, 3, 8 };
+    static const struct { gpuring_type_t type; gpuring_op_t op; } tops[] = {
+        { GPURING_TYPE_INT8, GPURING_OP_SUM },  /* wraps */
+        { GPURING_TYPE_INT32, GPURING_OP_SUM },
+        { GPURING_TYPE_FLOAT16, GPURING_OP_MAX },
+        { GPURING_TYPE_DOUBLE, GPURING_OP_SUM },
+    };
+    unsigned long idx = 0;
+
+    for (int r = 0; r < T_MAXR; r++) TEST_CUDA(cudaMalloc(&t_ll_inbox[r], T_LL_INBOX));
+    ll_inboxes_zero();
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
+            const size_t es = gpuring_type_size(tops[ti].type);
+            /* 1, a partial unit pair, odd, and the most a call may be (and one less) */
+            const size_t counts[] = { 1, 3, 17, 4099 / es,
+                                      GPURING_EXEC_DIRECT_LL_MAX_BYTES / es - 1,
+                                      GPURING_EXEC_DIRECT_LL_MAX_BYTES / es };
+            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++, idx++) {
+                /* the largest calls on one rank count only: the CPU runtime is slow */
+                if (ci >= 4 && ns[ni] == 8 && ti != 0) continue;
+                run_direct_ll(ns[ni], tops[ti].type, tops[ti].op, counts[ci], (int)(idx % 2),
+                              (int)(idx % 3 == 0), T_LL_OK);
+            }
+        }
+    }
+    /* faults, then a clean run over the same inboxes */
+    run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_MISMATCH);
+    run_direct_ll(2, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 1, 0, T_LL_MISMATCH);
+    run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_SKIP);
+    run_direct_ll(3, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 0, 1, T_LL_OK);
+    for (int r = 0; r < T_MAXR; r++) TEST_CUDA(cudaFree(t_ll_inbox[r]));
+    printf("direct LL done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
 }
 
 /* ---- the unrolled pack loops and 32 channels --------------------------------------------- */
@@ -1164,6 +1332,7 @@ int main(void)
         printf("n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed, unit_failed);
     }
     test_direct();
+    test_direct_ll();
     test_unroll_direct();
     test_unroll_fifo();
     test_max_channels();

@@ -12,14 +12,16 @@
  * out the same way (and the call after them fail at once).  With "device",
  * the buffers are device memory (libcudart, dlopen'ed: a GPU, or the CUDA
  * CPU runtime), so the stuck call is the CUDA executor's.  With
+ * "small" (after "device,"), the calls are of 16 ints instead of 100,000 (the
+ * LL direct allreduce's size).  With
  * "nonblocking" (alone or after "device,"), every call is MPI_Iallreduce then
  * MPI_Wait: the stuck call's error comes back from MPI_Wait, the request
  * completed by gpuring's worker; "setup,nonblocking": the setup that times out
  * is made by an MPI_Iallreduce (the driver checks its hint).
  * Prints `N passed, N failed` on rank 0.
  *
- * usage: timeout_check [LIMIT_SECONDS [setup|device|nonblocking|device,nonblocking|
- *                                      setup,nonblocking]]
+ * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
+ *                                      device,nonblocking|setup,nonblocking]]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #define COUNT 100000
 
 static int nonblocking;
+static int count = COUNT;
 
 /* The call under test: MPI_Allreduce, or MPI_Iallreduce and MPI_Wait. */
 static int allreduce(const int *in, int *out, MPI_Comm comm)
@@ -38,8 +41,8 @@ static int allreduce(const int *in, int *out, MPI_Comm comm)
     MPI_Request req;
     int rc;
 
-    if (!nonblocking) return MPI_Allreduce(in, out, COUNT, MPI_INT, MPI_SUM, comm);
-    rc = MPI_Iallreduce(in, out, COUNT, MPI_INT, MPI_SUM, comm, &req);
+    if (!nonblocking) return MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm);
+    rc = MPI_Iallreduce(in, out, count, MPI_INT, MPI_SUM, comm, &req);
     return rc != MPI_SUCCESS ? rc : MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
@@ -54,6 +57,7 @@ int main(int argc, char **argv)
     MPI_Comm comm;
 
     nonblocking = argc > 2 && strstr(argv[2], "nonblocking") != NULL;
+    if (argc > 2 && strstr(argv[2], "small") != NULL) count = 16;
     MPI_Init(&argc, &argv);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);

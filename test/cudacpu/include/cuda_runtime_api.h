@@ -104,7 +104,8 @@ enum cudaDeviceAttr {
     cudaDevAttrComputeCapabilityMinor = 76,
     cudaDevAttrGPUDirectRDMASupported = 116,
     cudaDevAttrGPUDirectRDMAFlushWritesOptions = 117,
-    cudaDevAttrGPUDirectRDMAWritesOrdering = 118
+    cudaDevAttrGPUDirectRDMAWritesOrdering = 118,
+    cudaDevAttrMpsEnabled = 133
 };
 
 enum cudaFlushGPUDirectRDMAWritesOptions {
