@@ -8,9 +8,10 @@
 #             other collectives, MPI_Iallreduce and its timeout
 #   cudacpu   test/cudacpu/run_cudacpu_mpi.sh's device-buffer cases with the
 #             instrumented component and CUDA CPU runtime (test/sanitize/cudacpu):
-#             direct, FIFO, LL trees over virtual nodes (LL shm and simple net
-#             connections in one kernel), churn, one fiber order; direct and
-#             FIFO on one type of each width (ASan makes every type slow)
+#             direct, LL direct (and its timeout), FIFO, LL trees over virtual
+#             nodes (LL shm and simple net connections in one kernel), churn,
+#             one fiber order; direct, LL direct and FIFO on one type of each
+#             width (ASan makes every type slow)
 # mpirun and the test programs are not instrumented: only the ranks preload
 # the compiler's libasan (GPURING_LIBASAN, from configure; make check sets it),
 # through mpirun -x.  A sanitizer report fails its case: the runners grep
@@ -85,7 +86,7 @@ if [ -f "$top/test/sanitize/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
     CUDACPU_FLAVOR_DIR=$top/test/sanitize/cudacpu CUDACPU_MPI_LOGDIR=$logs/cudacpu \
     CUDACPU_MPIRUN_ARGS=$SAN_X CUDACPU_FIBER_ORDERS=forward \
     CUDACPU_CASE_TYPES=int8,int16,int32,int64,float,double \
-    CUDACPU_MPI_CASES="direct_np2 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn" \
+    CUDACPU_MPI_CASES="direct_np2 direct_ll_np3 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn timeout_direct_ll_np3" \
         runner cudacpu "$here/../cudacpu/run_cudacpu_mpi.sh"
 else
     echo "INFO cudacpu: skipped (no CUDA toolkit at configure: the CPU flavor is not built)"
