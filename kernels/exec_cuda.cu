@@ -1662,7 +1662,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
 }
 
 /* ---- host: the LL direct allreduce --------------------------------------------------- */
-#define EXEC_DIRECT_LL_MAX_BLOCKS 8 /* 64 KiB: 1,024 pairs per block */
+/* blocks of the LL direct kernel: 2 pairs (16 data bytes) per thread and trip, at most 16
+ * blocks (64 KiB: 8 blocks, 1 MiB: 16 of 8,192 pairs) */
+#define EXEC_DIRECT_LL_PAIRS_PER_THREAD 2
+#define EXEC_DIRECT_LL_MAX_BLOCKS 16
 
 /* What stopped the LL direct kernel, logged: a header of another call, or (timeout) the
  * peers its blocks were still waiting for, each once. */
@@ -1745,7 +1748,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     d.nranks = a->nranks;
     d.rank = a->rank;
     npairs = GPURING_DIV_UP(a->count * es, (size_t)EXEC_LL_PAIR_BYTES);
-    blocks = (int)GPURING_MIN(GPURING_DIV_UP(npairs, (size_t)GPURING_EXEC_CUDA_THREADS),
+    blocks = (int)GPURING_MIN(GPURING_DIV_UP(npairs, (size_t)EXEC_DIRECT_LL_PAIRS_PER_THREAD *
+                                                         GPURING_EXEC_CUDA_THREADS),
                               (size_t)EXEC_DIRECT_LL_MAX_BLOCKS);
     d.per_block = GPURING_DIV_UP(npairs, (size_t)blocks);
 

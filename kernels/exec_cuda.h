@@ -118,7 +118,7 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * GPURING_EXEC_DIRECT_LL_MAX_BYTES; a peer that never comes is
  * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.
  */
-#define GPURING_EXEC_DIRECT_LL_MAX_BYTES (64 * 1024)
+#define GPURING_EXEC_DIRECT_LL_MAX_BYTES (1024 * 1024)
 /* bytes of one sender's slot for calls of up to `bytes` bytes: the header's
  * 2 units, 2 units per 8 data bytes, 64-byte lines */
 #define GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes) \

@@ -161,7 +161,7 @@ static int gpuring_register(void)
     (void)mca_base_component_var_register(
         v, "direct_ll_size",
         "Device buffers with every rank on one node: MPI_Allreduce calls of at most this many "
-        "bytes (up to 65536) take the LL direct allreduce (NCCL's one-shot LL): each rank "
+        "bytes (up to 1048576) take the LL direct allreduce (NCCL's one-shot LL): each rank "
         "writes its input, a flag in every 8 bytes, into a slot of its own in every other "
         "rank's inbox (device memory mapped through CUDA IPC at the first such call) and "
         "reduces all of them itself; no exchange between the host threads, one kernel.  "

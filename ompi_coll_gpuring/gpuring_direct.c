@@ -71,21 +71,23 @@ static int direct_ll_refused(const gpuring_comm_t *c, const comm_direct_ll_pub_t
  * tells its GPU and whether MPS shares it; the calls every inbox takes
  * (the smallest) are the limit; every rank maps the others' inboxes, and
  * all agree.  Every rank takes part whatever its local state, and all see
- * the same refusals; any failure turns it off on every rank for good.  1
- * when it is ready.
+ * the same refusals; a refusal or a local failure anywhere turns it off on
+ * every rank for good (*ready_p 0: the direct allreduce), a failed exchange
+ * fails the call.
  */
-static int direct_ll_ready(gpuring_comm_t *c)
+static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
 {
     const int n = c->graph.nranks, me = c->graph.rank;
     const size_t mine = GPURING_MIN(c->cfg.direct_ll_bytes,
                                     (size_t)GPURING_EXEC_DIRECT_LL_MAX_BYTES);
     comm_direct_ll_pub_t pub, all[GPURING_EXEC_DIRECT_MAX_RANKS];
-    gpuring_status_t local = GPURING_OK;
+    gpuring_status_t local = GPURING_OK, st;
     size_t bytes = mine;
-    int blocks = 0, bad = -1, refused = 0;
+    int blocks = 0, bad = -1;
     char why[192];
 
-    if (c->dev.direct_ll_state != 0) return c->dev.direct_ll_state > 0;
+    *ready_p = c->dev.direct_ll_state > 0;
+    if (c->dev.direct_ll_state != 0) return GPURING_OK;
     memset(&pub, 0, sizeof(pub));
     pub.bus = -1;
     c->dev.ll_peers = calloc((size_t)n, sizeof(void *));
@@ -99,30 +101,30 @@ static int direct_ll_ready(gpuring_comm_t *c)
         pub.bytes = mine;
         pub.mps = gpuring_device_mps(c->dev.ordinal);
     }
-    if (gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)) != GPURING_OK) {
-        local = GPURING_ERR_REMOTE; /* agree on the failure */
-    } else {
-        refused = direct_ll_refused(c, all, why, sizeof(why));
-        for (int r = 0; r < n && !refused; r++) bytes = GPURING_MIN(bytes, (size_t)all[r].bytes);
-        for (int r = 0; r < n && !refused && local == GPURING_OK; r++) {
+    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
+    if (st == GPURING_OK && !direct_ll_refused(c, all, why, sizeof(why))) {
+        for (int r = 0; r < n; r++) bytes = GPURING_MIN(bytes, (size_t)all[r].bytes);
+        for (int r = 0; r < n && local == GPURING_OK; r++) {
             if (r != me) local = gpuring_device_open_shared(all[r].inbox, &c->dev.ll_peers[r]);
         }
+        st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+        if (st == GPURING_OK) {
+            c->dev.direct_ll_bytes = bytes;
+            c->dev.direct_ll_slot = GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes);
+            c->dev.direct_ll_state = *ready_p = 1;
+            GPURING_INFO(GPURING_SUBSYS_COLL, "device calls of up to %zu B run LL direct: %d "
+                         "ranks' inboxes mapped through CUDA IPC, each rank reduces every "
+                         "rank's input", bytes, n);
+            return GPURING_OK;
+        }
+        snprintf(why, sizeof(why), "rank %d could not make or map the inboxes", bad);
     }
-    if (!refused && gpuring_bootstrap_agree(&c->boot, local, &bad) == GPURING_OK) {
-        c->dev.direct_ll_bytes = bytes;
-        c->dev.direct_ll_slot = GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes);
-        c->dev.direct_ll_state = 1;
-        GPURING_INFO(GPURING_SUBSYS_COLL, "device calls of up to %zu B run LL direct: %d "
-                     "ranks' inboxes mapped through CUDA IPC, each rank reduces every rank's "
-                     "input", bytes, n);
-        return 1;
-    }
-    if (!refused) snprintf(why, sizeof(why), "rank %d could not make or map the inboxes", bad);
-    GPURING_INFO(GPURING_SUBSYS_COLL, "LL direct allreduce off: %s; small device calls take "
-                 "the direct allreduce", why);
     gpuring_direct_destroy(c, 0);
     c->dev.direct_ll_state = -1;
-    return 0;
+    if (st != GPURING_OK && bad < 0) return st; /* an exchange failed: so does the call */
+    GPURING_INFO(GPURING_SUBSYS_COLL, "LL direct allreduce off: %s; small device calls take "
+                 "the direct allreduce", why);
+    return GPURING_OK;
 }
 
 void gpuring_direct_destroy(gpuring_comm_t *c, int busy)
@@ -184,9 +186,13 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
     int tokens[2 * GPURING_EXEC_DIRECT_MAX_RANKS], ntokens = 0, bad = -1;
     gpuring_status_t local = GPURING_OK, st;
 
-    if (count * es <= c->cfg.direct_ll_bytes && direct_ll_ready(c) &&
-        count * es <= c->dev.direct_ll_bytes) {
-        return direct_ll_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+    if (count * es <= c->cfg.direct_ll_bytes) {
+        int ready = 0;
+
+        GPURING_CHECK(direct_ll_ready(c, &ready));
+        if (ready && count * es <= c->dev.direct_ll_bytes) {
+            return direct_ll_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+        }
     }
     if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;
     memset(&pub, 0, sizeof(pub));

@@ -8,6 +8,7 @@
 #   direct_np2      the direct allreduce over IPC-mapped buffers (the LL one off)
 #   direct_ll_np3   the LL direct allreduce (calls up to 64 KiB) and the direct
 #                   one (larger calls) on one communicator, in turn
+#   direct_ll_max_np2  the LL direct allreduce up to its most, 1 MiB
 #   direct_ll_nomps_np2  the GPU shared without MPS (CUDACPU_MPS=0): the LL
 #                   direct allreduce stays off, saying why; the direct one runs
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
@@ -212,6 +213,10 @@ case_run direct_ll_np3 3 "" -d -q -i -m world,dup,split -c 1,17,4099,20000 $case
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0;'
 want="$PROFILE launch $n run $n return $n\$"
 case_run direct_ll_profile_np2 2 "coll_gpuring_profile 1" -d -q -m world -c 1,17 -t int,float
+# its most, 1 MiB calls (every block of the kernel busy), on inboxes sized for them
+want='device calls of up to 1048576 B run LL direct: 2 ranks'
+case_run direct_ll_max_np2 2 "coll_gpuring_direct_ll_size 1048576" -d -q -i -m world \
+    -c 3,262143,262144 -t int,float
 # one GPU, no MPS: the ranks would time-slice it, so the LL direct allreduce stays off
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*;'
 want='LL direct allreduce off: ranks 0 and 1 share a GPU without MPS' xenv="-x CUDACPU_MPS=0"

@@ -24,7 +24,8 @@
 #    and their ratio busbw / bound for sizes >= 1 MiB.
 #    Paths: direct (the default on one node: the LL direct allreduce up to
 #    64 KiB, the direct one above), direct_ipc (the direct one at every size:
-#    coll_gpuring_direct_ll_size 0), fifo (coll_gpuring_direct 0,
+#    coll_gpuring_direct_ll_size 0), direct_ll_max (the LL direct allreduce
+#    up to 1 MiB, its most: where it should stop; on request), fifo (coll_gpuring_direct 0,
 #    channels chosen per call by the tuning model), fifo_max (the same, every
 #    call on coll_gpuring_device_nchannels channels: 32), fifo_2ch (2
 #    channels: what the FIFO ring had by default before), fifo_simple and
@@ -54,7 +55,7 @@
 #   run(command="GPURING_GPU_OUT=$OUT BENCH_GPU_PATHS=fifo_2ch,tree,vnodes \
 #                test/gpu/bench_gpu.sh", carry=[".gpu-carry"])
 # Environment: BENCH_GPU_PATHS (default: direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes;
-# fifo_simple, fifo_ll and vnodes_4ch on request), BENCH_GPU_NP (rank counts,
+# fifo_simple, fifo_ll, direct_ll_max and vnodes_4ch on request), BENCH_GPU_NP (rank counts,
 # default "2 4"), BENCH_GPU_REPS (default 5), BENCH_GPU_MAXBYTES (default
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
 # BENCH_GPU_TIMEOUT (seconds per mpirun, default 300), GPURING_GPU_OUT (logs
@@ -167,6 +168,7 @@ path_mca() {
     case $1 in
     direct) echo "" ;;
     direct_ipc) echo "coll_gpuring_direct_ll_size 0" ;;
+    direct_ll_max) echo "coll_gpuring_direct_ll_size 1048576" ;;
     fifo) echo "coll_gpuring_direct 0" ;;
     fifo_max) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" ;;
     fifo_2ch) echo "coll_gpuring_direct 0 coll_gpuring_device_nchannels 2" ;;

@@ -19,8 +19,9 @@
  * The direct kernel (no FIFOs): n ranks' buffers, each rank's share in
  * turn, every output checked against the same reference, in place or not,
  * aligned, misaligned alike and misaligned per rank.  The LL direct kernel:
- * n ranks' inboxes, calls in a row over them (test_direct_ll), a call of
- * another id and a rank that never comes.
+ * n ranks' inboxes, calls in a row over them up to 64 KiB (and the most a
+ * call may be, 1 MiB), a call of another id and a rank that never comes
+ * (test_direct_ll).
  *
  * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
  * thread per trip): direct calls of one block whose counts are whole trips
@@ -500,6 +501,7 @@ static void test_direct(void)
  * inboxes are zeroed again and the sequence starts over.
  */
 #define T_LL_CALLS 3
+#define T_LL_DEFAULT (64u * 1024u) /* coll_gpuring_direct_ll_size's default */
 #define T_LL_SLOT GPURING_EXEC_DIRECT_LL_SLOT_BYTES(GPURING_EXEC_DIRECT_LL_MAX_BYTES)
 #define T_LL_INBOX (2u * T_MAXR * T_LL_SLOT)
 enum { T_LL_OK, T_LL_MISMATCH, T_LL_SKIP };
@@ -629,10 +631,9 @@ static void test_direct_ll(void)
     for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
         for (size_t ti = 0; ti < sizeof(tops) / sizeof(tops[0]); ti++) {
             const size_t es = gpuring_type_size(tops[ti].type);
-            /* 1, a partial unit pair, odd, and the most a call may be (and one less) */
-            const size_t counts[] = { 1, 3, 17, 4099 / es,
-                                      GPURING_EXEC_DIRECT_LL_MAX_BYTES / es - 1,
-                                      GPURING_EXEC_DIRECT_LL_MAX_BYTES / es };
+            /* 1, a partial unit pair, odd, and the default limit (and one less) */
+            const size_t counts[] = { 1, 3, 17, 4099 / es, T_LL_DEFAULT / es - 1,
+                                      T_LL_DEFAULT / es };
             for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++, idx++) {
                 /* the largest calls on one rank count only: the CPU runtime is slow */
                 if (ci >= 4 && ns[ni] == 8 && ti != 0) continue;
@@ -641,6 +642,11 @@ static void test_direct_ll(void)
             }
         }
     }
+    /* the most a call may be: every block of the kernel busy */
+    run_direct_ll(2, GPURING_TYPE_INT32, GPURING_OP_SUM, GPURING_EXEC_DIRECT_LL_MAX_BYTES / 4, 1,
+                  0, T_LL_OK);
+    run_direct_ll(3, GPURING_TYPE_FLOAT16, GPURING_OP_MAX,
+                  GPURING_EXEC_DIRECT_LL_MAX_BYTES / 2 - 1, 0, 1, T_LL_OK);
     /* faults, then a clean run over the same inboxes */
     run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_MISMATCH);
     run_direct_ll(2, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 1, 0, T_LL_MISMATCH);
