@@ -105,6 +105,7 @@ typedef struct gpuring_comm_device {
     void *ll_inbox;         /* this rank's inbox (gpuring_exec_cuda_direct_ll) */
     void **ll_peers;        /* every rank's, mapped here (NULL at this rank) */
     uint64_t ll_seq;        /* LL direct calls made: the next one's sequence number */
+    int direct_ll_nonblocking; /* a non-blocking call took it (said once) */
 } gpuring_comm_device_t;
 
 /* What a communicator (and, summed at destroy, this process) ran through gpuring, per collective, for the closing summary. */

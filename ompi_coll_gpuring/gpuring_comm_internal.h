@@ -69,6 +69,8 @@ typedef struct gpuring_work {
     uint64_t call;       /* gpuring_call_id */
     gpuring_plan_t plan;
     int done;            /* prepare did all of it (no data; the direct allreduce) */
+    int direct_ll;       /* a non-blocking call the LL direct allreduce runs ... */
+    uint64_t direct_ll_seq; /* ... its sequence number (gpuring_direct_ll_take) */
     gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
     gpuring_exec_args_t args; /* from start on: the executor's call */
     /* gpuring_async.c: a non-blocking call's completion, and the queue */
@@ -134,6 +136,16 @@ int gpuring_direct_usable(const gpuring_comm_t *c);
 gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
                                           void *recvbuf, size_t count, gpuring_type_t type,
                                           gpuring_op_t op, uint64_t call);
+
+/* A call of `bytes` may take the LL direct allreduce, set up by an earlier blocking call
+ * (a non-blocking call makes no exchange): 1, and its sequence number in *seq_p, taken
+ * now, in call order; 0 if not (the same on every rank: they made the same calls). */
+int gpuring_direct_ll_take(gpuring_comm_t *c, size_t bytes, uint64_t *seq_p);
+
+/* Run a call that took the LL direct allreduce (on the communicator's stream, after
+ * every call taken before it; counted in the stats). */
+gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_info_t *info,
+                                       uint64_t call, uint64_t seq);
 
 /* At destroy (the device current): the inboxes unmapped and freed -- kept where a
  * kernel of the communicator still runs (`busy`). */

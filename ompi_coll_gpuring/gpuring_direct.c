@@ -138,25 +138,35 @@ void gpuring_direct_destroy(gpuring_comm_t *c, int busy)
     c->dev.ll_inbox = NULL;
 }
 
-static gpuring_status_t direct_ll_allreduce(gpuring_comm_t *c, const void *sendbuf,
-                                            void *recvbuf, size_t count, gpuring_type_t type,
-                                            gpuring_op_t op, uint64_t call)
+int gpuring_direct_ll_take(gpuring_comm_t *c, size_t bytes, uint64_t *seq_p)
+{
+    if (!gpuring_direct_usable(c) || c->dev.direct_ll_state <= 0 ||
+        bytes > c->dev.direct_ll_bytes) {
+        return 0;
+    }
+    *seq_p = c->dev.ll_seq++;
+    return 1;
+}
+
+gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_info_t *info,
+                                       uint64_t call, uint64_t seq)
 {
     gpuring_exec_direct_ll_args_t a = {
-        .nranks = c->graph.nranks, .rank = c->graph.rank, .sendbuf = sendbuf,
-        .recvbuf = recvbuf, .count = count, .type = type, .op = op, .call = call,
-        .seq = c->dev.ll_seq++, .slot_bytes = c->dev.direct_ll_slot, .inbox = c->dev.ll_inbox,
-        .timeout = c->cfg.wait_timeout};
+        .nranks = c->graph.nranks, .rank = c->graph.rank, .sendbuf = info->sendbuf,
+        .recvbuf = info->recvbuf, .count = info->count, .type = info->type, .op = info->op,
+        .call = call, .seq = seq, .slot_bytes = c->dev.direct_ll_slot,
+        .inbox = c->dev.ll_inbox, .timeout = c->cfg.wait_timeout};
     gpuring_status_t st;
 
     for (int r = 0; r < a.nranks; r++) a.peer_inbox[r] = c->dev.ll_peers[r];
     st = gpuring_exec_cuda_direct_ll(&a, c->dev.stream);
     if (st != GPURING_OK) {
-        c->broken = 1; /* the inboxes' rows are out of step: never again on this comm */
+        /* the inboxes' rows are out of step: never again on this communicator */
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
         return st;
     }
     gpuring_comm_stats_count(c, GPURING_COLL_ALLREDUCE, 2, GPURING_ALGO_AUTO,
-                             GPURING_PLANE_DEVICE, count * gpuring_type_size(type));
+                             GPURING_PLANE_DEVICE, info->count * gpuring_type_size(info->type));
     return GPURING_OK;
 }
 
@@ -187,11 +197,15 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
     gpuring_status_t local = GPURING_OK, st;
 
     if (count * es <= c->cfg.direct_ll_bytes) {
+        const gpuring_coll_info_t info = {.kind = GPURING_COLL_ALLREDUCE, .sendbuf = sendbuf,
+                                          .recvbuf = recvbuf, .count = count, .type = type,
+                                          .op = op};
+        uint64_t seq;
         int ready = 0;
 
         GPURING_CHECK(direct_ll_ready(c, &ready));
-        if (ready && count * es <= c->dev.direct_ll_bytes) {
-            return direct_ll_allreduce(c, sendbuf, recvbuf, count, type, op, call);
+        if (ready && gpuring_direct_ll_take(c, count * es, &seq)) {
+            return gpuring_direct_ll_run(c, &info, call, seq);
         }
     }
     if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;

@@ -2,8 +2,9 @@
  * gpuring_enqueue.c -- one collective call, planned and launched (NCCL's
  * enqueue), in two halves:
  *   prepare  in the caller's thread, in call order: the broken-communicator
- *            check, the call id every step carries, the direct allreduce
- *            where it applies (blocking calls), the plan (graph/tuning:
+ *            check, the call id every step carries, the direct allreduces
+ *            where they apply (blocking calls run there; a non-blocking one
+ *            takes the LL direct allreduce's next sequence number), the plan (graph/tuning:
  *            algorithm, channels, chunk; tree connections at the plane's
  *            first tree call), and each channel's step program of the
  *            call's family over a contiguous part of the buffers, with its
@@ -261,6 +262,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->info = *info;
     w->plane = plane;
     w->done = 1;
+    w->direct_ll = 0;
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
         return GPURING_ERR_BROKEN;
@@ -281,8 +283,20 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
                      "work");
     }
     if (plane == GPURING_PLANE_DEVICE) GPURING_PROF_MARK(GPURING_PROF_ORDER);
-    /* (not for a non-blocking call: it exchanges buffer handles through MPI, and the
-     * worker that runs the call makes no MPI call) */
+    /* a non-blocking call: the LL direct allreduce where a blocking call set it up (the
+     * worker that runs the call makes no MPI call, and the direct allreduce exchanges
+     * buffer handles through MPI at every call) */
+    if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && nonblocking &&
+        gpuring_direct_ll_take(c, count * gpuring_type_size(info->type), &w->direct_ll_seq)) {
+        if (!c->dev.direct_ll_nonblocking) {
+            c->dev.direct_ll_nonblocking = 1;
+            GPURING_INFO(GPURING_SUBSYS_COLL, "non-blocking device calls of up to %zu B run LL "
+                         "direct too (in the communicator's worker)", c->dev.direct_ll_bytes);
+        }
+        w->direct_ll = 1;
+        w->done = 0;
+        return GPURING_OK;
+    }
     if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && !nonblocking &&
         gpuring_direct_usable(c)) {
         st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, info->type,
@@ -374,7 +388,10 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
 
 gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
 {
-    gpuring_status_t st = gpuring_enqueue_start(c, w);
+    gpuring_status_t st;
+
+    if (w->direct_ll) return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
+    st = gpuring_enqueue_start(c, w);
 
     if (st != GPURING_OK) return st;
     GPURING_PROF_MARK(GPURING_PROF_PLAN);

@@ -37,7 +37,8 @@
 #   mix_np3, mix_vnodes_np4  mix_check -d: a seeded random sequence of every
 #                   collective gpuring takes, MPI_Iallreduce in flight among them
 #   iallreduce_np3  iallreduce_check -d: MPI_Iallreduce calls in flight (the
-#                   FIFO programs, in gpuring's worker thread) mixed with
+#                   FIFO programs and, once a blocking call set it up, the LL
+#                   direct allreduce, in gpuring's worker thread) mixed with
 #                   blocking ones (direct)
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
 #                   buffers (direct, and FIFO), nothing leaked
@@ -280,8 +281,10 @@ summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 # them, world and dup at once, in place, a large call that must end while its caller
 # makes no MPI call (iallreduce_check -d)
 bin=iallreduce_check
+# (the blocking calls set the LL direct allreduce up: small calls in flight take it)
+want='non-blocking device calls of up to 65536 B run LL direct too'
 case_run iallreduce_np3 3 "" -d -q
-bin=allreduce_check
+want="" bin=allreduce_check
 
 # communicator churn on device buffers: every communicator's device plane (IPC
 # FIFOs, streams, mappings) made and freed; nothing may leak (fds, threads, the
