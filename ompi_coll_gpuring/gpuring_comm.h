@@ -235,7 +235,8 @@ typedef void (*gpuring_comm_done_fn_t)(void *ctx, gpuring_status_t st);
  * until then the buffers belong to the call.  Anything else: nothing was
  * started (done is never called).  Never the direct allreduce, which
  * exchanges buffer handles through MPI at every call (the worker calls no
- * MPI): device calls take the FIFO programs.
+ * MPI): device calls take the FIFO programs, or the LL direct allreduce
+ * where a blocking call has set it up (no exchange per call).
  */
 gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t plane,
                                          const void *sendbuf, void *recvbuf, size_t count,
