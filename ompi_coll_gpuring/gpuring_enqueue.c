@@ -4,11 +4,11 @@
  *   prepare  in the caller's thread, in call order: the broken-communicator
  *            check, the call id every step carries, the direct allreduces
  *            where they apply (blocking calls run there; a non-blocking one
- *            takes the LL direct allreduce's next sequence number), the plan (graph/tuning:
- *            algorithm, channels, chunk; tree connections at the plane's
- *            first tree call), and each channel's step program of the
- *            call's family over a contiguous part of the buffers, with its
- *            connections;
+ *            takes the LL direct allreduce's next sequence number), the
+ *            plan (graph/tuning: algorithm, channels, chunk; tree
+ *            connections at the plane's first tree call), and each
+ *            channel's step program of the call's family over a contiguous
+ *            part of the buffers, with its connections;
  *   launch   the ordered gather's scratch, the host or CUDA executor, the
  *            statistics: in the caller's thread for a blocking call, in the
  *            communicator's worker for a non-blocking one (gpuring_async.c).
