@@ -66,7 +66,7 @@ void gpuring_device_free(void *ptr);
  * waited for) before its handle -- GPURING_DEVICE_SHARE_BYTES of plain
  * bytes for bootstrap_mpi -- goes out; open_shared maps another process's
  * (peer access enabled where the allocation is on another GPU); close_shared
- * unmaps one, free_shared frees one's own.  Both take NULL.
+ * unmaps one (NULL: nothing); gpuring_device_free frees one's own.
  */
 #define GPURING_DEVICE_SHARE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
 gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
@@ -74,7 +74,6 @@ gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **
 gpuring_status_t gpuring_device_open_shared(const unsigned char handle[GPURING_DEVICE_SHARE_BYTES],
                                             void **ptr_p);
 void gpuring_device_close_shared(void *ptr);
-void gpuring_device_free_shared(void *ptr);
 
 /*
  * 1 when the contexts made on `device` are shared through MPS, whose

@@ -199,11 +199,6 @@ void gpuring_device_close_shared(void *ptr)
     }
 }
 
-void gpuring_device_free_shared(void *ptr)
-{
-    gpuring_device_free(ptr);
-}
-
 int gpuring_device_mps(int device)
 {
     int on = 0;

@@ -81,10 +81,6 @@ void gpuring_device_close_shared(void *ptr)
 {
 }
 
-void gpuring_device_free_shared(void *ptr)
-{
-}
-
 int gpuring_device_mps(int device)
 {
     return 0;

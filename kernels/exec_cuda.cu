@@ -1148,6 +1148,39 @@ static void exec_cuda_pool_put(int ix)
     pthread_mutex_unlock(&exec_cuda_pool_lock);
 }
 
+/* A reset entry for the call `who` launches (exec_cuda_pool_get's views); -1 (logged) when
+ * EXEC_CUDA_POOL calls are in flight. */
+static int exec_cuda_status_take(const char *who, exec_cuda_status_t **st_p,
+                                 exec_cuda_status_t **dev_p)
+{
+    const int ix = exec_cuda_pool_get(st_p, dev_p);
+
+    if (ix < 0) {
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s: more than %d calls in flight", who,
+                      EXEC_CUDA_POOL);
+        return -1;
+    }
+    (*st_p)->abort = 0;
+    (*st_p)->got_bytes = 0;
+    for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
+        (*st_p)->wait[c] = 0;
+        (*st_p)->progress[c] = 0; /* seen[c]: written before wait[c], read only where it is set */
+    }
+    __sync_synchronize();
+    return ix;
+}
+
+/* Entry ix back to the pool once its kernel `exited`; one still running keeps it for good. */
+static void exec_cuda_status_give(const char *who, int ix, int exited)
+{
+    if (exited) {
+        exec_cuda_pool_put(ix);
+        return;
+    }
+    GPURING_WARN(GPURING_SUBSYS_KERNEL, "%s: the kernel did not stop %.1f s after the abort; "
+                 "the stream stays busy", who, EXEC_CUDA_ABORT_WAIT_SEC);
+}
+
 /* ---- host: walking a program (the kernel's step rules) ------------------------------ */
 typedef struct exec_cuda_walk {
     uint64_t recv_steps[GPURING_MAX_PEERS]; /* slots taken from each recv connection */
@@ -1475,6 +1508,29 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
     }
 }
 
+/*
+ * Wait for the kernel just launched on `stream` with status entry st and n blocks
+ * (exec_cuda_poll, *stop_p its stop); where a stop ends the wait, tell the kernel to leave
+ * its waits and give it EXEC_CUDA_ABORT_WAIT_SEC (no status then: the stops recorded so
+ * far would end that wait at once): *exited_p 0 if it did not leave.  The stream's status.
+ */
+static cudaError_t exec_cuda_watch(cudaStream_t stream, exec_cuda_status_t *st, int n,
+                                   double timeout, struct gpuring_proxy *proxy,
+                                   gpuring_status_t *stop_p, int *exited_p)
+{
+    gpuring_status_t abort_stop;
+    cudaError_t err = exec_cuda_poll(stream, st, n, timeout, proxy, stop_p);
+
+    GPURING_PROF_MARK(GPURING_PROF_RUN);
+    *exited_p = 1;
+    if (*stop_p == GPURING_OK) return err;
+    st->abort = 1;
+    __sync_synchronize();
+    err = exec_cuda_poll(stream, NULL, n, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &abort_stop);
+    *exited_p = abort_stop == GPURING_OK;
+    return err;
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
@@ -1484,9 +1540,9 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     uint64_t total_ops;
     const void *fn;
     void *params[1] = { &desc };
-    gpuring_status_t rc, stop, abort_stop, stopped;
+    gpuring_status_t rc, stop, stopped;
     cudaError_t err;
-    int ix, exited = 1;
+    int ix, exited;
 
     if (a == NULL) return GPURING_ERR_INVALID;
     GPURING_CHECK(exec_cuda_prepare(a, &desc, walks, &total_ops));
@@ -1498,19 +1554,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
 
     GPURING_CHECK(gpuring_exec_cuda_init());
-    ix = exec_cuda_pool_get(&st, &st_dev);
-    if (ix < 0) {
-        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: more than %d calls in flight",
-                      EXEC_CUDA_POOL);
-        return GPURING_ERR_NO_MEMORY;
-    }
-    st->abort = 0;
-    st->got_bytes = 0;
-    for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {
-        st->wait[c] = 0;
-        st->progress[c] = 0; /* seen[c]: written before wait[c], read only where it is set */
-    }
-    __sync_synchronize();
+    ix = exec_cuda_status_take("exec_cuda", &st, &st_dev);
+    if (ix < 0) return GPURING_ERR_NO_MEMORY;
     desc.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)a->nchannels), dim3(GPURING_EXEC_CUDA_THREADS),
@@ -1525,17 +1570,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
 
-    err = exec_cuda_poll(stream, st, a->nchannels, a->timeout, a->proxy, &stop);
-    GPURING_PROF_MARK(GPURING_PROF_RUN);
-    if (stop != GPURING_OK) {
-        /* tell the kernel to leave its waits, give it a moment (no status: the stops
-         * recorded so far would end this wait at once) */
-        st->abort = 1;
-        __sync_synchronize();
-        err = exec_cuda_poll(stream, NULL, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, NULL,
-                             &abort_stop);
-        exited = abort_stop == GPURING_OK;
-    }
+    err = exec_cuda_watch(stream, st, a->nchannels, a->timeout, a->proxy, &stop, &exited);
     rc = stop;
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_cuda)");
@@ -1564,13 +1599,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
          * this rank's, its own channels' abandoned steps are what its peers see */
         if (rc == GPURING_OK) rc = stopped;
     }
-    if (exited) {
-        exec_cuda_pool_put(ix);
-    } else {
-        /* still running: its status entry stays taken for good */
-        GPURING_WARN(GPURING_SUBSYS_KERNEL, "exec_cuda: the kernel did not stop %.1f s after "
-                     "the abort; the stream stays busy", EXEC_CUDA_ABORT_WAIT_SEC);
-    }
+    exec_cuda_status_give("exec_cuda", ix, exited);
     return rc;
 }
 
@@ -1707,10 +1736,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     exec_direct_ll_desc_t d;
     void *params[1] = { &d };
     exec_cuda_status_t *st, *st_dev;
-    gpuring_status_t stop, abort_stop, rc;
+    gpuring_status_t stop, rc;
     const void *fn;
     size_t npairs, row_units;
-    int blocks, ix;
+    int blocks, ix, exited;
     cudaError_t err;
 
     if (a == NULL || es == 0 || a->nranks < 1 || a->nranks > GPURING_EXEC_DIRECT_MAX_RANKS ||
@@ -1754,19 +1783,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     d.per_block = GPURING_DIV_UP(npairs, (size_t)blocks);
 
     GPURING_CHECK(gpuring_exec_cuda_init());
-    ix = exec_cuda_pool_get(&st, &st_dev);
-    if (ix < 0) {
-        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: more than %d calls in "
-                      "flight", EXEC_CUDA_POOL);
-        return GPURING_ERR_NO_MEMORY;
-    }
-    st->abort = 0;
-    st->got_bytes = 0;
-    for (int b = 0; b < blocks; b++) {
-        st->wait[b] = 0;
-        st->progress[b] = 0;
-    }
-    __sync_synchronize();
+    ix = exec_cuda_status_take("exec_cuda_direct_ll", &st, &st_dev);
+    if (ix < 0) return GPURING_ERR_NO_MEMORY;
     d.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
@@ -1778,20 +1796,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
-    err = exec_cuda_poll(stream, st, blocks, a->timeout, NULL, &stop);
-    GPURING_PROF_MARK(GPURING_PROF_RUN);
+    err = exec_cuda_watch(stream, st, blocks, a->timeout, NULL, &stop, &exited);
     rc = stop;
-    if (stop != GPURING_OK) {
-        st->abort = 1; /* leave the waits; a moment to do so */
-        __sync_synchronize();
-        err = exec_cuda_poll(stream, NULL, blocks, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &abort_stop);
-        if (abort_stop != GPURING_OK) {
-            GPURING_WARN(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: the kernel did not stop "
-                         "%.1f s after the abort; the stream stays busy",
-                         EXEC_CUDA_ABORT_WAIT_SEC);
-            ix = -1; /* its status entry stays taken for good */
-        }
-    }
     /* a block that stopped on another call's header may have left before the poll looked */
     if (rc == GPURING_OK && err == cudaSuccess) rc = exec_cuda_stopped(st, blocks);
     if (rc != GPURING_OK) exec_direct_ll_report(a, st, blocks);
@@ -1801,6 +1807,6 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                       gpuring_type_name(a->type), gpuring_op_name(a->op));
         rc = GPURING_ERR_CUDA;
     }
-    if (ix >= 0) exec_cuda_pool_put(ix);
+    exec_cuda_status_give("exec_cuda_direct_ll", ix, exited);
     return rc;
 }

@@ -133,9 +133,8 @@ int gpuring_direct_usable(const gpuring_comm_t *c);
 
 /* The LL direct allreduce for small calls, else the direct one (counted in the
  * stats); GPURING_ERR_NOT_SUPPORTED: on every rank alike, the call takes the FIFOs. */
-gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
-                                          void *recvbuf, size_t count, gpuring_type_t type,
-                                          gpuring_op_t op, uint64_t call);
+gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_info_t *info,
+                                          uint64_t call);
 
 /* A call of `bytes` may take the LL direct allreduce, set up by an earlier blocking call
  * (a non-blocking call makes no exchange): 1, and its sequence number in *seq_p, taken

@@ -132,7 +132,7 @@ void gpuring_direct_destroy(gpuring_comm_t *c, int busy)
     for (int r = 0; c->dev.ll_peers != NULL && !busy && r < c->graph.nranks; r++) {
         gpuring_device_close_shared(c->dev.ll_peers[r]);
     }
-    if (!busy) gpuring_device_free_shared(c->dev.ll_inbox);
+    if (!busy) gpuring_device_free(c->dev.ll_inbox);
     free(c->dev.ll_peers);
     c->dev.ll_peers = NULL;
     c->dev.ll_inbox = NULL;
@@ -182,10 +182,14 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
  * the closing agreement keeps any rank from returning -- and reusing its
  * buffers -- while another's kernel may still touch them.
  */
-gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf,
-                                          void *recvbuf, size_t count, gpuring_type_t type,
-                                          gpuring_op_t op, uint64_t call)
+gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_info_t *info,
+                                          uint64_t call)
 {
+    const void *sendbuf = info->sendbuf;
+    void *recvbuf = info->recvbuf;
+    const size_t count = info->count;
+    const gpuring_type_t type = info->type;
+    const gpuring_op_t op = info->op;
     const int n = c->graph.nranks, me = c->graph.rank;
     const size_t es = gpuring_type_size(type), pack = GPURING_MAX((size_t)1, 16 / es);
     const size_t share = GPURING_DIV_UP(GPURING_DIV_UP(count, (size_t)n), pack) * pack;
@@ -197,15 +201,12 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const void *sendbuf
     gpuring_status_t local = GPURING_OK, st;
 
     if (count * es <= c->cfg.direct_ll_bytes) {
-        const gpuring_coll_info_t info = {.kind = GPURING_COLL_ALLREDUCE, .sendbuf = sendbuf,
-                                          .recvbuf = recvbuf, .count = count, .type = type,
-                                          .op = op};
         uint64_t seq;
         int ready = 0;
 
         GPURING_CHECK(direct_ll_ready(c, &ready));
         if (ready && gpuring_direct_ll_take(c, count * es, &seq)) {
-            return gpuring_direct_ll_run(c, &info, call, seq);
+            return gpuring_direct_ll_run(c, info, call, seq);
         }
     }
     if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;

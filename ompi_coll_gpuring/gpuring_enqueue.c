@@ -299,8 +299,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     }
     if (info->kind == GPURING_COLL_ALLREDUCE && plane == GPURING_PLANE_DEVICE && !nonblocking &&
         gpuring_direct_usable(c)) {
-        st = gpuring_direct_allreduce(c, info->sendbuf, info->recvbuf, count, info->type,
-                                      info->op, w->call);
+        st = gpuring_direct_allreduce(c, info, w->call);
         if (st != GPURING_ERR_NOT_SUPPORTED) return st;
         /* every rank saw the same: all take the FIFOs */
     }
