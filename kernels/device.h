@@ -84,6 +84,14 @@ void gpuring_device_close_shared(void *ptr);
 int gpuring_device_mps(int device);
 
 /*
+ * The PCI address of `device` as one number (domain << 16 | bus << 8 |
+ * device << 3), what tells two ranks' GPUs on one host apart: a bus number
+ * alone repeats across PCI domains (VMs that give each GPU a domain of its
+ * own put every GPU on bus 0).  -1 if unknown.
+ */
+int64_t gpuring_device_pci_id(int device);
+
+/*
  * GPUDirect RDMA (a NIC writing device memory, NET slots in device memory):
  * the NIC's writes may become visible to a kernel out of order with the
  * completion the proxy saw.  remote_writes tells, for `device`, whether its

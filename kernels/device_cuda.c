@@ -209,3 +209,16 @@ int gpuring_device_mps(int device)
     }
     return on != 0;
 }
+
+int64_t gpuring_device_pci_id(int device)
+{
+    int domain = 0, bus = 0, slot = 0;
+
+    if (cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&slot, cudaDevAttrPciDeviceId, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)domain << 16 | (int64_t)(bus & 0xff) << 8 | (int64_t)(slot & 0x1f) << 3;
+}

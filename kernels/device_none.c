@@ -86,6 +86,11 @@ int gpuring_device_mps(int device)
     return 0;
 }
 
+int64_t gpuring_device_pci_id(int device)
+{
+    return -1;
+}
+
 gpuring_device_writes_t gpuring_device_remote_writes(int device)
 {
     return GPURING_DEVICE_WRITES_UNORDERED;
@@ -112,7 +117,7 @@ gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
-gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p)
+gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p)
 {
     return GPURING_ERR_NOT_SUPPORTED;
 }

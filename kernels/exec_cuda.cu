@@ -1075,13 +1075,12 @@ static gpuring_status_t exec_cuda_load_kernels(void)
     return GPURING_OK;
 }
 
-extern "C" gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p)
+extern "C" gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p)
 {
     int device = 0, sms = 0, per_sm = -1;
 
     GPURING_CUDA_CHECK(cudaGetDevice(&device));
     GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    GPURING_CUDA_CHECK(cudaDeviceGetAttribute(bus_id_p, cudaDevAttrPciBusId, device));
     for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
         for (int o = 0; o < GPURING_OP_COUNT; o++) {
             const void *fn = exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o);

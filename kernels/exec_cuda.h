@@ -155,12 +155,11 @@ gpuring_status_t gpuring_exec_cuda_init(void);
 /*
  * What the current GPU holds of gpuring_exec_cuda_run's kernel at once: its
  * blocks (channels) resident together, SMs times the blocks per SM of the
- * kernel's most demanding variant, in *blocks_p; and the GPU's PCI bus id
- * in *bus_id_p (which ranks share it).  Every channel of every rank on a
- * GPU must be resident together -- they wait for each other -- so the
- * communicator keeps the device plane's channels within this.
+ * kernel's most demanding variant, in *blocks_p.  Every channel of every
+ * rank on a GPU must be resident together -- they wait for each other -- so
+ * the communicator keeps the device plane's channels within this.
  */
-gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p, int *bus_id_p);
+gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p);
 
 #ifdef __cplusplus
 }

@@ -256,6 +256,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     c->cfg = *cfg;
     c->boot = *boot;
     c->dev.ordinal = -1;
+    c->dev.pci_id = -1;
     c->dev.net_device = -1;
     c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
     if (c->peers == NULL) {

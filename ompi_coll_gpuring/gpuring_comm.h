@@ -91,6 +91,7 @@ typedef struct gpuring_comm_edge {
 /* The device plane's CUDA state. */
 typedef struct gpuring_comm_device {
     int ordinal;        /* the GPU the plane was connected on, -1 before */
+    int64_t pci_id;     /* its PCI address (gpuring_device_pci_id): which ranks share it */
     void *stream;       /* private non-blocking stream: every device call runs on it */
     void *event;        /* orders the stream after the legacy default stream's work */
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */

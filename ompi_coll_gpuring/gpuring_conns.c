@@ -404,7 +404,7 @@ static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
  * The device plane's channels when coll_gpuring_device_nchannels is 0:
  * every channel of every rank on a GPU is a thread block that waits for the
  * others, so all of them must be resident at once.  Each rank tells its
- * GPU (host, PCI bus id) and how many FIFO-kernel blocks it holds; each
+ * GPU (host, PCI address) and how many FIFO-kernel blocks it holds; each
  * GPU's capacity is shared by the ranks on it, and every rank takes the
  * smallest share (at least 1, at most the graph's channels), the same
  * everywhere.  Every rank takes part, whatever its local status.
@@ -412,13 +412,14 @@ static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
 static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t local_st)
 {
     const int n = c->boot.size;
-    int32_t mine[2] = {-1, 0}, *all;
-    int blocks = 0, bus = -1, nch = c->graph.nchannels;
+    int64_t mine[2] = {-1, 0}, *all;
+    int blocks = 0, nch = c->graph.nchannels;
     gpuring_status_t st;
 
     if (c->cfg.device_nchannels > 0) return GPURING_OK;
-    if (local_st == GPURING_OK && gpuring_exec_cuda_capacity(&blocks, &bus) == GPURING_OK) {
-        mine[0] = bus;
+    if (local_st == GPURING_OK && c->dev.pci_id >= 0 &&
+        gpuring_exec_cuda_capacity(&blocks) == GPURING_OK) {
+        mine[0] = c->dev.pci_id;
         mine[1] = blocks;
     }
     all = malloc(sizeof(mine) * (size_t)n);
@@ -431,7 +432,7 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
             share += all[2 * q] == all[2 * r] &&
                      c->peers[q].host_hash == c->peers[r].host_hash;
         }
-        nch = GPURING_MIN(nch, all[2 * r + 1] / share);
+        nch = GPURING_MIN(nch, (int)(all[2 * r + 1] / share));
     }
     free(all);
     c->plane_nch[GPURING_PLANE_DEVICE] = GPURING_MAX(nch, 1);
@@ -480,6 +481,7 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
     local_st = gpuring_device_use(ordinal);
     if (local_st == GPURING_OK) {
         c->dev.ordinal = ordinal; /* CUDA state from here on: destroy frees it there */
+        c->dev.pci_id = gpuring_device_pci_id(ordinal);
         local_st = gpuring_device_stream_create(&c->dev.stream);
     }
     if (local_st == GPURING_OK) local_st = comm_device_rings(c);

@@ -35,8 +35,9 @@ int gpuring_direct_usable(const gpuring_comm_t *c)
 typedef struct comm_direct_ll_pub {
     unsigned char inbox[GPURING_DEVICE_SHARE_BYTES];
     uint64_t bytes; /* the calls this rank's inbox takes; 0: it has none */
-    int32_t bus;    /* its GPU's PCI bus id; -1 unknown */
+    int64_t pci_id; /* its GPU's PCI address (gpuring_device_pci_id); -1 unknown */
     int32_t mps;    /* its GPU shared through MPS */
+    int32_t pad;
 } comm_direct_ll_pub_t;
 
 /* Whether the LL direct allreduce cannot run with these ranks, and why, in msg: an
@@ -47,13 +48,14 @@ static int direct_ll_refused(const gpuring_comm_t *c, const comm_direct_ll_pub_t
     const int n = c->graph.nranks;
 
     for (int r = 0; r < n; r++) {
-        if (all[r].bytes == 0 || all[r].bus < 0) {
+        if (all[r].bytes == 0 || all[r].pci_id < 0) {
             snprintf(msg, len, "rank %d has no inbox or cannot tell its GPU (its log says "
                      "why)", r);
             return 1;
         }
         for (int q = r + 1; q < n; q++) {
-            if (all[q].bus == all[r].bus && c->peers[q].host_hash == c->peers[r].host_hash &&
+            if (all[q].pci_id == all[r].pci_id &&
+                c->peers[q].host_hash == c->peers[r].host_hash &&
                 !(all[r].mps && all[q].mps)) {
                 snprintf(msg, len, "ranks %d and %d share a GPU without MPS (time-sliced: a "
                          "kernel waiting for the other process's would wait a time slice)",
@@ -83,13 +85,12 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
     comm_direct_ll_pub_t pub, all[GPURING_EXEC_DIRECT_MAX_RANKS];
     gpuring_status_t local = GPURING_OK, st;
     size_t bytes = mine;
-    int blocks = 0, bad = -1;
+    int bad = -1;
     char why[192];
 
     *ready_p = c->dev.direct_ll_state > 0;
     if (c->dev.direct_ll_state != 0) return GPURING_OK;
     memset(&pub, 0, sizeof(pub));
-    pub.bus = -1;
     c->dev.ll_peers = calloc((size_t)n, sizeof(void *));
     if (c->dev.ll_peers == NULL) local = GPURING_ERR_NO_MEMORY;
     if (local == GPURING_OK) {
@@ -97,7 +98,8 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
             2 * (size_t)n * GPURING_EXEC_DIRECT_LL_SLOT_BYTES(mine), c->dev.stream,
             &c->dev.ll_inbox, pub.inbox);
     }
-    if (local == GPURING_OK && gpuring_exec_cuda_capacity(&blocks, &pub.bus) == GPURING_OK) {
+    pub.pci_id = c->dev.pci_id;
+    if (local == GPURING_OK) {
         pub.bytes = mine;
         pub.mps = gpuring_device_mps(c->dev.ordinal);
     }

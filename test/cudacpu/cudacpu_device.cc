@@ -61,6 +61,7 @@ knobs knobs_read()
     k.fiber_stack = env_ulong("CUDACPU_FIBER_STACK_KB", 64, 16, 1u << 20) * 1024;
     k.poison = (int)env_ulong("CUDACPU_POISON", 1, 0, 1);
     k.mps = (int)env_ulong("CUDACPU_MPS", 1, 0, 1);
+    k.pci_domains = (int)env_ulong("CUDACPU_PCI_DOMAINS", 0, 0, 1);
     k.driver = getenv("CUDACPU_DRIVER");
     return k;
 }
@@ -282,7 +283,9 @@ extern "C" cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int 
     prop->asyncEngineCount = 3;
     prop->l2CacheSize = 50 << 20;
     prop->memoryBusWidth = 5120;
-    prop->pciBusID = 0x18 + device;
+    prop->pciDomainID = knobs_get().pci_domains ? device + 1 : 0;
+    prop->pciBusID = knobs_get().pci_domains ? 0 : 0x18 + device;
+    prop->pciDeviceID = 0;
     return ok();
 }
 
@@ -299,9 +302,10 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr at
     case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
     case cudaDevAttrCanMapHostMemory: *value = 1; break;
     case cudaDevAttrPciBusId: *value = p.pciBusID; break;
-    case cudaDevAttrPciDeviceId: *value = 0; break;
+    case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
     case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
     case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
     case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
     case cudaDevAttrGPUDirectRDMASupported: *value = 1; break;

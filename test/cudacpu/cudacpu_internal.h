@@ -42,6 +42,9 @@ struct knobs {
     int poison;           /* CUDACPU_POISON: new device memory's ends 0xa5 (default 1) */
     int mps;              /* CUDACPU_MPS: cudaDevAttrMpsEnabled (default 1: the fibers of
                              every process run at once, as MPS clients' kernels do) */
+    int pci_domains;      /* CUDACPU_PCI_DOMAINS: 1 puts device d on PCI domain d + 1, bus 0
+                             (VMs that give each GPU a domain of its own); default 0: domain
+                             0, bus 0x18 + d */
     const char *driver;   /* CUDACPU_DRIVER: path of the stand-in libcuda.so.1 to load */
 };
 const knobs &knobs_get();

@@ -11,6 +11,8 @@
 #   direct_ll_max_np2  the LL direct allreduce up to its most, 1 MiB
 #   direct_ll_nomps_np2  the GPU shared without MPS (CUDACPU_MPS=0): the LL
 #                   direct allreduce stays off, saying why; the direct one runs
+#   direct_ll_domains_np2  two GPUs without MPS on PCI domains of their own, both
+#                   bus 0 (CUDACPU_PCI_DOMAINS=1): told apart, so LL direct runs
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
 #   pool_np3        buffers from cudaMallocAsync's pool, which CUDA IPC cannot
 #                   share: the direct path is on, yet every call above 64 KiB
@@ -222,6 +224,12 @@ case_run direct_ll_max_np2 2 "coll_gpuring_direct_ll_size 1048576" -d -q -i -m w
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*;'
 want='LL direct allreduce off: ranks 0 and 1 share a GPU without MPS' xenv="-x CUDACPU_MPS=0"
 case_run direct_ll_nomps_np2 2 "" -d -q -m world -c 1,17 -t int,float
+# two GPUs without MPS, each on a PCI domain of its own and bus 0 (as VMs give
+# them): not one shared GPU, so the LL direct allreduce runs
+summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0;'
+want='device calls of up to 65536 B run LL direct: 2 ranks'
+xenv="-x CUDACPU_MPS=0 -x CUDACPU_DEVICES=2 -x CUDACPU_PCI_DOMAINS=1"
+case_run direct_ll_domains_np2 2 "" -d -q -m world -c 1,17 -t int,float
 xenv=""
 summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"

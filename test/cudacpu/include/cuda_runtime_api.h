@@ -100,6 +100,7 @@ enum cudaDeviceAttr {
     cudaDevAttrPciDeviceId = 34,
     cudaDevAttrMaxThreadsPerMultiProcessor = 39,
     cudaDevAttrUnifiedAddressing = 41,
+    cudaDevAttrPciDomainId = 50,
     cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrComputeCapabilityMinor = 76,
     cudaDevAttrGPUDirectRDMASupported = 116,
