@@ -1039,8 +1039,13 @@ template <typename K> static const void *exec_cuda_fn(gpuring_type_t type, gpuri
     }
 }
 
-/* ---- host: the status pool (mapped, pinned, allocated once, never freed) ----------- */
-static pthread_mutex_t exec_cuda_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * ---- host: the status pool (mapped, pinned, allocated once, never freed) -----------
+ * gpuring_exec_cuda_init makes it and loads the kernels under a lock, once per device;
+ * a call finds both ready without the lock (exec_cuda_ready) and takes and gives back
+ * its entry with one atomic exchange each.
+ */
+static pthread_mutex_t exec_cuda_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *exec_cuda_pool_host;  /* EXEC_CUDA_POOL entries */
 static char *exec_cuda_pool_dev;   /* the same, as the device sees it */
 static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
@@ -1051,14 +1056,10 @@ static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
  * loads it, which may wait for the whole context to go idle -- forever, if
  * a kernel of another call is spinning on a peer at that moment.  Lock held.
  */
-static uint64_t exec_cuda_loaded; /* devices (bit per ordinal < 64) already loaded */
+static uint64_t exec_cuda_loaded; /* devices (bit per ordinal < 64) loaded, the pool made */
 
 static gpuring_status_t exec_cuda_load_kernels(void)
 {
-    int device = 0;
-
-    GPURING_CUDA_CHECK(cudaGetDevice(&device));
-    if (device < 64 && (exec_cuda_loaded >> device & 1u)) return GPURING_OK;
     for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
         for (int o = 0; o < GPURING_OP_COUNT; o++) {
             const void *fns[3] = {
@@ -1071,7 +1072,6 @@ static gpuring_status_t exec_cuda_load_kernels(void)
             }
         }
     }
-    if (device < 64) exec_cuda_loaded |= (uint64_t)1 << device;
     return GPURING_OK;
 }
 
@@ -1095,12 +1095,22 @@ extern "C" gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p)
     return GPURING_OK;
 }
 
+/* Whether gpuring_exec_cuda_init is done for `device` (devices past 64: never said). */
+static int exec_cuda_inited(int device)
+{
+    return device >= 0 && device < 64 &&
+           (GPURING_LOAD_ACQUIRE(&exec_cuda_loaded) >> device & 1u) != 0;
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_init(void)
 {
     gpuring_status_t st = GPURING_OK;
     void *host = NULL, *dev = NULL;
+    int device = 0;
 
-    pthread_mutex_lock(&exec_cuda_pool_lock);
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    pthread_mutex_lock(&exec_cuda_init_lock);
+    if (exec_cuda_inited(device)) goto out;
     st = exec_cuda_load_kernels();
     if (st != GPURING_OK) goto out;
     if (exec_cuda_pool_host == NULL) {
@@ -1113,12 +1123,25 @@ extern "C" gpuring_status_t gpuring_exec_cuda_init(void)
         exec_cuda_pool_host = (char *)host;
         exec_cuda_pool_dev = (char *)dev;
     }
+    if (device < 64) { /* the pool's pointers are written before the bit (release) */
+        GPURING_STORE_RELEASE(&exec_cuda_loaded, exec_cuda_loaded | (uint64_t)1 << device);
+    }
     goto out;
 out_free:
     (void)cudaFreeHost(host);
 out:
-    pthread_mutex_unlock(&exec_cuda_pool_lock);
+    pthread_mutex_unlock(&exec_cuda_init_lock);
     return st;
+}
+
+/* Before a call's launch: gpuring_exec_cuda_init done for the current device (at the
+ * communicator's creation, normally: then no lock). */
+static gpuring_status_t exec_cuda_ready(void)
+{
+    int device = 0;
+
+    GPURING_CUDA_CHECK(cudaGetDevice(&device));
+    return exec_cuda_inited(device) ? GPURING_OK : gpuring_exec_cuda_init();
 }
 
 /* An entry for one call: host view in *host_p, device view in *dev_p; -1 if none left. */
@@ -1126,14 +1149,12 @@ static int exec_cuda_pool_get(exec_cuda_status_t **host_p, exec_cuda_status_t **
 {
     int ix = -1;
 
-    pthread_mutex_lock(&exec_cuda_pool_lock);
     for (int i = 0; i < EXEC_CUDA_POOL && ix < 0; i++) {
-        if (!exec_cuda_pool_used[i]) {
-            exec_cuda_pool_used[i] = 1;
+        if (GPURING_LOAD_ACQUIRE(&exec_cuda_pool_used[i]) == 0 &&
+            __atomic_exchange_n(&exec_cuda_pool_used[i], 1, __ATOMIC_ACQUIRE) == 0) {
             ix = i;
         }
     }
-    pthread_mutex_unlock(&exec_cuda_pool_lock);
     if (ix < 0) return -1;
     *host_p = (exec_cuda_status_t *)(exec_cuda_pool_host + (size_t)ix * EXEC_CUDA_STATUS_STRIDE);
     *dev_p = (exec_cuda_status_t *)(exec_cuda_pool_dev + (size_t)ix * EXEC_CUDA_STATUS_STRIDE);
@@ -1142,9 +1163,7 @@ static int exec_cuda_pool_get(exec_cuda_status_t **host_p, exec_cuda_status_t **
 
 static void exec_cuda_pool_put(int ix)
 {
-    pthread_mutex_lock(&exec_cuda_pool_lock);
-    exec_cuda_pool_used[ix] = 0;
-    pthread_mutex_unlock(&exec_cuda_pool_lock);
+    GPURING_STORE_RELEASE(&exec_cuda_pool_used[ix], (unsigned char)0);
 }
 
 /* A reset entry for the call `who` launches (exec_cuda_pool_get's views); -1 (logged) when
@@ -1552,7 +1571,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         return GPURING_OK;
     }
 
-    GPURING_CHECK(gpuring_exec_cuda_init());
+    GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda", &st, &st_dev);
     if (ix < 0) return GPURING_ERR_NO_MEMORY;
     desc.status = st_dev;
@@ -1781,7 +1800,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                               (size_t)EXEC_DIRECT_LL_MAX_BLOCKS);
     d.per_block = GPURING_DIV_UP(npairs, (size_t)blocks);
 
-    GPURING_CHECK(gpuring_exec_cuda_init());
+    GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda_direct_ll", &st, &st_dev);
     if (ix < 0) return GPURING_ERR_NO_MEMORY;
     d.status = st_dev;
