@@ -37,7 +37,7 @@ typedef struct comm_direct_ll_pub {
     uint64_t bytes; /* the calls this rank's inbox takes; 0: it has none */
     int64_t pci_id; /* its GPU's PCI address (gpuring_device_pci_id); -1 unknown */
     int32_t mps;    /* its GPU shared through MPS */
-    int32_t pad;
+    int32_t pad;    /* zero: the struct goes out whole, no unnamed padding */
 } comm_direct_ll_pub_t;
 
 /* Whether the LL direct allreduce cannot run with these ranks, and why, in msg: an
