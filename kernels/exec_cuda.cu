@@ -628,14 +628,25 @@ template <typename T> static __device__ __forceinline__ T exec_ll_elem(uint64_t 
     return x;
 }
 
-/* The n elements at p (at most a pair's) as a pair's data bytes, and back. */
+/*
+ * The n elements at p (at most a pair's) as a pair's data bytes, and back.
+ * Buffers need not be aligned to their element size (MPI does not ask it, and
+ * the LL direct allreduce takes the caller's buffers as they come): at an
+ * address that is not, the bytes move one by one -- a typed access there
+ * would stop the kernel with a misaligned address on a GPU.
+ */
 template <typename T>
 static __device__ __forceinline__ uint64_t exec_ll_mem_load(const T *p, int n)
 {
+    const volatile unsigned char *b = reinterpret_cast<const unsigned char *>(p);
     uint64_t v = 0;
 
     if (n * sizeof(T) == EXEC_LL_PAIR_BYTES && ((uintptr_t)p & 7u) == 0)
         return *reinterpret_cast<const uint64_t *>(p);
+    if ((uintptr_t)p % sizeof(T) != 0) {
+        for (int k = 0; k < n * (int)sizeof(T); k++) v |= (uint64_t)b[k] << (8 * k);
+        return v;
+    }
     for (int k = 0; k < n; k++) {
         memcpy(reinterpret_cast<char *>(&v) + k * sizeof(T), &p[k], sizeof(T));
     }
@@ -645,8 +656,14 @@ static __device__ __forceinline__ uint64_t exec_ll_mem_load(const T *p, int n)
 template <typename T>
 static __device__ __forceinline__ void exec_ll_mem_store(T *p, uint64_t v, int n)
 {
+    volatile unsigned char *b = reinterpret_cast<unsigned char *>(p);
+
     if (n * sizeof(T) == EXEC_LL_PAIR_BYTES && ((uintptr_t)p & 7u) == 0) {
         *reinterpret_cast<uint64_t *>(p) = v;
+        return;
+    }
+    if ((uintptr_t)p % sizeof(T) != 0) {
+        for (int k = 0; k < n * (int)sizeof(T); k++) b[k] = (unsigned char)(v >> (8 * k));
         return;
     }
     for (int k = 0; k < n; k++) p[k] = exec_ll_elem<T>(v, k);

@@ -125,8 +125,8 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
     ((((size_t)(bytes) + 7) / 8 * 16 + 16 + 63) / 64 * 64)
 typedef struct gpuring_exec_direct_ll_args {
     int nranks, rank;
-    const void *sendbuf;
-    void *recvbuf; /* may be sendbuf (in place) */
+    const void *sendbuf; /* at any address, aligned to its element size or not */
+    void *recvbuf; /* may be sendbuf (in place); at any address too */
     size_t count;
     gpuring_type_t type;
     gpuring_op_t op;

@@ -20,8 +20,8 @@
  * turn, every output checked against the same reference, in place or not,
  * aligned, misaligned alike and misaligned per rank.  The LL direct kernel:
  * n ranks' inboxes, calls in a row over them up to 64 KiB (and the most a
- * call may be, 1 MiB), a call of another id and a rank that never comes
- * (test_direct_ll).
+ * call may be, 1 MiB), buffers at addresses their element size does not
+ * divide, a call of another id and a rank that never comes (test_direct_ll).
  *
  * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
  * thread per trip): direct calls of one block whose counts are whole trips
@@ -555,8 +555,11 @@ static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t co
                  f == T_LL_MISMATCH ? " (mismatch)" : f == T_LL_SKIP ? " (a rank skips)" : "");
         make_inputs(&cfg);
         for (int r = 0; r < n; r++) {
-            out[r] = (char *)ranks[r].d_out + (size_t)(r * mis) % 8 * es;
-            in[r] = inplace ? out[r] : (char *)ranks[r].d_in + (size_t)(r * mis) % 8 * es;
+            /* mis 1: rank r's buffers r elements off (mod 8); 2: 1 + r bytes off, not
+             * aligned to their elements at all (a GPU faults on a typed access there) */
+            const size_t off = mis == 2 ? (size_t)(1 + r) : (size_t)(r * mis) % 8 * es;
+            out[r] = (char *)ranks[r].d_out + off;
+            in[r] = inplace ? out[r] : (char *)ranks[r].d_in + off + (mis == 2 ? 2 : 0);
             TEST_CUDA(cudaMemcpy(in[r], h_in[r], bytes, cudaMemcpyHostToDevice));
             if (!inplace) TEST_CUDA(cudaMemset(out[r], 0xa5, bytes));
         }
@@ -647,6 +650,10 @@ static void test_direct_ll(void)
                   0, T_LL_OK);
     run_direct_ll(3, GPURING_TYPE_FLOAT16, GPURING_OP_MAX,
                   GPURING_EXEC_DIRECT_LL_MAX_BYTES / 2 - 1, 0, 1, T_LL_OK);
+    /* buffers at addresses their elements do not divide (bytes moved one by one) */
+    run_direct_ll(2, GPURING_TYPE_INT32, GPURING_OP_SUM, 4099, 0, 2, T_LL_OK);
+    run_direct_ll(3, GPURING_TYPE_DOUBLE, GPURING_OP_SUM, 17, 1, 2, T_LL_OK);
+    run_direct_ll(2, GPURING_TYPE_FLOAT16, GPURING_OP_MAX, 3, 0, 2, T_LL_OK);
     /* faults, then a clean run over the same inboxes */
     run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_MISMATCH);
     run_direct_ll(2, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 1, 0, T_LL_MISMATCH);
