@@ -52,6 +52,15 @@ gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout);
  * with gpuring_device_event_destroy).
  */
 gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p);
+/*
+ * The same in two halves, for a call that is made now and launched later
+ * (MPI_Iallreduce's worker): record_default records that work in *event_p
+ * (created on first use) when the call is made; stream_wait makes `stream`
+ * wait for it when the call is launched (NULL event: nothing to wait for).
+ * Re-recording the event before the wait only makes the wait cover more.
+ */
+gpuring_status_t gpuring_device_event_record_default(void **event_p);
+gpuring_status_t gpuring_device_stream_wait(void *stream, void *event);
 /* Block until that work is done (NULL: nothing to wait for). */
 gpuring_status_t gpuring_device_event_wait(void *event);
 void gpuring_device_event_destroy(void *event);

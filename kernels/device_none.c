@@ -26,6 +26,16 @@ gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_device_event_record_default(void **event_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+gpuring_status_t gpuring_device_stream_wait(void *stream, void *event)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 gpuring_status_t gpuring_device_event_wait(void *event)
 {
     return GPURING_ERR_NOT_SUPPORTED;

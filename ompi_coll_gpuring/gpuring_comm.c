@@ -329,6 +329,8 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     gpuring_device_free(c->dev.scratch);
     gpuring_device_free(c->dev.rings);
     gpuring_device_event_destroy(c->dev.event);
+    for (int k = 0; k < GPURING_COMM_ORDER_EVENTS; k++)
+        gpuring_device_event_destroy(c->dev.order_events[k]);
     gpuring_device_stream_destroy(c->dev.stream);
     if (c->dev.ordinal >= 0) gpuring_device_restore(app);
     if (c->uid_claimed) comm_uid_mark(c->uid, 0);

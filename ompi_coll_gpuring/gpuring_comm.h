@@ -88,12 +88,18 @@ typedef struct gpuring_comm_edge {
 #define GPURING_COMM_MAX_EDGES \
     (GPURING_PLANE_COUNT * GPURING_MAX_CHANNELS * GPURING_COMM_EDGES_PER_CHANNEL)
 
+/* Events a communicator's non-blocking device calls record the default stream's order
+ * in, in turn (gpuring_enqueue_prepare): more calls queued than this only wait longer. */
+#define GPURING_COMM_ORDER_EVENTS 64
+
 /* The device plane's CUDA state. */
 typedef struct gpuring_comm_device {
     int ordinal;        /* the GPU the plane was connected on, -1 before */
     int64_t pci_id;     /* its PCI address (gpuring_device_pci_id): which ranks share it */
     void *stream;       /* private non-blocking stream: every device call runs on it */
     void *event;        /* orders the stream after the legacy default stream's work */
+    void *order_events[GPURING_COMM_ORDER_EVENTS]; /* ... for calls launched later */
+    unsigned order_next;                           /* the next of them to record */
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
     int *rings;         /* a device copy of graph.rings (the RS/AG programs' ranks) */
     size_t scratch_bytes;

@@ -71,6 +71,8 @@ typedef struct gpuring_work {
     int done;            /* prepare did all of it (no data; the direct allreduce) */
     int direct_ll;       /* a non-blocking call the LL direct allreduce runs ... */
     uint64_t direct_ll_seq; /* ... its sequence number (gpuring_direct_ll_take) */
+    void *order;         /* a non-blocking device call: the default stream's work before
+                          * it, which its launch makes the stream wait for (NULL: none) */
     gpuring_exec_channel_t channels[GPURING_MAX_CHANNELS]; /* plan.nchannels of them */
     gpuring_exec_args_t args; /* from start on: the executor's call */
     /* gpuring_async.c: a non-blocking call's completion, and the queue */

@@ -251,6 +251,25 @@ static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w, int may_connect)
     }
 }
 
+/*
+ * Order a device call after the default stream's work queued before it: at once
+ * for a blocking call (the queue is drained); for a non-blocking one, recorded now
+ * in one of the communicator's order events and waited for when the worker
+ * launches it (gpuring_enqueue_launch).  Made on the shared stream now, the wait
+ * would hold up the calls queued before this one whose kernels the worker has not
+ * launched or seen end yet: they would wait for work queued after them.
+ */
+static gpuring_status_t enqueue_order(gpuring_comm_t *c, int nonblocking, gpuring_work_t *w)
+{
+    void **event;
+
+    if (!nonblocking) return gpuring_device_stream_follow_default(c->dev.stream, &c->dev.event);
+    event = &c->dev.order_events[c->dev.order_next++ % GPURING_COMM_ORDER_EVENTS];
+    GPURING_CHECK(gpuring_device_event_record_default(event));
+    w->order = *event;
+    return GPURING_OK;
+}
+
 gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
                                          const gpuring_coll_info_t *info, int nonblocking,
                                          gpuring_work_t *w)
@@ -263,6 +282,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->plane = plane;
     w->done = 1;
     w->direct_ll = 0;
+    w->order = NULL;
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
         return GPURING_ERR_BROKEN;
@@ -276,8 +296,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
                       gpuring_comm_plane_name(plane));
         return GPURING_ERR_INVALID;
     }
-    if (plane == GPURING_PLANE_DEVICE &&
-        gpuring_device_stream_follow_default(c->dev.stream, &c->dev.event) != GPURING_OK) {
+    if (plane == GPURING_PLANE_DEVICE && enqueue_order(c, nonblocking, w) != GPURING_OK) {
         /* a courtesy (the caller must have synchronised): go on, every rank is in this call */
         GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
                      "work");
@@ -389,6 +408,10 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
 {
     gpuring_status_t st;
 
+    if (w->order != NULL && gpuring_device_stream_wait(c->dev.stream, w->order) != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
+                     "work"); /* the same courtesy as in prepare */
+    }
     if (w->direct_ll) return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
     st = gpuring_enqueue_start(c, w);
 

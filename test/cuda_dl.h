@@ -17,13 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2 }; /* cudaMemcpyKind */
+enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2, TEST_CUDA_D2D = 3 }; /* cudaMemcpyKind */
+enum { TEST_CUDA_NOT_READY = 600 };                            /* cudaErrorNotReady */
 
 static struct {
     void *lib;
     int (*malloc_)(void **, size_t);
     int (*free_)(void *);
     int (*memcpy_)(void *, const void *, size_t, int);
+    int (*memcpy_async)(void *, const void *, size_t, int, void *); /* NULL: legacy stream */
+    int (*stream_query)(void *);
     int (*sync)(void);
     int (*malloc_async)(void **, size_t, void *); /* optional: CUDA 11.2 and newer */
     int (*free_async)(void *, void *);
@@ -54,6 +57,8 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
     TEST_CUDA_SYM(malloc_, "cudaMalloc");
     TEST_CUDA_SYM(free_, "cudaFree");
     TEST_CUDA_SYM(memcpy_, "cudaMemcpy");
+    TEST_CUDA_SYM(memcpy_async, "cudaMemcpyAsync");
+    TEST_CUDA_SYM(stream_query, "cudaStreamQuery");
     TEST_CUDA_SYM(sync, "cudaDeviceSynchronize");
     TEST_CUDA_SYM(set_device, "cudaSetDevice");
     TEST_CUDA_SYM(get_device_count, "cudaGetDeviceCount");

@@ -15,6 +15,13 @@
  *   inplace      MPI_IN_PLACE calls in flight together
  *   p2p          a call in flight while its caller receives a large message
  *                from a rank that starts the call only after sending it
+ *   stream (-d)  the default stream's order: call A, then copies queued on
+ *                the default stream (cudaMemcpyAsync, about 0.3 s of them;
+ *                the last one writes call B's input), then call B.  A waits
+ *                only for the default stream's work before it, so MPI_Wait(A)
+ *                must return while the copies still run (cudaStreamQuery:
+ *                not ready); B waits for them, so its result is right only
+ *                if it read its input after the last copy
  *   first (-F, alone: the other cases' communicators would take the
  *                component below, whose 8-bit sums saturate in Open MPI 4.1)
  *                the p2p case as a fresh communicator's first collective, so the
@@ -397,6 +404,69 @@ static void case_overlap(MPI_Comm comm, unsigned seed)
     call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "overlap");
 }
 
+/* stream: see the header. */
+static void case_stream(MPI_Comm comm, unsigned seed)
+{
+    const size_t big = 64u << 20;
+    call_t a, b;
+    void *x = NULL, *y = NULL, *input = NULL;
+    size_t bbytes;
+    double t0, one;
+    int r, n, copies, rca, rcb, busy;
+
+    if (!g_device || skipped(comm)) return;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    if (cu.malloc_(&x, big) != 0 || cu.malloc_(&y, big) != 0) {
+        fprintf(stderr, "rank %d: cudaMalloc of %zu B failed\n", g_rank, big);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* the copies: about 0.3 s on this device, by the time of one (at most 5000), the
+     * pages already touched by a first */
+    if (cu.memcpy_(y, x, big, TEST_CUDA_D2D) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+    t0 = now();
+    if (cu.memcpy_(y, x, big, TEST_CUDA_D2D) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+    one = now() - t0;
+    copies = one > 0 ? (int)(0.3 / one) + 1 : 5000;
+    copies = copies > 5000 ? 5000 : copies;
+    MPI_Allreduce(MPI_IN_PLACE, &copies, 1, MPI_INT, MPI_MAX, comm);
+
+    call_init(&a, K_INT32_SUM, 17, 0, seed, r, n);
+    call_init(&b, K_DOUBLE_SUM, 4099, 0, seed + 1, r, n);
+    bbytes = (b.count + 2 * GUARD) * g_kinds[b.kind].size;
+    /* B's input aside; its send buffer holds something else until the last copy */
+    input = dev_copy(b.send, bbytes);
+    memset(b.send, 0x77, bbytes);
+    if (cu.memcpy_(b.dsend, b.send, bbytes, TEST_CUDA_H2D) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+    cu.sync();
+    MPI_Barrier(comm);
+
+    if (call_start(&a, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    for (int k = 0; k < copies; k++) {
+        if (cu.memcpy_async(y, x, big, TEST_CUDA_D2D, NULL) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    if (cu.memcpy_async(b.dsend, input, bbytes, TEST_CUDA_D2D, NULL) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    if (call_start(&b, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    rca = MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+    busy = cu.stream_query(NULL) == TEST_CUDA_NOT_READY;
+    rcb = MPI_Wait(&b.req, MPI_STATUS_IGNORE);
+    cu.sync();
+    if (!busy) {
+        fprintf(stderr, "FAILED rank %d stream: MPI_Wait of a call returned only after the "
+                "default stream's work queued after the call (%d copies of %zu B) was done\n",
+                g_rank, copies, big);
+        g_failed++;
+    } else {
+        g_passed++;
+    }
+    call_check(&a, rca, n, "stream (before the copies)");
+    call_check(&b, rcb, n, "stream (after the copies)");
+    cu.free_(input);
+    cu.free_(x);
+    cu.free_(y);
+}
+
 /* inplace: MPI_IN_PLACE calls in flight together. */
 static void case_inplace(MPI_Comm comm, unsigned seed)
 {
@@ -524,6 +594,7 @@ int main(int argc, char **argv)
         case_inplace(comms[0], seed + 400);
         case_inplace(comms[2], seed + 500);
         case_p2p(comms[0], seed + 600);
+        case_stream(comms[0], seed + 700);
     }
 
     counts[0] = g_passed;
