@@ -46,18 +46,14 @@ void gpuring_device_stream_destroy(void *stream);
 gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout);
 
 /*
- * Make `stream` wait for the work queued so far on the current device's
+ * Order a stream after the work queued so far on the current device's
  * legacy default stream -- what a plain cudaMemcpy or <<<>>> launch of the
- * application queues -- through *event_p (created on first use; destroy
- * with gpuring_device_event_destroy).
- */
-gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p);
-/*
- * The same in two halves, for a call that is made now and launched later
- * (MPI_Iallreduce's worker): record_default records that work in *event_p
- * (created on first use) when the call is made; stream_wait makes `stream`
- * wait for it when the call is launched (NULL event: nothing to wait for).
- * Re-recording the event before the wait only makes the wait cover more.
+ * application queues: record_default records that work in *event_p
+ * (created on first use; destroy with gpuring_device_event_destroy), when
+ * the call is made; stream_wait makes `stream` wait for it, when the call
+ * is launched (at once for a blocking call, later in MPI_Iallreduce's
+ * worker).  Re-recording the event before the wait only makes the wait
+ * cover more.
  */
 gpuring_status_t gpuring_device_event_record_default(void **event_p);
 gpuring_status_t gpuring_device_stream_wait(void *stream, void *event);

@@ -108,16 +108,8 @@ gpuring_status_t gpuring_device_event_record_default(void **event_p)
 
 gpuring_status_t gpuring_device_stream_wait(void *stream, void *event)
 {
-    if (event != NULL) {
-        GPURING_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
-    }
+    GPURING_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
     return GPURING_OK;
-}
-
-gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p)
-{
-    GPURING_CHECK(gpuring_device_event_record_default(event_p));
-    return gpuring_device_stream_wait(stream, *event_p);
 }
 
 gpuring_status_t gpuring_device_event_wait(void *event)

@@ -21,11 +21,6 @@ void gpuring_device_restore(gpuring_device_saved_t saved)
 {
 }
 
-gpuring_status_t gpuring_device_stream_follow_default(void *stream, void **event_p)
-{
-    return GPURING_ERR_NOT_SUPPORTED;
-}
-
 gpuring_status_t gpuring_device_event_record_default(void **event_p)
 {
     return GPURING_ERR_NOT_SUPPORTED;

@@ -44,6 +44,14 @@ static inline long gpuring_comm_host_ranks(const gpuring_comm_t *c)
     return local;
 }
 
+/* Whether ranks r and q, whose GPUs have the PCI addresses gpu_r and gpu_q (c->dev.pci_id,
+ * as each told it), share one GPU: the same address on the same host. */
+static inline int gpuring_comm_same_gpu(const gpuring_comm_t *c, int r, int64_t gpu_r, int q,
+                                        int64_t gpu_q)
+{
+    return gpu_r == gpu_q && c->peers[r].host_hash == c->peers[q].host_hash;
+}
+
 /* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */
 
 /* One call, as its collective hands it over (NCCL's ncclInfo). */

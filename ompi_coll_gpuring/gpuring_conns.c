@@ -429,8 +429,7 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
         int share = 0;
         if (all[2 * r] < 0) continue; /* its plane fails anyway */
         for (int q = 0; q < n; q++) {
-            share += all[2 * q] == all[2 * r] &&
-                     c->peers[q].host_hash == c->peers[r].host_hash;
+            share += gpuring_comm_same_gpu(c, r, all[2 * r], q, all[2 * q]);
         }
         nch = GPURING_MIN(nch, (int)(all[2 * r + 1] / share));
     }

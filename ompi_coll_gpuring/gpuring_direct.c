@@ -54,8 +54,7 @@ static int direct_ll_refused(const gpuring_comm_t *c, const comm_direct_ll_pub_t
             return 1;
         }
         for (int q = r + 1; q < n; q++) {
-            if (all[q].pci_id == all[r].pci_id &&
-                c->peers[q].host_hash == c->peers[r].host_hash &&
+            if (gpuring_comm_same_gpu(c, r, all[r].pci_id, q, all[q].pci_id) &&
                 !(all[r].mps && all[q].mps)) {
                 snprintf(msg, len, "ranks %d and %d share a GPU without MPS (time-sliced: a "
                          "kernel waiting for the other process's would wait a time slice)",

@@ -252,22 +252,37 @@ static void enqueue_plan(gpuring_comm_t *c, gpuring_work_t *w, int may_connect)
 }
 
 /*
- * Order a device call after the default stream's work queued before it: at once
- * for a blocking call (the queue is drained); for a non-blocking one, recorded now
- * in one of the communicator's order events and waited for when the worker
- * launches it (gpuring_enqueue_launch).  Made on the shared stream now, the wait
- * would hold up the calls queued before this one whose kernels the worker has not
- * launched or seen end yet: they would wait for work queued after them.
+ * Order a device call after the default stream's work queued before it: recorded
+ * now, the stream made to wait for it at once for a blocking call (the queue is
+ * drained); for a non-blocking one, recorded in one of the communicator's order
+ * events and waited for when the worker launches it (gpuring_enqueue_launch).
+ * Made on the shared stream now, the wait would hold up the calls queued before
+ * this one whose kernels the worker has not launched or seen end yet: they would
+ * wait for work queued after them.
  */
 static gpuring_status_t enqueue_order(gpuring_comm_t *c, int nonblocking, gpuring_work_t *w)
 {
-    void **event;
+    void **event = nonblocking
+                       ? &c->dev.order_events[c->dev.order_next++ % GPURING_COMM_ORDER_EVENTS]
+                       : &c->dev.event;
 
-    if (!nonblocking) return gpuring_device_stream_follow_default(c->dev.stream, &c->dev.event);
-    event = &c->dev.order_events[c->dev.order_next++ % GPURING_COMM_ORDER_EVENTS];
     GPURING_CHECK(gpuring_device_event_record_default(event));
-    w->order = *event;
-    return GPURING_OK;
+    if (nonblocking) {
+        w->order = *event;
+        return GPURING_OK;
+    }
+    return gpuring_device_stream_wait(c->dev.stream, *event);
+}
+
+/* A device call its order could not be given to (enqueue_order's or the launch's
+ * status): a courtesy -- the caller must have synchronised -- so it goes on, every
+ * rank being in this call. */
+static void enqueue_order_check(gpuring_status_t st)
+{
+    if (st != GPURING_OK) {
+        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
+                     "work");
+    }
 }
 
 gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
@@ -296,12 +311,10 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
                       gpuring_comm_plane_name(plane));
         return GPURING_ERR_INVALID;
     }
-    if (plane == GPURING_PLANE_DEVICE && enqueue_order(c, nonblocking, w) != GPURING_OK) {
-        /* a courtesy (the caller must have synchronised): go on, every rank is in this call */
-        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
-                     "work");
+    if (plane == GPURING_PLANE_DEVICE) {
+        enqueue_order_check(enqueue_order(c, nonblocking, w));
+        GPURING_PROF_MARK(GPURING_PROF_ORDER);
     }
-    if (plane == GPURING_PLANE_DEVICE) GPURING_PROF_MARK(GPURING_PROF_ORDER);
     /* a non-blocking call: the LL direct allreduce where a blocking call set it up (the
      * worker that runs the call makes no MPI call, and the direct allreduce exchanges
      * buffer handles through MPI at every call) */
@@ -408,9 +421,8 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
 {
     gpuring_status_t st;
 
-    if (w->order != NULL && gpuring_device_stream_wait(c->dev.stream, w->order) != GPURING_OK) {
-        GPURING_WARN(GPURING_SUBSYS_COLL, "cannot order the call after the default stream's "
-                     "work"); /* the same courtesy as in prepare */
+    if (w->order != NULL) {
+        enqueue_order_check(gpuring_device_stream_wait(c->dev.stream, w->order));
     }
     if (w->direct_ll) return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
     st = gpuring_enqueue_start(c, w);
