@@ -64,6 +64,9 @@ void gpuring_device_event_destroy(void *event);
 /* Device memory of the current device; free takes NULL. */
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
 void gpuring_device_free(void *ptr);
+/* Queue a copy of `bytes` from src to dst (device memory, or any the driver maps) on
+ * `stream`, after the work queued there so far. */
+gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, void *stream);
 
 /*
  * Device memory other processes of the node map (CUDA IPC): alloc_shared

@@ -130,6 +130,12 @@ gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)
     return GPURING_OK;
 }
 
+gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    GPURING_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+    return GPURING_OK;
+}
+
 void gpuring_device_free(void *ptr)
 {
     cudaError_t err;

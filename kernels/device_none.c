@@ -66,6 +66,11 @@ gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 void gpuring_device_free(void *ptr)
 {
 }

@@ -103,6 +103,9 @@ typedef struct gpuring_comm_device {
     void *scratch;      /* ordered GATHER rows in device memory, grown on demand */
     int *rings;         /* a device copy of graph.rings (the RS/AG programs' ranks) */
     size_t scratch_bytes;
+    void *bounce;       /* aligned copies of buffers not aligned to their elements, grown on
+                         * demand (gpuring_enqueue.c) */
+    size_t bounce_bytes;
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
     const char *net_staging_why; /* why not GPU-direct, for the log */
     int direct_state;   /* direct allreduce: 0 not tried, 1 ran, -1 off for good (agreed) */

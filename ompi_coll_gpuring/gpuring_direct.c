@@ -22,7 +22,8 @@
 
 typedef struct comm_direct_pub {
     gpuring_ipc_buf_t send, recv;
-    uint64_t call; /* gpuring_call_id: every rank must be making the same call */
+    uint64_t call;    /* gpuring_call_id: every rank must be making the same call */
+    uint64_t aligned; /* both buffers at addresses their element size divides */
 } comm_direct_pub_t;
 
 int gpuring_direct_usable(const gpuring_comm_t *c)
@@ -174,8 +175,9 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
 /* ---- the direct allreduce ---------------------------------------------------------------- */
 /*
  * Every rank publishes its buffers' IPC handles (allgather); if one cannot
- * be shared, every rank sees it and returns GPURING_ERR_NOT_SUPPORTED (the
- * FIFO path).  Each rank maps the others' buffers and waits for its own
+ * be shared, or is not aligned to its elements (the kernel reads whole ones
+ * from every rank's buffers), every rank sees it and returns
+ * GPURING_ERR_NOT_SUPPORTED (the FIFO path).  Each rank maps the others' buffers and waits for its own
  * legacy-stream work (the kernels write every rank's buffers, so each
  * rank's ordering after its default stream must hold before anyone's
  * kernel starts: the FIFO path gets it from its stream), all agree, each reduces
@@ -219,6 +221,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         (void)gpuring_ipc_buf_export(recvbuf, &pub.recv);
     }
     pub.call = call;
+    pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;
     GPURING_CHECK(gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)));
     GPURING_PROF_MARK(GPURING_PROF_PUBLISH);
     for (int r = 0; r < n; r++) { /* every rank sees the same: all fail alike */
@@ -231,10 +234,12 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         return GPURING_ERR_MISMATCH;
     }
     for (int r = 0; r < n; r++) {
-        if (all[r].send.ok && all[r].recv.ok) continue;
-        GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers cannot be "
-                      "shared through CUDA IPC (stream-ordered pool or VMM memory?): FIFO path",
-                      r);
+        if (all[r].send.ok && all[r].recv.ok && all[r].aligned) continue;
+        GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers %s: FIFO path",
+                      r, !all[r].aligned ? "are not aligned to their elements (the FIFO path "
+                                           "runs that rank's call on aligned copies)"
+                                         : "cannot be shared through CUDA IPC (stream-ordered "
+                                           "pool or VMM memory?)");
         return GPURING_ERR_NOT_SUPPORTED;
     }
 

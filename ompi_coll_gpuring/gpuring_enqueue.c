@@ -163,30 +163,39 @@ static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, 
     }
 }
 
+/* *buf: at least `bytes` of the plane's memory, *have of them (contents not kept),
+ * grown on demand; `what` names it in the error. */
+static gpuring_status_t enqueue_grow(gpuring_plane_t plane, void **buf, size_t *have,
+                                     size_t bytes, const char *what)
+{
+    gpuring_status_t st = GPURING_OK;
+
+    if (*have >= bytes) return GPURING_OK;
+    if (plane == GPURING_PLANE_HOST) {
+        free(*buf);
+        *buf = malloc(bytes);
+        if (*buf == NULL) st = GPURING_ERR_NO_MEMORY;
+    } else {
+        gpuring_device_free(*buf);
+        *buf = NULL;
+        st = gpuring_device_alloc(bytes, buf);
+    }
+    *have = st == GPURING_OK ? bytes : 0;
+    if (st != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of %s (%s)", bytes, what,
+                      gpuring_comm_plane_name(plane));
+    }
+    return st;
+}
+
 /* The ordered gather's rows, in the plane's memory (contents not kept). */
 static gpuring_status_t enqueue_scratch(gpuring_comm_t *c, gpuring_plane_t plane, size_t bytes,
                                         void **scratch_p)
 {
     void **buf = plane == GPURING_PLANE_HOST ? &c->scratch : &c->dev.scratch;
     size_t *have = plane == GPURING_PLANE_HOST ? &c->scratch_bytes : &c->dev.scratch_bytes;
-    gpuring_status_t st = GPURING_OK;
+    gpuring_status_t st = enqueue_grow(plane, buf, have, bytes, "gather scratch");
 
-    if (*have < bytes) {
-        if (plane == GPURING_PLANE_HOST) {
-            free(*buf);
-            *buf = malloc(bytes);
-            if (*buf == NULL) st = GPURING_ERR_NO_MEMORY;
-        } else {
-            gpuring_device_free(*buf);
-            *buf = NULL;
-            st = gpuring_device_alloc(bytes, buf);
-        }
-        *have = st == GPURING_OK ? bytes : 0;
-        if (st != GPURING_OK) {
-            GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of gather scratch (%s)",
-                          bytes, gpuring_comm_plane_name(plane));
-        }
-    }
     *scratch_p = *buf;
     return st;
 }
@@ -417,6 +426,54 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
     return GPURING_OK;
 }
 
+/*
+ * The CUDA executor on a device call.  Where the element size does not divide a buffer's
+ * address (MPI asks no alignment: a float array carved from a byte arena), a GPU cannot
+ * access the elements: that buffer is replaced by an aligned one of the communicator's
+ * bounce memory, the input copied in on the call's stream before the kernel, the result
+ * copied out after it and waited for.  Local to the rank: its peers see its FIFOs only
+ * (the direct allreduce, whose peers map the buffers, declines such calls on every rank).
+ */
+static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w)
+{
+    const gpuring_coll_info_t *info = &w->info;
+    gpuring_exec_args_t *x = &w->args;
+    const size_t es = gpuring_type_size(info->type);
+    const size_t block = info->count * es, all = block * (size_t)c->graph.nranks;
+    const size_t in_bytes = info->kind == GPURING_COLL_REDUCE_SCATTER ? all : block;
+    const size_t out_bytes = info->kind == GPURING_COLL_ALLGATHER ? all : block;
+    const size_t in_span = GPURING_DIV_UP(GPURING_MAX(in_bytes, out_bytes), (size_t)256) * 256;
+    const int in_place = info->sendbuf == info->recvbuf;
+    const int bounce_in = (uintptr_t)info->sendbuf % es != 0;
+    const int bounce_out = (uintptr_t)info->recvbuf % es != 0;
+    const int writes = info->kind != GPURING_COLL_REDUCE || info->root == c->graph.rank;
+    const size_t want = (bounce_in ? in_span : 0) + (bounce_out && !in_place ? out_bytes : 0);
+    const int first = c->dev.bounce == NULL;
+    char *bounce;
+    gpuring_status_t st;
+
+    if (!bounce_in && !bounce_out) return gpuring_exec_cuda_run(x, c->dev.stream);
+    GPURING_CHECK(enqueue_grow(GPURING_PLANE_DEVICE, &c->dev.bounce, &c->dev.bounce_bytes, want,
+                               "bounce memory for buffers not aligned to their elements"));
+    if (first) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers not aligned to their elements: calls "
+                     "run on aligned copies in device memory (%zu B, grown as calls need)",
+                     c->dev.bounce_bytes);
+    }
+    bounce = c->dev.bounce;
+    if (bounce_in) {
+        GPURING_CHECK(gpuring_device_copy(bounce, info->sendbuf, in_bytes, c->dev.stream));
+        x->sendbuf = bounce;
+    }
+    if (bounce_out) x->recvbuf = in_place ? bounce : bounce + (bounce_in ? in_span : 0);
+    st = gpuring_exec_cuda_run(x, c->dev.stream);
+    if (st == GPURING_OK && bounce_out && writes) {
+        st = gpuring_device_copy(info->recvbuf, x->recvbuf, out_bytes, c->dev.stream);
+        if (st == GPURING_OK) st = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
+    }
+    return st;
+}
+
 gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
 {
     gpuring_status_t st;
@@ -433,7 +490,7 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
         (void)gpuring_exec_host_wait(&w->args);
         GPURING_PROF_MARK(GPURING_PROF_RUN);
     } else {
-        w->args.status = gpuring_exec_cuda_run(&w->args, c->dev.stream);
+        w->args.status = enqueue_run_device(c, w);
     }
     return gpuring_enqueue_finish(c, w);
 }

@@ -14,6 +14,15 @@
 #   direct_ll_domains_np2  two GPUs without MPS on PCI domains of their own, both
 #                   bus 0 (CUDACPU_PCI_DOMAINS=1): told apart, so LL direct runs
 #   fifo_np3        the FIFO programs (coll_gpuring_direct=0) over CUDA IPC FIFOs
+#   misaligned_np4  buffers off their element grid (allreduce_check -A: rank r's
+#                   r % 4 bytes off, its output (r + 1) % 4): the LL direct
+#                   allreduce takes them as they are; where a rank's are off, the
+#                   direct one declines on every rank and the FIFO programs run
+#                   that rank's call on aligned copies
+#   misaligned_fifo_np3  the same on the FIFO programs, blocking and non-blocking
+#                   (the worker's calls), and over two virtual nodes (np4)
+#   colls_misaligned_np3  colls_check -d -A: reduce-scatter and reduce (allgather
+#                   and bcast move bytes)
 #   pool_np3        buffers from cudaMallocAsync's pool, which CUDA IPC cannot
 #                   share: the direct path is on, yet every call above 64 KiB
 #                   must take the FIFOs, smaller ones the LL direct allreduce
@@ -235,6 +244,18 @@ summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"
 case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
     -c 1,17,4099 $case_types
+# buffers off their element grid: every rank's log says once that it ran calls on
+# aligned copies (a rank whose buffers are all aligned -- rank 3 in place -- says it
+# where it is not in place)
+want='device buffers not aligned to their elements: calls run on aligned copies'
+case_run misaligned_np4 4 "" -d -q -i -A -m world,split -c 1,17,4099,20000 \
+    -t int,short,double,float -o sum,max,prod
+case_run misaligned_fifo_np3 3 "coll_gpuring_direct 0" -d -q -i -A -m world,dup \
+    -c 1,17,4099,65537 -t int,short,double,float,long -o sum,max
+case_run misaligned_fifo_nonblocking_np3 3 "coll_gpuring_direct 0" -d -q -i -B -A -m world,dup \
+    -c 1,17,4099,65537 -t int,short,double -o sum,min
+case_run misaligned_vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" -d -q -i -A \
+    -m world,rev -c 1,17,4099,65537 -t int,double -o sum,max
 want=""
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0; [1-9][0-9]* on device buffers'
 case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099,20000
@@ -266,6 +287,9 @@ summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buff
 want='reduce_scatter summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers' verbose=3
 bin=colls_check
 case_run colls_np3 3 "coll_gpuring_direct 0" -d -f -q -L 65536
+want='device buffers not aligned to their elements: calls run on aligned copies'
+case_run colls_misaligned_np3 3 "coll_gpuring_direct 0" -d -f -A -q -L 4099
+want='reduce_scatter summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers'
 # bcast and reduce on the trees (forced), rooted anywhere, over two virtual nodes:
 # CUDA IPC and net edges in one program, data going up and down the tree
 summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers.*tree [1-9]'

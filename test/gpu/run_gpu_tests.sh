@@ -340,6 +340,13 @@ if [ -n "$mpirun" ] && want_part mpi; then
         "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm tree" \
         "$colls_bin" -d -q -f -L 65536
     colls_test iallreduce_3ranks 3 allreduce "" "$iall_bin" -d -q
+    # buffers off their element grid (-A: rank r's input r % 4 bytes off, its output
+    # (r + 1) % 4), where a GPU stops a kernel that accesses a whole element: the LL
+    # direct allreduce takes them as they are, the other paths run on aligned copies
+    colls_test mpi_4ranks_misaligned 4 allreduce "" "$check_bin" -q -i -A -d -m world,rev \
+        -t int,short,double,float -o sum,max
+    colls_test colls_3ranks_misaligned 3 "reduce_scatter reduce" "--mca coll_gpuring_direct 0" \
+        "$colls_bin" -d -A -q -f -L 65536
     mix_bin="$mpibin/mix_check"
     [ -x "$mix_bin" ] || mix_bin="$builddir/test/mpi/mix_check"
     colls_test mix_4ranks 4 "allreduce reduce_scatter allgather bcast reduce" "" \

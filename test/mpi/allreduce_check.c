@@ -65,6 +65,11 @@
  *             the component takes its device-buffer branch; the checks are
  *             the usual ones.  Also checks after every call that the calling
  *             thread's current CUDA context is the one it had before.
+ *   -A        byte-misaligned buffers: world rank r's send buffer sits r % 4 bytes
+ *             and its receive buffer (r + 1) % 4 bytes further on, so the size of
+ *             every type wider than a byte fails to divide their addresses on
+ *             most ranks (MPI does not ask for alignment; a GPU cannot access an
+ *             element at such an address)
  *   -Z        signed zeros: for each communicator, float and double MIN and
  *             MAX (those selected) on inputs that are +0.0 or -0.0, per rank
  *             and element, at every count: MPI does not say which zero wins,
@@ -73,6 +78,7 @@
  */
 #include <mpi.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,7 +461,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P] [-M]] [-F path[:kind]] [-Z] [-N]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -545,13 +551,14 @@ int main(int argc, char **argv)
     int inplace_mode = 0; /* 0: not in place, 1: both, 2: in place only */
     int zeros = 0;        /* -Z */
     int negative = 0;     /* -N */
+    size_t shift_send = 0, shift_recv = 0; /* -A: bytes off the element grid */
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
     int bad = 0, opt, device = 0, pool = 0, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPMF:ZNh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPMF:ZNAh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -595,6 +602,10 @@ int main(int argc, char **argv)
             break;
         case 'L': large = 1; break;
         case 'Z': zeros = 1; break;
+        case 'A':
+            shift_send = (size_t)g_world_rank % 4;
+            shift_recv = (size_t)(g_world_rank + 1) % 4;
+            break;
         case 'N': negative = 1; break;
         case 'x':
             n = split_list(optarg, list, MAX_LIST);
@@ -734,21 +745,21 @@ int main(int argc, char **argv)
                         if (skip_comm) continue;
                         uint64_t case_base = mix64(seed * 0x100000001B3ull ^ mix64(case_id + 1));
                         size_t es = (size_t)t->size;
-                        char *sendbuf = sendraw + SEND_OFF * es;
-                        char *recvbuf = recvraw + GUARD * es;
+                        char *sendbuf = sendraw + SEND_OFF * es + shift_send;
+                        char *recvbuf = recvraw + GUARD * es + shift_recv;
                         int failed = 0, nprint = 0;
 
                         compute_expected(expbuf, t, oi, &gp, case_base, csize, count);
                         uint64_t my_base = rank_base_of(case_base, crank);
                         /* poison: guards get GUARD_BYTE, data gets ~expected */
-                        memset(recvraw, GUARD_BYTE, (count + 2 * GUARD) * es);
+                        memset(recvraw, GUARD_BYTE, (count + 2 * GUARD) * es + shift_recv);
                         for (size_t b = 0; b < count * es; b++) recvbuf[b] = (char)~expbuf[b];
                         if (ip) fill_send(recvbuf, t, oi, &gp, my_base, count);
                         else fill_send(sendbuf, t, oi, &gp, my_base, count);
 
                         int rc;
                         if (dev_here) {
-                            const size_t span = (count + 2 * GUARD) * es;
+                            const size_t span = (count + 2 * GUARD) * es + 4; /* -A's shifts */
                             cu.memcpy_(dsendraw, sendraw, span, TEST_CUDA_H2D);
                             cu.memcpy_(drecvraw, recvraw, span, TEST_CUDA_H2D);
                             cu.sync(); /* a copy from pageable memory may still be landing */
@@ -797,12 +808,12 @@ int main(int argc, char **argv)
                             }
                         }
                         for (size_t b = 0; b < GUARD * es; b++) {
-                            if ((unsigned char)recvraw[b] != GUARD_BYTE ||
-                                (unsigned char)recvbuf[count * es + b] != GUARD_BYTE) {
+                            const int before = (unsigned char)recvbuf[-1 - (ptrdiff_t)b] != GUARD_BYTE;
+                            if (before || (unsigned char)recvbuf[count * es + b] != GUARD_BYTE) {
                                 failed = 1;
                                 if (g_printed++ < MAX_PRINT_TOTAL)
                                     fprintf(stderr, "GUARD %s: recvbuf guard byte %s+%zu overwritten\n", where,
-                                            (unsigned char)recvraw[b] != GUARD_BYTE ? "before" : "after", b);
+                                            before ? "before" : "after", b);
                                 break;
                             }
                         }

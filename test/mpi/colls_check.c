@@ -18,7 +18,9 @@
  * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
  * -f (fast: fewer type x op pairs, for the LL and device cases),
  * -d (buffers in device memory, through libcudart: the CPU CUDA runtime in
- * CI), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
+ * CI), -A (byte-misaligned buffers: rank r's input sits r % 4 bytes and its
+ * output (r + 1) % 4 bytes off the allocation, so no element size above 1
+ * divides their addresses on most ranks), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
  * when a check failed on any rank.
  */
 #include <mpi.h>
@@ -406,7 +408,7 @@ static void sweep(MPI_Comm comm, int full, size_t large)
 
 int main(int argc, char **argv)
 {
-    size_t large = 1 << 20, bytes;
+    size_t large = 1 << 20, bytes, shift_in = 0, shift_out = 0;
     int opt, full = 1, n, bad = 0;
     long tot[2];
     MPI_Comm dup, split;
@@ -414,15 +416,16 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    while ((opt = getopt(argc, argv, "s:L:fdq")) != -1) {
+    while ((opt = getopt(argc, argv, "s:L:fdAq")) != -1) {
         switch (opt) {
         case 's': g_seed = atoi(optarg); break;
         case 'L': large = strtoul(optarg, NULL, 0); break;
         case 'f': full = 0; break;
         case 'd': g_device = 1; break;
+        case 'A': shift_in = (size_t)g_rank % 4, shift_out = (size_t)(g_rank + 1) % 4; break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-q]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -441,8 +444,8 @@ int main(int argc, char **argv)
     bytes = ((large > 2000 ? large : 2000) + 64) * 8 * (size_t)n;
     h_in = malloc(bytes + GUARD);
     h_out = malloc(bytes + GUARD);
-    d_in = buf_alloc(bytes);
-    d_out = buf_alloc(bytes);
+    d_in = (char *)buf_alloc(bytes + 4) + shift_in;
+    d_out = (char *)buf_alloc(bytes + 4) + shift_out;
 
     sweep(MPI_COMM_WORLD, full, large);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -467,8 +470,8 @@ int main(int argc, char **argv)
         free(all);
     }
     bad = g_fail != 0 || (g_rank == 0 && tot[1] != 0);
-    buf_free(d_in);
-    buf_free(d_out);
+    buf_free((char *)d_in - shift_in);
+    buf_free((char *)d_out - shift_out);
     free(h_in);
     free(h_out);
     MPI_Finalize();

@@ -410,6 +410,11 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 # the host's cache stream, which these tests' sizes may never reach)
 run_case "allreduce_stream_np3_rpn0" 3 0 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_stream_np4_rpn2" 4 2 ready,stream1000 "coll_gpuring_stream_size 1000" allreduce_check "${MEDIUM[@]}"
+# buffers off their element grid (allreduce_check -A, colls_check -A: rank r's input r % 4
+# bytes off, its output (r + 1) % 4), with outputs streamed: shm and UCX connections
+run_case "allreduce_misaligned_np4_rpn2" 4 2 ready,stream1000 "coll_gpuring_stream_size 1000" \
+    allreduce_check -A "${MEDIUM[@]}"
+run_case "colls_misaligned_np3_rpn1" 3 1 ready,colls "" colls_check -A -s "$SEED" -q
 # every net step written into its send slot around the cache (by default only steps of
 # 64 KiB and more): odd heads and tails, each operation of the ring (send, reduce and
 # send, reduce into the output and send, copy and send), with streamed outputs too, the
