@@ -62,9 +62,9 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
  * Every collective slot gpuring registers, as X(slot, function type): all of
  * them go to the component below (saved at enable) except what gpuring runs
  * itself (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce_scatter(_block),
- * MPI_Allgather, MPI_Bcast and MPI_Reduce, when it can).  Blocking calls on device buffers are
- * staged through host memory on the way down; non-blocking ones on device
- * buffers are refused (coll_gpuring_below.c).
+ * MPI_Allgather, MPI_Bcast and MPI_Reduce, when it can).  Calls on device buffers are
+ * staged through host memory on the way down, the results of non-blocking ones
+ * copied back when their request completes (coll_gpuring_below.c).
  */
 #define MCA_COLL_GPURING_BLOCKING(X)                                                      \
     X(allgather, allgather) X(allgatherv, allgatherv) X(allreduce, allreduce)             \
@@ -272,18 +272,25 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
                                    struct ompi_datatype_t *const *types, int n);
 /* 1 when the component below is handed device buffers as they are. */
 int mca_coll_gpuring_below_reads_device(void);
-/* 1 when some buffer of the call is device memory. */
-int mca_coll_gpuring_stage_any_device(mca_coll_gpuring_stage_buf_t *bufs, int n);
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                               mca_coll_gpuring_stage_buf_t *bufs, int n);
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                mca_coll_gpuring_stage_buf_t *bufs, int n, int rc);
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
-/* A non-blocking call on device buffers the component below cannot read:
- * logged, counted; returns MPI_ERR_BUFFER. */
-int mca_coll_gpuring_stage_refuse(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll);
-/* Calls staged (refused = 0) or refused (1) in this process, per collective. */
-uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll, int refused);
+/*
+ * A non-blocking call: nb_in stages its buffers in host memory of its own (*nb_p NULL:
+ * nothing to stage); the caller hands the component below the .host pointers, then
+ * nb_out(nb, that call's status, its request) copies the results back when the request
+ * completes -- before it reads as complete -- and frees the staging (at once where the
+ * call failed or already completed).
+ */
+typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
+int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                                 mca_coll_gpuring_stage_buf_t *bufs, int n,
+                                 mca_coll_gpuring_stage_nb_t **nb_p);
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req);
+/* Calls staged in this process, per collective. */
+uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll);
 
 /* coll_gpuring_below.c: point every collective slot of a module at its way
  * to the component below (the module then puts its own allreduce over it) */
@@ -314,8 +321,7 @@ int mca_coll_gpuring_reduce_below(const void *sbuf, void *rbuf, int count,
                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
                                   struct ompi_communicator_t *comm,
                                   mca_coll_base_module_t *module);
-/* MPI_Iallreduce through the component below (refused on device buffers it
- * cannot read) */
+/* MPI_Iallreduce through the component below (device buffers staged) */
 int mca_coll_gpuring_iallreduce_below(const void *sbuf, void *rbuf, int count,
                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                       struct ompi_communicator_t *comm, ompi_request_t **req,

@@ -6,9 +6,9 @@
  *    v/w displacements), and coll_gpuring_stage.c stages those in device
  *    memory through host memory, unless the component below reads device
  *    memory itself;
- *  - non-blocking calls: handed down as they are, except on device buffers
- *    the component below cannot read: they cannot be staged without a
- *    completion hook, so they fail with MPI_ERR_BUFFER and a log line.
+ *  - non-blocking calls: the same spans, staged in host memory of the
+ *    call's own, and what the component below wrote copied back when its
+ *    request completes (coll_gpuring_stage.c).
  * Host buffers cost one memory-kind check per buffer, none in a process
  * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
@@ -37,15 +37,18 @@
                                           BELOW_N(_bufs), rc_);                            \
     } while (0)
 
-/* Run `_call` unless a buffer is device memory the component below cannot read. */
-#define BELOW_NONBLOCKING(_m, _slot, _bufs, _call)                                         \
+/* Start `_call` (using each buffer's .host; its request in *_req) with the buffers
+ * staged until the request completes. */
+#define BELOW_STAGED_NB(_m, _slot, _bufs, _req, _call)                                     \
     do {                                                                                   \
+        mca_coll_gpuring_stage_nb_t *nb_;                                                  \
+        int rc_;                                                                           \
         if ((_m)->prev._slot == NULL) return OMPI_ERR_NOT_SUPPORTED;                       \
-        if (mca_coll_gpuring_stage_any_device(_bufs, BELOW_N(_bufs)) &&                    \
-            !mca_coll_gpuring_below_reads_device()) {                                      \
-            return mca_coll_gpuring_stage_refuse(_m, MCA_COLL_GPURING_COLL_##_slot);       \
-        }                                                                                  \
-        return (_call);                                                                    \
+        rc_ = mca_coll_gpuring_stage_nb_in(_m, MCA_COLL_GPURING_COLL_##_slot, _bufs,       \
+                                           BELOW_N(_bufs), &nb_);                          \
+        if (rc_ != OMPI_SUCCESS) return rc_;                                               \
+        rc_ = (_call);                                                                     \
+        return mca_coll_gpuring_stage_nb_out(nb_, rc_, *(_req));                           \
     } while (0)
 
 #define SPAN mca_coll_gpuring_stage_span
@@ -67,6 +70,7 @@ static void below_degrees(below_comm_t *comm, int *in_p, int *out_p)
 }
 
 /* ---- the buffers of each call, one shape per family -------------------------------- */
+/* (the blocking call and its non-blocking form touch the same bytes) */
 
 /* sbuf: scount of sdt; rbuf: rcount x nrecv of rdt */
 static void below_gather_bufs(below_buf_t b[2], const void *sbuf, int scount, below_dt_t *sdt,
@@ -84,7 +88,206 @@ static void below_reduce_bufs(below_buf_t b[2], const void *sbuf, size_t scount,
     SPAN(&b[1], rbuf, recv_dir, rcount, dt);
 }
 
-/* ---- blocking: staged ------------------------------------------------------------ */
+static void below_allgather_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                 below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
+                                 below_comm_t *comm)
+{
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
+                      BELOW_RECV(sbuf));
+}
+
+static void below_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                  below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                  const int *displs, below_dt_t *rdt, below_comm_t *comm)
+{
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+}
+
+/* MPI_Allreduce, MPI_Scan and MPI_Exscan */
+static void below_reduce_all_bufs(below_buf_t b[2], const void *sbuf, void *rbuf, int count,
+                                  below_dt_t *dt)
+{
+    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt, BELOW_RECV(sbuf));
+}
+
+static void below_alltoall_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
+                                below_comm_t *comm)
+{
+    int n = below_size(comm);
+
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * n, sdt);
+    SPAN(&b[1], rbuf, BELOW_RECV(sbuf), (size_t)rcount * n, rdt);
+}
+
+static void below_alltoallv_bufs(below_buf_t b[2], const void *sbuf, const int *scounts,
+                                 const int *sdispls, below_dt_t *sdt, void *rbuf,
+                                 const int *rcounts, const int *rdispls, below_dt_t *rdt,
+                                 below_comm_t *comm)
+{
+    int n = below_size(comm);
+
+    if (sbuf == MPI_IN_PLACE) {
+        SPAN(&b[0], sbuf, 0, 0, sdt);
+    } else {
+        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, n, sdt);
+    }
+    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, n, rdt);
+}
+
+static void below_alltoallw_bufs(below_buf_t b[2], const void *sbuf, const int *scounts,
+                                 const int *sdispls, below_dt_t *const *sdts, void *rbuf,
+                                 const int *rcounts, const int *rdispls,
+                                 below_dt_t *const *rdts, below_comm_t *comm)
+{
+    int n = below_size(comm);
+
+    if (sbuf == MPI_IN_PLACE) {
+        SPAN(&b[0], sbuf, 0, 0, MPI_BYTE);
+    } else {
+        SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 0, sdts, n);
+    }
+    SPAN_W(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, 0, rdts, n);
+}
+
+static void below_bcast_bufs(below_buf_t b[1], void *buf, int count, below_dt_t *dt, int root,
+                             below_comm_t *comm)
+{
+    SPAN(&b[0], buf, below_is_root(comm, root) ? BELOW_IN : BELOW_OUT, (size_t)count, dt);
+}
+
+/* the receive buffer counts at the root only */
+static void below_rooted_gather_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                     below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
+                                     int root, below_comm_t *comm)
+{
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
+                      below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
+}
+
+static void below_gatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                               below_dt_t *sdt, void *rbuf, const int *rcounts,
+                               const int *displs, below_dt_t *rdt, int root, below_comm_t *comm)
+{
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    if (below_is_root(comm, root)) {
+        SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+    } else {
+        SPAN(&b[1], rbuf, 0, 0, rdt); /* rcounts and displs are the root's alone */
+    }
+}
+
+static void below_rooted_reduce_bufs(below_buf_t b[2], const void *sbuf, void *rbuf,
+                                     int count, below_dt_t *dt, int root, below_comm_t *comm)
+{
+    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt,
+                      below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
+}
+
+/* in place, the receive buffer holds the whole input */
+static void below_reduce_scatter_bufs(below_buf_t b[2], const void *sbuf, void *rbuf,
+                                      const int *rcounts, below_dt_t *dt, below_comm_t *comm)
+{
+    size_t total = 0;
+
+    for (int i = 0; i < below_size(comm); i++) total += (size_t)rcounts[i];
+    below_reduce_bufs(b, sbuf, total, rbuf,
+                      sbuf == MPI_IN_PLACE ? total : (size_t)rcounts[ompi_comm_rank(comm)], dt,
+                      BELOW_RECV(sbuf));
+}
+
+static void below_reduce_scatter_block_bufs(below_buf_t b[2], const void *sbuf, void *rbuf,
+                                            int rcount, below_dt_t *dt, below_comm_t *comm)
+{
+    size_t total = (size_t)rcount * below_size(comm);
+
+    below_reduce_bufs(b, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : (size_t)rcount, dt,
+                      BELOW_RECV(sbuf));
+}
+
+/* the send buffer counts at the root only; there, the receive buffer may be in place */
+static void below_scatter_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                               below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
+                               int root, below_comm_t *comm)
+{
+    SPAN(&b[0], sbuf, below_is_root(comm, root) ? BELOW_IN : 0,
+         (size_t)scount * below_size(comm), sdt);
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+}
+
+static void below_scatterv_bufs(below_buf_t b[2], const void *sbuf, const int *scounts,
+                                const int *displs, below_dt_t *sdt, void *rbuf, int rcount,
+                                below_dt_t *rdt, int root, below_comm_t *comm)
+{
+    if (below_is_root(comm, root)) {
+        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, displs, below_size(comm), sdt);
+    } else {
+        SPAN(&b[0], sbuf, 0, 0, sdt);
+    }
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+}
+
+static void below_neighbor_allgather_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                          below_dt_t *sdt, void *rbuf, int rcount,
+                                          below_dt_t *rdt, below_comm_t *comm)
+{
+    int in, out;
+
+    below_degrees(comm, &in, &out);
+    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
+}
+
+static void below_neighbor_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                           below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                           const int *displs, below_dt_t *rdt,
+                                           below_comm_t *comm)
+{
+    int in, out;
+
+    below_degrees(comm, &in, &out);
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, displs, in, rdt);
+}
+
+static void below_neighbor_alltoall_bufs(below_buf_t b[2], const void *sbuf, int scount,
+                                         below_dt_t *sdt, void *rbuf, int rcount,
+                                         below_dt_t *rdt, below_comm_t *comm)
+{
+    int in, out;
+
+    below_degrees(comm, &in, &out);
+    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * out, sdt);
+    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount * in, rdt);
+}
+
+static void below_neighbor_alltoallv_bufs(below_buf_t b[2], const void *sbuf,
+                                          const int *scounts, const int *sdispls,
+                                          below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                          const int *rdispls, below_dt_t *rdt,
+                                          below_comm_t *comm)
+{
+    int in, out;
+
+    below_degrees(comm, &in, &out);
+    SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, out, sdt);
+    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, in, rdt);
+}
+
+static void below_neighbor_alltoallw_bufs(below_buf_t b[2], const void *sbuf,
+                                          const int *scounts, const MPI_Aint *sdispls,
+                                          below_dt_t *const *sdts, void *rbuf,
+                                          const int *rcounts, const MPI_Aint *rdispls,
+                                          below_dt_t *const *rdts, below_comm_t *comm)
+{
+    int in, out;
+
+    below_degrees(comm, &in, &out);
+    SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 1, sdts, out);
+    SPAN_W(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, 1, rdts, in);
+}
+
+/* ---- blocking: staged around the call ---------------------------------------------- */
 
 int mca_coll_gpuring_allgather_below(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                                      int rcount, below_dt_t *rdt, below_comm_t *comm,
@@ -93,8 +296,7 @@ int mca_coll_gpuring_allgather_below(const void *sbuf, int scount, below_dt_t *s
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
 
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
-                      BELOW_RECV(sbuf));
+    below_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm);
     BELOW_STAGED(m, allgather, b,
                  m->prev.allgather(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
                                    m->prev.allgather_module));
@@ -107,8 +309,7 @@ static int below_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void 
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
 
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
-    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+    below_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm);
     BELOW_STAGED(m, allgatherv, b,
                  m->prev.allgatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt,
                                     comm, m->prev.allgatherv_module));
@@ -124,7 +325,7 @@ static int below_reduce_all(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_
     int rc;
 
     if (fn == NULL) return OMPI_ERR_NOT_SUPPORTED;
-    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt, BELOW_RECV(sbuf));
+    below_reduce_all_bufs(b, sbuf, rbuf, count, dt);
     rc = mca_coll_gpuring_stage_in(m, coll, b, BELOW_N(b));
     if (rc != OMPI_SUCCESS) return rc;
     rc = fn(b[0].host, b[1].host, count, dt, op, comm, fn_module);
@@ -145,11 +346,9 @@ static int below_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *r
                           below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int n = below_size(comm);
     below_buf_t b[2];
 
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * n, sdt);
-    SPAN(&b[1], rbuf, BELOW_RECV(sbuf), (size_t)rcount * n, rdt);
+    below_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm);
     BELOW_STAGED(m, alltoall, b,
                  m->prev.alltoall(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
                                   m->prev.alltoall_module));
@@ -160,15 +359,9 @@ static int below_alltoallv(const void *sbuf, const int *scounts, const int *sdis
                            below_dt_t *rdt, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int n = below_size(comm);
     below_buf_t b[2];
 
-    if (sbuf == MPI_IN_PLACE) {
-        SPAN(&b[0], sbuf, 0, 0, sdt);
-    } else {
-        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, n, sdt);
-    }
-    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, n, rdt);
+    below_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm);
     BELOW_STAGED(m, alltoallv, b,
                  m->prev.alltoallv(b[0].host, scounts, sdispls, sdt, b[1].host, rcounts,
                                    rdispls, rdt, comm, m->prev.alltoallv_module));
@@ -180,15 +373,9 @@ static int below_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int n = below_size(comm);
     below_buf_t b[2];
 
-    if (sbuf == MPI_IN_PLACE) {
-        SPAN(&b[0], sbuf, 0, 0, MPI_BYTE);
-    } else {
-        SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 0, sdts, n);
-    }
-    SPAN_W(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, rdispls, 0, rdts, n);
+    below_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm);
     BELOW_STAGED(m, alltoallw, b,
                  m->prev.alltoallw(b[0].host, scounts, sdispls, sdts, b[1].host, rcounts,
                                    rdispls, rdts, comm, m->prev.alltoallw_module));
@@ -200,7 +387,7 @@ int mca_coll_gpuring_bcast_below(void *buf, int count, below_dt_t *dt, int root,
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[1];
 
-    SPAN(&b[0], buf, below_is_root(comm, root) ? BELOW_IN : BELOW_OUT, (size_t)count, dt);
+    below_bcast_bufs(b, buf, count, dt, root, comm);
     BELOW_STAGED(m, bcast, b,
                  m->prev.bcast(b[0].host, count, dt, root, comm, m->prev.bcast_module));
 }
@@ -218,12 +405,9 @@ static int below_gather(const void *sbuf, int scount, below_dt_t *sdt, void *rbu
                         below_dt_t *rdt, int root, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int is_root = below_is_root(comm, root);
     below_buf_t b[2];
 
-    /* the receive buffer counts at the root only */
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
-                      is_root ? BELOW_RECV(sbuf) : 0);
+    below_rooted_gather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm);
     BELOW_STAGED(m, gather, b,
                  m->prev.gather(b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm,
                                 m->prev.gather_module));
@@ -234,15 +418,9 @@ static int below_gatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rb
                          below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int is_root = below_is_root(comm, root);
     below_buf_t b[2];
 
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
-    if (is_root) {
-        SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
-    } else {
-        SPAN(&b[1], rbuf, 0, 0, rdt); /* rcounts and displs are the root's alone */
-    }
+    below_gatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm);
     BELOW_STAGED(m, gatherv, b,
                  m->prev.gatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, root,
                                  comm, m->prev.gatherv_module));
@@ -255,8 +433,7 @@ int mca_coll_gpuring_reduce_below(const void *sbuf, void *rbuf, int count, below
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
 
-    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt,
-                      below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
+    below_rooted_reduce_bufs(b, sbuf, rbuf, count, dt, root, comm);
     BELOW_STAGED(m, reduce, b,
                  m->prev.reduce(b[0].host, b[1].host, count, dt, op, root, comm,
                                 m->prev.reduce_module));
@@ -267,14 +444,9 @@ int mca_coll_gpuring_reduce_scatter_below(const void *sbuf, void *rbuf, const in
                                           below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    size_t total = 0;
     below_buf_t b[2];
 
-    for (int i = 0; i < below_size(comm); i++) total += (size_t)rcounts[i];
-    /* in place, the receive buffer holds the whole input */
-    below_reduce_bufs(b, sbuf, total, rbuf,
-                      sbuf == MPI_IN_PLACE ? total : (size_t)rcounts[ompi_comm_rank(comm)], dt,
-                      BELOW_RECV(sbuf));
+    below_reduce_scatter_bufs(b, sbuf, rbuf, rcounts, dt, comm);
     BELOW_STAGED(m, reduce_scatter, b,
                  m->prev.reduce_scatter(b[0].host, b[1].host, rcounts, dt, op, comm,
                                         m->prev.reduce_scatter_module));
@@ -286,11 +458,9 @@ int mca_coll_gpuring_reduce_scatter_block_below(const void *sbuf, void *rbuf, in
                                                 below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    size_t total = (size_t)rcount * below_size(comm);
     below_buf_t b[2];
 
-    below_reduce_bufs(b, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : (size_t)rcount, dt,
-                      BELOW_RECV(sbuf));
+    below_reduce_scatter_block_bufs(b, sbuf, rbuf, rcount, dt, comm);
     BELOW_STAGED(m, reduce_scatter_block, b,
                  m->prev.reduce_scatter_block(b[0].host, b[1].host, rcount, dt, op, comm,
                                               m->prev.reduce_scatter_block_module));
@@ -309,12 +479,9 @@ static int below_scatter(const void *sbuf, int scount, below_dt_t *sdt, void *rb
                          below_dt_t *rdt, int root, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int is_root = below_is_root(comm, root);
     below_buf_t b[2];
 
-    /* the send buffer counts at the root only; there, the receive buffer may be in place */
-    SPAN(&b[0], sbuf, is_root ? BELOW_IN : 0, (size_t)scount * below_size(comm), sdt);
-    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+    below_scatter_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm);
     BELOW_STAGED(m, scatter, b,
                  m->prev.scatter(b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm,
                                  m->prev.scatter_module));
@@ -327,12 +494,7 @@ static int below_scatterv(const void *sbuf, const int *scounts, const int *displ
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
     below_buf_t b[2];
 
-    if (below_is_root(comm, root)) {
-        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, displs, below_size(comm), sdt);
-    } else {
-        SPAN(&b[0], sbuf, 0, 0, sdt);
-    }
-    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+    below_scatterv_bufs(b, sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm);
     BELOW_STAGED(m, scatterv, b,
                  m->prev.scatterv(b[0].host, scounts, displs, sdt, b[1].host, rcount, rdt, root,
                                   comm, m->prev.scatterv_module));
@@ -343,11 +505,9 @@ static int below_neighbor_allgather(const void *sbuf, int scount, below_dt_t *sd
                                     below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int in, out;
     below_buf_t b[2];
 
-    below_degrees(comm, &in, &out);
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
+    below_neighbor_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm);
     BELOW_STAGED(m, neighbor_allgather, b,
                  m->prev.neighbor_allgather(b[0].host, scount, sdt, b[1].host, rcount, rdt,
                                             comm, m->prev.neighbor_allgather_module));
@@ -358,12 +518,9 @@ static int below_neighbor_allgatherv(const void *sbuf, int scount, below_dt_t *s
                                      below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int in, out;
     below_buf_t b[2];
 
-    below_degrees(comm, &in, &out);
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
-    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, displs, in, rdt);
+    below_neighbor_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm);
     BELOW_STAGED(m, neighbor_allgatherv, b,
                  m->prev.neighbor_allgatherv(b[0].host, scount, sdt, b[1].host, rcounts, displs,
                                              rdt, comm, m->prev.neighbor_allgatherv_module));
@@ -374,12 +531,9 @@ static int below_neighbor_alltoall(const void *sbuf, int scount, below_dt_t *sdt
                                    below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int in, out;
     below_buf_t b[2];
 
-    below_degrees(comm, &in, &out);
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * out, sdt);
-    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount * in, rdt);
+    below_neighbor_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm);
     BELOW_STAGED(m, neighbor_alltoall, b,
                  m->prev.neighbor_alltoall(b[0].host, scount, sdt, b[1].host, rcount, rdt, comm,
                                            m->prev.neighbor_alltoall_module));
@@ -391,12 +545,10 @@ static int below_neighbor_alltoallv(const void *sbuf, const int *scounts, const 
                                     below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int in, out;
     below_buf_t b[2];
 
-    below_degrees(comm, &in, &out);
-    SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, out, sdt);
-    SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, in, rdt);
+    below_neighbor_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt,
+                                  comm);
     BELOW_STAGED(m, neighbor_alltoallv, b,
                  m->prev.neighbor_alltoallv(b[0].host, scounts, sdispls, sdt, b[1].host,
                                             rcounts, rdispls, rdt, comm,
@@ -409,61 +561,52 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
                                     below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
-    int in, out;
     below_buf_t b[2];
 
-    below_degrees(comm, &in, &out);
-    SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 1, sdts, out);
-    SPAN_W(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, 1, rdts, in);
+    below_neighbor_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts,
+                                  comm);
     BELOW_STAGED(m, neighbor_alltoallw, b,
                  m->prev.neighbor_alltoallw(b[0].host, scounts, sdispls, sdts, b[1].host,
                                             rcounts, rdispls, rdts, comm,
                                             m->prev.neighbor_alltoallw_module));
 }
 
-/* ---- non-blocking: refused on device buffers the component below cannot read ----- */
-/*
- * Only whether a buffer is device memory matters here, so each call names
- * its buffers by their first element (counts that say "nothing" on this rank
- * are 0): the pointer an application passes is where its allocation is.
- */
-static void below_first(below_buf_t b[2], const void *sbuf, void *rbuf)
-{
-    SPAN(&b[0], sbuf, BELOW_IN, 1, MPI_BYTE);
-    SPAN(&b[1], rbuf, BELOW_OUT, 1, MPI_BYTE);
-}
+/* ---- non-blocking: staged until the request completes ------------------------------ */
 
-#define BELOW_IPTRS(_slot, _sbuf, _rbuf, _call)                                            \
+/* the family's buffers as `_bufs_call` finds them, then the call on their .host copies */
+#define BELOW_NB(_slot, _nbufs, _bufs_call, _call)                                         \
     do {                                                                                   \
         mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);                              \
-        below_buf_t b_[2];                                                                 \
-        below_first(b_, _sbuf, _rbuf);                                                     \
-        BELOW_NONBLOCKING(m_, _slot, b_, m_->prev._slot _call);                            \
+        below_buf_t b[_nbufs];                                                             \
+        _bufs_call;                                                                        \
+        BELOW_STAGED_NB(m_, _slot, b, req, m_->prev._slot _call);                          \
     } while (0)
 
 static int below_iallgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                             int rcount, below_dt_t *rdt, below_comm_t *comm,
                             ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(iallgather, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req, m_->prev.iallgather_module));
+    BELOW_NB(iallgather, 2, below_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, req,
+              m_->prev.iallgather_module));
 }
 
 static int below_iallgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                              const int *rcounts, const int *displs, below_dt_t *rdt,
                              below_comm_t *comm, ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(iallgatherv, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, req,
-                 m_->prev.iallgatherv_module));
+    BELOW_NB(iallgatherv, 2,
+             below_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm),
+             (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, comm, req,
+              m_->prev.iallgatherv_module));
 }
 
 static int below_iallreduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                             struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
                             below_module_t *module)
 {
-    BELOW_IPTRS(iallreduce, sbuf, rbuf,
-                (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iallreduce_module));
+    BELOW_NB(iallreduce, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+             (b[0].host, b[1].host, count, dt, op, comm, req, m_->prev.iallreduce_module));
 }
 
 int mca_coll_gpuring_iallreduce_below(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
@@ -477,8 +620,9 @@ static int below_ialltoall(const void *sbuf, int scount, below_dt_t *sdt, void *
                            below_dt_t *rdt, below_comm_t *comm, ompi_request_t **req,
                            below_module_t *module)
 {
-    BELOW_IPTRS(ialltoall, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req, m_->prev.ialltoall_module));
+    BELOW_NB(ialltoall, 2, below_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, req,
+              m_->prev.ialltoall_module));
 }
 
 static int below_ialltoallv(const void *sbuf, const int *scounts, const int *sdispls,
@@ -486,9 +630,11 @@ static int below_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
                             below_dt_t *rdt, below_comm_t *comm, ompi_request_t **req,
                             below_module_t *module)
 {
-    BELOW_IPTRS(ialltoallv, sbuf, rbuf,
-                (sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, req,
-                 m_->prev.ialltoallv_module));
+    BELOW_NB(ialltoallv, 2,
+             below_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt,
+                                  comm),
+             (b[0].host, scounts, sdispls, sdt, b[1].host, rcounts, rdispls, rdt, comm, req,
+              m_->prev.ialltoallv_module));
 }
 
 static int below_ialltoallw(const void *sbuf, const int *scounts, const int *sdispls,
@@ -496,100 +642,111 @@ static int below_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
                             const int *rdispls, below_dt_t *const *rdts, below_comm_t *comm,
                             ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ialltoallw, sbuf, rbuf,
-                (sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, req,
-                 m_->prev.ialltoallw_module));
+    BELOW_NB(ialltoallw, 2,
+             below_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts,
+                                  comm),
+             (b[0].host, scounts, sdispls, sdts, b[1].host, rcounts, rdispls, rdts, comm, req,
+              m_->prev.ialltoallw_module));
 }
 
 static int below_ibcast(void *buf, int count, below_dt_t *dt, int root, below_comm_t *comm,
                         ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ibcast, buf, NULL, (buf, count, dt, root, comm, req, m_->prev.ibcast_module));
+    BELOW_NB(ibcast, 1, below_bcast_bufs(b, buf, count, dt, root, comm),
+             (b[0].host, count, dt, root, comm, req, m_->prev.ibcast_module));
 }
 
 static int below_iexscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                          struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
                          below_module_t *module)
 {
-    BELOW_IPTRS(iexscan, sbuf, rbuf,
-                (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iexscan_module));
+    BELOW_NB(iexscan, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+             (b[0].host, b[1].host, count, dt, op, comm, req, m_->prev.iexscan_module));
 }
 
 static int below_igather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
                          below_dt_t *rdt, int root, below_comm_t *comm, ompi_request_t **req,
                          below_module_t *module)
 {
-    BELOW_IPTRS(igather, sbuf, below_is_root(comm, root) ? rbuf : NULL,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, req,
-                 m_->prev.igather_module));
+    BELOW_NB(igather, 2,
+             below_rooted_gather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm, req,
+              m_->prev.igather_module));
 }
 
 static int below_igatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                           const int *rcounts, const int *displs, below_dt_t *rdt, int root,
                           below_comm_t *comm, ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(igatherv, sbuf, below_is_root(comm, root) ? rbuf : NULL,
-                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm, req,
-                 m_->prev.igatherv_module));
+    BELOW_NB(igatherv, 2,
+             below_gatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm),
+             (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, root, comm, req,
+              m_->prev.igatherv_module));
 }
 
 static int below_ireduce(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                          struct ompi_op_t *op, int root, below_comm_t *comm,
                          ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ireduce, sbuf, below_is_root(comm, root) ? rbuf : NULL,
-                (sbuf, rbuf, count, dt, op, root, comm, req, m_->prev.ireduce_module));
+    BELOW_NB(ireduce, 2, below_rooted_reduce_bufs(b, sbuf, rbuf, count, dt, root, comm),
+             (b[0].host, b[1].host, count, dt, op, root, comm, req, m_->prev.ireduce_module));
 }
 
 static int below_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                  below_dt_t *dt, struct ompi_op_t *op, below_comm_t *comm,
                                  ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ireduce_scatter, sbuf, rbuf,
-                (sbuf, rbuf, rcounts, dt, op, comm, req, m_->prev.ireduce_scatter_module));
+    BELOW_NB(ireduce_scatter, 2, below_reduce_scatter_bufs(b, sbuf, rbuf, rcounts, dt, comm),
+             (b[0].host, b[1].host, rcounts, dt, op, comm, req,
+              m_->prev.ireduce_scatter_module));
 }
 
 static int below_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, below_dt_t *dt,
                                        struct ompi_op_t *op, below_comm_t *comm,
                                        ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ireduce_scatter_block, sbuf, rbuf,
-                (sbuf, rbuf, rcount, dt, op, comm, req,
-                 m_->prev.ireduce_scatter_block_module));
+    BELOW_NB(ireduce_scatter_block, 2,
+             below_reduce_scatter_block_bufs(b, sbuf, rbuf, rcount, dt, comm),
+             (b[0].host, b[1].host, rcount, dt, op, comm, req,
+              m_->prev.ireduce_scatter_block_module));
 }
 
 static int below_iscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                        struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
                        below_module_t *module)
 {
-    BELOW_IPTRS(iscan, sbuf, rbuf, (sbuf, rbuf, count, dt, op, comm, req, m_->prev.iscan_module));
+    BELOW_NB(iscan, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+             (b[0].host, b[1].host, count, dt, op, comm, req, m_->prev.iscan_module));
 }
 
 static int below_iscatter(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
                           below_dt_t *rdt, int root, below_comm_t *comm, ompi_request_t **req,
                           below_module_t *module)
 {
-    BELOW_IPTRS(iscatter, below_is_root(comm, root) ? sbuf : NULL, rbuf,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, req,
-                 m_->prev.iscatter_module));
+    BELOW_NB(iscatter, 2,
+             below_scatter_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm, req,
+              m_->prev.iscatter_module));
 }
 
 static int below_iscatterv(const void *sbuf, const int *scounts, const int *displs,
                            below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt, int root,
                            below_comm_t *comm, ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(iscatterv, below_is_root(comm, root) ? sbuf : NULL, rbuf,
-                (sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm, req,
-                 m_->prev.iscatterv_module));
+    BELOW_NB(iscatterv, 2,
+             below_scatterv_bufs(b, sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm),
+             (b[0].host, scounts, displs, sdt, b[1].host, rcount, rdt, root, comm, req,
+              m_->prev.iscatterv_module));
 }
 
 static int below_ineighbor_allgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                                      int rcount, below_dt_t *rdt, below_comm_t *comm,
                                      ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ineighbor_allgather, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req,
-                 m_->prev.ineighbor_allgather_module));
+    BELOW_NB(ineighbor_allgather, 2,
+             below_neighbor_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, req,
+              m_->prev.ineighbor_allgather_module));
 }
 
 static int below_ineighbor_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
@@ -597,18 +754,21 @@ static int below_ineighbor_allgatherv(const void *sbuf, int scount, below_dt_t *
                                       below_comm_t *comm, ompi_request_t **req,
                                       below_module_t *module)
 {
-    BELOW_IPTRS(ineighbor_allgatherv, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, req,
-                 m_->prev.ineighbor_allgatherv_module));
+    BELOW_NB(ineighbor_allgatherv, 2,
+             below_neighbor_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                            comm),
+             (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, comm, req,
+              m_->prev.ineighbor_allgatherv_module));
 }
 
 static int below_ineighbor_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                                     int rcount, below_dt_t *rdt, below_comm_t *comm,
                                     ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ineighbor_alltoall, sbuf, rbuf,
-                (sbuf, scount, sdt, rbuf, rcount, rdt, comm, req,
-                 m_->prev.ineighbor_alltoall_module));
+    BELOW_NB(ineighbor_alltoall, 2,
+             below_neighbor_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+             (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, req,
+              m_->prev.ineighbor_alltoall_module));
 }
 
 static int below_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
@@ -616,9 +776,11 @@ static int below_ineighbor_alltoallv(const void *sbuf, const int *scounts, const
                                      const int *rdispls, below_dt_t *rdt, below_comm_t *comm,
                                      ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ineighbor_alltoallv, sbuf, rbuf,
-                (sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, req,
-                 m_->prev.ineighbor_alltoallv_module));
+    BELOW_NB(ineighbor_alltoallv, 2,
+             below_neighbor_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                           rdispls, rdt, comm),
+             (b[0].host, scounts, sdispls, sdt, b[1].host, rcounts, rdispls, rdt, comm, req,
+              m_->prev.ineighbor_alltoallv_module));
 }
 
 static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
@@ -627,9 +789,11 @@ static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
                                      below_dt_t *const *rdts, below_comm_t *comm,
                                      ompi_request_t **req, below_module_t *module)
 {
-    BELOW_IPTRS(ineighbor_alltoallw, sbuf, rbuf,
-                (sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, req,
-                 m_->prev.ineighbor_alltoallw_module));
+    BELOW_NB(ineighbor_alltoallw, 2,
+             below_neighbor_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                           rdispls, rdts, comm),
+             (b[0].host, scounts, sdispls, sdts, b[1].host, rcounts, rdispls, rdts, comm, req,
+              m_->prev.ineighbor_alltoallw_module));
 }
 
 /* ---- registration ------------------------------------------------------------------ */

@@ -303,21 +303,21 @@ static int gpuring_register(void)
                          "this Open MPI is CUDA-aware (MPIX_Query_cuda_support), 1 always "
                          "stage, 0 hand the device pointers to the component below (only "
                          "right for a CUDA-aware Open MPI: others crash on them).  "
-                         "Non-blocking calls cannot be staged: on device buffers the component "
-                         "below cannot read they fail with MPI_ERR_BUFFER",
+                         "A non-blocking call's results are copied back when its request "
+                         "completes",
                          OPAL_INFO_LVL_5, &c->stage_device_buffers);
     return OMPI_SUCCESS;
 }
 
-/* One line listing the collectives staged (refused = 0) or refused (1), if any. */
-static void gpuring_stage_summary(int refused)
+/* One line listing the collectives staged, if any. */
+static void gpuring_stage_summary(void)
 {
     char line[1024];
     size_t len = 0;
 
     line[0] = '\0';
     for (int i = 0; i < MCA_COLL_GPURING_NCOLLS && len < sizeof(line); i++) {
-        uint64_t n = mca_coll_gpuring_stage_count((mca_coll_gpuring_coll_t)i, refused);
+        uint64_t n = mca_coll_gpuring_stage_count((mca_coll_gpuring_coll_t)i);
         if (n == 0) continue;
         len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %llu",
                                 len ? ", " : "",
@@ -325,9 +325,8 @@ static void gpuring_stage_summary(int refused)
                                 (unsigned long long)n);
     }
     if (len == 0) return;
-    GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers %s: %s",
-                 refused ? "refused (non-blocking, MPI_ERR_BUFFER)"
-                         : "staged through host memory for the component below", line);
+    GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers staged through host memory for the "
+                 "component below: %s", line);
 }
 
 /* The gpuring log sink: one line on our opal_output stream. */
@@ -409,8 +408,7 @@ static int gpuring_close(void)
                          (unsigned long long)below);
         }
     }
-    gpuring_stage_summary(0);
-    gpuring_stage_summary(1);
+    gpuring_stage_summary();
     gpuring_prof_report(GPURING_PLANE_HOST, "host");
     gpuring_prof_report(GPURING_PLANE_DEVICE, "device");
 

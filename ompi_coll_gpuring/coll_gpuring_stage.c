@@ -3,9 +3,11 @@
  * below, which may not read GPU memory (Debian's Open MPI is not CUDA-aware:
  * handed a device pointer, it crashes).  A call's buffers are described by
  * the bytes the call touches in each (the span of its datatype and counts);
- * those in device memory are copied into one host area per communicator
- * (page-locked when the driver allows), the component below runs on the
- * host copies, and what it wrote is copied back.  Copies go through the
+ * those in device memory are copied into host memory -- one area per
+ * communicator for blocking calls (page-locked when the driver allows), an
+ * area of its own for a non-blocking call -- the component below runs on the
+ * host copies, and what it wrote is copied back: when the call returns, or
+ * when a non-blocking call's request completes.  Copies go through the
  * application's CUDA driver (kernels/devcopy.h), so staging works whether or
  * not gpuring's own CUDA executor can run.
  *
@@ -29,8 +31,7 @@
 #define STAGE_ALIGN 64          /* each staged span starts on a cache line */
 #define STAGE_GROW (64 << 10)   /* the host area grows in these steps at least */
 
-static uint64_t stage_calls[MCA_COLL_GPURING_NCOLLS];  /* atomic */
-static uint64_t stage_refused[MCA_COLL_GPURING_NCOLLS]; /* atomic */
+static uint64_t stage_calls[MCA_COLL_GPURING_NCOLLS]; /* atomic */
 
 static char stage_names[MCA_COLL_GPURING_NCOLLS][32];
 static pthread_once_t stage_names_once = PTHREAD_ONCE_INIT;
@@ -55,10 +56,9 @@ const char *mca_coll_gpuring_coll_name(mca_coll_gpuring_coll_t coll)
     return coll < MCA_COLL_GPURING_NCOLLS ? stage_names[coll] : "MPI_?";
 }
 
-uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll, int refused)
+uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll)
 {
-    return __atomic_load_n(refused ? &stage_refused[coll] : &stage_calls[coll],
-                           __ATOMIC_RELAXED);
+    return __atomic_load_n(&stage_calls[coll], __ATOMIC_RELAXED);
 }
 
 /*
@@ -190,14 +190,6 @@ static int stage_is_device(const mca_coll_gpuring_stage_buf_t *b)
            gpuring_mem_kind((const char *)b->buf + b->lo, NULL) == GPURING_MEM_DEVICE;
 }
 
-int mca_coll_gpuring_stage_any_device(mca_coll_gpuring_stage_buf_t *bufs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (stage_is_device(&bufs[i])) return 1;
-    }
-    return 0;
-}
-
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
 {
     if (area->host != NULL) {
@@ -209,8 +201,9 @@ void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
     area->pinned = 0;
 }
 
-/* At least `bytes` of host area; its old contents need not survive. */
-static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes)
+/* At least `bytes` of host area, page-locked where `pin` and the driver allow; its old
+ * contents need not survive. */
+static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes, int pin)
 {
     size_t want;
     void *p = NULL;
@@ -222,91 +215,203 @@ static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes)
     if (posix_memalign(&p, 4096, want) != 0) return OMPI_ERR_OUT_OF_RESOURCE;
     area->host = p;
     area->bytes = want;
-    area->pinned = gpuring_devcopy_pin(p, want);
+    area->pinned = pin && gpuring_devcopy_pin(p, want);
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
-                              mca_coll_gpuring_stage_buf_t *bufs, int n)
+/* Which buffers are device memory (one driver query each: bufs[i].device), each
+ * handed below as it is for now; the host bytes their spans take where they are to be
+ * staged, 0 where nothing is (no device buffer, or the component below reads them). */
+static size_t stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    size_t total = 0, off = 0;
-    int any = 0, rc;
-    const char *why = NULL;
+    size_t total = 0;
 
     for (int i = 0; i < n; i++) {
         bufs[i].staged = NULL;
         bufs[i].host = bufs[i].buf;
-        bufs[i].device = stage_is_device(&bufs[i]); /* one driver query per buffer */
-        if (bufs[i].device) {
-            any = 1;
+        bufs[i].device = stage_is_device(&bufs[i]);
+        if (bufs[i].device)
             total += GPURING_DIV_UP(bufs[i].bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
-        }
     }
-    if (!any || mca_coll_gpuring_below_reads_device()) return OMPI_SUCCESS;
+    return total > 0 && !mca_coll_gpuring_below_reads_device() ? total : 0;
+}
 
-    rc = stage_area_reserve(&m->stage, total);
-    if (rc != OMPI_SUCCESS) {
+/* Copy the device buffers' spans (stage_plan's `total` bytes) into `area`, each
+ * buffer's .host pointing into its copy. */
+static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total,
+                      mca_coll_gpuring_coll_t coll, const char *comm,
+                      mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    size_t off = 0;
+    const char *why = NULL;
+
+    if (stage_area_reserve(area, total, pin) != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "%s on comm %s: cannot allocate %zu bytes of host memory to stage "
-                      "its device buffers through", mca_coll_gpuring_coll_name(coll),
-                      m->comm->c_name, total);
-        return rc;
+                      "its device buffers through", mca_coll_gpuring_coll_name(coll), comm,
+                      total);
+        return OMPI_ERR_OUT_OF_RESOURCE;
     }
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (!b->device) continue;
-        b->staged = (char *)m->stage.host + off;
+        b->staged = (char *)area->host + off;
         b->host = (char *)b->staged - b->lo;
         off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
         /* a written span the call may not fill keeps the device's bytes */
         if ((b->dir & MCA_COLL_GPURING_STAGE_IN) || b->holes) {
-            if (gpuring_devcopy(b->staged, (char *)b->buf + b->lo, b->bytes, m->stage.pinned,
+            if (gpuring_devcopy(b->staged, (char *)b->buf + b->lo, b->bytes, area->pinned,
                                 &why) != GPURING_OK) {
                 GPURING_ERROR(GPURING_SUBSYS_COLL,
                               "%s on comm %s: cannot copy %zu bytes of device memory at "
-                              "%p to host memory: %s", mca_coll_gpuring_coll_name(coll),
-                              m->comm->c_name, b->bytes, (char *)b->buf + b->lo, why);
+                              "%p to host memory: %s", mca_coll_gpuring_coll_name(coll), comm,
+                              b->bytes, (char *)b->buf + b->lo, why);
                 return OMPI_ERROR;
             }
         }
     }
     __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: %zu bytes of device buffers staged",
-                  mca_coll_gpuring_coll_name(coll), m->comm->c_name, total);
+                  mca_coll_gpuring_coll_name(coll), comm, total);
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
-                               mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
+/* Copy back what the call wrote in its staged spans. */
+static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuring_coll_t coll,
+                       const char *comm, const mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
     const char *why = NULL;
 
-    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
     for (int i = 0; i < n; i++) {
-        mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+        const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (gpuring_devcopy((char *)b->buf + b->lo, b->staged, b->bytes, m->stage.pinned,
+        if (gpuring_devcopy((char *)b->buf + b->lo, b->staged, b->bytes, area->pinned,
                             &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "
-                          "device memory at %p: %s", mca_coll_gpuring_coll_name(coll),
-                          m->comm->c_name, b->bytes, (char *)b->buf + b->lo, why);
+                          "device memory at %p: %s", mca_coll_gpuring_coll_name(coll), comm,
+                          b->bytes, (char *)b->buf + b->lo, why);
             return OMPI_ERROR;
         }
     }
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_refuse(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll)
+int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                              mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    __atomic_fetch_add(&stage_refused[coll], 1, __ATOMIC_RELAXED);
-    GPURING_ERROR(GPURING_SUBSYS_COLL,
-                  "%s on comm %s with device buffers: the component below cannot read GPU "
-                  "memory (this Open MPI is not CUDA-aware) and gpuring does not stage "
-                  "non-blocking calls; call the blocking collective instead, or use a "
-                  "CUDA-aware Open MPI (MPI_ERR_BUFFER)",
-                  mca_coll_gpuring_coll_name(coll), m->comm->c_name);
-    return MPI_ERR_BUFFER;
+    size_t total = stage_plan(bufs, n);
+
+    if (total == 0) return OMPI_SUCCESS;
+    return stage_fill(&m->stage, 1, total, coll, m->comm->c_name, bufs, n);
+}
+
+int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                               mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
+{
+    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
+    return stage_drain(&m->stage, coll, m->comm->c_name, bufs, n);
+}
+
+/* ---- non-blocking calls ------------------------------------------------------------- */
+
+#define STAGE_NB_MAGIC 0x6770727374616765ull /* "gprstage" */
+#define STAGE_NB_MAX_BUFS 2
+
+/* A non-blocking call's staging, alive until its request completes. */
+struct mca_coll_gpuring_stage_nb {
+    uint64_t magic; /* first: tells this record from a request (stage_nb_complete) */
+    ompi_request_t *req;
+    mca_coll_gpuring_coll_t coll;
+    int n;
+    mca_coll_gpuring_stage_buf_t bufs[STAGE_NB_MAX_BUFS];
+    mca_coll_gpuring_stage_area_t area; /* its own: calls overlap (not page-locked: one use) */
+    ompi_request_complete_fn_t prev_cb; /* the request's callback before ours, chained */
+    void *prev_cb_data;
+    char comm[MPI_MAX_OBJECT_NAME]; /* for the log: the communicator may be freed first */
+};
+
+static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
+{
+    mca_coll_gpuring_stage_area_free(&nb->area);
+    nb->magic = 0;
+    free(nb);
+}
+
+int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                                 mca_coll_gpuring_stage_buf_t *bufs, int n,
+                                 mca_coll_gpuring_stage_nb_t **nb_p)
+{
+    size_t total = stage_plan(bufs, n);
+    mca_coll_gpuring_stage_nb_t *nb;
+    int rc;
+
+    *nb_p = NULL;
+    if (total == 0) return OMPI_SUCCESS;
+    if (n > STAGE_NB_MAX_BUFS) return OMPI_ERR_BAD_PARAM; /* no call has more */
+    nb = calloc(1, sizeof(*nb));
+    if (nb == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
+                      "buffers", mca_coll_gpuring_coll_name(coll), m->comm->c_name);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    nb->magic = STAGE_NB_MAGIC;
+    nb->coll = coll;
+    nb->n = n;
+    snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
+    rc = stage_fill(&nb->area, 0, total, coll, nb->comm, bufs, n);
+    if (rc != OMPI_SUCCESS) {
+        stage_nb_free(nb);
+        return rc;
+    }
+    memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
+    *nb_p = nb;
+    return OMPI_SUCCESS;
+}
+
+/*
+ * The request completed: what the call wrote goes back to device memory before the
+ * request reads as complete, then the callback it had before ours runs.  Open MPI calls
+ * a request's callback with the request, but the one it chains ours under (the MPI
+ * layer's, which keeps a derived datatype or user op alive: ompi_coll_base_retain_*)
+ * calls ours with our data: the record, told apart by its first word.
+ */
+static int stage_nb_complete(ompi_request_t *arg)
+{
+    mca_coll_gpuring_stage_nb_t *nb = ((mca_coll_gpuring_stage_nb_t *)(void *)arg)->magic ==
+                                              STAGE_NB_MAGIC
+                                          ? (mca_coll_gpuring_stage_nb_t *)(void *)arg
+                                          : arg->req_complete_cb_data;
+    ompi_request_t *req = nb->req;
+    ompi_request_complete_fn_t prev = nb->prev_cb;
+
+    if (req->req_status.MPI_ERROR == MPI_SUCCESS &&
+        stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n) != OMPI_SUCCESS) {
+        req->req_status.MPI_ERROR = MPI_ERR_INTERN;
+    }
+    if (req->req_complete_cb_data == nb) req->req_complete_cb_data = nb->prev_cb_data;
+    stage_nb_free(nb);
+    return prev != NULL ? prev(req) : 0;
+}
+
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req)
+{
+    if (nb == NULL) return rc;
+    if (rc != OMPI_SUCCESS || req == NULL) {
+        stage_nb_free(nb);
+        return rc != OMPI_SUCCESS ? rc : OMPI_ERR_BAD_PARAM;
+    }
+    nb->req = req;
+    if (REQUEST_COMPLETE(req)) { /* done inside the call (or a shared, completed request) */
+        rc = req->req_status.MPI_ERROR == MPI_SUCCESS
+                 ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
+                 : OMPI_SUCCESS;
+        stage_nb_free(nb);
+        return rc;
+    }
+    nb->prev_cb = req->req_complete_cb;
+    nb->prev_cb_data = req->req_complete_cb_data;
+    return ompi_request_set_callback(req, stage_nb_complete, nb);
 }

@@ -296,6 +296,19 @@ colls_test() {
     done
 }
 
+# staged_test NAME NP ARGS...: device_coll_check ARGS, every rank staging device buffers
+# through host memory for the component below
+staged_test() {
+    name=$1 np=$2
+    shift 2
+    mpi_run "$name" "$np" "" "$coll_bin" -D libcuda.so.1 "$@" -q || return 0
+    ran=$(grep -c "device buffers staged through host memory" "$tmp/$name.log")
+    if [ "$ran" -ne "$np" ]; then
+        echo "FAIL: $name: $ran of $np ranks staged device buffers"
+        total_fail=$((total_fail + 1))
+    fi
+}
+
 if [ -n "$mpirun" ] && want_part mpi; then
     # every type and op, counts 0 .. 65537, in place, dup and split communicators:
     # one node, so the direct allreduce; then the same over the cuda ipc FIFOs
@@ -313,14 +326,11 @@ if [ -n "$mpirun" ] && want_part mpi; then
     # Debian's Open MPI (not CUDA-aware), results compared with the expected ones
     coll_bin="$mpibin/device_coll_check"
     [ -x "$coll_bin" ] || coll_bin="$builddir/test/mpi/device_coll_check"
-    for np in 2 3; do
-        mpi_run "device_colls_${np}ranks" "$np" "" "$coll_bin" -D libcuda.so.1 -q || continue
-        ran=$(grep -c "device buffers staged through host memory" "$tmp/device_colls_${np}ranks.log")
-        if [ "$ran" -ne "$np" ]; then
-            echo "FAIL: device_colls_${np}ranks: $ran of $np ranks staged device buffers"
-            total_fail=$((total_fail + 1))
-        fi
-    done
+    # (and every call in its non-blocking form: -i, the results copied back when the
+    # request completes)
+    staged_test device_colls_2ranks 2
+    staged_test device_colls_3ranks 3
+    staged_test device_colls_2ranks_nonblocking 2 -i
     for algo in ring tree; do
         mpi_test "mpi_4ranks_2nodes_$algo" 4 fifo \
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \
