@@ -146,6 +146,9 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->super.req_free = request_free;
     req->super.req_cancel = request_cancel;
     req->super.req_mpi_object.comm = comm;
+    /* the whole status: MPI_Wait copies it out (a collective is never cancelled,
+     * MPI_Test_cancelled must say so) */
+    req->super.req_status = ompi_status_empty;
     req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
     req->call = *call;
     req->plane = plane;

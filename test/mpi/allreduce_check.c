@@ -33,7 +33,8 @@
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
  *   -I        only in place
- *   -B        non-blocking: every call is MPI_Iallreduce, then MPI_Wait
+ *   -B        non-blocking: every call is MPI_Iallreduce, then MPI_Wait (its
+ *             status must not say cancelled)
  *   -m LIST   communicator kinds (default world): world, dup, half (split by
  *             rank%2, reversed key), rev (all ranks, reversed key), split
  *             (= half + rev)
@@ -125,16 +126,24 @@ static int g_printed;
 static int g_quiet;
 static int g_nonblocking; /* -B */
 
-/* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait. */
+/* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait, whose
+ * status must not say the call was cancelled (a collective never is). */
 static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                      MPI_Comm comm)
 {
     MPI_Request req;
-    int rc;
+    MPI_Status st;
+    int rc, cancelled = 1;
 
     if (!g_nonblocking) return MPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     rc = MPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req);
-    return rc != MPI_SUCCESS ? rc : MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, &st);
+    if (rc == MPI_SUCCESS && (MPI_Test_cancelled(&st, &cancelled), cancelled)) {
+        fprintf(stderr, "rank %d: MPI_Test_cancelled says the MPI_Iallreduce was cancelled "
+                "(the status from MPI_Wait)\n", g_world_rank);
+        rc = MPI_ERR_OTHER;
+    }
+    return rc;
 }
 
 static void init_tables(void)

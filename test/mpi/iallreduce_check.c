@@ -3,8 +3,9 @@
  * reference computed here (allreduce_check -B covers every type, op, count
  * and communicator one call at a time):
  *   outstanding  NREQ calls started back to back on one communicator (each
- *                its own size, type and op), completed with MPI_Waitall,
- *                MPI_Testall polling, or MPI_Waitany in whatever order
+ *                its own size, type and op), completed with MPI_Waitall (whose
+ *                statuses must not say cancelled), MPI_Testall polling, or
+ *                MPI_Waitany in whatever order
  *   mixed        non-blocking calls with blocking MPI_Allreduce calls between
  *                them on the same communicator, and calls on world, a dup and
  *                a split communicator in flight at once
@@ -304,7 +305,20 @@ static void case_outstanding(MPI_Comm comm, int how, unsigned seed)
         reqs[k] = c[k].req;
     }
     if (how == 0) {
-        rc = MPI_Waitall(NREQ, reqs, MPI_STATUSES_IGNORE);
+        MPI_Status st[NREQ];
+
+        rc = MPI_Waitall(NREQ, reqs, st);
+        /* a collective is never cancelled: the statuses must say so */
+        for (int k = 0; k < NREQ && rc == MPI_SUCCESS; k++) {
+            int cancelled = 1;
+
+            MPI_Test_cancelled(&st[k], &cancelled);
+            if (cancelled) {
+                fprintf(stderr, "FAILED rank %d: MPI_Test_cancelled: call %d cancelled, says "
+                        "its status from MPI_Waitall\n", g_rank, k);
+                rc = MPI_ERR_OTHER;
+            }
+        }
     } else if (how == 1) {
         while (!done && rc == MPI_SUCCESS) rc = MPI_Testall(NREQ, reqs, &done, MPI_STATUSES_IGNORE);
     } else {
