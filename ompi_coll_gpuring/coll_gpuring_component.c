@@ -123,7 +123,8 @@ static int gpuring_register(void)
         "Before every call, agree across ranks on the kind of memory passed (one small "
         "allreduce through the component below): ranks passing different kinds -- host "
         "buffers on some, device buffers on others, which MPI allows -- then all hand the "
-        "call to the component below instead of waiting for each other.  Off by default: "
+        "call to the component below instead of waiting for each other.  MPI_Iallreduce, "
+        "which may not wait for the other ranks, then always goes below.  Off by default: "
         "gpuring trusts the rule of CUDA-aware MPI users that every rank passes the same "
         "kind, and small calls stay as fast as they can",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,

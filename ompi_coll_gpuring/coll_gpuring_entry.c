@@ -259,7 +259,13 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
 
     GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
-    if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
+    if (mca_coll_gpuring_component.agree_memory && c->request != NULL) {
+        /* agreeing is an exchange that waits for every rank: the call would not return
+         * until all had made it, which MPI does not allow a non-blocking call */
+        plane = -1;
+        why = "a non-blocking call cannot agree on the kind of memory without waiting for "
+              "every rank (coll_gpuring_agree_memory 1)";
+    } else if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
         plane = -1;
         why = "ranks passed different kinds of memory (host on some, device on others) or "
               "not all can run it";

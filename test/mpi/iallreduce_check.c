@@ -23,6 +23,9 @@
  *                must return while the copies still run (cudaStreamQuery:
  *                not ready); B waits for them, so its result is right only
  *                if it read its input after the last copy
+ *   p2p only (-P, alone): the p2p case on a communicator a blocking call set
+ *                up, int32 sums only (for runs whose non-blocking calls go to the
+ *                component below: coll_gpuring_agree_memory 1)
  *   first (-F, alone: the other cases' communicators would take the
  *                component below, whose 8-bit sums saturate in Open MPI 4.1)
  *                the p2p case as a fresh communicator's first collective, so the
@@ -561,16 +564,17 @@ static void case_first(unsigned seed)
 int main(int argc, char **argv)
 {
     MPI_Comm comms[3];
-    int opt, reps = 1, size, first = 0;
+    int opt, reps = 1, size, first = 0, p2p_only = 0;
     long counts[2], sums[2];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "dFr:q")) != -1) {
+    while ((opt = getopt(argc, argv, "dFPr:q")) != -1) {
         switch (opt) {
         case 'd': g_device = 1; break;
         case 'F': first = 1; break;
+        case 'P': p2p_only = 1; break;
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         default:
@@ -591,6 +595,21 @@ int main(int argc, char **argv)
         for (int rep = 0; rep < reps; rep++) case_first(1000u * (unsigned)rep + 7);
         reps = 0; /* and nothing else */
     }
+    for (int rep = 0; p2p_only && rep < reps; rep++) {
+        MPI_Comm dup;
+        int32_t one = 1;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+        /* set up by a blocking call first, as any program's communicator may be */
+        if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, dup) != MPI_SUCCESS) {
+            fprintf(stderr, "FAILED rank %d p2p: the blocking call before it failed\n", g_rank);
+            g_failed++;
+        }
+        case_p2p(dup, 1000u * (unsigned)rep + 3);
+        MPI_Comm_free(&dup);
+    }
+    if (p2p_only) reps = 0; /* and nothing else */
     comms[0] = MPI_COMM_WORLD;
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
     /* (the split's halves have 2+ ranks from 4 ranks up; from 2, each half is one rank:

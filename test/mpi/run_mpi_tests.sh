@@ -531,6 +531,11 @@ if [ $ACTIVE = 1 ]; then
         ready,fallback "coll_gpuring_nonblocking_setup 0" iallreduce_check -q -F
     run_case "timeout_nonblocking_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
         timeout_check 60 nonblocking
+    # with coll_gpuring_agree_memory, a non-blocking call would wait for every rank to
+    # agree on the kind of memory: it goes below instead, so a rank that makes it and
+    # then serves a peer's send, which that peer makes before its own call, goes on
+    FALLBACK_WHY="a non-blocking call cannot agree" run_case "iallreduce_agree_memory_np2_rpn0" \
+        2 0 ready,fallback "coll_gpuring_agree_memory 1" iallreduce_check -q -P
 fi
 
 # --- a seeded random sequence of mixed calls (mix_check): allreduce, iallreduce (up to 4
