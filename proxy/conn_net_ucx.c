@@ -810,20 +810,53 @@ void gpuring_conn_net_reland(gpuring_conn_t *conn)
     gpuring_proxy_unlock(net->proxy);
 }
 
-void gpuring_conn_net_unland(gpuring_conn_t *conn)
+/* A receive into the caller's memory not ended yet (lock held): its op, or NULL. */
+static gpuring_net_op_t *unland_pending(gpuring_net_conn_t *net)
 {
-    gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
-
-    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
-    gpuring_proxy_lock(net->proxy, "cancelling receives (unland)");
     for (int i = 0; i < GPURING_NSTEPS; i++) {
         gpuring_net_op_t *op = &net->data[i];
 
+        if (op->busy && !op->done && op->at != NULL) return op;
+    }
+    return NULL;
+}
+
+void gpuring_conn_net_unland(gpuring_conn_t *conn)
+{
+    gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+    gpuring_proxy_t *proxy;
+    gpuring_net_op_t *op;
+    gpuring_spin_t spin;
+
+    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
+    proxy = net->proxy;
+    gpuring_proxy_lock(proxy, "cancelling receives (unland)");
+    for (int i = 0; i < GPURING_NSTEPS; i++) {
+        op = &net->data[i];
         net->ctrl->land_step[i] = 0; /* asks not posted yet stay unposted */
         if (op->busy && !op->done && op->at != NULL && op->req != NULL)
-            ucp_request_cancel(net->proxy->worker, op->req);
+            ucp_request_cancel(proxy->worker, op->req);
     }
-    gpuring_proxy_unlock(net->proxy);
+    gpuring_proxy_unlock(proxy);
+    /* one UCX had matched goes on writing into the caller's memory until it ends: the
+     * call returns after it (the lock let go between polls: the proxy thread's passes) */
+    gpuring_spin_init(&spin, proxy->wait_timeout);
+    for (;;) {
+        gpuring_proxy_lock(proxy, "waiting for receives into a failed call's output (unland)");
+        ucp_worker_progress(proxy->worker);
+        op = unland_pending(net);
+        if (op != NULL && gpuring_spin_tick(&spin) != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_NET,
+                          "net recv conn from rank %d channel %d: step %llu's receive into the "
+                          "failed call's output at %p did not end %.0f s after its cancel: "
+                          "UCX may still write there after the call returned", net->peer,
+                          net->channel, (unsigned long long)op->step, op->at,
+                          proxy->wait_timeout);
+            op = NULL;
+        }
+        gpuring_proxy_unlock(proxy);
+        if (op == NULL) return;
+    }
 }
 
 void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)

@@ -168,8 +168,11 @@ void gpuring_conn_net_abort_later(gpuring_conn_t *conn);
 /*
  * A recv end's call failed: the receives it asked into the caller's memory
  * (conn.h: zero copy) are cancelled, and asks not yet posted dropped, so
- * nothing lands there after the call returned.  A cancelled receive fails
- * the connection (its communicator is broken already).
+ * nothing lands there after the call returned.  A receive UCX has matched
+ * already (a rendezvous under way, an eager step's first fragments in) cannot
+ * be cancelled: it is waited for, at most the proxy's wait_timeout (then an
+ * error says UCX may still write there).  A cancelled receive fails the
+ * connection (its communicator is broken already).
  */
 void gpuring_conn_net_unland(gpuring_conn_t *conn);
 /*

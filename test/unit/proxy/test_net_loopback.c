@@ -1633,6 +1633,147 @@ static void test_two_process(int same_host)
     close(sv[0]);
 }
 
+/*
+ * A failed call's receive into its output that UCX has matched already (the first
+ * part of the step in): ucp_request_cancel cannot take it back, and the rest of the
+ * step would land in the caller's memory after the call returned.  The peer (a child
+ * process, the send end, over tcp: a peer on another host) sends a small step, then a
+ * large one into the output; this process stops the peer as soon as the step's first
+ * bytes are in (the rest cannot come), has it go on 0.5 s later, and unlands
+ * meanwhile: unland must return only once the receive has ended, so that the output
+ * does not change after it returned.
+ */
+#define UNLAND_BYTES ((size_t)24 << 20)
+
+static int unland_child_main(int fd)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 10.0};
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t conn;
+    gpuring_conn_handle_t h;
+    xfer_t xs = {.seed = 5, .touch_all = 1};
+    size_t small = 8, bytes = UNLAND_BYTES;
+    char b = 0;
+
+    if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
+    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 0, 0, UNLAND_BYTES, 101, 13, -1,
+                                &h) != GPURING_OK)
+        return 3;
+    if (exchange_and_connect(proxy, fd, &conn, &h, 0x2000, 0) != 0) return 4;
+    xs.proxy = proxy;
+    xs.conn = &conn;
+    /* step 0 small: the connection is up (UCX's wire-up needs both ends' progress) */
+    if (!land_send(&xs, 0, 1, &small)) return 6;
+    (void)gpuring_proxy_post(proxy);
+    if (unit_read_all(fd, &b, 1, 30000) != 0) return 5; /* step 1 asked into the output */
+    if (!land_send(&xs, 1, 2, &bytes)) return 6;
+    (void)gpuring_proxy_post(proxy);
+    /* (stopped and resumed by the parent meanwhile) */
+    if (unit_read_all(fd, &b, 1, 60000) != 0) return 7;
+    _exit(0);
+}
+
+static void *unland_resume_main(void *arg)
+{
+    usleep(500 * 1000);
+    kill(*(pid_t *)arg, SIGCONT);
+    return NULL;
+}
+
+static void test_unland_in_flight(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 10.0};
+    gpuring_proxy_t *proxy;
+    gpuring_conn_t conn;
+    gpuring_conn_handle_t h;
+    xfer_t xr = {.seed = 5, .touch_all = 1};
+    unsigned char *out = malloc(UNLAND_BYTES + 64), *seen = malloc(UNLAND_BYTES + 64);
+    int sv[2], status = 0, ok, stopped;
+    char b = 0;
+    double t0, took = 0;
+    pthread_t th;
+    pid_t pid;
+
+    fflush(stdout);
+    if (out == NULL || seen == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        EXPECT(0, "unland in flight: memory and a socketpair");
+        free(out), free(seen);
+        return;
+    }
+    pid = fork();
+    if (pid == 0) {
+        char fd_arg[16];
+
+        close(sv[0]);
+        snprintf(fd_arg, sizeof(fd_arg), "%d", sv[1]);
+        execl("/proc/self/exe", "test_net_loopback", "--unland-child", fd_arg, (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "unland in flight: proxy");
+    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 1, 0, UNLAND_BYTES, 101, 11,
+                                   -1, &h) == GPURING_OK,
+           "unland in flight: recv end");
+    ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid, 0) == 0;
+    EXPECT(ok, "unland in flight: connect");
+    memset(out, LAND_GUARD, UNLAND_BYTES + 64);
+    if (ok) {
+        xr.proxy = proxy;
+        xr.conn = &conn;
+        /* step 0 through its slot; step 1 asked into `out` (its receive, posted into
+         * the slot at connect, moved there) */
+        ok = wait_gt(&xr, &conn.ctrl->tail, 0, "tail") == GPURING_OK;
+        EXPECT(ok, "unland in flight: step 0 through its slot");
+        GPURING_STORE_RELEASE(&conn.ctrl->head, 1);
+        gpuring_conn_land_at(&conn, 1, (char *)out, UNLAND_BYTES);
+        gpuring_conn_net_reland(&conn);
+        unit_write_all(sv[0], &b, 1);
+        /* passes, as a waiting executor runs them, until the first bytes are in */
+        for (t0 = gpuring_time_sec(); ok && out[0] == LAND_GUARD;) {
+            (void)gpuring_proxy_progress(proxy);
+            ok = gpuring_time_sec() - t0 < 10.0;
+        }
+        stopped = ok && kill(pid, SIGSTOP) == 0 && waitpid(pid, &status, WUNTRACED) == pid &&
+                  WIFSTOPPED(status);
+        /* what the sockets held comes in; the rest cannot */
+        for (t0 = gpuring_time_sec(); stopped && gpuring_time_sec() - t0 < 0.3;) {
+            (void)gpuring_proxy_progress(proxy);
+            usleep(1000);
+        }
+        ok = stopped && out[UNLAND_BYTES - 1] == LAND_GUARD;
+        EXPECT(ok, "unland in flight: the peer stopped with the step's first bytes in and its "
+               "last not (%s)", !stopped ? "not stopped" : "the step was in already");
+    }
+    if (ok) {
+        EXPECT(pthread_create(&th, NULL, unland_resume_main, &pid) == 0, "resume thread");
+        t0 = gpuring_time_sec();
+        gpuring_conn_net_unland(&conn);
+        took = gpuring_time_sec() - t0;
+        memcpy(seen, out, UNLAND_BYTES + 64);
+        pthread_join(th, NULL);
+        usleep(1000 * 1000); /* the peer sends the rest: nothing may land now */
+        EXPECT(memcmp(seen, out, UNLAND_BYTES + 64) == 0,
+               "unland in flight: nothing landed in the failed call's output after unland "
+               "returned (it took %.2f s; the peer went on after 0.5 s)", took);
+        EXPECT(verify(&xr, (const char *)out, 1, UNLAND_BYTES) &&
+                   land_untouched(out, UNLAND_BYTES, UNLAND_BYTES + 64),
+               "unland in flight: the matched step ended whole before unland returned "
+               "(else the test did not catch it in flight)");
+        printf("unland in flight: the matched receive ended %.2f s into unland\n", took);
+        unit_write_all(sv[0], &b, 1);
+    }
+    gpuring_conn_net_abandon(&conn, 0.0);
+    gpuring_conn_net_destroy(proxy, &conn);
+    gpuring_proxy_finalize();
+    kill(pid, SIGCONT);
+    if (waitpid(pid, &status, 0) == pid)
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unland in flight: the peer exited 0 "
+               "(status 0x%x)", status);
+    close(sv[0]);
+    free(out);
+    free(seen);
+}
+
 int main(int argc, char **argv)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 5.0};
@@ -1651,12 +1792,15 @@ int main(int argc, char **argv)
     /* the peer of test_two_process, run again with the socket's end */
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         _exit(child_main(atoi(argv[2]), atoi(argv[3])));
+    if (argc == 3 && strcmp(argv[1], "--unland-child") == 0)
+        _exit(unland_child_main(atoi(argv[2])));
 
     test_tcp_only(); /* opens and closes UCT's memory domains: before the counts */
     /* first, while this process has no UCX context of its own */
     if (getenv("GPURING_TEST_NO_FORK") == NULL) {
         test_two_process(0);
         test_two_process(1);
+        test_unland_in_flight();
     }
     /* counted from here: the dead same-host peer above leaves operations UCX
      * never finishes, so that proxy left its UCX context (threads, fds) alive
