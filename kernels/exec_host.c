@@ -562,9 +562,11 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
     if (!moved && a->proxy != NULL) {
         char msg[256];
 
-        /* move the NET steps ourselves; nothing moved: is the proxy in trouble? */
-        moved = gpuring_proxy_progress(a->proxy);
-        if (!moved && (a->status = gpuring_proxy_error(a->proxy, msg, sizeof(msg))) != GPURING_OK) {
+        /* move the NET steps ourselves (a pass covers every communicator's connections:
+         * what it moves may be another call's, so it tells the caller's spin only, not
+         * this call's idle clock); is the proxy in trouble? */
+        *moved_p = gpuring_proxy_progress(a->proxy);
+        if ((a->status = gpuring_proxy_error(a->proxy, msg, sizeof(msg))) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s aborted: %s", gpuring_exec_coll_name(a),
                           msg);
             return exec_host_end(a);
@@ -584,7 +586,7 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
             return exec_host_end(a);
         }
     }
-    *moved_p = moved;
+    *moved_p |= moved;
     return 0;
 }
 

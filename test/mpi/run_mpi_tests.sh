@@ -556,6 +556,10 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # the same while another communicator's calls keep UCX busy in a thread of the
+    # waiting ranks: what moves on other connections is not the stuck call's progress
+    run_case "timeout_busy_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
+        timeout_check 60 busy
     # the last rank passes more elements (or another datatype): every rank fails
     # promptly (well inside the 60 s timeout) with an MPI error naming gpuring, none
     # succeeds with data of another call, the next call fails the same way everywhere,

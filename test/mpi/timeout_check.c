@@ -17,13 +17,17 @@
  * "nonblocking" (alone or after "device,"), every call is MPI_Iallreduce then
  * MPI_Wait: the stuck call's error comes back from MPI_Wait, the request
  * completed by gpuring's worker; "setup,nonblocking": the setup that times out
- * is made by an MPI_Iallreduce (the driver checks its hint).
+ * is made by an MPI_Iallreduce (the driver checks its hint).  With "busy", a
+ * thread on every rank but the last keeps another communicator's calls (of those
+ * ranks) going meanwhile (MPI_THREAD_MULTIPLE): the stuck call must time out all
+ * the same, whatever moves on other connections.
  * Prints `N passed, N failed` on rank 0.
  *
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
- *                                      device,nonblocking|setup,nonblocking]]
+ *                                      device,nonblocking|setup,nonblocking|busy]]
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,30 @@ static int allreduce(const int *in, int *out, MPI_Comm comm)
     return rc != MPI_SUCCESS ? rc : MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
+/* "busy": calls on another communicator, until every rank of it asks to stop (the
+ * stop flag travels in the call itself, so all leave after the same call) */
+#define BUSY_COUNT 65536
+static int busy_stop;
+
+static void *busy_main(void *arg)
+{
+    MPI_Comm b = *(MPI_Comm *)arg;
+    int *in = malloc(sizeof(int) * BUSY_COUNT), *out = malloc(sizeof(int) * BUSY_COUNT);
+    long calls = 0;
+
+    for (int i = 0; i < BUSY_COUNT; i++) in[i] = i;
+    for (;;) {
+        in[0] = __atomic_load_n(&busy_stop, __ATOMIC_ACQUIRE);
+        if (MPI_Allreduce(in, out, BUSY_COUNT, MPI_INT, MPI_MAX, b) != MPI_SUCCESS || out[0])
+            break;
+        calls++;
+    }
+    printf("busy: %ld calls on the other communicator\n", calls);
+    free(in);
+    free(out);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, rc, passed = 0, failed = 0, all_failed = 0;
@@ -53,12 +81,22 @@ int main(int argc, char **argv)
     double t0, elapsed, limit = argc > 1 ? atof(argv[1]) : 60.0;
     int setup = argc > 2 && strncmp(argv[2], "setup", 5) == 0;
     int device = argc > 2 && strncmp(argv[2], "device", 6) == 0;
+    int busy = argc > 2 && strcmp(argv[2], "busy") == 0, provided = 0;
     int *hin = NULL;
-    MPI_Comm comm;
+    MPI_Comm comm, busy_comm = MPI_COMM_NULL;
+    pthread_t busy_thread;
 
     nonblocking = argc > 2 && strstr(argv[2], "nonblocking") != NULL;
     if (argc > 2 && strstr(argv[2], "small") != NULL) count = 16;
-    MPI_Init(&argc, &argv);
+    if (busy) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "busy: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     /* Open MPI 4.1 hands a failed non-blocking collective's error to MPI_COMM_WORLD's
@@ -82,6 +120,16 @@ int main(int argc, char **argv)
         out = malloc(sizeof(int) * COUNT);
     }
 
+    if (busy) {
+        MPI_Comm_split(MPI_COMM_WORLD, rank != size - 1 ? 0 : MPI_UNDEFINED, rank, &busy_comm);
+        if (busy_comm != MPI_COMM_NULL) {
+            MPI_Comm_set_errhandler(busy_comm, MPI_ERRORS_RETURN);
+            if (pthread_create(&busy_thread, NULL, busy_main, &busy_comm) != 0) {
+                fprintf(stderr, "rank %d: no busy thread\n", rank);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+        }
+    }
     if (!setup) {
         int out7 = -1;
         rc = allreduce(in, out, comm);
@@ -116,6 +164,11 @@ int main(int argc, char **argv)
             failed++;
             fprintf(stderr, "rank %d: call after failure returned %d\n", rank, rc);
         }
+    }
+    if (busy_comm != MPI_COMM_NULL) {
+        __atomic_store_n(&busy_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(busy_thread, NULL);
+        MPI_Comm_free(&busy_comm);
     }
     /* the verdict travels over MPI_COMM_WORLD, which is healthy -- once every rank is
      * out of its stuck call: the barrier (the component below's, which waits as long
