@@ -83,6 +83,86 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
     return GPURING_OK;
 }
 
+/* cuMemAlloc and cuMemFree, looked up apart: staging needs neither */
+typedef struct devcopy_mem_fns {
+    int (*alloc)(uintptr_t *dptr, size_t bytes);
+    int (*free_)(uintptr_t dptr);
+} devcopy_mem_fns_t;
+
+static devcopy_mem_fns_t devcopy_mem;
+static int devcopy_mem_found; /* 1 once both were found */
+
+/* Run fn in the context that owns `near` (made current, the thread's given back). */
+static int devcopy_in_context(const void *near, int (*fn)(void *), void *arg)
+{
+    void *ctx = NULL, *owner = NULL;
+    int rc;
+
+    if (devcopy_drv.ctx_get(&ctx) != 0) ctx = NULL;
+    if (devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
+                                 (uintptr_t)near) != 0)
+        owner = NULL;
+    if (owner != NULL && owner != ctx) devcopy_drv.ctx_set(owner);
+    rc = fn(arg);
+    if (owner != NULL && owner != ctx) devcopy_drv.ctx_set(ctx);
+    return rc;
+}
+
+typedef struct devcopy_mem_arg {
+    uintptr_t ptr;
+    size_t bytes;
+} devcopy_mem_arg_t;
+
+static int devcopy_mem_alloc(void *arg)
+{
+    devcopy_mem_arg_t *a = arg;
+    return devcopy_mem.alloc(&a->ptr, a->bytes);
+}
+
+static int devcopy_mem_free(void *arg)
+{
+    return devcopy_mem.free_(((devcopy_mem_arg_t *)arg)->ptr);
+}
+
+static int devcopy_mem_lookup(void)
+{
+    devcopy_mem_fns_t m;
+
+    if (__atomic_load_n(&devcopy_mem_found, __ATOMIC_ACQUIRE)) return 1;
+    if (!devcopy_lookup()) return 0;
+    *(void **)&m.alloc = gpuring_cuda_driver_sym("cuMemAlloc_v2");
+    *(void **)&m.free_ = gpuring_cuda_driver_sym("cuMemFree_v2");
+    if (m.alloc == NULL || m.free_ == NULL) return 0;
+    devcopy_mem = m; /* the same values from any racing thread */
+    __atomic_store_n(&devcopy_mem_found, 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
+                                       const char **why_p)
+{
+    devcopy_mem_arg_t a = {.bytes = bytes > 0 ? bytes : 1};
+
+    *ptr_p = NULL;
+    if (!devcopy_mem_lookup()) {
+        *why_p = "the process's CUDA driver lacks cuMemAlloc or cuMemFree";
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    if (devcopy_in_context(near, devcopy_mem_alloc, &a) != 0) {
+        *why_p = "cuMemAlloc failed";
+        return GPURING_ERR_NO_MEMORY;
+    }
+    *ptr_p = (void *)a.ptr;
+    return GPURING_OK;
+}
+
+void gpuring_devcopy_free(const void *near, void *ptr)
+{
+    devcopy_mem_arg_t a = {.ptr = (uintptr_t)ptr};
+
+    if (ptr != NULL && devcopy_mem_lookup()) (void)devcopy_in_context(near, devcopy_mem_free, &a);
+}
+
 int gpuring_devcopy_pin(void *ptr, size_t bytes)
 {
     return devcopy_lookup() &&

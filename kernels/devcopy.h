@@ -27,6 +27,16 @@
 gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
                                  const char **why_p);
 
+/*
+ * `bytes` of device memory in the context that holds device memory `near`
+ * (cuMemAlloc, that context made current for it, the thread's given back);
+ * free it with gpuring_devcopy_free(near, ptr).  GPURING_OK, or an error with
+ * *why_p saying what failed.
+ */
+gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
+                                       const char **why_p);
+void gpuring_devcopy_free(const void *near, void *ptr);
+
 /* Page-lock [ptr, ptr + bytes) for the driver's DMA: 1 done, 0 not (copies
  * then still work, more slowly).  Undo with gpuring_devcopy_unpin. */
 int gpuring_devcopy_pin(void *ptr, size_t bytes);

@@ -173,9 +173,31 @@ int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_pl
 int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
                                    struct ompi_op_t *op, gpuring_type_t *type_p,
                                    gpuring_op_t *op_p);
-/* A copy's bytes for count of dtype; 0 (the reason logged): not a contiguous predefined type. */
-int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
-                               size_t count, size_t *bytes_p);
+
+/* coll_gpuring_pack.c: the calls gpuring runs as a copy of bytes, by their type
+ * signature's bytes (the same on every rank), whatever each rank's datatype. */
+size_t mca_coll_gpuring_signature_bytes(struct ompi_datatype_t *dt, size_t count);
+/* Where count elements of dt at buf are one contiguous run of those bytes: its start;
+ * NULL: they must be packed. */
+void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_datatype_t *dt);
+/* The elements packed into `len` contiguous bytes of their memory's kind (.bytes); `in`:
+ * their values packed (a sender's), else only the space made.  unpack writes the bytes
+ * back into the elements where `out` (a receiver's) and frees them.  Errors logged. */
+typedef struct mca_coll_gpuring_packed {
+    void *bytes; /* NULL: nothing packed */
+    size_t len;
+    void *buf;
+    size_t count;
+    struct ompi_datatype_t *dt;
+    int device;  /* the GPU of buf's memory; -1: host memory */
+    char *image; /* device memory: a host copy of buf's span [lo, lo + span) */
+    ptrdiff_t lo;
+    size_t span;
+    char *host;  /* the packed bytes in host memory */
+} mca_coll_gpuring_packed_t;
+int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
+                          size_t count, struct ompi_datatype_t *dt, int in);
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out);
 /* One call of coll handed to the component below (the finalize summary). */
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll);
 /* Why a call goes to the component below ("<coll> fallback: <reason>"): at

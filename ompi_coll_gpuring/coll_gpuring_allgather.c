@@ -1,11 +1,10 @@
 /*
  * coll_gpuring_allgather.c -- the MPI_Allgather entry point: the ring
  * allgather (kernels/prog_ring_allgather.h) through the shared path
- * (coll_gpuring_entry.c).  A copy of bytes, so any contiguous predefined
- * type on either side, as long as both sides are the same bytes (MPI's
- * matching signatures); in place, each rank's block is already in the
- * receive buffer.  Derived types go to the component below, the reason
- * logged.
+ * (coll_gpuring_entry.c).  A copy of bytes: any datatype on either side,
+ * taken by its type signature's bytes (what MPI asks to match), a
+ * non-contiguous one's elements packed on this rank (coll_gpuring_pack.c);
+ * in place, each rank's block is already in the receive buffer.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -16,24 +15,48 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLGATHER, .recvbuf = rbuf};
-    size_t sbytes;
-    int rc;
+    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLGATHER};
+    mca_coll_gpuring_packed_t in = {0}, out = {0};
+    const size_t n = (size_t)ompi_comm_size(comm), me = (size_t)ompi_comm_rank(comm);
+    int rc, urc;
 
     if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0)) return MPI_ERR_COUNT;
-    if (!mca_coll_gpuring_map_bytes(c.coll, rdtype, (size_t)rcount, &c.count)) goto fallback;
-    if (sbuf != MPI_IN_PLACE) {
-        if (!mca_coll_gpuring_map_bytes(c.coll, sdtype, (size_t)scount, &sbytes)) goto fallback;
-        if (sbytes != c.count) {
-            mca_coll_gpuring_log_fallback("allgather fallback: %zu B sent, %zu B received "
-                                          "per rank", sbytes, c.count);
-            goto fallback;
-        }
+    c.count = mca_coll_gpuring_signature_bytes(rdtype, (size_t)rcount);
+    if (sbuf != MPI_IN_PLACE &&
+        mca_coll_gpuring_signature_bytes(sdtype, (size_t)scount) != c.count) {
+        mca_coll_gpuring_log_fallback("allgather fallback: %zu B sent, %zu B received per rank "
+                                      "(the type signatures do not match)",
+                                      mca_coll_gpuring_signature_bytes(sdtype, (size_t)scount),
+                                      c.count);
+        goto fallback;
     }
     if (c.count == 0) return OMPI_SUCCESS;
-    c.sendbuf = sbuf != MPI_IN_PLACE ? sbuf
-                                     : (const char *)rbuf + (size_t)ompi_comm_rank(comm) * c.count;
+    /* the receive buffer's every block, packed where it is not contiguous (its values
+     * too in place: this rank's block is there) */
+    c.recvbuf = mca_coll_gpuring_contiguous(rbuf, (size_t)rcount * n, rdtype);
+    if (c.recvbuf == NULL) {
+        rc = mca_coll_gpuring_pack(&out, c.coll, rbuf, (size_t)rcount * n, rdtype,
+                                   sbuf == MPI_IN_PLACE);
+        if (rc != OMPI_SUCCESS) return rc;
+        c.recvbuf = out.bytes;
+    }
+    if (sbuf == MPI_IN_PLACE) {
+        c.sendbuf = (const char *)c.recvbuf + me * c.count;
+    } else {
+        c.sendbuf = mca_coll_gpuring_contiguous(sbuf, (size_t)scount, sdtype);
+        if (c.sendbuf == NULL) {
+            rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
+            if (rc != OMPI_SUCCESS) {
+                (void)mca_coll_gpuring_unpack(&out, 0);
+                return rc;
+            }
+            c.sendbuf = in.bytes;
+        }
+    }
     rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    (void)mca_coll_gpuring_unpack(&in, 0);
+    urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS);
+    if (rc == OMPI_SUCCESS) rc = urc;
     if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
 
 fallback:

@@ -1,26 +1,37 @@
 /*
  * coll_gpuring_bcast.c -- the MPI_Bcast entry point: the pipelined chain
  * along the ring from the root (kernels/prog_ring_bcast.h) through the
- * shared path (coll_gpuring_entry.c).  A copy of bytes: any contiguous
- * predefined type; derived types go to the component below, the reason
- * logged.
+ * shared path (coll_gpuring_entry.c).  A copy of bytes: any datatype, taken
+ * by its type signature's bytes (what MPI asks to match across ranks), a
+ * non-contiguous one's elements packed on this rank (coll_gpuring_pack.c).
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include "ompi/communicator/communicator.h"
 
 int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_BCAST, .sendbuf = buf, .recvbuf = buf,
-                                 .root = root};
-    int rc;
+    mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_BCAST, .root = root};
+    mca_coll_gpuring_packed_t packed = {0};
+    const int at_root = ompi_comm_rank(comm) == root;
+    int rc, urc;
 
     if (count < 0) return MPI_ERR_COUNT; /* mpi_param_check 0 only */
-    if (!mca_coll_gpuring_map_bytes(c.coll, dtype, (size_t)count, &c.count)) goto fallback;
+    c.count = mca_coll_gpuring_signature_bytes(dtype, (size_t)count);
     if (c.count == 0) return OMPI_SUCCESS;
+    c.recvbuf = mca_coll_gpuring_contiguous(buf, (size_t)count, dtype);
+    if (c.recvbuf == NULL) {
+        rc = mca_coll_gpuring_pack(&packed, c.coll, buf, (size_t)count, dtype, at_root);
+        if (rc != OMPI_SUCCESS) return rc;
+        c.recvbuf = packed.bytes;
+    }
+    c.sendbuf = c.recvbuf;
     rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root);
+    if (rc == OMPI_SUCCESS) rc = urc;
     if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
 
-fallback:
     mca_coll_gpuring_fallback_count(c.coll);
     return mca_coll_gpuring_bcast_below(buf, count, dtype, root, comm, module);
 }

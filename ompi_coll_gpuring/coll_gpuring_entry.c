@@ -105,23 +105,6 @@ int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatyp
     return 1;
 }
 
-int mca_coll_gpuring_map_bytes(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
-                               size_t count, size_t *bytes_p)
-{
-    size_t size;
-    ptrdiff_t lb, extent;
-
-    ompi_datatype_type_size(dtype, &size);
-    ompi_datatype_get_extent(dtype, &lb, &extent);
-    if (!ompi_datatype_is_predefined(dtype) || lb != 0 || (size_t)extent != size) {
-        mca_coll_gpuring_log_fallback("%s fallback: datatype %s is not a contiguous "
-                                      "predefined type", gpuring_coll_names[coll], dtype->name);
-        return 0;
-    }
-    *bytes_p = count * size;
-    return 1;
-}
-
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll)
 {
     __atomic_fetch_add(&mca_coll_gpuring_component.fallbacks[coll], 1, __ATOMIC_RELAXED);

@@ -86,13 +86,23 @@ int link_sync_legacy()
     return (int)cudaStreamSynchronize(cudaStreamLegacy);
 }
 
+int link_alloc(void **ptr_p, size_t bytes)
+{
+    return (int)cudaMalloc(ptr_p, bytes);
+}
+
+int link_free(void *ptr)
+{
+    return (int)cudaFree(ptr);
+}
+
 /* As CUDA's runtime loads libcuda.so.1: the stand-in driver, if one is named, so
  * that code asking the driver about pointers (dlopen RTLD_NOLOAD) finds it. */
 void driver_load(const char *path)
 {
     static const cudacpu_driver_link_t link = { pointer_info, link_get_device,
                                                 link_set_device, link_copy,
-                                                link_sync_legacy };
+                                                link_sync_legacy, link_alloc, link_free };
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     cudacpu_driver_attach_fn attach =
         lib != nullptr ? (cudacpu_driver_attach_fn)dlsym(lib, "cudacpu_driver_attach") : nullptr;

@@ -15,6 +15,8 @@
  *  cuCtxSetCurrent        makes that context's device current
  *  cuMemcpy, cuStreamSynchronize   through the runtime (gpuring stages
  *                         device buffers for the component below with them)
+ *  cuMemAlloc, cuMemFree  cudaMalloc, cudaFree (gpuring packs a non-contiguous
+ *                         datatype's elements into such memory)
  *  cuMemHostRegister      not supported: staging then copies unpinned
  *  cuInit, cuDriverGetVersion
  *
@@ -30,6 +32,7 @@
 enum {
     DRV_SUCCESS = 0,
     DRV_ERROR_INVALID_VALUE = 1,
+    DRV_ERROR_OUT_OF_MEMORY = 2,
     DRV_ERROR_NOT_INITIALIZED = 3,
     DRV_ERROR_INVALID_CONTEXT = 201,
     DRV_ERROR_NOT_SUPPORTED = 801,
@@ -133,6 +136,26 @@ int cuStreamSynchronize(void *stream)
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (stream != NULL) return DRV_ERROR_INVALID_VALUE; /* only the legacy stream */
     return link->sync_legacy() == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+}
+
+int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+    void *p = NULL;
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (dptr == NULL) return DRV_ERROR_INVALID_VALUE;
+    if (link->alloc(&p, bytes) != 0) return DRV_ERROR_OUT_OF_MEMORY;
+    *dptr = (uintptr_t)p;
+    return DRV_SUCCESS;
+}
+
+int cuMemFree_v2(uintptr_t dptr)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    return link->free_((void *)dptr) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
 }
 
 int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)

@@ -37,6 +37,8 @@ typedef struct cudacpu_driver_link {
     /* cudaMemcpy(cudaMemcpyDefault), then the legacy stream synchronized: 0 or a cudaError_t */
     int (*copy)(void *dst, const void *src, size_t bytes);
     int (*sync_legacy)(void);         /* cudaStreamSynchronize(legacy stream) */
+    int (*alloc)(void **ptr_p, size_t bytes); /* cudaMalloc on the current device */
+    int (*free_)(void *ptr);                  /* cudaFree */
 } cudacpu_driver_link_t;
 
 typedef void (*cudacpu_driver_attach_fn)(const cudacpu_driver_link_t *link);

@@ -12,8 +12,10 @@
  * bytes after them.  Covered: every type x op gpuring takes, counts 0, 1,
  * odd, one large count, every root, MPI_IN_PLACE, world / dup / split
  * communicators, equal and unequal reduce_scatter counts, allgather with
- * different send and receive types of the same bytes, and a derived type
- * (which falls back).
+ * different send and receive types of the same bytes, a derived contiguous
+ * type, and bcast and allgather with each rank's own datatype of one type
+ * signature (int32, a contiguous type of 4 of them, an int32 every 8 bytes:
+ * holes that must stay untouched).
  *
  * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
  * -f (fast: fewer type x op pairs, for the LL and device cases),
@@ -332,6 +334,106 @@ static void check_bcast(MPI_Comm comm, const ty_t *t, MPI_Datatype dt, size_t co
     CHECK_OUT("bcast", comm, t, -1, count, root, 0, h_out, val(SUM, cs, root, i));
 }
 
+/* ---- per-rank datatypes of one signature ------------------------------------------- */
+/* MPI asks only that the ranks' type signatures match: each rank describes the same
+ * int32 values with a layout of its own (by rank and case), contiguous or not, and the
+ * results are compared byte for byte with the image they must leave (holes untouched) */
+enum { LAY_INT, LAY_CONTIG4, LAY_GAP, LAY_N };
+static MPI_Datatype lay_types[LAY_N]; /* int32; 4 int32 as one; an int32 every 8 bytes */
+
+static void lay_make(void)
+{
+    lay_types[LAY_INT] = MPI_INT32_T;
+    MPI_Type_contiguous(4, MPI_INT32_T, &lay_types[LAY_CONTIG4]);
+    MPI_Type_create_resized(MPI_INT32_T, 0, 8, &lay_types[LAY_GAP]);
+    MPI_Type_commit(&lay_types[LAY_CONTIG4]);
+    MPI_Type_commit(&lay_types[LAY_GAP]);
+}
+
+static void lay_free(void)
+{
+    MPI_Type_free(&lay_types[LAY_CONTIG4]);
+    MPI_Type_free(&lay_types[LAY_GAP]);
+}
+
+static int lay_count(int lay, size_t nints) { return (int)(lay == LAY_CONTIG4 ? nints / 4 : nints); }
+
+/* where int i of a buffer of that layout sits (bytes) */
+static size_t lay_at(int lay, size_t i) { return lay == LAY_GAP ? 8 * i : 4 * i; }
+
+static void lay_put(unsigned char *img, int lay, size_t i, uint64_t v)
+{
+    uint32_t w = (uint32_t)v;
+
+    memcpy(img + lay_at(lay, i), &w, 4);
+}
+
+/* bytes bytes of poison 0x5a, then the guard */
+static void lay_blank(unsigned char *img, size_t bytes)
+{
+    memset(img, 0x5a, bytes);
+    memset(img + bytes, 0xa5, GUARD);
+}
+
+static void lay_check(const char *what, MPI_Comm comm, int root, int inplace,
+                      const unsigned char *want, size_t bytes)
+{
+    size_t bad = (size_t)-1;
+
+    buf_get(h_out, d_out, bytes + GUARD);
+    for (size_t i = 0; bad == (size_t)-1 && i < bytes + GUARD; i++)
+        if (h_out[i] != want[i]) bad = i;
+    verdict(bad == (size_t)-1, what, comm, &types[1], -1, bytes, root, inplace, bad,
+            bad == (size_t)-1 ? 0 : h_out[bad], bad == (size_t)-1 ? 0 : want[bad]);
+}
+
+static void check_bcast_layouts(MPI_Comm comm, size_t nints, int root, int cs)
+{
+    int r;
+
+    MPI_Comm_rank(comm, &r);
+    const int lay = (r + cs) % LAY_N;
+    const size_t span = lay_at(lay, nints);
+    unsigned char *want = malloc(span + GUARD);
+
+    lay_blank(want, span);
+    for (size_t i = 0; i < nints; i++) lay_put(want, lay, i, val(SUM, cs, root, i));
+    if (r == root) memcpy(h_out, want, span + GUARD);
+    else lay_blank(h_out, span);
+    buf_put(d_out, h_out, span + GUARD);
+    MPI_Bcast(d_out, lay_count(lay, nints), lay_types[lay], root, comm);
+    lay_check("bcast(per-rank datatypes)", comm, root, 0, want, span);
+    free(want);
+}
+
+static void check_ag_layouts(MPI_Comm comm, size_t nints, int inplace, int cs)
+{
+    int r, n;
+
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    const int slay = (r + cs) % LAY_N, rlay = (r + cs + 1) % LAY_N;
+    const size_t rspan = lay_at(rlay, nints * (size_t)n), sspan = lay_at(slay, nints);
+    unsigned char *want = malloc(rspan + GUARD);
+
+    lay_blank(want, rspan);
+    for (size_t k = 0; k < (size_t)n; k++)
+        for (size_t j = 0; j < nints; j++) lay_put(want, rlay, k * nints + j, val(SUM, cs, (int)k, j));
+    lay_blank(h_in, sspan);
+    for (size_t j = 0; j < nints; j++) lay_put(h_in, slay, j, val(SUM, cs, r, j));
+    buf_put(d_in, h_in, sspan);
+    lay_blank(h_out, rspan);
+    if (inplace) {
+        for (size_t j = 0; j < nints; j++)
+            lay_put(h_out, rlay, (size_t)r * nints + j, val(SUM, cs, r, j));
+    }
+    buf_put(d_out, h_out, rspan + GUARD);
+    MPI_Allgather(inplace ? MPI_IN_PLACE : d_in, lay_count(slay, nints), lay_types[slay], d_out,
+                  lay_count(rlay, nints), lay_types[rlay], comm);
+    lay_check("allgather(per-rank datatypes)", comm, -1, inplace, want, rspan);
+    free(want);
+}
+
 /* ---- the sweep -------------------------------------------------------------------- */
 static void sweep(MPI_Comm comm, int full, size_t large)
 {
@@ -389,12 +491,23 @@ static void sweep(MPI_Comm comm, int full, size_t large)
     }
     /* allgather: ints sent, bytes received (the same bytes) */
     check_ag(comm, &types[13], 4 * 9, 0, ++cs, MPI_INT32_T, 9);
-    /* a derived type: the fallback */
+    /* a derived contiguous type on every rank: its bytes */
     MPI_Type_contiguous(2, MPI_INT32_T, &contig);
     MPI_Type_commit(&contig);
     check_ag(comm, &types[T_INT32], 10, 0, ++cs, contig, 5);
     check_bcast(comm, &types[T_INT32], contig, 10, n - 1, ++cs); /* 10 int32 = 5 contig */
     MPI_Type_free(&contig);
+    /* per-rank datatypes of one signature, every root, in place or not */
+    for (int root = 0; root < n; root++) check_bcast_layouts(comm, 28, root, ++cs);
+    check_bcast_layouts(comm, 1000, n - 1, ++cs);
+    for (int ip = 0; ip < 2; ip++) {
+        check_ag_layouts(comm, 4, ip, ++cs);
+        check_ag_layouts(comm, 1000, ip, ++cs);
+    }
+    if (large > 0) {
+        check_bcast_layouts(comm, large / 4 * 4, 0, ++cs);
+        check_ag_layouts(comm, large / (size_t)n / 4 * 4, 1, ++cs);
+    }
     if (large > 0) {
         size_t per = large / (size_t)n;
         check_rs(comm, &types[T_FLOAT], SUM, per, 0, ++cs, 0);
@@ -444,6 +557,7 @@ int main(int argc, char **argv)
     bytes = ((large > 2000 ? large : 2000) + 64) * 8 * (size_t)n;
     h_in = malloc(bytes + GUARD);
     h_out = malloc(bytes + GUARD);
+    lay_make();
     d_in = (char *)buf_alloc(bytes + 4) + shift_in;
     d_out = (char *)buf_alloc(bytes + 4) + shift_out;
 
@@ -470,6 +584,7 @@ int main(int argc, char **argv)
         free(all);
     }
     bad = g_fail != 0 || (g_rank == 0 && tot[1] != 0);
+    lay_free();
     buf_free((char *)d_in - shift_in);
     buf_free((char *)d_out - shift_out);
     free(h_in);

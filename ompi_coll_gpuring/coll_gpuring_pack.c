@@ -1,0 +1,149 @@
+/*
+ * coll_gpuring_pack.c -- the bytes of the elements a call moves as a copy of
+ * bytes (MPI_Bcast, MPI_Allgather), whatever the datatype.
+ *
+ * MPI asks only that the ranks' type signatures match: one rank may pass 4
+ * MPI_INT where another passes 1 of a contiguous type of 4 ints, or a vector
+ * with holes.  Whether gpuring runs the call must then not depend on the
+ * datatype (the ranks would part ways: some in gpuring, some below), so every
+ * rank takes it by its signature's bytes.  Where the elements are one
+ * contiguous run, gpuring runs on them in place; otherwise this rank packs them
+ * into contiguous memory of the same kind (Open MPI's convertor; device memory
+ * through a host copy of the span, the holes' bytes kept, into memory the
+ * application's CUDA driver allocates, as staging copies through it), the call
+ * runs there, and what it received is unpacked.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "opal/datatype/opal_convertor.h"
+
+#include "kernels/devcopy.h"
+#include "kernels/memkind.h"
+
+size_t mca_coll_gpuring_signature_bytes(struct ompi_datatype_t *dt, size_t count)
+{
+    size_t size;
+
+    ompi_datatype_type_size(dt, &size);
+    return count * size;
+}
+
+void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_datatype_t *dt)
+{
+    ptrdiff_t true_lb, true_extent;
+
+    if (count > INT32_MAX || !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)count))
+        return NULL;
+    ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
+    return (char *)buf + true_lb;
+}
+
+/* count elements of dt at base to or from len packed bytes at bytes */
+static int pack_convert(int pack, struct ompi_datatype_t *dt, size_t count, void *base,
+                        void *bytes, size_t len)
+{
+    opal_convertor_t conv;
+    struct iovec iov = {.iov_base = bytes, .iov_len = len};
+    uint32_t n = 1;
+    size_t moved = len;
+    int32_t rc;
+
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    rc = pack ? opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &dt->super,
+                                                         count, base, 0, &conv)
+              : opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor, &dt->super,
+                                                         count, base, 0, &conv);
+    if (rc == OPAL_SUCCESS)
+        rc = pack ? opal_convertor_pack(&conv, &iov, &n, &moved)
+                  : opal_convertor_unpack(&conv, &iov, &n, &moved);
+    OBJ_DESTRUCT(&conv);
+    return rc >= 0 && moved == len ? OMPI_SUCCESS : OMPI_ERROR;
+}
+
+static void pack_free(mca_coll_gpuring_packed_t *p)
+{
+    if (p->device >= 0) gpuring_devcopy_free((char *)p->buf + p->lo, p->bytes);
+    free(p->image);
+    free(p->host);
+    memset(p, 0, sizeof(*p));
+}
+
+int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
+                          size_t count, struct ompi_datatype_t *dt, int in)
+{
+    mca_coll_gpuring_stage_buf_t span;
+    const char *why = "no memory";
+    int device = -1;
+
+    memset(p, 0, sizeof(*p));
+    p->buf = buf;
+    p->count = count;
+    p->dt = dt;
+    p->device = -1;
+    p->len = mca_coll_gpuring_signature_bytes(dt, count);
+    /* the bytes the elements span (holes included), and whose memory they are */
+    mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
+    if (span.dir != 0 && gpuring_mem_kind((char *)buf + span.lo, &device) == GPURING_MEM_DEVICE) {
+        p->device = device;
+        p->lo = span.lo;
+        p->span = span.bytes;
+    }
+    p->host = malloc(p->len);
+    if (p->host == NULL) goto fail;
+    if (p->device < 0) {
+        if (in && pack_convert(1, dt, count, buf, p->host, p->len) != OMPI_SUCCESS) goto fail;
+        p->bytes = p->host;
+    } else {
+        /* a host image of the span: packed from, and unpacked into with its holes kept */
+        p->image = malloc(p->span);
+        if (p->image == NULL) goto fail;
+        if (gpuring_devcopy(p->image, (char *)buf + p->lo, p->span, 0, &why) != GPURING_OK)
+            goto fail;
+        if (in && pack_convert(1, dt, count, p->image - p->lo, p->host, p->len) != OMPI_SUCCESS)
+            goto fail;
+        if (gpuring_devcopy_alloc((char *)buf + p->lo, p->len, &p->bytes, &why) != GPURING_OK)
+            goto fail;
+        why = "cannot copy the packed bytes to the device";
+        if (in && gpuring_devcopy(p->bytes, p->host, p->len, 0, &why) != GPURING_OK) goto fail;
+    }
+    GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s: %zu elements of a non-contiguous datatype packed "
+                  "into %zu bytes of %s memory", gpuring_coll_names[coll], count, p->len,
+                  p->device >= 0 ? "device" : "host");
+    return OMPI_SUCCESS;
+
+fail:
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: cannot pack %zu elements of datatype %s (%zu bytes "
+                  "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
+                  dt->name[0] != '\0' ? dt->name : "(unnamed, derived)", p->len,
+                  p->device >= 0 ? "device" : "host", why);
+    pack_free(p);
+    return OMPI_ERR_OUT_OF_RESOURCE;
+}
+
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
+{
+    const char *why = "the datatype's elements";
+    int rc = OMPI_SUCCESS;
+
+    if (p->bytes == NULL) return OMPI_SUCCESS;
+    if (out && p->device < 0) {
+        rc = pack_convert(0, p->dt, p->count, p->buf, p->host, p->len);
+    } else if (out) {
+        if (gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK ||
+            pack_convert(0, p->dt, p->count, p->image - p->lo, p->host, p->len) !=
+                OMPI_SUCCESS ||
+            gpuring_devcopy((char *)p->buf + p->lo, p->image, p->span, 0, &why) != GPURING_OK)
+            rc = OMPI_ERROR;
+    }
+    if (rc != OMPI_SUCCESS) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot unpack %zu bytes received into %zu elements "
+                      "of datatype %s at %p: %s", p->len, p->count,
+                      p->dt->name[0] != '\0' ? p->dt->name : "(unnamed, derived)", p->buf, why);
+    }
+    pack_free(p);
+    return rc;
+}
