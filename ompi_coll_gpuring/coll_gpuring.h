@@ -198,6 +198,9 @@ typedef struct mca_coll_gpuring_packed {
 int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
                           size_t count, struct ompi_datatype_t *dt, int in);
 int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out);
+/* A negative count, which only mpi_param_check 0 lets through: logged; MPI_ERR_COUNT. */
+int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
+                               struct ompi_communicator_t *comm, int count);
 /* One call of coll handed to the component below (the finalize summary). */
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll);
 /* Why a call goes to the component below ("<coll> fallback: <reason>"): at

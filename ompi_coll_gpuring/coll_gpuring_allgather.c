@@ -20,7 +20,8 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     const size_t n = (size_t)ompi_comm_size(comm), me = (size_t)ompi_comm_rank(comm);
     int rc, urc;
 
-    if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0)) return MPI_ERR_COUNT;
+    if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
+        return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount < 0 ? rcount : scount);
     c.count = mca_coll_gpuring_signature_bytes(rdtype, (size_t)rcount);
     if (sbuf != MPI_IN_PLACE &&
         mca_coll_gpuring_signature_bytes(sdtype, (size_t)scount) != c.count) {

@@ -19,12 +19,7 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
                                  .recvbuf = rbuf, .count = (size_t)count, .request = request};
     int rc;
 
-    if (count < 0) {
-        /* only reaches here with mpi_param_check 0: no component should see it */
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "%sallreduce on comm %s with count %d "
-                      "(MPI_ERR_COUNT)", request != NULL ? "i" : "", comm->c_name, count);
-        return MPI_ERR_COUNT;
-    }
+    if (count < 0) return mca_coll_gpuring_bad_count(c.coll, request != NULL, comm, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (count == 0) {
         /* nothing to reduce, nothing to set up */

@@ -99,10 +99,21 @@ int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatyp
     }
     if (!entry_map_type(dtype, *op_p, type_p) || !gpuring_op_supported(*type_p, *op_p)) {
         mca_coll_gpuring_log_fallback("%s fallback: datatype %s with op %s is not handled",
-                                      gpuring_coll_names[coll], dtype->name, op->o_name);
+                                      gpuring_coll_names[coll],
+                                      dtype->name[0] != '\0' ? dtype->name : "(unnamed)",
+                                      op->o_name);
         return 0;
     }
     return 1;
+}
+
+int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
+                               struct ompi_communicator_t *comm, int count)
+{
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "%s%s on comm %s (rank %d) with count %d "
+                  "(MPI_ERR_COUNT)", nonblocking ? "non-blocking " : "",
+                  gpuring_coll_names[coll], comm->c_name, ompi_comm_rank(comm), count);
+    return MPI_ERR_COUNT;
 }
 
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll)
@@ -289,7 +300,14 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     }
     if (c->request != NULL) {
         req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
-        if (req == NULL) return OMPI_ERR_OUT_OF_RESOURCE; /* before the call: no rank began it */
+        if (req == NULL) {
+            /* the peers make the call: they wait for this rank until their timeout */
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "non-blocking %s on comm %s (rank %d): no memory "
+                          "for its request: the call fails on this rank, and its peers wait for "
+                          "it until coll_gpuring_wait_timeout", name, comm->c_name,
+                          ompi_comm_rank(comm));
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
     }
     /* the device calls below make gpuring's GPU current: give the application back its own */
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
@@ -314,11 +332,14 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
                                  struct ompi_communicator_t *comm, gpuring_status_t st)
 {
+    /* the copies (bcast, allgather) count bytes */
+    const int bytes = c->coll == GPURING_COLL_BCAST || c->coll == GPURING_COLL_ALLGATHER;
+
     GPURING_ERROR(GPURING_SUBSYS_COLL,
                   "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; the "
                   "communicator cannot be used by gpuring any more%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
-                  c->count, gpuring_type_name(c->type),
+                  c->count, bytes ? "bytes" : gpuring_type_name(c->type),
                   plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
                   ompi_comm_rank(comm), gpuring_status_str(st),
                   st != GPURING_ERR_TIMEOUT ? ""

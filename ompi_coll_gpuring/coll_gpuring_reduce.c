@@ -20,7 +20,7 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
                                  .root = root};
     int rc;
 
-    if (count < 0) return MPI_ERR_COUNT; /* mpi_param_check 0 only */
+    if (count < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (count == 0) return OMPI_SUCCESS;
     rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
