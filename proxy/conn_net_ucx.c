@@ -745,19 +745,28 @@ static void release_done(gpuring_net_conn_t *net)
     if (net->credit.busy && net->credit.done) op_retire(&net->credit);
 }
 
-void gpuring_net_conn_detach(gpuring_net_conn_t *net)
+int gpuring_net_conn_detach(gpuring_net_conn_t *net)
 {
     gpuring_proxy_t *proxy = net->proxy;
     gpuring_spin_t spin;
+    int left;
 
     cancel_all(net, 1);
     gpuring_spin_init(&spin, 1.0);
-    while (ops_outstanding(net) > 0) {
+    while ((left = ops_outstanding(net)) > 0) {
         if (ucp_worker_progress(proxy->worker) == 0 && gpuring_spin_tick(&spin) != GPURING_OK)
             break;
     }
     release_done(net);
     net->detached = 1;
+    if (left > 0) {
+        /* UCX may still touch the operations and the slots: neither it nor they go */
+        GPURING_WARN(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d: %d UCX operations "
+                     "did not finish at finalize: its memory is kept to the exit",
+                     dir_str(net->dir), net->peer, net->channel, left);
+        net->stuck = 1;
+    }
+    return left;
 }
 
 /* Is the connection drained (nothing left to hand over)?  Lock held. */
@@ -886,7 +895,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     if (proxy == NULL) proxy = net->proxy;
 
     if (net->detached || !net->connected) {
-        /* never connected, or the proxy is gone: no UCX state left */
+        /* never connected, or the proxy is gone: no UCX state left -- but what UCX
+         * never finished may still touch the memory (the proxy kept UCX for it) */
+        if (net->stuck) goto out_clear;
         goto out_free;
     }
 

@@ -105,6 +105,7 @@ typedef struct gpuring_net_conn {
     int registered; /* on proxy->conns, progressed by the thread */
     int connected;  /* connect() ran: ep set, receives posted */
     int detached;   /* the proxy was finalized under it: touch no UCX */
+    int stuck;      /* ... with UCX operations unfinished: its memory is kept to the exit */
     int failed;     /* a UCX operation failed: counters are frozen */
     int draining;   /* its communicator is being torn down: credits go at once */
     int abandoned;  /* its communicator failed: teardown waits for no credit */
@@ -264,8 +265,10 @@ int gpuring_net_conn_progress(gpuring_net_conn_t *net);
  * on (it is being torn down: its peers wait for them).  Lock held. */
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid);
 /* Finalize with the connection still registered: cancel what can be
- * cancelled and mark it detached.  Lock held, thread stopped. */
-void gpuring_net_conn_detach(gpuring_net_conn_t *net);
+ * cancelled and mark it detached; the UCX operations left unfinished (then
+ * it is stuck: UCX is not torn down, its memory kept).  Lock held, thread
+ * stopped. */
+int gpuring_net_conn_detach(gpuring_net_conn_t *net);
 /* Free a connection's memory (orphans at finalize). */
 void gpuring_net_conn_free(gpuring_net_conn_t *net);
 

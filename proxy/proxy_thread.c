@@ -288,11 +288,14 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
     return GPURING_OK;
 }
 
-/* Force-close every cached endpoint (peers may already be gone), bounded. */
-static void proxy_close_eps(gpuring_proxy_t *proxy)
+/* Force-close every cached endpoint (peers may already be gone), bounded; 1 if a close
+ * did not end (its endpoint's error callback may still come: its record is kept, and UCX
+ * must not be torn down). */
+static int proxy_close_eps(gpuring_proxy_t *proxy)
 {
     gpuring_proxy_ep_t *pe;
     ucp_request_param_t param;
+    int open = 0;
 
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -301,6 +304,7 @@ static void proxy_close_eps(gpuring_proxy_t *proxy)
     while ((pe = proxy->eps) != NULL) {
         ucs_status_ptr_t req;
         gpuring_spin_t spin;
+        int closing = 0;
 
         proxy->eps = pe->next;
         proxy_ep_warm_finish(pe);
@@ -315,13 +319,17 @@ static void proxy_close_eps(gpuring_proxy_t *proxy)
                     break;
                 }
             }
-            if (ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
+            closing = ucp_request_check_status(req) == UCS_INPROGRESS;
+            if (!closing) ucp_request_free(req);
         } else if (UCS_PTR_IS_ERR(req)) {
             GPURING_DEBUG(GPURING_SUBSYS_NET, "closing the endpoint to rank %d: %s",
                           pe->peer_rank, ucs_status_string(UCS_PTR_STATUS(req)));
         }
-        if (pe->warm_recv == NULL) free(pe); /* else UCX may still land in its buffer */
+        open |= closing;
+        /* else UCX may still land in its buffer, or call its error callback with it */
+        if (pe->warm_recv == NULL && !closing) free(pe);
     }
+    return open;
 }
 
 /* ---- connection list --------------------------------------------------------- */
@@ -796,6 +804,7 @@ static void *proxy_main(void *arg)
 static void proxy_destroy(gpuring_proxy_t *proxy)
 {
     gpuring_net_conn_t *net;
+    int stuck = 0; /* a connection left with UCX operations unfinished */
 
     if (proxy->thread_started) {
         gpuring_proxy_lock(proxy, "stopping the progress thread");
@@ -812,15 +821,16 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
                      "proxy finalized with the %s connection to rank %d channel %d still open",
                      net->dir == GPURING_CONN_SEND ? "send" : "recv", net->peer, net->channel);
         gpuring_proxy_deregister(proxy, net);
-        gpuring_net_conn_detach(net);
+        stuck |= gpuring_net_conn_detach(net) > 0;
     }
-    if (proxy->worker != NULL) proxy_close_eps(proxy);
+    if (proxy->worker != NULL) stuck |= proxy_close_eps(proxy);
     gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);
-    if (proxy->orphans != NULL) {
+    if (proxy->orphans != NULL || stuck) {
         /* UCX operations to a peer that died unseen (no failure detection on
-         * the endpoint) never finish, and UCX cannot be torn down under them
+         * the endpoint) never finish -- nor may a forced close of its endpoint --
+         * and UCX cannot be torn down under them
          * (UCX 1.18 aborts on their memory registrations): its worker and
          * context, and the orphans' memory they may still touch, are left to
          * the process's exit */
