@@ -63,8 +63,8 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
  * them go to the component below (saved at enable) except what gpuring runs
  * itself (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce_scatter(_block),
  * MPI_Allgather, MPI_Bcast and MPI_Reduce, when it can).  Calls on device buffers are
- * staged through host memory on the way down, the results of non-blocking ones
- * copied back when their request completes (coll_gpuring_below.c).
+ * staged through host memory on the way down, the results of non-blocking and
+ * persistent ones copied back when their request completes (coll_gpuring_below.c).
  */
 #define MCA_COLL_GPURING_BLOCKING(X)                                                      \
     X(allgather, allgather) X(allgatherv, allgatherv) X(allreduce, allreduce)             \
@@ -85,7 +85,22 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
     X(ineighbor_allgather, iallgather) X(ineighbor_allgatherv, iallgatherv)               \
     X(ineighbor_alltoall, ialltoall) X(ineighbor_alltoallv, ialltoallv)                   \
     X(ineighbor_alltoallw, ineighbor_alltoallw)
-#define MCA_COLL_GPURING_COLLS(X) MCA_COLL_GPURING_BLOCKING(X) MCA_COLL_GPURING_NONBLOCKING(X)
+/* MPI-4's persistent collectives (Open MPI 4: the MPIX_ pcollreq extension) */
+#define MCA_COLL_GPURING_PERSISTENT(X)                                                    \
+    X(allgather_init, allgather_init) X(allgatherv_init, allgatherv_init)                 \
+    X(allreduce_init, allreduce_init) X(alltoall_init, alltoall_init)                     \
+    X(alltoallv_init, alltoallv_init) X(alltoallw_init, alltoallw_init)                   \
+    X(barrier_init, barrier_init) X(bcast_init, bcast_init) X(exscan_init, exscan_init)   \
+    X(gather_init, gather_init) X(gatherv_init, gatherv_init) X(reduce_init, reduce_init) \
+    X(reduce_scatter_init, reduce_scatter_init)                                           \
+    X(reduce_scatter_block_init, reduce_scatter_block_init) X(scan_init, scan_init)       \
+    X(scatter_init, scatter_init) X(scatterv_init, scatterv_init)                         \
+    X(neighbor_allgather_init, allgather_init)                                            \
+    X(neighbor_allgatherv_init, allgatherv_init) X(neighbor_alltoall_init, alltoall_init) \
+    X(neighbor_alltoallv_init, alltoallv_init)                                            \
+    X(neighbor_alltoallw_init, neighbor_alltoallw_init)
+#define MCA_COLL_GPURING_COLLS(X)                                                         \
+    MCA_COLL_GPURING_BLOCKING(X) MCA_COLL_GPURING_NONBLOCKING(X) MCA_COLL_GPURING_PERSISTENT(X)
 
 typedef enum {
 #define MCA_COLL_GPURING_COLL_ID(_slot, _type) MCA_COLL_GPURING_COLL_##_slot,
@@ -283,6 +298,13 @@ typedef struct mca_coll_gpuring_stage_buf {
     void *staged;     /* the host copy of the span; NULL: not staged */
 } mca_coll_gpuring_stage_buf_t;
 
+/* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
+ * offset, or a host copy standing in for a span that starts far from it. */
+static inline void *mca_coll_gpuring_at(const void *buf, ptrdiff_t off)
+{
+    return (void *)((uintptr_t)buf + (uintptr_t)off);
+}
+
 /* The span of `count` elements of dt at buf. */
 void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
                                  size_t count, struct ompi_datatype_t *dt);
@@ -307,11 +329,13 @@ void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
  * nothing to stage); the caller hands the component below the .host pointers, then
  * nb_out(nb, that call's status, its request) copies the results back when the request
  * completes -- before it reads as complete -- and frees the staging (at once where the
- * call failed or already completed).
+ * call failed or already completed).  A persistent call (`persistent`: its *_init) keeps
+ * the staging with its request: every start copies the inputs in anew, every completion
+ * copies the results back, and freeing the request frees it.
  */
 typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
-                                 mca_coll_gpuring_stage_buf_t *bufs, int n,
+                                 mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p);
 int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req);
 /* Calls staged in this process, per collective. */

@@ -8,7 +8,10 @@
  *    memory itself;
  *  - non-blocking calls: the same spans, staged in host memory of the
  *    call's own, and what the component below wrote copied back when its
- *    request completes (coll_gpuring_stage.c).
+ *    request completes (coll_gpuring_stage.c);
+ *  - persistent calls (MPI-4's *_init; Open MPI 4's MPIX_ ones): made below
+ *    on host memory of the request's own, copied in at every start and back
+ *    at every completion.
  * Host buffers cost one memory-kind check per buffer, none in a process
  * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
@@ -38,14 +41,15 @@
     } while (0)
 
 /* Start `_call` (using each buffer's .host; its request in *_req) with the buffers
- * staged until the request completes. */
-#define BELOW_STAGED_NB(_m, _slot, _bufs, _req, _call)                                     \
+ * staged until the request completes; a persistent call's (its *_init) staged with its
+ * request, at each start. */
+#define BELOW_STAGED_NB(_m, _slot, _bufs, _req, _persistent, _call)                        \
     do {                                                                                   \
         mca_coll_gpuring_stage_nb_t *nb_;                                                  \
         int rc_;                                                                           \
         if ((_m)->prev._slot == NULL) return OMPI_ERR_NOT_SUPPORTED;                       \
         rc_ = mca_coll_gpuring_stage_nb_in(_m, MCA_COLL_GPURING_COLL_##_slot, _bufs,       \
-                                           BELOW_N(_bufs), &nb_);                          \
+                                           BELOW_N(_bufs), _persistent, &nb_);             \
         if (rc_ != OMPI_SUCCESS) return rc_;                                               \
         rc_ = (_call);                                                                     \
         return mca_coll_gpuring_stage_nb_out(nb_, rc_, *(_req));                           \
@@ -574,13 +578,15 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
 /* ---- non-blocking: staged until the request completes ------------------------------ */
 
 /* the family's buffers as `_bufs_call` finds them, then the call on their .host copies */
-#define BELOW_NB(_slot, _nbufs, _bufs_call, _call)                                         \
+#define BELOW_NB_OR_P(_slot, _persistent, _nbufs, _bufs_call, _call)                       \
     do {                                                                                   \
         mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);                              \
         below_buf_t b[_nbufs];                                                             \
         _bufs_call;                                                                        \
-        BELOW_STAGED_NB(m_, _slot, b, req, m_->prev._slot _call);                          \
+        BELOW_STAGED_NB(m_, _slot, b, req, _persistent, m_->prev._slot _call);             \
     } while (0)
+#define BELOW_NB(_slot, _nbufs, _bufs_call, _call) BELOW_NB_OR_P(_slot, 0, _nbufs, _bufs_call, _call)
+#define BELOW_P(_slot, _nbufs, _bufs_call, _call) BELOW_NB_OR_P(_slot, 1, _nbufs, _bufs_call, _call)
 
 static int below_iallgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                             int rcount, below_dt_t *rdt, below_comm_t *comm,
@@ -796,6 +802,232 @@ static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
               m_->prev.ineighbor_alltoallw_module));
 }
 
+/* ---- persistent: staged with the request, at every start ----------------------------- */
+
+typedef struct ompi_info_t below_info_t;
+
+static int below_allgather_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                int rcount, below_dt_t *rdt, below_comm_t *comm,
+                                below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(allgather_init, 2, below_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, info, req,
+             m_->prev.allgather_init_module));
+}
+
+static int below_allgatherv_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                                 const int *rcounts, const int *displs, below_dt_t *rdt,
+                                 below_comm_t *comm, below_info_t *info, ompi_request_t **req,
+                                 below_module_t *module)
+{
+    BELOW_P(allgatherv_init, 2,
+            below_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm),
+            (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, comm, info, req,
+             m_->prev.allgatherv_init_module));
+}
+
+static int below_allreduce_init(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                                struct ompi_op_t *op, below_comm_t *comm, below_info_t *info,
+                                ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(allreduce_init, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+            (b[0].host, b[1].host, count, dt, op, comm, info, req,
+             m_->prev.allreduce_init_module));
+}
+
+static int below_alltoall_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                               int rcount, below_dt_t *rdt, below_comm_t *comm,
+                               below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(alltoall_init, 2, below_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, info, req,
+             m_->prev.alltoall_init_module));
+}
+
+static int below_alltoallv_init(const void *sbuf, const int *scounts, const int *sdispls,
+                                below_dt_t *sdt, void *rbuf, const int *rcounts,
+                                const int *rdispls, below_dt_t *rdt, below_comm_t *comm,
+                                below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(alltoallv_init, 2,
+            below_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt,
+                                 comm),
+            (b[0].host, scounts, sdispls, sdt, b[1].host, rcounts, rdispls, rdt, comm, info,
+             req, m_->prev.alltoallv_init_module));
+}
+
+static int below_alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls,
+                                below_dt_t *const *sdts, void *rbuf, const int *rcounts,
+                                const int *rdispls, below_dt_t *const *rdts,
+                                below_comm_t *comm, below_info_t *info, ompi_request_t **req,
+                                below_module_t *module)
+{
+    BELOW_P(alltoallw_init, 2,
+            below_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts,
+                                 comm),
+            (b[0].host, scounts, sdispls, sdts, b[1].host, rcounts, rdispls, rdts, comm, info,
+             req, m_->prev.alltoallw_init_module));
+}
+
+static int below_bcast_init(void *buf, int count, below_dt_t *dt, int root, below_comm_t *comm,
+                            below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(bcast_init, 1, below_bcast_bufs(b, buf, count, dt, root, comm),
+            (b[0].host, count, dt, root, comm, info, req, m_->prev.bcast_init_module));
+}
+
+static int below_exscan_init(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                             struct ompi_op_t *op, below_comm_t *comm, below_info_t *info,
+                             ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(exscan_init, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+            (b[0].host, b[1].host, count, dt, op, comm, info, req,
+             m_->prev.exscan_init_module));
+}
+
+static int below_gather_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                             int rcount, below_dt_t *rdt, int root, below_comm_t *comm,
+                             below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(gather_init, 2,
+            below_rooted_gather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm, info, req,
+             m_->prev.gather_init_module));
+}
+
+static int below_gatherv_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                              const int *rcounts, const int *displs, below_dt_t *rdt, int root,
+                              below_comm_t *comm, below_info_t *info, ompi_request_t **req,
+                              below_module_t *module)
+{
+    BELOW_P(gatherv_init, 2,
+            below_gatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm),
+            (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, root, comm, info, req,
+             m_->prev.gatherv_init_module));
+}
+
+static int below_reduce_init(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                             struct ompi_op_t *op, int root, below_comm_t *comm,
+                             below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(reduce_init, 2, below_rooted_reduce_bufs(b, sbuf, rbuf, count, dt, root, comm),
+            (b[0].host, b[1].host, count, dt, op, root, comm, info, req,
+             m_->prev.reduce_init_module));
+}
+
+static int below_reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts,
+                                     below_dt_t *dt, struct ompi_op_t *op, below_comm_t *comm,
+                                     below_info_t *info, ompi_request_t **req,
+                                     below_module_t *module)
+{
+    BELOW_P(reduce_scatter_init, 2, below_reduce_scatter_bufs(b, sbuf, rbuf, rcounts, dt, comm),
+            (b[0].host, b[1].host, rcounts, dt, op, comm, info, req,
+             m_->prev.reduce_scatter_init_module));
+}
+
+static int below_reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount,
+                                           below_dt_t *dt, struct ompi_op_t *op,
+                                           below_comm_t *comm, below_info_t *info,
+                                           ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(reduce_scatter_block_init, 2,
+            below_reduce_scatter_block_bufs(b, sbuf, rbuf, rcount, dt, comm),
+            (b[0].host, b[1].host, rcount, dt, op, comm, info, req,
+             m_->prev.reduce_scatter_block_init_module));
+}
+
+static int below_scan_init(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
+                           struct ompi_op_t *op, below_comm_t *comm, below_info_t *info,
+                           ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(scan_init, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+            (b[0].host, b[1].host, count, dt, op, comm, info, req, m_->prev.scan_init_module));
+}
+
+static int below_scatter_init(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
+                              int rcount, below_dt_t *rdt, int root, below_comm_t *comm,
+                              below_info_t *info, ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(scatter_init, 2,
+            below_scatter_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, root, comm, info, req,
+             m_->prev.scatter_init_module));
+}
+
+static int below_scatterv_init(const void *sbuf, const int *scounts, const int *displs,
+                               below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
+                               int root, below_comm_t *comm, below_info_t *info,
+                               ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(scatterv_init, 2,
+            below_scatterv_bufs(b, sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm),
+            (b[0].host, scounts, displs, sdt, b[1].host, rcount, rdt, root, comm, info, req,
+             m_->prev.scatterv_init_module));
+}
+
+static int below_neighbor_allgather_init(const void *sbuf, int scount, below_dt_t *sdt,
+                                         void *rbuf, int rcount, below_dt_t *rdt,
+                                         below_comm_t *comm, below_info_t *info,
+                                         ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(neighbor_allgather_init, 2,
+            below_neighbor_allgather_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, info, req,
+             m_->prev.neighbor_allgather_init_module));
+}
+
+static int below_neighbor_allgatherv_init(const void *sbuf, int scount, below_dt_t *sdt,
+                                          void *rbuf, const int *rcounts, const int *displs,
+                                          below_dt_t *rdt, below_comm_t *comm,
+                                          below_info_t *info, ompi_request_t **req,
+                                          below_module_t *module)
+{
+    BELOW_P(neighbor_allgatherv_init, 2,
+            below_neighbor_allgatherv_bufs(b, sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                           comm),
+            (b[0].host, scount, sdt, b[1].host, rcounts, displs, rdt, comm, info, req,
+             m_->prev.neighbor_allgatherv_init_module));
+}
+
+static int below_neighbor_alltoall_init(const void *sbuf, int scount, below_dt_t *sdt,
+                                        void *rbuf, int rcount, below_dt_t *rdt,
+                                        below_comm_t *comm, below_info_t *info,
+                                        ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(neighbor_alltoall_init, 2,
+            below_neighbor_alltoall_bufs(b, sbuf, scount, sdt, rbuf, rcount, rdt, comm),
+            (b[0].host, scount, sdt, b[1].host, rcount, rdt, comm, info, req,
+             m_->prev.neighbor_alltoall_init_module));
+}
+
+static int below_neighbor_alltoallv_init(const void *sbuf, const int *scounts,
+                                         const int *sdispls, below_dt_t *sdt, void *rbuf,
+                                         const int *rcounts, const int *rdispls,
+                                         below_dt_t *rdt, below_comm_t *comm,
+                                         below_info_t *info, ompi_request_t **req,
+                                         below_module_t *module)
+{
+    BELOW_P(neighbor_alltoallv_init, 2,
+            below_neighbor_alltoallv_bufs(b, sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                          rdispls, rdt, comm),
+            (b[0].host, scounts, sdispls, sdt, b[1].host, rcounts, rdispls, rdt, comm, info,
+             req, m_->prev.neighbor_alltoallv_init_module));
+}
+
+static int below_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
+                                         const MPI_Aint *sdispls, below_dt_t *const *sdts,
+                                         void *rbuf, const int *rcounts,
+                                         const MPI_Aint *rdispls, below_dt_t *const *rdts,
+                                         below_comm_t *comm, below_info_t *info,
+                                         ompi_request_t **req, below_module_t *module)
+{
+    BELOW_P(neighbor_alltoallw_init, 2,
+            below_neighbor_alltoallw_bufs(b, sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                          rdispls, rdts, comm),
+            (b[0].host, scounts, sdispls, sdts, b[1].host, rcounts, rdispls, rdts, comm, info,
+             req, m_->prev.neighbor_alltoallw_init_module));
+}
+
 /* ---- registration ------------------------------------------------------------------ */
 
 #define below_allreduce mca_coll_gpuring_allreduce_below
@@ -805,6 +1037,7 @@ static int below_ineighbor_alltoallw(const void *sbuf, const int *scounts,
 #define below_reduce_scatter mca_coll_gpuring_reduce_scatter_below
 #define below_reduce_scatter_block mca_coll_gpuring_reduce_scatter_block_below
 #define below_barrier NULL /* no buffers: the component below's own */
+#define below_barrier_init NULL
 
 void mca_coll_gpuring_below_install(mca_coll_base_module_t *module)
 {

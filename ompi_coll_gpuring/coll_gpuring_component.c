@@ -305,7 +305,8 @@ static int gpuring_register(void)
                          "stage, 0 hand the device pointers to the component below (only "
                          "right for a CUDA-aware Open MPI: others crash on them).  "
                          "A non-blocking call's results are copied back when its request "
-                         "completes",
+                         "completes; a persistent call's inputs are copied in at every start "
+                         "and its results back at every completion",
                          OPAL_INFO_LVL_5, &c->stage_device_buffers);
     return OMPI_SUCCESS;
 }

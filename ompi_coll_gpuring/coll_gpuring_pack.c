@@ -39,7 +39,7 @@ void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_dat
     if (count > INT32_MAX || !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)count))
         return NULL;
     ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
-    return (char *)buf + true_lb;
+    return mca_coll_gpuring_at(buf, true_lb);
 }
 
 /* count elements of dt at base to or from len packed bytes at bytes */
@@ -66,7 +66,7 @@ static int pack_convert(int pack, struct ompi_datatype_t *dt, size_t count, void
 
 static void pack_free(mca_coll_gpuring_packed_t *p)
 {
-    if (p->device >= 0) gpuring_devcopy_free((char *)p->buf + p->lo, p->bytes);
+    if (p->device >= 0) gpuring_devcopy_free(mca_coll_gpuring_at(p->buf, p->lo), p->bytes);
     free(p->image);
     free(p->host);
     memset(p, 0, sizeof(*p));
@@ -87,7 +87,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     p->len = mca_coll_gpuring_signature_bytes(dt, count);
     /* the bytes the elements span (holes included), and whose memory they are */
     mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
-    if (span.dir != 0 && gpuring_mem_kind((char *)buf + span.lo, &device) == GPURING_MEM_DEVICE) {
+    if (span.dir != 0 && gpuring_mem_kind(mca_coll_gpuring_at(buf, span.lo), &device) == GPURING_MEM_DEVICE) {
         p->device = device;
         p->lo = span.lo;
         p->span = span.bytes;
@@ -101,11 +101,11 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
         /* a host image of the span: packed from, and unpacked into with its holes kept */
         p->image = malloc(p->span);
         if (p->image == NULL) goto fail;
-        if (gpuring_devcopy(p->image, (char *)buf + p->lo, p->span, 0, &why) != GPURING_OK)
+        if (gpuring_devcopy(p->image, mca_coll_gpuring_at(buf, p->lo), p->span, 0, &why) != GPURING_OK)
             goto fail;
-        if (in && pack_convert(1, dt, count, p->image - p->lo, p->host, p->len) != OMPI_SUCCESS)
+        if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host, p->len) != OMPI_SUCCESS)
             goto fail;
-        if (gpuring_devcopy_alloc((char *)buf + p->lo, p->len, &p->bytes, &why) != GPURING_OK)
+        if (gpuring_devcopy_alloc(mca_coll_gpuring_at(buf, p->lo), p->len, &p->bytes, &why) != GPURING_OK)
             goto fail;
         why = "cannot copy the packed bytes to the device";
         if (in && gpuring_devcopy(p->bytes, p->host, p->len, 0, &why) != GPURING_OK) goto fail;
@@ -134,9 +134,9 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
         rc = pack_convert(0, p->dt, p->count, p->buf, p->host, p->len);
     } else if (out) {
         if (gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK ||
-            pack_convert(0, p->dt, p->count, p->image - p->lo, p->host, p->len) !=
+            pack_convert(0, p->dt, p->count, mca_coll_gpuring_at(p->image, -p->lo), p->host, p->len) !=
                 OMPI_SUCCESS ||
-            gpuring_devcopy((char *)p->buf + p->lo, p->image, p->span, 0, &why) != GPURING_OK)
+            gpuring_devcopy(mca_coll_gpuring_at(p->buf, p->lo), p->image, p->span, 0, &why) != GPURING_OK)
             rc = OMPI_ERROR;
     }
     if (rc != OMPI_SUCCESS) {

@@ -90,7 +90,7 @@ int mca_coll_gpuring_below_reads_device(void)
 /* ---- spans ------------------------------------------------------------------ */
 
 /* A buffer the call touches in direction `dir`, its span still to be found;
- * none (dir 0) where nothing can be staged: no buffer, or no CUDA driver in
+ * none (dir 0) where nothing can be staged: MPI_IN_PLACE, or no CUDA driver in
  * the process, so no device memory (a call handed below on host buffers
  * then skips the datatype's extents and the per-buffer memory-kind looks:
  * 90 of the ~640 instructions gpuring added to an 8-byte allreduce there,
@@ -100,7 +100,9 @@ static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int
     b->buf = (void *)buf;
     b->lo = 0;
     b->bytes = 0;
-    b->dir = buf == MPI_IN_PLACE || buf == NULL || !gpuring_mem_any_device() ? 0 : dir;
+    /* (NULL is MPI_BOTTOM where the buffer counts: its datatype's addresses absolute;
+     * the callers give a buffer that does not count on this rank dir 0) */
+    b->dir = buf == MPI_IN_PLACE || !gpuring_mem_any_device() ? 0 : dir;
     b->holes = 0;
     b->host = (void *)buf;
     b->staged = NULL;
@@ -187,7 +189,7 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 static int stage_is_device(const mca_coll_gpuring_stage_buf_t *b)
 {
     return b->dir != 0 && b->bytes != 0 &&
-           gpuring_mem_kind((const char *)b->buf + b->lo, NULL) == GPURING_MEM_DEVICE;
+           gpuring_mem_kind(mca_coll_gpuring_at(b->buf, b->lo), NULL) == GPURING_MEM_DEVICE;
 }
 
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
@@ -236,6 +238,29 @@ static size_t stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n)
     return total > 0 && !mca_coll_gpuring_below_reads_device() ? total : 0;
 }
 
+/* Copy what the call reads of the staged spans (its inputs, and written spans it may not
+ * fill) from device memory. */
+static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuring_coll_t coll,
+                         const char *comm, const mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    const char *why = NULL;
+
+    for (int i = 0; i < n; i++) {
+        const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+
+        if (b->staged == NULL || (!(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes)) continue;
+        if (gpuring_devcopy(b->staged, mca_coll_gpuring_at(b->buf, b->lo), b->bytes, area->pinned, &why) !=
+            GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL,
+                          "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
+                          "host memory: %s", mca_coll_gpuring_coll_name(coll), comm, b->bytes,
+                          mca_coll_gpuring_at(b->buf, b->lo), why);
+            return OMPI_ERROR;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
 /* Copy the device buffers' spans (stage_plan's `total` bytes) into `area`, each
  * buffer's .host pointing into its copy. */
 static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total,
@@ -243,7 +268,6 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
                       mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
     size_t off = 0;
-    const char *why = NULL;
 
     if (stage_area_reserve(area, total, pin) != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
@@ -257,20 +281,11 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
 
         if (!b->device) continue;
         b->staged = (char *)area->host + off;
-        b->host = (char *)b->staged - b->lo;
+        b->host = mca_coll_gpuring_at(b->staged, -b->lo);
         off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
-        /* a written span the call may not fill keeps the device's bytes */
-        if ((b->dir & MCA_COLL_GPURING_STAGE_IN) || b->holes) {
-            if (gpuring_devcopy(b->staged, (char *)b->buf + b->lo, b->bytes, area->pinned,
-                                &why) != GPURING_OK) {
-                GPURING_ERROR(GPURING_SUBSYS_COLL,
-                              "%s on comm %s: cannot copy %zu bytes of device memory at "
-                              "%p to host memory: %s", mca_coll_gpuring_coll_name(coll), comm,
-                              b->bytes, (char *)b->buf + b->lo, why);
-                return OMPI_ERROR;
-            }
-        }
     }
+    /* (a written span the call may not fill keeps the device's bytes) */
+    if (stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) return OMPI_ERROR;
     __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: %zu bytes of device buffers staged",
                   mca_coll_gpuring_coll_name(coll), comm, total);
@@ -287,12 +302,12 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (gpuring_devcopy((char *)b->buf + b->lo, b->staged, b->bytes, area->pinned,
+        if (gpuring_devcopy(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes, area->pinned,
                             &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "
                           "device memory at %p: %s", mca_coll_gpuring_coll_name(coll), comm,
-                          b->bytes, (char *)b->buf + b->lo, why);
+                          b->bytes, mca_coll_gpuring_at(b->buf, b->lo), why);
             return OMPI_ERROR;
         }
     }
@@ -320,18 +335,47 @@ int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_co
 #define STAGE_NB_MAGIC 0x6770727374616765ull /* "gprstage" */
 #define STAGE_NB_MAX_BUFS 2
 
-/* A non-blocking call's staging, alive until its request completes. */
+/* A non-blocking call's staging, alive until its request completes; a persistent one's,
+ * until its request is freed. */
 struct mca_coll_gpuring_stage_nb {
     uint64_t magic; /* first: tells this record from a request (stage_nb_complete) */
     ompi_request_t *req;
     mca_coll_gpuring_coll_t coll;
     int n;
     mca_coll_gpuring_stage_buf_t bufs[STAGE_NB_MAX_BUFS];
-    mca_coll_gpuring_stage_area_t area; /* its own: calls overlap (not page-locked: one use) */
+    mca_coll_gpuring_stage_area_t area; /* its own: calls overlap (page-locked if persistent) */
     ompi_request_complete_fn_t prev_cb; /* the request's callback before ours, chained */
     void *prev_cb_data;
+    /* persistent: the request's start and free, which ours wrap; a start's completion to
+     * come (armed); freed by the application while one was to come */
+    int persistent, armed, freed;
+    ompi_request_start_fn_t start;
+    ompi_request_free_fn_t free_;
+    struct mca_coll_gpuring_stage_nb *next; /* stage_persistent's list */
     char comm[MPI_MAX_OBJECT_NAME]; /* for the log: the communicator may be freed first */
 };
+
+/* The persistent requests gpuring stages, each with its record. */
+static struct {
+    pthread_mutex_t lock;
+    mca_coll_gpuring_stage_nb_t *head;
+} stage_persistent = {PTHREAD_MUTEX_INITIALIZER, NULL};
+
+/* The record of a persistent request; taken off the list where `take`. */
+static mca_coll_gpuring_stage_nb_t *stage_persistent_find(ompi_request_t *req, int take)
+{
+    mca_coll_gpuring_stage_nb_t **at, *nb = NULL;
+
+    pthread_mutex_lock(&stage_persistent.lock);
+    for (at = &stage_persistent.head; *at != NULL; at = &(*at)->next) {
+        if ((*at)->req != req) continue;
+        nb = *at;
+        if (take) *at = nb->next;
+        break;
+    }
+    pthread_mutex_unlock(&stage_persistent.lock);
+    return nb;
+}
 
 static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
 {
@@ -341,7 +385,7 @@ static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
 }
 
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
-                                 mca_coll_gpuring_stage_buf_t *bufs, int n,
+                                 mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
     size_t total = stage_plan(bufs, n);
@@ -360,8 +404,9 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     nb->magic = STAGE_NB_MAGIC;
     nb->coll = coll;
     nb->n = n;
+    nb->persistent = persistent;
     snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
-    rc = stage_fill(&nb->area, 0, total, coll, nb->comm, bufs, n);
+    rc = stage_fill(&nb->area, persistent, total, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {
         stage_nb_free(nb);
         return rc;
@@ -392,8 +437,106 @@ static int stage_nb_complete(ompi_request_t *arg)
         req->req_status.MPI_ERROR = MPI_ERR_INTERN;
     }
     if (req->req_complete_cb_data == nb) req->req_complete_cb_data = nb->prev_cb_data;
-    stage_nb_free(nb);
+    if (!nb->persistent) {
+        stage_nb_free(nb);
+    } else { /* kept for the next start, unless freed while this one ran */
+        int gone;
+
+        pthread_mutex_lock(&stage_persistent.lock);
+        nb->armed = 0;
+        gone = nb->freed;
+        pthread_mutex_unlock(&stage_persistent.lock);
+        if (gone) stage_nb_free(nb);
+    }
     return prev != NULL ? prev(req) : 0;
+}
+
+/*
+ * Ours on a request the component below has started: results copied back when it
+ * completes.  Open MPI's completion reads the callback, then marks the request
+ * complete, with no lock: a request that completed meanwhile gets ours called here
+ * (taken back from it atomically, so it runs once); one whose completion read the
+ * callback before ours was stored and marks it complete only after this check --
+ * another thread completing it in those few instructions -- would lose it, as Open
+ * MPI's own callbacks set this way would.
+ */
+static int stage_nb_arm(mca_coll_gpuring_stage_nb_t *nb, ompi_request_t *req)
+{
+    nb->prev_cb = req->req_complete_cb;
+    nb->prev_cb_data = req->req_complete_cb_data;
+    req->req_complete_cb_data = nb;
+    __atomic_store_n(&req->req_complete_cb, stage_nb_complete, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (REQUEST_COMPLETE(req) &&
+        __atomic_exchange_n(&req->req_complete_cb, NULL, __ATOMIC_ACQ_REL) == stage_nb_complete)
+        return stage_nb_complete(req);
+    return OMPI_SUCCESS;
+}
+
+/* MPI_Start / MPI_Startall of persistent requests gpuring stages: each one's inputs
+ * copied in anew, its completion armed -- before the component below's start: the
+ * request is inactive (no thread completes it under us; it reads as complete, so it
+ * cannot be armed as a started one is) -- and then started. */
+static int stage_persistent_start(size_t count, ompi_request_t **reqs)
+{
+    for (size_t i = 0; i < count; i++) {
+        ompi_request_t *req = reqs[i];
+        mca_coll_gpuring_stage_nb_t *nb = stage_persistent_find(req, 0);
+        int rc;
+
+        if (nb == NULL) return OMPI_ERR_BAD_PARAM; /* not ours: cannot be */
+        rc = stage_copy_in(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n);
+        if (rc != OMPI_SUCCESS) return rc;
+        pthread_mutex_lock(&stage_persistent.lock);
+        nb->armed = 1;
+        pthread_mutex_unlock(&stage_persistent.lock);
+        nb->prev_cb = req->req_complete_cb;
+        nb->prev_cb_data = req->req_complete_cb_data;
+        req->req_complete_cb_data = nb;
+        req->req_complete_cb = stage_nb_complete;
+        rc = nb->start(1, &reqs[i]);
+        if (rc != OMPI_SUCCESS) {
+            req->req_complete_cb = nb->prev_cb; /* not started: nothing to complete */
+            req->req_complete_cb_data = nb->prev_cb_data;
+            nb->armed = 0;
+            return rc;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+/* MPI_Request_free of one: the component below's free, then (where it freed it) its
+ * staging -- at once, or by the completion of a start still running.  The request gets
+ * its own start and free back first: the component below recycles its request objects
+ * (libnbc's free list), which set them only when first made. */
+static int stage_persistent_free(ompi_request_t **rptr)
+{
+    ompi_request_t *req = *rptr;
+    mca_coll_gpuring_stage_nb_t *nb = stage_persistent_find(req, 0);
+    int rc, now;
+
+    if (nb == NULL) return OMPI_ERR_BAD_PARAM;
+    req->req_start = nb->start;
+    req->req_free = nb->free_;
+    rc = nb->free_(rptr);
+    if (rc != OMPI_SUCCESS) { /* still the application's: kept, ours again */
+        req->req_start = stage_persistent_start;
+        req->req_free = stage_persistent_free;
+        return rc;
+    }
+    pthread_mutex_lock(&stage_persistent.lock);
+    for (mca_coll_gpuring_stage_nb_t **at = &stage_persistent.head; *at != NULL;
+         at = &(*at)->next) {
+        if (*at == nb) {
+            *at = nb->next;
+            break;
+        }
+    }
+    now = !nb->armed;
+    nb->freed = 1;
+    pthread_mutex_unlock(&stage_persistent.lock);
+    if (now) stage_nb_free(nb);
+    return OMPI_SUCCESS;
 }
 
 int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req)
@@ -404,6 +547,21 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
         return rc != OMPI_SUCCESS ? rc : OMPI_ERR_BAD_PARAM;
     }
     nb->req = req;
+    if (nb->persistent && (req->req_start == NULL || req->req_type == OMPI_REQUEST_NOOP)) {
+        stage_nb_free(nb); /* a call with nothing to move: a no-op, never started */
+        return OMPI_SUCCESS;
+    }
+    if (nb->persistent) { /* made, not started: its starts and free are ours to wrap */
+        nb->start = req->req_start;
+        nb->free_ = req->req_free;
+        req->req_start = stage_persistent_start;
+        req->req_free = stage_persistent_free;
+        pthread_mutex_lock(&stage_persistent.lock);
+        nb->next = stage_persistent.head;
+        stage_persistent.head = nb;
+        pthread_mutex_unlock(&stage_persistent.lock);
+        return OMPI_SUCCESS;
+    }
     if (REQUEST_COMPLETE(req)) { /* done inside the call (or a shared, completed request) */
         rc = req->req_status.MPI_ERROR == MPI_SUCCESS
                  ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
@@ -411,7 +569,5 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
         stage_nb_free(nb);
         return rc;
     }
-    nb->prev_cb = req->req_complete_cb;
-    nb->prev_cb_data = req->req_complete_cb_data;
-    return ompi_request_set_callback(req, stage_nb_complete, nb);
+    return stage_nb_arm(nb, req);
 }

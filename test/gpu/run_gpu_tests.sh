@@ -327,10 +327,11 @@ if [ -n "$mpirun" ] && want_part mpi; then
     coll_bin="$mpibin/device_coll_check"
     [ -x "$coll_bin" ] || coll_bin="$builddir/test/mpi/device_coll_check"
     # (and every call in its non-blocking form: -i, the results copied back when the
-    # request completes)
+    # request completes; and persistent: -p, copied in at every start)
     staged_test device_colls_2ranks 2
     staged_test device_colls_3ranks 3
     staged_test device_colls_2ranks_nonblocking 2 -i
+    staged_test device_colls_2ranks_persistent 2 -p
     for algo in ring tree; do
         mpi_test "mpi_4ranks_2nodes_$algo" 4 fifo \
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \

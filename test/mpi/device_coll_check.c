@@ -8,6 +8,7 @@
  * cannot touch, so a component that hands it to a non-CUDA-aware MPI
  * crashes here as it would on a GPU).
  *
+ * A bcast at MPI_BOTTOM finds its device buffer through its datatype alone.
  * Every receive buffer sits between guard bytes, is filled with a sentinel
  * first, and is compared byte for byte with the expected image: the values
  * the call must write, the sentinel everywhere else (guards, holes of the
@@ -18,11 +19,18 @@
  * MPI_Igather, ...: a component below that cannot read device memory gets them
  * staged too, the results copied back when the request completes) and waited for.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-i] [-q]
+ * With -p, every call in its persistent form (MPI_Bcast_init, ...; Open MPI 4's
+ * MPIX_ extension), started twice (each start reads the device buffers anew,
+ * each completion writes them) and freed.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-i | -p] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
 #include <mpi.h>
+#if MPI_VERSION < 4
+#include <mpi-ext.h> /* Open MPI 4's persistent collectives (MPIX_*_init) */
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,16 +159,32 @@ static void dbuf_free(dbuf_t *b)
 }
 
 /* -i: every call made in its non-blocking form (MPI_Ibcast for MPI_Bcast, ...) and
- * waited for at once; the results must be the same */
-static int g_nonblocking;
+ * waited for at once; -p: in its persistent form (MPI_Bcast_init; MPIX_Bcast_init in
+ * Open MPI 4), started, waited for and freed (and case_restart: started again on new
+ * inputs).  The results must be the same. */
+#if MPI_VERSION >= 4
+#define PERSISTENT(_name) MPI_##_name##_init
+#else
+#define PERSISTENT(_name) MPIX_##_name##_init /* Open MPI's pcollreq extension */
+#endif
+static int g_nonblocking, g_persistent;
 static MPI_Request g_req;
 static int nb_wait(int rc)
 {
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
     return rc;
 }
-#define COLL(_blocking, _nonblocking, ...)                                                 \
-    (g_nonblocking ? nb_wait(_nonblocking(__VA_ARGS__, &g_req)) : _blocking(__VA_ARGS__))
+static int p_run(int rc)
+{
+    if (rc == MPI_SUCCESS) rc = MPI_Start(&g_req);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
+    if (g_req != MPI_REQUEST_NULL) MPI_Request_free(&g_req);
+    return rc;
+}
+#define COLL(_name, _iname, ...)                                                           \
+    (g_persistent    ? p_run(PERSISTENT(_name)(__VA_ARGS__, MPI_INFO_NULL, &g_req))       \
+     : g_nonblocking ? nb_wait(MPI_##_iname(__VA_ARGS__, &g_req))                        \
+                     : MPI_##_name(__VA_ARGS__))
 
 static void expect_rc(int rc, const char *what)
 {
@@ -230,11 +254,76 @@ static void case_bcast(ctx_t *c, size_t count, int root, int use_vec)
         else dbuf_expect(&b, i * sizeof(int), &v[i], sizeof(int));
     }
     WHAT("%s bcast %s count %zu root %d", c->name, use_vec ? "vector" : "int", count, root);
-    expect_rc(COLL(MPI_Bcast, MPI_Ibcast, dbuf_ptr(&b), (int)count, use_vec ? c->vec : MPI_INT, root, c->comm),
+    expect_rc(COLL(Bcast, Ibcast, dbuf_ptr(&b), (int)count, use_vec ? c->vec : MPI_INT, root, c->comm),
               what);
     dbuf_check(&b, what);
     dbuf_free(&b);
     free(v);
+}
+
+/* MPI_Bcast at MPI_BOTTOM with a datatype whose one block's address is the device
+ * buffer's (hindexed, absolute): the buffer is found through the datatype alone */
+static void case_bottom(ctx_t *c, size_t count, int root)
+{
+    dbuf_t b;
+    int *v = vals(root, count, 11), len = (int)count;
+    MPI_Aint at;
+    MPI_Datatype abs;
+
+    dbuf_make(&b, count * sizeof(int));
+    if (c->rank == root) dbuf_load(&b, 0, v, count * sizeof(int));
+    else dbuf_expect(&b, 0, v, count * sizeof(int));
+    at = (MPI_Aint)(uintptr_t)dbuf_ptr(&b);
+    MPI_Type_create_hindexed(1, &len, &at, MPI_INT, &abs);
+    MPI_Type_commit(&abs);
+    WHAT("%s bcast at MPI_BOTTOM count %zu root %d", c->name, count, root);
+    expect_rc(COLL(Bcast, Ibcast, MPI_BOTTOM, 1, abs, root, c->comm), what);
+    dbuf_check(&b, what);
+    MPI_Type_free(&abs);
+    dbuf_free(&b);
+    free(v);
+}
+
+/* -p: one persistent allreduce and one bcast started three times (MPI_Start, then
+ * MPI_Startall of both), the device inputs changed between the starts: each start
+ * must read them anew, each completion write its own results (on a one-rank
+ * communicator the bcast is a call with nothing to do) */
+static void case_restart(ctx_t *c, size_t count)
+{
+    dbuf_t s, r, b;
+    MPI_Request reqs[2];
+
+    dbuf_make(&s, count * sizeof(int));
+    dbuf_make(&r, count * sizeof(int));
+    dbuf_make(&b, count * sizeof(int));
+    expect_rc(PERSISTENT(Allreduce)(dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM,
+                                    c->comm, MPI_INFO_NULL, &reqs[0]),
+              "allreduce_init");
+    expect_rc(PERSISTENT(Bcast)(dbuf_ptr(&b), (int)count, MPI_INT, 0, c->comm, MPI_INFO_NULL,
+                                &reqs[1]),
+              "bcast_init");
+    for (int round = 0; round < 3; round++) {
+        int *mine = vals(c->rank, count, 20 + round), *want = vals(0, count, 0);
+        int *root = vals(0, count, 30 + round);
+
+        for (size_t i = 0; i < count; i++) want[i] = sum_vals(0, c->size, i, 20 + round);
+        dbuf_load(&s, 0, mine, count * sizeof(int));
+        dbuf_expect(&r, 0, want, count * sizeof(int));
+        if (c->rank == 0) dbuf_load(&b, 0, root, count * sizeof(int));
+        else dbuf_expect(&b, 0, root, count * sizeof(int));
+        WHAT("%s persistent allreduce and bcast, start %d, count %zu", c->name, round + 1, count);
+        expect_rc(round == 0 ? MPI_Start(&reqs[0]) : MPI_Startall(2, reqs), what);
+        if (round == 0) expect_rc(MPI_Start(&reqs[1]), what);
+        expect_rc(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE), what);
+        dbuf_check(&r, what);
+        dbuf_check(&b, what);
+        free(mine), free(want), free(root);
+    }
+    MPI_Request_free(&reqs[0]);
+    MPI_Request_free(&reqs[1]);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    dbuf_free(&b);
 }
 
 /* MPI_Reduce / MPI_Allreduce / MPI_Scan / MPI_Exscan of ints with MPI_SUM
@@ -264,19 +353,19 @@ static void case_reduce(ctx_t *c, int kind, size_t count, int root, int inplace,
          user ? " user op" : "", count, root);
     switch (kind) {
     case RED_REDUCE:
-        rc = COLL(MPI_Reduce, MPI_Ireduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+        rc = COLL(Reduce, Ireduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
                         MPI_INT, op, root, c->comm);
         break;
     case RED_ALLREDUCE:
-        rc = COLL(MPI_Allreduce, MPI_Iallreduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+        rc = COLL(Allreduce, Iallreduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
                            MPI_INT, op, c->comm);
         break;
     case RED_SCAN:
-        rc = COLL(MPI_Scan, MPI_Iscan, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT,
+        rc = COLL(Scan, Iscan, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT,
                       op, c->comm);
         break;
     default:
-        rc = COLL(MPI_Exscan, MPI_Iexscan, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
+        rc = COLL(Exscan, Iexscan, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
                         MPI_INT, op, c->comm);
         break;
     }
@@ -316,7 +405,7 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     dbuf_load(&s, 0, in, n2 * sizeof(int));
     dbuf_expect(&r, 0, want, n2 * sizeof(int));
     WHAT("%s allreduce MPI_2INT MAXLOC count %zu", c->name, count);
-    expect_rc(COLL(MPI_Allreduce, MPI_Iallreduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_2INT, MPI_MAXLOC,
+    expect_rc(COLL(Allreduce, Iallreduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_2INT, MPI_MAXLOC,
                             c->comm), what);
     dbuf_check(&r, what);
     dbuf_free(&s);
@@ -334,7 +423,7 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     dbuf_load(&s, 0, cin, count);
     dbuf_expect(&r, 0, cwant, count);
     WHAT("%s allreduce MPI_CHAR count %zu", c->name, count);
-    expect_rc(COLL(MPI_Allreduce, MPI_Iallreduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_CHAR, MPI_SUM, c->comm),
+    expect_rc(COLL(Allreduce, Iallreduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_CHAR, MPI_SUM, c->comm),
               what);
     dbuf_check(&r, what);
     dbuf_free(&s);
@@ -386,12 +475,12 @@ static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int in
          inplace ? " in place" : "", count, root);
     {
         const void *sb = in_place ? MPI_IN_PLACE : dbuf_ptr(&s);
-        if (all && v) rc = COLL(MPI_Allgatherv, MPI_Iallgatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, c->comm);
-        else if (all) rc = COLL(MPI_Allgather, MPI_Iallgather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
+        if (all && v) rc = COLL(Allgatherv, Iallgatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, c->comm);
+        else if (all) rc = COLL(Allgather, Iallgather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
         /* what MPI leaves insignificant off the root is given as nothing */
-        else if (v && c->rank != root) rc = COLL(MPI_Gatherv, MPI_Igatherv, sb, (int)mycount, MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, root, c->comm);
-        else if (v) rc = COLL(MPI_Gatherv, MPI_Igatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, root, c->comm);
-        else rc = COLL(MPI_Gather, MPI_Igather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, root, c->comm);
+        else if (v && c->rank != root) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, root, c->comm);
+        else if (v) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, root, c->comm);
+        else rc = COLL(Gather, Igather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, root, c->comm);
     }
     check_pair(rc, &s, &r);
     free(mine);
@@ -425,9 +514,9 @@ static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
          count, root);
     {
         void *rb = in_place ? MPI_IN_PLACE : dbuf_ptr(&r);
-        if (v && c->rank != root) rc = COLL(MPI_Scatterv, MPI_Iscatterv, NULL, NULL, NULL, MPI_DATATYPE_NULL, rb, (int)mycount, MPI_INT, root, c->comm);
-        else if (v) rc = COLL(MPI_Scatterv, MPI_Iscatterv, dbuf_ptr(&s), counts, displs, MPI_INT, rb, (int)mycount, MPI_INT, root, c->comm);
-        else rc = COLL(MPI_Scatter, MPI_Iscatter, dbuf_ptr(&s), (int)count, MPI_INT, rb, (int)count, MPI_INT, root, c->comm);
+        if (v && c->rank != root) rc = COLL(Scatterv, Iscatterv, NULL, NULL, NULL, MPI_DATATYPE_NULL, rb, (int)mycount, MPI_INT, root, c->comm);
+        else if (v) rc = COLL(Scatterv, Iscatterv, dbuf_ptr(&s), counts, displs, MPI_INT, rb, (int)mycount, MPI_INT, root, c->comm);
+        else rc = COLL(Scatter, Iscatter, dbuf_ptr(&s), (int)count, MPI_INT, rb, (int)count, MPI_INT, root, c->comm);
     }
     check_pair(rc, &s, &r);
     free(mine);
@@ -474,9 +563,9 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     }
     {
         const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
-        if (kind == A2A) rc = COLL(MPI_Alltoall, MPI_Ialltoall, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
-        else if (kind == A2AV) rc = COLL(MPI_Alltoallv, MPI_Ialltoallv, sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
-        else rc = COLL(MPI_Alltoallw, MPI_Ialltoallw, sb, sc, sd, types, dbuf_ptr(&r), rc_, rd, types, c->comm);
+        if (kind == A2A) rc = COLL(Alltoall, Ialltoall, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
+        else if (kind == A2AV) rc = COLL(Alltoallv, Ialltoallv, sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
+        else rc = COLL(Alltoallw, Ialltoallw, sb, sc, sd, types, dbuf_ptr(&r), rc_, rd, types, c->comm);
     }
     check_pair(rc, &s, &r);
     free(sc), free(sd), free(rc_), free(rd), free(types);
@@ -511,8 +600,8 @@ static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
          inplace ? " in place" : "", count);
     {
         const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
-        if (block) rc = COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, sb, dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, c->comm);
-        else rc = COLL(MPI_Reduce_scatter, MPI_Ireduce_scatter, sb, dbuf_ptr(&r), counts, MPI_INT, MPI_SUM, c->comm);
+        if (block) rc = COLL(Reduce_scatter_block, Ireduce_scatter_block, sb, dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, c->comm);
+        else rc = COLL(Reduce_scatter, Ireduce_scatter, sb, dbuf_ptr(&r), counts, MPI_INT, MPI_SUM, c->comm);
     }
     expect_rc(rc, what);
     if (inplace) {
@@ -555,7 +644,7 @@ static void case_neighbor(ctx_t *c, size_t count)
         free(theirs);
     }
     WHAT("%s neighbor_allgather count %zu", c->name, count);
-    expect_rc(COLL(MPI_Neighbor_allgather, MPI_Ineighbor_allgather, dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
+    expect_rc(COLL(Neighbor_allgather, Ineighbor_allgather, dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
                                      MPI_INT, ring), what);
     dbuf_check(&r, what);
     dbuf_free(&s);
@@ -573,7 +662,7 @@ static void case_neighbor(ctx_t *c, size_t count)
         free(out), free(in);
     }
     WHAT("%s neighbor_alltoall count %zu", c->name, count);
-    expect_rc(COLL(MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
+    expect_rc(COLL(Neighbor_alltoall, Ineighbor_alltoall, dbuf_ptr(&s), (int)count, MPI_INT, dbuf_ptr(&r), (int)count,
                                     MPI_INT, ring), what);
     dbuf_check(&r, what);
     dbuf_free(&s);
@@ -596,6 +685,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
         for (int root = 0; root < c->size; root++) {
             case_bcast(c, n, root, 0);
             case_bcast(c, n, root, 1);
+            if (n > 0) case_bottom(c, n, root);
             for (int ip = 0; ip < 2; ip++) {
                 case_reduce(c, RED_REDUCE, n, root, ip, 0);
                 case_gather(c, n, root, 0, 0, ip);
@@ -622,6 +712,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
         /* a periodic ring of 2 or 1 has the same rank on both sides: the
          * order of its blocks is not for this test to guess */
         if (c->size >= 3) case_neighbor(c, n);
+        if (g_persistent && n > 0) case_restart(c, n);
     }
 }
 
@@ -647,10 +738,12 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "-i")) {
             g_nonblocking = 1;
+        } else if (!strcmp(argv[i], "-p")) {
+            g_persistent = 1;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }

@@ -647,7 +647,8 @@ FALLBACK_WHY="ranks passed different kinds of memory" run_case "fakecuda_rank0_a
 # --- every MPI collective on device buffers the host cannot touch (the stand-in driver's
 # cuMemAlloc): gpuring stages them through host memory for the component below (not
 # CUDA-aware), non-blocking ones until their request completes (device_coll_check -i:
-# every call in its non-blocking form), and every result is right.
+# every call in its non-blocking form), persistent ones at every start (-p), and every
+# result is right.
 if [ $ACTIVE = 1 ]; then
     STAGED_ALL="MPI_Allgather MPI_Allgatherv MPI_Allreduce MPI_Alltoall MPI_Alltoallv
         MPI_Alltoallw MPI_Bcast MPI_Exscan MPI_Gather MPI_Gatherv MPI_Reduce MPI_Reduce_scatter
@@ -668,6 +669,16 @@ if [ $ACTIVE = 1 ]; then
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split -q
+    # the persistent forms (MPI_Bcast_init, ...; Open MPI 4's MPIX_ ones), each started
+    # twice: staged with the request, copied in at every start and back at every
+    # completion
+    STAGED_ALL=""
+    for coll in $STAGED_BLOCKING; do STAGED_ALL="$STAGED_ALL ${coll}_init"; done
+    run_case "device_colls_persistent_np2_rpn0" 2 0 staged "" \
+        device_coll_check -D "$FAKE_CUDA" -p -q
+    STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather_init MPI_Neighbor_alltoall_init"
+    run_case "device_colls_persistent_np3_rpn1" 3 1 staged "" \
+        device_coll_check -D "$FAKE_CUDA" -p -c 0,1,7,1000 -m world,split -q
     # the control: handed down unstaged, the same device memory kills the component below
     if [ -z "$FILTER" ] || [[ device_colls_unstaged_crash =~ $FILTER ]]; then
         log="$LOGDIR/device_colls_unstaged_crash.log"
