@@ -28,8 +28,12 @@
  */
 #include <dlfcn.h>
 #include <mpi.h>
-#if MPI_VERSION < 4
-#include <mpi-ext.h> /* Open MPI 4's persistent collectives (MPIX_*_init) */
+/* MPI-4's persistent collectives: Open MPI 5 has them (saying MPI 3.1), 4 as MPIX_ */
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define PERSISTENT(_name) MPI_##_name##_init
+#else
+#include <mpi-ext.h> /* Open MPI 4's pcollreq extension */
+#define PERSISTENT(_name) MPIX_##_name##_init
 #endif
 #include <stdint.h>
 #include <stdio.h>
@@ -162,11 +166,6 @@ static void dbuf_free(dbuf_t *b)
  * waited for at once; -p: in its persistent form (MPI_Bcast_init; MPIX_Bcast_init in
  * Open MPI 4), started, waited for and freed (and case_restart: started again on new
  * inputs).  The results must be the same. */
-#if MPI_VERSION >= 4
-#define PERSISTENT(_name) MPI_##_name##_init
-#else
-#define PERSISTENT(_name) MPIX_##_name##_init /* Open MPI's pcollreq extension */
-#endif
 static int g_nonblocking, g_persistent;
 static MPI_Request g_req;
 static int nb_wait(int rc)

@@ -19,7 +19,8 @@
 # the first error.  Leaks are checked at exit, but only those allocated under
 # gpuring's frames count: Open MPI leaks by design, and a suppression by
 # library would hide gpuring's allocations too, all made under libmpi's
-# frames.  So that the stacks are whole: malloc unwinds without frame
+# frames -- but for libnbc's (lsan.supp: what it leaks of the persistent
+# requests gpuring makes through it).  So that the stacks are whole: malloc unwinds without frame
 # pointers (fast_unwind_on_malloc=0: the libraries have none), and dlclose
 # does nothing (nodlclose.so: Open MPI unloads its components before the
 # report).  Exit codes are the runs' own (exitcode=0: Open MPI's leaks would
@@ -48,6 +49,7 @@ pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://
 SAN_X="-x LD_PRELOAD=$GPURING_LIBASAN:$top/test/sanitize/nodlclose.so"
 SAN_X="$SAN_X -x ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:exitcode=0"
 SAN_X="$SAN_X -x UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
+SAN_X="$SAN_X -x LSAN_OPTIONS=suppressions=$here/lsan.supp"
 passed=0 failed=0
 
 # runner NAME COMMAND...: runs a runner, its closing line renamed (make check sums

@@ -7,19 +7,13 @@
 #                          or a direct leak allocated under gpuring's code (the
 #                          component, the core, the CUDA CPU runtime): Open
 #                          MPI's own leaks, whose stacks hold none of its
-#                          frames, do not count; nor does what libnbc itself
-#                          allocates for a persistent request gpuring makes
-#                          through it (the frame right above the allocator in
-#                          mca_coll_libnbc.so: Open MPI 4.1's libnbc frees a
-#                          persistent request without its schedule and
-#                          buffers, whoever made it)
+#                          frames, do not count
 # Only the sanitizer flavor's processes (test/sanitize) can write one; every
 # run is checked all the same.
 sanitizer_report() {
     awk '
         /ERROR: AddressSanitizer|: runtime error: |WARNING: ASan / { print; exit }
         /^Direct leak of / { leak = $0; next }
-        leak != "" && /^ *#1 / && /mca_coll_libnbc\.so/ { leak = ""; next }
         leak != "" && /^ *#[0-9]/ {
             if ($0 ~ / (ompi_coll_gpuring|bootstrap_mpi|graph|kernels|proxy|common|test\/cudacpu)\/[A-Za-z0-9_.]+:[0-9]/ ||
                 $0 ~ /mca_coll_gpuring\.so|\/test\/sanitize\/cudacpu\//) {
