@@ -74,11 +74,20 @@ runner() {
 
 mkdir -p "$logs/host" "$logs/cudacpu"
 t0=$SECONDS
+# persistent collectives staged through libnbc (device_colls_persistent): only where
+# libnbc is a module of its own, which lsan.supp can name (Open MPI 5 builds it into
+# libmpi, under whose frames gpuring's own allocations are made too)
+persistent=""
+if [ -f "$pkglibdir/mca_coll_libnbc.so" ]; then
+    persistent="device_colls_persistent_np2_rpn0|"
+else
+    echo "# device_colls_persistent_np2_rpn0 not run here: libnbc is inside libmpi (its leaks of persistent requests cannot be suppressed apart from gpuring's)"
+fi
 if [ -f "$top/test/sanitize/host/.libs/mca_coll_gpuring.so" ]; then
     GPURING_MCA_ARGS="--mca mca_base_component_path $top/test/sanitize/host/.libs:$pkglibdir \
 --mca coll_gpuring_host_buffers 1 --mca coll_gpuring_verbose 3 $SAN_X" \
     GPURING_TEST_LOGDIR=$logs/host GPURING_CHURN_N=100 \
-    GPURING_TEST_FILTER='^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|device_colls_nonblocking_np2_rpn0|device_colls_persistent_np2_rpn0|churn_np2_rpn0|churn_np2_rpn1|colls_np3_rpn1|iallreduce_np4_rpn2|timeout_nonblocking_np3_rpn1|mix_np3_rpn1|allreduce_hosts_np3_rpn0)$' \
+    GPURING_TEST_FILTER="^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|device_colls_nonblocking_np2_rpn0|${persistent}churn_np2_rpn0|churn_np2_rpn1|colls_np3_rpn1|iallreduce_np4_rpn2|timeout_nonblocking_np3_rpn1|mix_np3_rpn1|allreduce_hosts_np3_rpn0)\$" \
         runner host "$here/../mpi/run_mpi_tests.sh"
 else
     echo "FAIL host: test/sanitize/host/.libs/mca_coll_gpuring.so not built"
