@@ -298,6 +298,9 @@ typedef struct mca_coll_gpuring_stage_buf {
     void *staged;     /* the host copy of the span; NULL: not staged */
 } mca_coll_gpuring_stage_buf_t;
 
+/* A datatype's name for the log (derived ones may have none). */
+const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt);
+
 /* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
  * offset, or a host copy standing in for a span that starts far from it. */
 static inline void *mca_coll_gpuring_at(const void *buf, ptrdiff_t off)

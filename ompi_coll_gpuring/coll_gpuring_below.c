@@ -585,8 +585,10 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
         _bufs_call;                                                                        \
         BELOW_STAGED_NB(m_, _slot, b, req, _persistent, m_->prev._slot _call);             \
     } while (0)
-#define BELOW_NB(_slot, _nbufs, _bufs_call, _call) BELOW_NB_OR_P(_slot, 0, _nbufs, _bufs_call, _call)
-#define BELOW_P(_slot, _nbufs, _bufs_call, _call) BELOW_NB_OR_P(_slot, 1, _nbufs, _bufs_call, _call)
+#define BELOW_NB(_slot, _nbufs, _bufs_call, _call)                                         \
+    BELOW_NB_OR_P(_slot, 0, _nbufs, _bufs_call, _call)
+#define BELOW_P(_slot, _nbufs, _bufs_call, _call)                                          \
+    BELOW_NB_OR_P(_slot, 1, _nbufs, _bufs_call, _call)
 
 static int below_iallgather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf,
                             int rcount, below_dt_t *rdt, below_comm_t *comm,

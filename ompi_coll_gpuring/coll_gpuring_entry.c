@@ -100,11 +100,16 @@ int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatyp
     if (!entry_map_type(dtype, *op_p, type_p) || !gpuring_op_supported(*type_p, *op_p)) {
         mca_coll_gpuring_log_fallback("%s fallback: datatype %s with op %s is not handled",
                                       gpuring_coll_names[coll],
-                                      dtype->name[0] != '\0' ? dtype->name : "(unnamed)",
+                                      mca_coll_gpuring_dt_name(dtype),
                                       op->o_name);
         return 0;
     }
     return 1;
+}
+
+const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt)
+{
+    return dt->name[0] != '\0' ? dt->name : "(unnamed)";
 }
 
 int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,

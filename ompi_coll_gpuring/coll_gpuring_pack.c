@@ -87,7 +87,8 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     p->len = mca_coll_gpuring_signature_bytes(dt, count);
     /* the bytes the elements span (holes included), and whose memory they are */
     mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
-    if (span.dir != 0 && gpuring_mem_kind(mca_coll_gpuring_at(buf, span.lo), &device) == GPURING_MEM_DEVICE) {
+    if (span.dir != 0 &&
+        gpuring_mem_kind(mca_coll_gpuring_at(buf, span.lo), &device) == GPURING_MEM_DEVICE) {
         p->device = device;
         p->lo = span.lo;
         p->span = span.bytes;
@@ -99,14 +100,15 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
         p->bytes = p->host;
     } else {
         /* a host image of the span: packed from, and unpacked into with its holes kept */
+        void *at = mca_coll_gpuring_at(buf, p->lo);
+
         p->image = malloc(p->span);
         if (p->image == NULL) goto fail;
-        if (gpuring_devcopy(p->image, mca_coll_gpuring_at(buf, p->lo), p->span, 0, &why) != GPURING_OK)
+        if (gpuring_devcopy(p->image, at, p->span, 0, &why) != GPURING_OK) goto fail;
+        if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
+                               p->len) != OMPI_SUCCESS)
             goto fail;
-        if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host, p->len) != OMPI_SUCCESS)
-            goto fail;
-        if (gpuring_devcopy_alloc(mca_coll_gpuring_at(buf, p->lo), p->len, &p->bytes, &why) != GPURING_OK)
-            goto fail;
+        if (gpuring_devcopy_alloc(at, p->len, &p->bytes, &why) != GPURING_OK) goto fail;
         why = "cannot copy the packed bytes to the device";
         if (in && gpuring_devcopy(p->bytes, p->host, p->len, 0, &why) != GPURING_OK) goto fail;
     }
@@ -118,7 +120,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
 fail:
     GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: cannot pack %zu elements of datatype %s (%zu bytes "
                   "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
-                  dt->name[0] != '\0' ? dt->name : "(unnamed, derived)", p->len,
+                  mca_coll_gpuring_dt_name(dt), p->len,
                   p->device >= 0 ? "device" : "host", why);
     pack_free(p);
     return OMPI_ERR_OUT_OF_RESOURCE;
@@ -133,16 +135,18 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
     if (out && p->device < 0) {
         rc = pack_convert(0, p->dt, p->count, p->buf, p->host, p->len);
     } else if (out) {
+        void *at = mca_coll_gpuring_at(p->buf, p->lo);
+
         if (gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK ||
-            pack_convert(0, p->dt, p->count, mca_coll_gpuring_at(p->image, -p->lo), p->host, p->len) !=
-                OMPI_SUCCESS ||
-            gpuring_devcopy(mca_coll_gpuring_at(p->buf, p->lo), p->image, p->span, 0, &why) != GPURING_OK)
+            pack_convert(0, p->dt, p->count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
+                         p->len) != OMPI_SUCCESS ||
+            gpuring_devcopy(at, p->image, p->span, 0, &why) != GPURING_OK)
             rc = OMPI_ERROR;
     }
     if (rc != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot unpack %zu bytes received into %zu elements "
                       "of datatype %s at %p: %s", p->len, p->count,
-                      p->dt->name[0] != '\0' ? p->dt->name : "(unnamed, derived)", p->buf, why);
+                      mca_coll_gpuring_dt_name(p->dt), p->buf, why);
     }
     pack_free(p);
     return rc;

@@ -249,8 +249,8 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || (!(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes)) continue;
-        if (gpuring_devcopy(b->staged, mca_coll_gpuring_at(b->buf, b->lo), b->bytes, area->pinned, &why) !=
-            GPURING_OK) {
+        if (gpuring_devcopy(b->staged, mca_coll_gpuring_at(b->buf, b->lo), b->bytes,
+                            area->pinned, &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
                           "host memory: %s", mca_coll_gpuring_coll_name(coll), comm, b->bytes,
