@@ -75,6 +75,10 @@ extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, cha
                                                 size_t len) __attribute__((weak));
 
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
+/* a wait every thread runs (an LL pair's) reads the host's flag after as many polls,
+ * then only every EXEC_CUDA_ABORT_POLLS_LONG: a block's threads spinning on a late
+ * peer would otherwise send a stream of reads over PCIe */
+#define EXEC_CUDA_ABORT_POLLS_LONG 4096
 #define EXEC_CUDA_ABORT_WAIT_SEC 1.0  /* after abort: how long the kernel gets to leave */
 #define EXEC_CUDA_POOL 64             /* concurrent calls per process */
 
@@ -620,12 +624,40 @@ static __device__ __forceinline__ exec_io<T> exec_conn_io(const exec_cuda_desc_t
     return io;
 }
 
-/* element k of the 8 data bytes of a pair (little endian, as the units hold them) */
+/*
+ * A pair's 8 data bytes hold up to 8 / sizeof(T) elements, little endian, as
+ * the units hold them.  Elements move in and out of the 64-bit value by
+ * shifts of their bit patterns (an unsigned integer of their size), which
+ * stay in registers; a byte copy into the middle of the value would send it
+ * through local memory one byte at a time.
+ */
+template <int S> struct exec_ll_bits;
+template <> struct exec_ll_bits<1> { typedef uint8_t type; };
+template <> struct exec_ll_bits<2> { typedef uint16_t type; };
+template <> struct exec_ll_bits<4> { typedef uint32_t type; };
+template <> struct exec_ll_bits<8> { typedef uint64_t type; };
+
+/* element k of a pair's data */
 template <typename T> static __device__ __forceinline__ T exec_ll_elem(uint64_t v, int k)
 {
+    const typename exec_ll_bits<sizeof(T)>::type b =
+        (typename exec_ll_bits<sizeof(T)>::type)(v >> (8 * sizeof(T) * k));
     T x;
-    memcpy(&x, reinterpret_cast<const char *>(&v) + k * sizeof(T), sizeof(T));
+
+    memcpy(&x, &b, sizeof(T)); /* a bit cast: register to register */
     return x;
+}
+
+/* the pair's data with element k set to x */
+template <typename T>
+static __device__ __forceinline__ uint64_t exec_ll_with(uint64_t v, int k, T x)
+{
+    const unsigned shift = 8 * sizeof(T) * k;
+    const uint64_t ones = sizeof(T) == 8 ? ~0ull : (1ull << (8 * (sizeof(T) & 7))) - 1;
+    typename exec_ll_bits<sizeof(T)>::type b;
+
+    memcpy(&b, &x, sizeof(T));
+    return (v & ~(ones << shift)) | ((uint64_t)b << shift);
 }
 
 /*
@@ -647,8 +679,9 @@ static __device__ __forceinline__ uint64_t exec_ll_mem_load(const T *p, int n)
         for (int k = 0; k < n * (int)sizeof(T); k++) v |= (uint64_t)b[k] << (8 * k);
         return v;
     }
-    for (int k = 0; k < n; k++) {
-        memcpy(reinterpret_cast<char *>(&v) + k * sizeof(T), &p[k], sizeof(T));
+#pragma unroll
+    for (int k = 0; k < (int)(EXEC_LL_PAIR_BYTES / sizeof(T)); k++) {
+        if (k < n) v = exec_ll_with<T>(v, k, p[k]);
     }
     return v;
 }
@@ -666,16 +699,21 @@ static __device__ __forceinline__ void exec_ll_mem_store(T *p, uint64_t v, int n
         for (int k = 0; k < n * (int)sizeof(T); k++) b[k] = (unsigned char)(v >> (8 * k));
         return;
     }
-    for (int k = 0; k < n; k++) p[k] = exec_ll_elem<T>(v, k);
+#pragma unroll
+    for (int k = 0; k < (int)(EXEC_LL_PAIR_BYTES / sizeof(T)); k++) {
+        if (k < n) p[k] = exec_ll_elem<T>(v, k);
+    }
 }
 
 /* a (op) b, element by element, for the first n elements of a pair */
 template <typename T, typename Op>
 static __device__ __forceinline__ uint64_t exec_ll_apply(uint64_t a, uint64_t b, int n)
 {
-    for (int k = 0; k < n; k++) {
-        const T x = Op::apply(exec_ll_elem<T>(a, k), exec_ll_elem<T>(b, k));
-        memcpy(reinterpret_cast<char *>(&a) + k * sizeof(T), &x, sizeof(T));
+#pragma unroll
+    for (int k = 0; k < (int)(EXEC_LL_PAIR_BYTES / sizeof(T)); k++) {
+        if (k < n) {
+            a = exec_ll_with<T>(a, k, Op::apply(exec_ll_elem<T>(a, k), exec_ll_elem<T>(b, k)));
+        }
     }
     return a;
 }
@@ -696,7 +734,9 @@ static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t fla
             return 1;
         }
         GPURING_DEV_POLL_PAUSE();
-        if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+        ++polls;
+        if ((polls == EXEC_CUDA_ABORT_POLLS || polls % EXEC_CUDA_ABORT_POLLS_LONG == 0) &&
+            st->abort) {
             *v_p = EXEC_SEEN_FLAGS(lo, hi);
             return 0;
         }
@@ -827,7 +867,6 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     exec_cuda_kernel(const __grid_constant__ exec_cuda_desc_t d)
 {
     __shared__ uint64_t rstep[GPURING_MAX_PEERS], sstep[GPURING_MAX_PEERS];
-    __shared__ int aborted;
     const int c = blockIdx.x;
     const exec_cuda_chan_t *ch = &d.ch[c];
     const gpuring_prog_t prog = ch->prog;
@@ -838,23 +877,23 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
             rstep[i] = ch->recv[i].step;
             sstep[i] = ch->send[i].step;
         }
-        aborted = 0;
     }
     __syncthreads();
+    /* a thread that must stop says so at the next barrier, which tells every thread
+     * (__syncthreads_or): the whole block leaves together, no barrier left half met */
     for (uint64_t op = 0; op < prog.nops; op++) {
         gpuring_step_t s;
+        int aborted = 0;
 
         gpuring_prog_op(&prog, op, &s);
         if (threadIdx.x == 0 && !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T))) {
             exec_abandon(ch, sstep);
             aborted = 1;
         }
-        __syncthreads();
-        if (aborted) return;
+        if (__syncthreads_or(aborted)) return;
         if (threadIdx.x == 0) exec_ll_post(d, ch, s, sstep, s.count * sizeof(T));
         exec_op<T, Op>(d, ch, s, rstep, sstep, st, c, &aborted);
-        __syncthreads();
-        if (aborted) { /* a thread's LL units did not come (the host aborted) */
+        if (__syncthreads_or(aborted)) { /* a thread's LL units did not come (the host aborted) */
             if (threadIdx.x == 0) exec_abandon(ch, sstep);
             return;
         }
@@ -1835,6 +1874,15 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     rc = stop;
     /* a block that stopped on another call's header may have left before the poll looked */
     if (rc == GPURING_OK && err == cudaSuccess) rc = exec_cuda_stopped(st, blocks);
+    int complete = rc == GPURING_ERR_TIMEOUT && exited && err == cudaSuccess;
+    for (int b = 0; b < blocks; b++) complete = complete && st->wait[b] == 0;
+    if (complete) {
+        /* every block had all its units (one that gave up says what it waited for):
+         * the last came in during the grace period, the call is complete */
+        GPURING_WARN(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: the kernel finished just "
+                     "after the %.0f s timeout", a->timeout);
+        rc = GPURING_OK;
+    }
     if (rc != GPURING_OK) exec_direct_ll_report(a, st, blocks);
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_direct_ll)");

@@ -92,6 +92,9 @@ struct fiber_set {
     void (*body)(void *) = nullptr;
     void *arg = nullptr;
     uint64_t rng = 0;
+    /* __syncthreads_or: the predicates of the fibers at this phase's barrier
+     * (or_next), and the last phase's, which the fibers read as they resume */
+    int or_next = 0, or_cur = 0;
 
     ~fiber_set()
     {
@@ -207,6 +210,7 @@ void fibers_run_block(const dim3 &block, void (*body)(void *), void *arg, uint64
     fs.arg = arg;
     fs.rng = k.seed ^ (salt * 0x2545f4914f6cdd1dull);
     fs.order.resize(n);
+    fs.or_next = fs.or_cur = 0;
     for (unsigned t = 0; t < n; t++) {
         fs.fibers[t].idx.x = t % block.x;
         fs.fibers[t].idx.y = t / block.x % block.y;
@@ -230,6 +234,8 @@ void fibers_run_block(const dim3 &block, void (*body)(void *), void *arg, uint64
                          false, nullptr, nullptr);
             if (f->done) live--;
         }
+        fs.or_cur = fs.or_next; /* every fiber of the phase has reached the barrier */
+        fs.or_next = 0;
     }
     fs.cur = nullptr;
 }
@@ -248,4 +254,19 @@ extern "C" void cudacpu_syncthreads(void)
     cudacpu_polls_since_barrier = 0;
     switch_to_sched(&fs, false);
     /* resumed: threadIdx was set for us by the scheduler */
+}
+
+/* the barrier that also tells every fiber whether any fiber's predicate was non-zero */
+extern "C" int cudacpu_syncthreads_or(int pred)
+{
+    cudacpu::fiber_set &fs = cudacpu::tls_fibers;
+
+    if (fs.cur == nullptr) {
+        cudacpu::warn("cudacpu: __syncthreads_or outside a kernel");
+        return pred != 0;
+    }
+    fs.or_next |= pred != 0;
+    cudacpu_polls_since_barrier = 0;
+    switch_to_sched(&fs, false);
+    return fs.or_cur;
 }

@@ -4,7 +4,7 @@
  *
  * A kernel is an ordinary function.  Each block of a launch runs on one OS
  * thread; its threads are fibers of that OS thread, switched by
- * __syncthreads (and at exit), never preempted.  So:
+ * __syncthreads / __syncthreads_or (and at exit), never preempted.  So:
  *  - threadIdx / blockIdx / blockDim / gridDim are per-OS-thread variables the
  *    runtime sets before it switches to a fiber;
  *  - __shared__ is a function-local static of the OS thread (one block at a
@@ -46,6 +46,7 @@ extern __thread dim3 gridDim;
 
 extern "C" {
 void cudacpu_syncthreads(void);
+int cudacpu_syncthreads_or(int pred);
 void cudacpu_poll_pause(void);
 }
 
@@ -53,6 +54,11 @@ void cudacpu_poll_pause(void);
 static inline void __syncthreads(void)
 {
     cudacpu_syncthreads();
+}
+
+static inline int __syncthreads_or(int pred)
+{
+    return cudacpu_syncthreads_or(pred);
 }
 
 static inline void __threadfence_block(void)
