@@ -105,10 +105,11 @@ static void ipc_mapping_close(ipc_mapping_t *m)
     memset(m, 0, sizeof(*m));
 }
 
-static int ipc_overlap(const ipc_mapping_t *m, uint64_t peer_key, const gpuring_ipc_buf_t *b)
+/* m maps an allocation of the peer's that b's, at some of the same addresses, replaced */
+static int ipc_stale(const ipc_mapping_t *m, uint64_t peer_key, const gpuring_ipc_buf_t *b)
 {
-    return m->used && m->peer_key == peer_key && m->base < b->base + b->bytes &&
-           b->base < m->base + m->bytes;
+    return m->used && m->peer_key == peer_key && m->buffer_id != b->buffer_id &&
+           m->base < b->base + b->bytes && b->base < m->base + m->bytes;
 }
 
 gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
@@ -127,18 +128,26 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
                       (unsigned long long)buf->offset, need, (unsigned long long)buf->bytes);
         return GPURING_ERR_INVALID;
     }
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GPURING_ERR_CUDA;
+    }
+    /* a mapping belongs to the context it was opened in, the device current then
+     * (a process driving two GPUs maps a peer's buffer once for each) */
     pthread_mutex_lock(&ipc_lock);
     for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
         ipc_mapping_t *x = &ipc_maps[i];
-        if (x->used && x->peer_key == peer_key && x->buffer_id == buf->buffer_id) {
+        if (x->used && x->peer_key == peer_key && x->device == device &&
+            x->buffer_id == buf->buffer_id) {
             ix = i;
             break;
         }
     }
     if (ix < 0) {
-        /* a new allocation over an old one's addresses: the old one is gone */
+        /* a new allocation over an old one's addresses: the old one is gone (its
+         * mappings closed on every device) */
         for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
-            if (ipc_overlap(&ipc_maps[i], peer_key, buf) && ipc_maps[i].refs == 0)
+            if (ipc_stale(&ipc_maps[i], peer_key, buf) && ipc_maps[i].refs == 0)
                 ipc_mapping_close(&ipc_maps[i]);
         }
         for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
@@ -166,7 +175,6 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
                          cudaGetErrorString(err));
             return GPURING_ERR_CUDA;
         }
-        (void)cudaGetDevice(&device);
         m = &ipc_maps[ix];
         *m = (ipc_mapping_t){.used = 1, .device = device, .peer_key = peer_key,
                              .buffer_id = buf->buffer_id, .base = buf->base,
