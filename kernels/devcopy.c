@@ -6,13 +6,22 @@
  */
 #include "kernels/devcopy.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "kernels/memkind.h"
 
 /* driver API values (cuda.h), which the build may not have */
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT 1
+#define DEVCOPY_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define DEVCOPY_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define DEVCOPY_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
+#define DEVCOPY_CU_MEMORYTYPE_DEVICE 2
+#define DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define DEVCOPY_CU_STREAM_LEGACY ((void *)0x1)
+#define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
+#define DEVCOPY_MAX_DEVICES 64
 
 typedef struct devcopy_driver {
     int (*memcpy_)(uintptr_t dst, uintptr_t src, size_t bytes);
@@ -22,6 +31,9 @@ typedef struct devcopy_driver {
     int (*pointer_attr)(void *data, int attribute, uintptr_t ptr);
     int (*host_register)(void *ptr, size_t bytes, unsigned int flags);
     int (*host_unregister)(void *ptr);
+    /* may be missing (an old driver): memory of no context then has none to borrow */
+    int (*device_get)(int *dev, int ordinal);
+    int (*primary_retain)(void **ctx, int dev);
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -39,6 +51,8 @@ static int devcopy_lookup(void)
     *(void **)&d.pointer_attr = gpuring_cuda_driver_sym("cuPointerGetAttribute");
     *(void **)&d.host_register = gpuring_cuda_driver_sym("cuMemHostRegister_v2");
     *(void **)&d.host_unregister = gpuring_cuda_driver_sym("cuMemHostUnregister");
+    *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
+    *(void **)&d.primary_retain = gpuring_cuda_driver_sym("cuDevicePrimaryCtxRetain");
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.ctx_get == NULL || d.ctx_set == NULL ||
         d.pointer_attr == NULL || d.host_register == NULL || d.host_unregister == NULL) {
         return 0;
@@ -48,10 +62,90 @@ static int devcopy_lookup(void)
     return 1;
 }
 
+/* ---- contexts ---------------------------------------------------------------- */
+
+/* Each device's primary context, retained at first need and kept for the process
+ * (as the CUDA runtime keeps it); NULL where it cannot be had. */
+static void *devcopy_primaries[DEVCOPY_MAX_DEVICES];
+static pthread_mutex_t devcopy_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *devcopy_primary(int ordinal)
+{
+    void *ctx;
+    int dev;
+
+    if (ordinal < 0 || ordinal >= DEVCOPY_MAX_DEVICES) return NULL;
+    ctx = __atomic_load_n(&devcopy_primaries[ordinal], __ATOMIC_ACQUIRE);
+    if (ctx != NULL || devcopy_drv.device_get == NULL || devcopy_drv.primary_retain == NULL)
+        return ctx;
+    pthread_mutex_lock(&devcopy_primary_lock);
+    ctx = devcopy_primaries[ordinal];
+    if (ctx == NULL && (devcopy_drv.device_get(&dev, ordinal) != 0 ||
+                        devcopy_drv.primary_retain(&ctx, dev) != 0)) {
+        ctx = NULL;
+    }
+    __atomic_store_n(&devcopy_primaries[ordinal], ctx, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&devcopy_primary_lock);
+    return ctx;
+}
+
+/*
+ * The context device memory at ptr is used in: the one it was allocated in, or
+ * -- memory of no context, as the driver says of stream-ordered pools'
+ * (cudaMallocAsync) and of cuMemCreate's mappings -- its device's primary one.
+ * NULL where ptr is not device memory (or none can be had).
+ */
+static void *devcopy_owner(const void *ptr)
+{
+    unsigned int type = 0;
+    void *owner = NULL;
+    int ordinal = -1;
+
+    if (ptr == NULL ||
+        devcopy_drv.pointer_attr(&type, DEVCOPY_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 (uintptr_t)ptr) != 0 ||
+        type != DEVCOPY_CU_MEMORYTYPE_DEVICE) {
+        return NULL;
+    }
+    if (devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
+                                 (uintptr_t)ptr) == 0 &&
+        owner != NULL) {
+        return owner;
+    }
+    if (devcopy_drv.pointer_attr(&ordinal, DEVCOPY_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 (uintptr_t)ptr) != 0) {
+        return NULL;
+    }
+    return devcopy_primary(ordinal);
+}
+
+/* The calling thread's context while devcopy works in another: entered with the
+ * owner's (NULL: the thread's own stays), left with the thread's given back. */
+typedef struct devcopy_scope {
+    void *saved;
+    int switched;
+} devcopy_scope_t;
+
+static void devcopy_enter(void *owner, devcopy_scope_t *scope)
+{
+    scope->switched = 0;
+    if (devcopy_drv.ctx_get(&scope->saved) != 0) scope->saved = NULL;
+    if (owner != NULL && owner != scope->saved && devcopy_drv.ctx_set(owner) == 0)
+        scope->switched = 1;
+}
+
+static void devcopy_leave(const devcopy_scope_t *scope)
+{
+    if (scope->switched) (void)devcopy_drv.ctx_set(scope->saved);
+}
+
+/* ---- copies ------------------------------------------------------------------ */
+
 gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
                                  const char **why_p)
 {
-    void *ctx = NULL, *owner = NULL;
+    devcopy_scope_t scope;
+    void *owner;
     int rc;
 
     if (bytes == 0) return GPURING_OK;
@@ -60,69 +154,39 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
                  "functions";
         return GPURING_ERR_NOT_SUPPORTED;
     }
-    /* cuMemcpy needs a current context; a thread that allocated nothing may
-     * have none: then borrow the one the device memory belongs to */
-    if (devcopy_drv.ctx_get(&ctx) != 0) ctx = NULL;
-    if (ctx == NULL &&
-        devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
-                                 (uintptr_t)src) != 0 &&
-        devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
-                                 (uintptr_t)dst) != 0) {
-        owner = NULL;
-    }
-    if (owner != NULL) devcopy_drv.ctx_set(owner);
+    /* in the context of the device memory's GPU: its legacy stream is the one the copy
+     * follows, and a thread that never used CUDA has none of its own */
+    owner = devcopy_owner(src);
+    if (owner == NULL) owner = devcopy_owner(dst);
+    devcopy_enter(owner, &scope);
     rc = devcopy_drv.memcpy_((uintptr_t)dst, (uintptr_t)src, bytes);
     /* from pageable memory the driver may return before the data reached the
      * device: its legacy stream holds the rest */
     if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
-    if (owner != NULL) devcopy_drv.ctx_set(NULL);
+    devcopy_leave(&scope);
     if (rc != 0) {
-        *why_p = "cuMemcpy between device and host memory failed";
+        *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
+                 ? "cuMemcpy between device and host memory failed: no CUDA context"
+                           : "cuMemcpy between device and host memory failed";
         return GPURING_ERR_CUDA;
     }
     return GPURING_OK;
 }
 
-/* cuMemAlloc and cuMemFree, looked up apart: staging needs neither */
+/* ---- device memory ----------------------------------------------------------- */
+
+/* cuMemAlloc and cuMemFree, looked up apart: staging needs neither; the
+ * stream-ordered pair and the device attribute may be missing (an old driver) */
 typedef struct devcopy_mem_fns {
     int (*alloc)(uintptr_t *dptr, size_t bytes);
     int (*free_)(uintptr_t dptr);
+    int (*alloc_async)(uintptr_t *dptr, size_t bytes, void *stream);
+    int (*free_async)(uintptr_t dptr, void *stream);
+    int (*device_attr)(int *value, int attribute, int dev);
 } devcopy_mem_fns_t;
 
 static devcopy_mem_fns_t devcopy_mem;
-static int devcopy_mem_found; /* 1 once both were found */
-
-/* Run fn in the context that owns `near` (made current, the thread's given back). */
-static int devcopy_in_context(const void *near, int (*fn)(void *), void *arg)
-{
-    void *ctx = NULL, *owner = NULL;
-    int rc;
-
-    if (devcopy_drv.ctx_get(&ctx) != 0) ctx = NULL;
-    if (devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
-                                 (uintptr_t)near) != 0)
-        owner = NULL;
-    if (owner != NULL && owner != ctx) devcopy_drv.ctx_set(owner);
-    rc = fn(arg);
-    if (owner != NULL && owner != ctx) devcopy_drv.ctx_set(ctx);
-    return rc;
-}
-
-typedef struct devcopy_mem_arg {
-    uintptr_t ptr;
-    size_t bytes;
-} devcopy_mem_arg_t;
-
-static int devcopy_mem_alloc(void *arg)
-{
-    devcopy_mem_arg_t *a = arg;
-    return devcopy_mem.alloc(&a->ptr, a->bytes);
-}
-
-static int devcopy_mem_free(void *arg)
-{
-    return devcopy_mem.free_(((devcopy_mem_arg_t *)arg)->ptr);
-}
+static int devcopy_mem_found; /* 1 once alloc and free were found */
 
 static int devcopy_mem_lookup(void)
 {
@@ -132,44 +196,103 @@ static int devcopy_mem_lookup(void)
     if (!devcopy_lookup()) return 0;
     *(void **)&m.alloc = gpuring_cuda_driver_sym("cuMemAlloc_v2");
     *(void **)&m.free_ = gpuring_cuda_driver_sym("cuMemFree_v2");
+    *(void **)&m.alloc_async = gpuring_cuda_driver_sym("cuMemAllocAsync");
+    *(void **)&m.free_async = gpuring_cuda_driver_sym("cuMemFreeAsync");
+    *(void **)&m.device_attr = gpuring_cuda_driver_sym("cuDeviceGetAttribute");
     if (m.alloc == NULL || m.free_ == NULL) return 0;
     devcopy_mem = m; /* the same values from any racing thread */
     __atomic_store_n(&devcopy_mem_found, 1, __ATOMIC_RELEASE);
     return 1;
 }
 
+/* Device `ordinal` allocates from its stream-ordered pool: an allocation or a free
+ * there waits for nothing -- cuMemFree waits for the whole device, gpuring's own
+ * kernels of other calls included, which may be waiting for this rank's peers. */
+static int devcopy_pools(int ordinal)
+{
+    int dev = -1, pools = 0;
+
+    return devcopy_mem.alloc_async != NULL && devcopy_mem.free_async != NULL &&
+           devcopy_mem.device_attr != NULL && devcopy_drv.device_get != NULL &&
+           devcopy_drv.device_get(&dev, ordinal) == 0 &&
+           devcopy_mem.device_attr(&pools, DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                   dev) == 0 &&
+           pools != 0;
+}
+
 gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
                                        const char **why_p)
 {
-    devcopy_mem_arg_t a = {.bytes = bytes > 0 ? bytes : 1};
+    const size_t want = bytes > 0 ? bytes : 1;
+    devcopy_scope_t scope;
+    uintptr_t ptr = 0;
+    int ordinal = -1, rc;
 
     *ptr_p = NULL;
     if (!devcopy_mem_lookup()) {
         *why_p = "the process's CUDA driver lacks cuMemAlloc or cuMemFree";
         return GPURING_ERR_NOT_SUPPORTED;
     }
-    if (devcopy_in_context(near, devcopy_mem_alloc, &a) != 0) {
-        *why_p = "cuMemAlloc failed";
+    if (devcopy_drv.pointer_attr(&ordinal, DEVCOPY_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 (uintptr_t)near) != 0) {
+        ordinal = -1;
+    }
+    devcopy_enter(devcopy_owner(near), &scope);
+    /* on the legacy stream, as the copies into it and out of it are */
+    rc = ordinal >= 0 && devcopy_pools(ordinal)
+             ? devcopy_mem.alloc_async(&ptr, want, DEVCOPY_CU_STREAM_LEGACY)
+             : devcopy_mem.alloc(&ptr, want);
+    devcopy_leave(&scope);
+    if (rc != 0) {
+        *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
+                 ? "no CUDA context to allocate device memory in" : "cuMemAlloc failed";
         return GPURING_ERR_NO_MEMORY;
     }
-    *ptr_p = (void *)a.ptr;
+    *ptr_p = (void *)ptr;
     return GPURING_OK;
 }
 
-void gpuring_devcopy_free(const void *near, void *ptr)
+void gpuring_devcopy_free(void *ptr)
 {
-    devcopy_mem_arg_t a = {.ptr = (uintptr_t)ptr};
+    devcopy_scope_t scope;
+    void *pool = NULL;
 
-    if (ptr != NULL && devcopy_mem_lookup()) (void)devcopy_in_context(near, devcopy_mem_free, &a);
+    if (ptr == NULL || !devcopy_mem_lookup()) return;
+    if (devcopy_mem.free_async == NULL ||
+        devcopy_drv.pointer_attr(&pool, DEVCOPY_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                 (uintptr_t)ptr) != 0) {
+        pool = NULL;
+    }
+    devcopy_enter(devcopy_owner(ptr), &scope);
+    (void)(pool != NULL ? devcopy_mem.free_async((uintptr_t)ptr, DEVCOPY_CU_STREAM_LEGACY)
+                        : devcopy_mem.free_((uintptr_t)ptr));
+    devcopy_leave(&scope);
 }
 
-int gpuring_devcopy_pin(void *ptr, size_t bytes)
+/* ---- page-locked host memory ------------------------------------------------- */
+
+void *gpuring_devcopy_pin(void *ptr, size_t bytes, const void *near)
 {
-    return devcopy_lookup() &&
-           devcopy_drv.host_register(ptr, bytes, DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE) == 0;
+    devcopy_scope_t scope;
+    void *ctx = NULL;
+    int rc;
+
+    if (!devcopy_lookup()) return NULL;
+    devcopy_enter(devcopy_owner(near), &scope);
+    if (devcopy_drv.ctx_get(&ctx) != 0) ctx = NULL;
+    rc = ctx != NULL
+             ? devcopy_drv.host_register(ptr, bytes, DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE)
+             : -1;
+    devcopy_leave(&scope);
+    return rc == 0 ? ctx : NULL;
 }
 
-void gpuring_devcopy_unpin(void *ptr)
+void gpuring_devcopy_unpin(void *ptr, void *pin)
 {
-    if (devcopy_lookup()) (void)devcopy_drv.host_unregister(ptr);
+    devcopy_scope_t scope;
+
+    if (pin == NULL || !devcopy_lookup()) return;
+    devcopy_enter(pin, &scope);
+    (void)devcopy_drv.host_unregister(ptr);
+    devcopy_leave(&scope);
 }

@@ -17,29 +17,39 @@
 #include "common/gpuring_common.h"
 
 /*
+ * Every function works in the CUDA context the device memory it is given is
+ * used in -- the one it was allocated in, or its GPU's primary context for
+ * memory of no context (stream-ordered pools, cuMemCreate) -- made current for
+ * the call on a thread that has another or none, the thread's own given back.
+ */
+
+/*
  * Copy `bytes` from src to dst, either of which may be device memory (the
  * driver tells by the address), and return when the data is in place at dst
  * for every later use, from the host or from any stream.  `host_pinned`:
  * the host side was page-locked with gpuring_devcopy_pin (a faster copy, no
- * extra synchronization).  The calling thread's current CUDA context is the
- * same afterwards.  GPURING_OK, or an error with *why_p saying what failed.
+ * extra synchronization).  GPURING_OK, or an error with *why_p saying what
+ * failed.
  */
 gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
                                  const char **why_p);
 
 /*
- * `bytes` of device memory in the context that holds device memory `near`
- * (cuMemAlloc, that context made current for it, the thread's given back);
- * free it with gpuring_devcopy_free(near, ptr).  GPURING_OK, or an error with
- * *why_p saying what failed.
+ * `bytes` of device memory on the GPU of device memory `near`, in stream order
+ * on the legacy stream where that GPU has memory pools (cuMemAllocAsync: neither
+ * it nor gpuring_devcopy_free waits for kernels running meanwhile -- cuMemFree
+ * waits for the whole device), else cuMemAlloc; free it with
+ * gpuring_devcopy_free.  GPURING_OK, or an error with *why_p saying what failed.
  */
 gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
                                        const char **why_p);
-void gpuring_devcopy_free(const void *near, void *ptr);
+void gpuring_devcopy_free(void *ptr);
 
-/* Page-lock [ptr, ptr + bytes) for the driver's DMA: 1 done, 0 not (copies
- * then still work, more slowly).  Undo with gpuring_devcopy_unpin. */
-int gpuring_devcopy_pin(void *ptr, size_t bytes);
-void gpuring_devcopy_unpin(void *ptr);
+/* Page-lock [ptr, ptr + bytes) for the driver's DMA (portable: for every
+ * context), in the thread's context or, on a thread without one, in that of
+ * device memory `near`: what gpuring_devcopy_unpin needs back, or NULL (not
+ * pinned: copies then still work, more slowly). */
+void *gpuring_devcopy_pin(void *ptr, size_t bytes, const void *near);
+void gpuring_devcopy_unpin(void *ptr, void *pin);
 
 #endif /* GPURING_KERNELS_DEVCOPY_H */

@@ -126,7 +126,7 @@ typedef struct mca_coll_gpuring_prev {
 typedef struct mca_coll_gpuring_stage_area {
     void *host;
     size_t bytes;
-    int pinned;
+    void *pin; /* page-locked: what gpuring_devcopy_unpin needs (NULL: not) */
 } mca_coll_gpuring_stage_area_t;
 
 typedef enum {

@@ -66,7 +66,7 @@ static int pack_convert(int pack, struct ompi_datatype_t *dt, size_t count, void
 
 static void pack_free(mca_coll_gpuring_packed_t *p)
 {
-    if (p->device >= 0) gpuring_devcopy_free(mca_coll_gpuring_at(p->buf, p->lo), p->bytes);
+    if (p->device >= 0) gpuring_devcopy_free(p->bytes);
     free(p->image);
     free(p->host);
     memset(p, 0, sizeof(*p));

@@ -195,17 +195,19 @@ static int stage_is_device(const mca_coll_gpuring_stage_buf_t *b)
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
 {
     if (area->host != NULL) {
-        if (area->pinned) gpuring_devcopy_unpin(area->host);
+        gpuring_devcopy_unpin(area->host, area->pin);
         free(area->host);
     }
     area->host = NULL;
     area->bytes = 0;
-    area->pinned = 0;
+    area->pin = NULL;
 }
 
-/* At least `bytes` of host area, page-locked where `pin` and the driver allow; its old
- * contents need not survive. */
-static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes, int pin)
+/* At least `bytes` of host area, page-locked where `pin` and the driver allow (in the
+ * context of device memory `near` on a thread without one); its old contents need not
+ * survive. */
+static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes, int pin,
+                              const void *near)
 {
     size_t want;
     void *p = NULL;
@@ -217,7 +219,7 @@ static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes,
     if (posix_memalign(&p, 4096, want) != 0) return OMPI_ERR_OUT_OF_RESOURCE;
     area->host = p;
     area->bytes = want;
-    area->pinned = pin && gpuring_devcopy_pin(p, want);
+    area->pin = pin ? gpuring_devcopy_pin(p, want, near) : NULL;
     return OMPI_SUCCESS;
 }
 
@@ -250,7 +252,7 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
 
         if (b->staged == NULL || (!(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes)) continue;
         if (gpuring_devcopy(b->staged, mca_coll_gpuring_at(b->buf, b->lo), b->bytes,
-                            area->pinned, &why) != GPURING_OK) {
+                            area->pin != NULL, &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
                           "host memory: %s", mca_coll_gpuring_coll_name(coll), comm, b->bytes,
@@ -267,9 +269,13 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
                       mca_coll_gpuring_coll_t coll, const char *comm,
                       mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
+    const void *near = NULL;
     size_t off = 0;
 
-    if (stage_area_reserve(area, total, pin) != OMPI_SUCCESS) {
+    for (int i = 0; i < n && near == NULL; i++) {
+        if (bufs[i].device) near = mca_coll_gpuring_at(bufs[i].buf, bufs[i].lo);
+    }
+    if (stage_area_reserve(area, total, pin, near) != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "%s on comm %s: cannot allocate %zu bytes of host memory to stage "
                       "its device buffers through", mca_coll_gpuring_coll_name(coll), comm,
@@ -302,7 +308,7 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (gpuring_devcopy(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes, area->pinned,
+        if (gpuring_devcopy(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes, area->pin != NULL,
                             &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "

@@ -10,7 +10,10 @@
  *                         else: CUDA_ERROR_INVALID_VALUE, as for host memory the
  *                         driver never saw), device ordinal, range start and
  *                         size, buffer id, legacy IPC capability (cudaMalloc
- *                         only), is-managed (never)
+ *                         only), is-managed (never), owning
+ *                         context (a device's primary one; none for
+ *                         cudaMallocAsync's pool memory, as the driver says)
+ *  cuDeviceGet, cuDevicePrimaryCtxRetain   ordinal in, primary context out
  *  cuCtxGetCurrent        the current device's primary context
  *  cuCtxSetCurrent        makes that context's device current
  *  cuMemcpy, cuStreamSynchronize   through the runtime (gpuring stages
@@ -38,6 +41,7 @@ enum {
     DRV_ERROR_NOT_SUPPORTED = 801,
     DRV_MEMORYTYPE_HOST = 1,
     DRV_MEMORYTYPE_DEVICE = 2,
+    DRV_ATTR_CONTEXT = 1,
     DRV_ATTR_MEMORY_TYPE = 2,
     DRV_ATTR_BUFFER_ID = 7,
     DRV_ATTR_IS_MANAGED = 8,
@@ -83,6 +87,11 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     link->pointer_info((const void *)ptr, &info);
     if (info.kind == CUDACPU_PTR_UNKNOWN) return DRV_ERROR_INVALID_VALUE;
     switch (attribute) {
+    case DRV_ATTR_CONTEXT: /* a device's primary context is its ordinal + 1 (cuCtxGetCurrent) */
+        *(void **)data = info.kind == CUDACPU_PTR_DEVICE && !info.ipc_capable
+                             ? NULL
+                             : (void *)(uintptr_t)(info.device + 1);
+        return DRV_SUCCESS;
     case DRV_ATTR_MEMORY_TYPE:
         *(unsigned int *)data = info.kind == CUDACPU_PTR_HOST ? DRV_MEMORYTYPE_HOST
                                                               : DRV_MEMORYTYPE_DEVICE;
@@ -97,6 +106,22 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     case DRV_ATTR_RANGE_SIZE: *(size_t *)data = info.bytes; return DRV_SUCCESS;
     default: return DRV_ERROR_INVALID_VALUE;
     }
+}
+
+int cuDeviceGet(int *device, int ordinal)
+{
+    if (drv_get_link() == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (device == NULL || ordinal < 0) return DRV_ERROR_INVALID_VALUE;
+    *device = ordinal;
+    return DRV_SUCCESS;
+}
+
+int cuDevicePrimaryCtxRetain(void **ctx, int device)
+{
+    if (drv_get_link() == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (ctx == NULL || device < 0) return DRV_ERROR_INVALID_VALUE;
+    *ctx = (void *)(uintptr_t)(device + 1);
+    return DRV_SUCCESS;
 }
 
 /* a device's primary context: its ordinal + 1, never NULL */

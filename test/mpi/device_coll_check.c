@@ -23,7 +23,14 @@
  * MPIX_ extension), started twice (each start reads the device buffers anew,
  * each completion writes them) and freed.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-i | -p] [-q]
+ * With -a, the device buffers come from the device's stream-ordered pool
+ * (cuMemAllocAsync, as PyTorch's and CuPy's asynchronous allocators get theirs:
+ * memory of no context, the driver says) and every MPI call is made on a thread
+ * with no current CUDA context (the test's own driver calls make the primary
+ * one current and take it back): a thread that never used CUDA, as an
+ * application's communication thread.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-i | -p] [-a] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -55,7 +62,11 @@ static struct {
     int (*free_)(uintptr_t);
     int (*copy)(uintptr_t, uintptr_t, size_t);
     int (*sync)(void);
+    int (*alloc_async)(uintptr_t *, size_t, void *); /* -a */
+    int (*free_async)(uintptr_t, void *);
+    void *primary;
 } cu;
+static int g_pool; /* -a */
 
 static int world_rank, checks, failures, reports, quiet;
 static char what[256]; /* the case running now, for the reports */
@@ -98,6 +109,47 @@ static void cu_load(const char *path, int local_rank)
         cu.ctx_set(ctx) != 0) {
         die("no usable CUDA device");
     }
+    cu.primary = ctx;
+    if (g_pool) {
+        *(void **)&cu.alloc_async = dlsym(lib, "cuMemAllocAsync");
+        *(void **)&cu.free_async = dlsym(lib, "cuMemFreeAsync");
+        if (cu.alloc_async == NULL || cu.free_async == NULL)
+            die("the CUDA driver lacks cuMemAllocAsync or cuMemFreeAsync");
+        cu.ctx_set(NULL); /* -a: the MPI calls find no context */
+    }
+}
+
+/* The test's own driver calls: in the primary context, given back after with -a. */
+static int cu_copy(uintptr_t dst, uintptr_t src, size_t bytes)
+{
+    int rc;
+
+    if (g_pool) cu.ctx_set(cu.primary);
+    rc = cu.copy(dst, src, bytes);
+    if (g_pool) cu.ctx_set(NULL);
+    return rc;
+}
+
+static int cu_alloc(uintptr_t *ptr, size_t bytes)
+{
+    int rc;
+
+    if (!g_pool) return cu.alloc(ptr, bytes);
+    cu.ctx_set(cu.primary);
+    rc = cu.alloc_async(ptr, bytes, NULL); /* the legacy stream, which cuMemcpy follows */
+    cu.ctx_set(NULL);
+    return rc;
+}
+
+static void cu_free(uintptr_t ptr)
+{
+    if (!g_pool) {
+        cu.free_(ptr);
+        return;
+    }
+    cu.ctx_set(cu.primary);
+    cu.free_async(ptr, NULL);
+    cu.ctx_set(NULL);
 }
 
 /* A device buffer with guards, and the image of what it must hold. */
@@ -115,9 +167,9 @@ static void dbuf_make(dbuf_t *b, size_t bytes)
     b->bytes = bytes;
     b->img = malloc(all);
     b->got = malloc(all);
-    if (b->img == NULL || b->got == NULL || cu.alloc(&b->base, all) != 0) die("out of memory");
+    if (b->img == NULL || b->got == NULL || cu_alloc(&b->base, all) != 0) die("out of memory");
     memset(b->img, SENTINEL, all);
-    if (cu.copy(b->base, (uintptr_t)b->img, all) != 0) die("cuMemcpy to the device failed");
+    if (cu_copy(b->base, (uintptr_t)b->img, all) != 0) die("cuMemcpy to the device failed");
 }
 
 static void *dbuf_ptr(const dbuf_t *b) { return (void *)(b->base + GUARD); }
@@ -126,7 +178,7 @@ static void *dbuf_ptr(const dbuf_t *b) { return (void *)(b->base + GUARD); }
 static void dbuf_load(dbuf_t *b, size_t off, const void *data, size_t n)
 {
     memcpy(b->img + GUARD + off, data, n);
-    if (n && cu.copy(b->base + GUARD + off, (uintptr_t)data, n) != 0) die("cuMemcpy failed");
+    if (n && cu_copy(b->base + GUARD + off, (uintptr_t)data, n) != 0) die("cuMemcpy failed");
 }
 
 /* The call must leave these n bytes at offset off. */
@@ -140,7 +192,7 @@ static void dbuf_check(dbuf_t *b, const char *what)
     size_t all = b->bytes + 2 * GUARD;
 
     checks++;
-    if (cu.copy((uintptr_t)b->got, b->base, all) != 0) die("cuMemcpy from the device failed");
+    if (cu_copy((uintptr_t)b->got, b->base, all) != 0) die("cuMemcpy from the device failed");
     for (size_t i = 0; i < all; i++) {
         if (b->got[i] != b->img[i]) {
             failures++;
@@ -157,7 +209,7 @@ static void dbuf_check(dbuf_t *b, const char *what)
 
 static void dbuf_free(dbuf_t *b)
 {
-    cu.free_(b->base);
+    cu_free(b->base);
     free(b->img);
     free(b->got);
 }
@@ -607,7 +659,7 @@ static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
         /* only the first counts[rank] ints are defined; compare those alone */
         size_t keep = counts[c->rank] * sizeof(int);
         checks++;
-        if (cu.copy((uintptr_t)r.got, r.base, r.bytes + 2 * GUARD) != 0) die("cuMemcpy failed");
+        if (cu_copy((uintptr_t)r.got, r.base, r.bytes + 2 * GUARD) != 0) die("cuMemcpy failed");
         if (memcmp(r.got, r.img, GUARD + keep) != 0) {
             failures++;
             if (reports++ < MAX_REPORTS) fprintf(stderr, "FAIL rank %d: %s: wrong block\n", world_rank, what);
@@ -739,10 +791,12 @@ int main(int argc, char **argv)
             g_nonblocking = 1;
         } else if (!strcmp(argv[i], "-p")) {
             g_persistent = 1;
+        } else if (!strcmp(argv[i], "-a")) {
+            g_pool = 1;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -776,6 +830,7 @@ int main(int argc, char **argv)
         }
     }
     MPI_Op_free(&user_sum);
+    if (g_pool) cu.ctx_set(cu.primary);
     cu.sync();
 
     all[0] = checks, all[1] = failures;

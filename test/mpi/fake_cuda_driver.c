@@ -17,7 +17,10 @@
  * (the "device pointer" the program gets: a component that dereferences it
  * crashes, as a non-CUDA-aware MPI does on GPU memory) and once readable
  * and writable for the driver itself; cuMemcpy copies through that second
- * view.  cuMemHostRegister'ed memory answers as host memory.  Enough of
+ * view.  cuMemAllocAsync's memory is of the device's pool: of no context, as
+ * the driver says of it (a thread without a current context must borrow its
+ * GPU's primary one), freed by cuMemFreeAsync only, and cuMemFree only frees
+ * cuMemAlloc's.  cuMemHostRegister'ed memory answers as host memory.  Enough of
  * device and context management (cuInit, cuDeviceGet, primary context) for
  * a test written against the driver API to run unchanged on a real GPU.
  *
@@ -50,6 +53,8 @@ enum {
     FAKE_ATTR_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
     FAKE_ATTR_RANGE_START_ADDR = 11,
     FAKE_ATTR_RANGE_SIZE = 12,
+    FAKE_ATTR_MEMPOOL_HANDLE = 17,
+    FAKE_DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115,
     FAKE_DRIVER_VERSION = 12000,
 };
 
@@ -63,6 +68,7 @@ typedef struct {
     int ordinal;
     unsigned long long id;
     char *shadow; /* cuMemAlloc'ed memory: the driver's own view of it */
+    int pool;     /* cuMemAllocAsync'ed: of the device's pool, no context's */
 } fake_range_t;
 
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -84,7 +90,7 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
     for (int i = 0; i < FAKE_MAX_RANGES; i++) {
         if (fake_ranges[i].bytes == 0) {
             fake_ranges[i] = (fake_range_t){(uintptr_t)base, bytes, memtype,
-                                            managed != 0, ordinal, fake_next_id++, NULL};
+                                            managed != 0, ordinal, fake_next_id++, NULL, 0};
             rc = 0;
             break;
         }
@@ -164,9 +170,15 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
 
     if (r.bytes == 0 || data == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
     switch (attribute) {
-    case FAKE_ATTR_CONTEXT: {
-        void *ctx = r.memtype == FAKE_CU_MEMORYTYPE_HOST ? NULL : (void *)&fake_primary_ctx;
+    case FAKE_ATTR_CONTEXT: { /* pool memory: none, as the driver says (its ordinal tells) */
+        void *ctx = r.memtype == FAKE_CU_MEMORYTYPE_HOST || r.pool ? NULL
+                                                                    : (void *)&fake_primary_ctx;
         memcpy(data, &ctx, sizeof(ctx));
+        break;
+    }
+    case FAKE_ATTR_MEMPOOL_HANDLE: {
+        void *pool = r.pool ? (void *)&fake_primary_ctx : NULL;
+        memcpy(data, &pool, sizeof(pool));
         break;
     }
     case FAKE_ATTR_MEMORY_TYPE: memcpy(data, &r.memtype, sizeof(r.memtype)); break;
@@ -217,6 +229,13 @@ int cuDeviceGet(int *device, int ordinal)
     return FAKE_CUDA_SUCCESS;
 }
 
+int cuDeviceGetAttribute(int *value, int attribute, int device)
+{
+    if (value == NULL || device != 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    *value = attribute == FAKE_DEV_ATTR_MEMORY_POOLS_SUPPORTED;
+    return FAKE_CUDA_SUCCESS;
+}
+
 int cuDevicePrimaryCtxRetain(void **ctx, int device)
 {
     if (ctx == NULL || device != 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
@@ -242,7 +261,7 @@ int cuCtxSynchronize(void)
 
 /* ---- device memory the host cannot touch ------------------------------------------ */
 
-int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
+static int fake_alloc(uintptr_t *dptr, size_t bytes, int pool)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
     void *dev, *shadow;
@@ -270,6 +289,7 @@ int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
     for (int i = 0; i < FAKE_MAX_RANGES; i++) {
         if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == (uintptr_t)dev) {
             fake_ranges[i].shadow = shadow;
+            fake_ranges[i].pool = pool;
         }
     }
     pthread_mutex_unlock(&fake_lock);
@@ -277,17 +297,42 @@ int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
     return FAKE_CUDA_SUCCESS;
 }
 
-int cuMemFree_v2(uintptr_t dptr)
+int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
+{
+    return fake_alloc(dptr, bytes, 0);
+}
+
+/* The device's pool, on any stream (all work here is done when queued). */
+int cuMemAllocAsync(uintptr_t *dptr, size_t bytes, void *stream)
+{
+    (void)stream;
+    return fake_alloc(dptr, bytes, 1);
+}
+
+static int fake_free(uintptr_t dptr, int pool)
 {
     fake_range_t r = fake_find(dptr);
     char *shadow = NULL;
 
-    if (r.bytes == 0 || r.base != dptr || r.shadow == NULL || fake_forget(dptr, &shadow) != 0) {
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (r.bytes == 0 || r.base != dptr || r.shadow == NULL || r.pool != pool ||
+        fake_forget(dptr, &shadow) != 0) {
         return FAKE_CUDA_ERROR_INVALID_VALUE;
     }
     munmap((void *)r.base, r.bytes);
     munmap(shadow, r.bytes);
     return FAKE_CUDA_SUCCESS;
+}
+
+int cuMemFree_v2(uintptr_t dptr)
+{
+    return fake_free(dptr, 0);
+}
+
+int cuMemFreeAsync(uintptr_t dptr, void *stream)
+{
+    (void)stream;
+    return fake_free(dptr, 1);
 }
 
 /* Where the driver reads or writes [ptr, ptr + bytes): the shadow of device

@@ -648,13 +648,16 @@ FALLBACK_WHY="ranks passed different kinds of memory" run_case "fakecuda_rank0_a
 # cuMemAlloc): gpuring stages them through host memory for the component below (not
 # CUDA-aware), non-blocking ones until their request completes (device_coll_check -i:
 # every call in its non-blocking form), persistent ones at every start (-p), and every
-# result is right.
+# result is right; pool memory on threads without a CUDA context too (-a).
 if [ $ACTIVE = 1 ]; then
     STAGED_ALL="MPI_Allgather MPI_Allgatherv MPI_Allreduce MPI_Alltoall MPI_Alltoallv
         MPI_Alltoallw MPI_Bcast MPI_Exscan MPI_Gather MPI_Gatherv MPI_Reduce MPI_Reduce_scatter
         MPI_Reduce_scatter_block MPI_Scan MPI_Scatter MPI_Scatterv"
     STAGED_BLOCKING=$STAGED_ALL
     run_case "device_colls_np2_rpn0" 2 0 staged "" device_coll_check -D "$FAKE_CUDA" -q
+    # stream-ordered pool memory (of no context), every call on a thread with no current
+    # context: staged in its GPU's primary context (-a; the forms below likewise)
+    run_case "device_colls_pool_np2_rpn0" 2 0 staged "" device_coll_check -D "$FAKE_CUDA" -a -q
     STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather MPI_Neighbor_alltoall"
     run_case "device_colls_np3_rpn1" 3 1 staged "" device_coll_check -D "$FAKE_CUDA" -q
     run_case "device_colls_np4_rpn2" 4 2 staged "" \
@@ -666,6 +669,8 @@ if [ $ACTIVE = 1 ]; then
     STAGED_ALL=$(echo "$STAGED_ALL" | sed 's/MPI_I\([A-Z]\)/MPI_I\L\1/g')
     run_case "device_colls_nonblocking_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -q
+    run_case "device_colls_pool_nonblocking_np2_rpn0" 2 0 staged "" \
+        device_coll_check -D "$FAKE_CUDA" -i -a -q
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split -q
@@ -676,6 +681,8 @@ if [ $ACTIVE = 1 ]; then
     for coll in $STAGED_BLOCKING; do STAGED_ALL="$STAGED_ALL ${coll}_init"; done
     run_case "device_colls_persistent_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -p -q
+    run_case "device_colls_pool_persistent_np2_rpn0" 2 0 staged "" \
+        device_coll_check -D "$FAKE_CUDA" -p -a -q
     STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather_init MPI_Neighbor_alltoall_init"
     run_case "device_colls_persistent_np3_rpn1" 3 1 staged "" \
         device_coll_check -D "$FAKE_CUDA" -p -c 0,1,7,1000 -m world,split -q
