@@ -64,6 +64,16 @@ void gpuring_device_event_destroy(void *event);
 /* Device memory of the current device; free takes NULL. */
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
 void gpuring_device_free(void *ptr);
+/*
+ * The same for the work of one stream (a communicator's memory that only its
+ * calls' kernels use), allocated and freed in stream order on `stream` where
+ * the current device has memory pools (cudaMallocAsync / cudaFreeAsync): neither
+ * waits for kernels running meanwhile -- cudaFree waits for the whole device,
+ * gpuring's kernels of other calls included, which may be waiting for this
+ * rank's peers.  Free with the same device current.
+ */
+gpuring_status_t gpuring_device_alloc_ordered(size_t bytes, void *stream, void **ptr_p);
+void gpuring_device_free_ordered(void *ptr, void *stream);
 /* Queue a copy of `bytes` from src to dst (device memory, or any the driver maps) on
  * `stream`, after the work queued there so far. */
 gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, void *stream);

@@ -130,6 +130,43 @@ gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)
     return GPURING_OK;
 }
 
+/* The current device allocates from its stream-ordered pool (the same answer at
+ * every call for one device: ordered memory is freed as it was allocated). */
+static int device_pools(void)
+{
+    int dev = 0, pools = 0;
+
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return pools != 0;
+}
+
+gpuring_status_t gpuring_device_alloc_ordered(size_t bytes, void *stream, void **ptr_p)
+{
+    if (!device_pools()) return gpuring_device_alloc(bytes, ptr_p);
+    GPURING_CUDA_CHECK(cudaMallocAsync(ptr_p, bytes, (cudaStream_t)stream));
+    return GPURING_OK;
+}
+
+void gpuring_device_free_ordered(void *ptr, void *stream)
+{
+    cudaError_t err;
+
+    if (ptr == NULL) return;
+    if (!device_pools()) {
+        gpuring_device_free(ptr);
+        return;
+    }
+    err = cudaFreeAsync(ptr, (cudaStream_t)stream);
+    if (err != cudaSuccess) {
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "cudaFreeAsync: %s", cudaGetErrorName(err));
+        (void)cudaGetLastError();
+    }
+}
+
 gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, void *stream)
 {
     GPURING_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));

@@ -75,6 +75,15 @@ void gpuring_device_free(void *ptr)
 {
 }
 
+gpuring_status_t gpuring_device_alloc_ordered(size_t bytes, void *stream, void **ptr_p)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
+void gpuring_device_free_ordered(void *ptr, void *stream)
+{
+}
+
 gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {

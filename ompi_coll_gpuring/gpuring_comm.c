@@ -326,8 +326,8 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     }
     gpuring_conns_destroy(c);
     gpuring_direct_destroy(c, busy);
-    gpuring_device_free(c->dev.scratch);
-    gpuring_device_free(c->dev.bounce);
+    gpuring_device_free_ordered(c->dev.scratch, c->dev.stream);
+    gpuring_device_free_ordered(c->dev.bounce, c->dev.stream);
     gpuring_device_free(c->dev.rings);
     gpuring_device_event_destroy(c->dev.event);
     for (int k = 0; k < GPURING_COMM_ORDER_EVENTS; k++)

@@ -164,9 +164,10 @@ static void enqueue_channel_setup(gpuring_comm_t *c, gpuring_work_t *w, int ch, 
 }
 
 /* *buf: at least `bytes` of the plane's memory, *have of them (contents not kept),
- * grown on demand; `what` names it in the error. */
-static gpuring_status_t enqueue_grow(gpuring_plane_t plane, void **buf, size_t *have,
-                                     size_t bytes, const char *what)
+ * grown on demand (device memory in the order of the communicator's stream: waiting
+ * for no other kernel); `what` names it in the error. */
+static gpuring_status_t enqueue_grow(gpuring_comm_t *c, gpuring_plane_t plane, void **buf,
+                                     size_t *have, size_t bytes, const char *what)
 {
     gpuring_status_t st = GPURING_OK;
 
@@ -176,9 +177,9 @@ static gpuring_status_t enqueue_grow(gpuring_plane_t plane, void **buf, size_t *
         *buf = malloc(bytes);
         if (*buf == NULL) st = GPURING_ERR_NO_MEMORY;
     } else {
-        gpuring_device_free(*buf);
+        gpuring_device_free_ordered(*buf, c->dev.stream);
         *buf = NULL;
-        st = gpuring_device_alloc(bytes, buf);
+        st = gpuring_device_alloc_ordered(bytes, c->dev.stream, buf);
     }
     *have = st == GPURING_OK ? bytes : 0;
     if (st != GPURING_OK) {
@@ -194,7 +195,7 @@ static gpuring_status_t enqueue_scratch(gpuring_comm_t *c, gpuring_plane_t plane
 {
     void **buf = plane == GPURING_PLANE_HOST ? &c->scratch : &c->dev.scratch;
     size_t *have = plane == GPURING_PLANE_HOST ? &c->scratch_bytes : &c->dev.scratch_bytes;
-    gpuring_status_t st = enqueue_grow(plane, buf, have, bytes, "gather scratch");
+    gpuring_status_t st = enqueue_grow(c, plane, buf, have, bytes, "gather scratch");
 
     *scratch_p = *buf;
     return st;
@@ -453,8 +454,8 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w)
     gpuring_status_t st;
 
     if (!bounce_in && !bounce_out) return gpuring_exec_cuda_run(x, c->dev.stream);
-    GPURING_CHECK(enqueue_grow(GPURING_PLANE_DEVICE, &c->dev.bounce, &c->dev.bounce_bytes, want,
-                               "bounce memory for buffers not aligned to their elements"));
+    GPURING_CHECK(enqueue_grow(c, GPURING_PLANE_DEVICE, &c->dev.bounce, &c->dev.bounce_bytes,
+                               want, "bounce memory for buffers not aligned to their elements"));
     if (first) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers not aligned to their elements: calls "
                      "run on aligned copies in device memory (%zu B, grown as calls need)",

@@ -315,6 +315,7 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr at
     case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
     case cudaDevAttrUnifiedAddressing: *value = 1; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break; /* cudaMallocAsync's pool */
     case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
     case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
     case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;

@@ -103,6 +103,7 @@ enum cudaDeviceAttr {
     cudaDevAttrPciDomainId = 50,
     cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMemoryPoolsSupported = 115,
     cudaDevAttrGPUDirectRDMASupported = 116,
     cudaDevAttrGPUDirectRDMAFlushWritesOptions = 117,
     cudaDevAttrGPUDirectRDMAWritesOrdering = 118,
