@@ -114,7 +114,10 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * in call order, seq counting them from 0 alike on every rank.  The kernels
  * of all ranks wait for each other, so they must run at the same time: one
  * rank per GPU, or the ranks sharing a GPU under MPS (not time-sliced).
- * The inboxes start zeroed (flag 0 is no call's).  Calls of up to
+ * Their blocks are not checked to fit the GPU together, as the FIFO kernel's
+ * are (gpuring_exec_cuda_capacity): at most 16 blocks of 40 registers per
+ * thread per rank, 8 ranks' fit an H100 several times over, and every block
+ * stores before it waits.  The inboxes start zeroed (flag 0 is no call's).  Calls of up to
  * GPURING_EXEC_DIRECT_LL_MAX_BYTES; a peer that never comes is
  * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.
  */
