@@ -23,8 +23,13 @@
 #define GPURING_CU_MEMORYTYPE_UNIFIED 4
 
 typedef int (*memkind_cu_pointer_get_attribute_fn)(void *data, int attribute, uintptr_t ptr);
+/* cuPointerGetAttributes: several attributes in one driver call (success, zeros, for
+ * memory the driver never saw); may be missing */
+typedef int (*memkind_cu_pointer_get_attributes_fn)(unsigned int n, int *attributes, void **data,
+                                                    uintptr_t ptr);
 
 static memkind_cu_pointer_get_attribute_fn memkind_get_attr;
+static memkind_cu_pointer_get_attributes_fn memkind_get_attrs; /* set before memkind_get_attr */
 
 void *gpuring_cuda_driver_sym(const char *name)
 {
@@ -110,6 +115,10 @@ static void memkind_lookup(void)
     w = memkind_watch_pin();
     fn = (memkind_cu_pointer_get_attribute_fn)gpuring_cuda_driver_sym("cuPointerGetAttribute");
     if (fn != NULL) {
+        __atomic_store_n(&memkind_get_attrs,
+                         (memkind_cu_pointer_get_attributes_fn)gpuring_cuda_driver_sym(
+                             "cuPointerGetAttributes"),
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&memkind_get_attr, fn, __ATOMIC_RELEASE);
     } else {
         __atomic_store_n(&memkind_watch, w, __ATOMIC_RELEASE);
@@ -125,6 +134,26 @@ static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
 
     if (device_p != NULL) *device_p = -1;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
+    if (memkind_get_attrs != NULL) { /* one driver call (a call's path asks twice) */
+        int attrs[3] = {GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                        GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                        GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        void *data[3] = {&type, &managed, &ordinal};
+
+        /* else (an attribute it cannot give, as for memory of no GPU) one by one */
+        if (memkind_get_attrs(3, attrs, data, (uintptr_t)ptr) == 0) {
+            if (managed) {
+                kind = GPURING_MEM_MANAGED;
+            } else if (type == GPURING_CU_MEMORYTYPE_DEVICE ||
+                       type == GPURING_CU_MEMORYTYPE_UNIFIED) {
+                kind = GPURING_MEM_DEVICE;
+            }
+            if (kind != GPURING_MEM_HOST && device_p != NULL) *device_p = ordinal;
+            return kind;
+        }
+        type = managed = 0;
+        ordinal = -1;
+    }
     /* host memory CUDA never saw makes the driver answer an error */
     if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0) {
         return GPURING_MEM_HOST;

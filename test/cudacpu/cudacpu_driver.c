@@ -13,6 +13,8 @@
  *                         only), is-managed (never), owning
  *                         context (a device's primary one; none for
  *                         cudaMallocAsync's pool memory, as the driver says)
+ *  cuPointerGetAttributes the same, several in one call (zeros, success, for
+ *                         memory the runtime never saw)
  *  cuDeviceGet, cuDevicePrimaryCtxRetain   ordinal in, primary context out
  *  cuCtxGetCurrent        the current device's primary context
  *  cuCtxSetCurrent        makes that context's device current
@@ -106,6 +108,30 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     case DRV_ATTR_RANGE_SIZE: *(size_t *)data = info.bytes; return DRV_SUCCESS;
     default: return DRV_ERROR_INVALID_VALUE;
     }
+}
+
+/* Several attributes in one call: for memory the driver never saw, success with
+ * every value zero (as the driver answers); an attribute it cannot give fails it. */
+int cuPointerGetAttributes(unsigned int n, int *attributes, void **data, uintptr_t ptr)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+    cudacpu_ptr_info_t info;
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    link->pointer_info((const void *)ptr, &info);
+    if (info.kind != CUDACPU_PTR_UNKNOWN) {
+        for (unsigned int i = 0; i < n; i++) {
+            int rc = cuPointerGetAttribute(data[i], attributes[i], ptr);
+            if (rc != DRV_SUCCESS) return rc;
+        }
+        return DRV_SUCCESS;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        /* 4-byte values: memory type, is-managed, ordinal, IPC-capable; else 8 */
+        const int a = attributes[i];
+        memset(data[i], 0, a == 2 || a == 8 || a == 9 || a == 10 ? 4 : 8);
+    }
+    return DRV_SUCCESS;
 }
 
 int cuDeviceGet(int *device, int ordinal)

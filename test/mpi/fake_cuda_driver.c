@@ -9,7 +9,7 @@
  * program marks ordinary host memory as device or managed memory
  * (fake_cuda_mark); cuPointerGetAttribute answers for marked ranges and
  * refuses any other pointer, as the real driver does for host memory it
- * never saw.  cuCtxGetCurrent / cuCtxSetCurrent keep a per-thread current
+ * never saw (cuPointerGetAttributes, several at once, answers zeros for it).  cuCtxGetCurrent / cuCtxSetCurrent keep a per-thread current
  * context, so the test can check that gpuring gives its caller's back.
  *
  * It also has device memory the host cannot touch, as on a real GPU:
@@ -196,6 +196,25 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     case FAKE_ATTR_RANGE_START_ADDR: memcpy(data, &r.base, sizeof(r.base)); break;
     case FAKE_ATTR_RANGE_SIZE: memcpy(data, &r.bytes, sizeof(r.bytes)); break;
     default: return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    return FAKE_CUDA_SUCCESS;
+}
+
+/* Several attributes in one call: for memory the driver never saw, success with
+ * every value zero (as the driver answers); an attribute it cannot give fails it. */
+int cuPointerGetAttributes(unsigned int n, int *attributes, void **data, uintptr_t ptr)
+{
+    if (fake_find(ptr).bytes != 0) {
+        for (unsigned int i = 0; i < n; i++) {
+            int rc = cuPointerGetAttribute(data[i], attributes[i], ptr);
+            if (rc != FAKE_CUDA_SUCCESS) return rc;
+        }
+        return FAKE_CUDA_SUCCESS;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        /* 4-byte values: memory type, is-managed, ordinal, IPC-capable; else 8 */
+        const int a = attributes[i];
+        memset(data[i], 0, a == 2 || a == 8 || a == 9 || a == 10 ? 4 : 8);
     }
     return FAKE_CUDA_SUCCESS;
 }
