@@ -173,11 +173,16 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
 }
 
 /* ---- the direct allreduce ---------------------------------------------------------------- */
+#define DIRECT_MAX_BACKOFF 6 /* declines in a row: at most 2^6 - 1 calls skip the exchange */
+
 /*
  * Every rank publishes its buffers' IPC handles (allgather); if one cannot
  * be shared, or is not aligned to its elements (the kernel reads whole ones
  * from every rank's buffers), every rank sees it and returns
- * GPURING_ERR_NOT_SUPPORTED (the FIFO path).  Each rank maps the others' buffers and waits for its own
+ * GPURING_ERR_NOT_SUPPORTED (the FIFO path), as it does without asking for the
+ * next 2^k - 1 calls after k such declines in a row (k up to
+ * DIRECT_MAX_BACKOFF: an application's buffers rarely change kind, and the
+ * exchange is an MPI_Allgather through the component below).  Each rank maps the others' buffers and waits for its own
  * legacy-stream work (the kernels write every rank's buffers, so each
  * rank's ordering after its default stream must hold before anyone's
  * kernel starts: the FIFO path gets it from its stream), all agree, each reduces
@@ -213,6 +218,10 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         }
     }
     if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;
+    if (c->dev.direct_skip > 0) {
+        c->dev.direct_skip--;
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
     memset(&pub, 0, sizeof(pub));
     (void)gpuring_ipc_buf_export(sendbuf, &pub.send);
     if (recvbuf == sendbuf) {
@@ -235,13 +244,20 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     }
     for (int r = 0; r < n; r++) {
         if (all[r].send.ok && all[r].recv.ok && all[r].aligned) continue;
-        GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers %s: FIFO path",
-                      r, !all[r].aligned ? "are not aligned to their elements (the FIFO path "
-                                           "runs that rank's call on aligned copies)"
-                                         : "cannot be shared through CUDA IPC (stream-ordered "
-                                           "pool or VMM memory?)");
+        /* buffers stay what they are: the next 1, 3, 7, ... 63 calls take the FIFOs without
+         * this exchange, then ask again */
+        c->dev.direct_declines = GPURING_MIN(c->dev.direct_declines + 1, DIRECT_MAX_BACKOFF);
+        c->dev.direct_skip = (1 << c->dev.direct_declines) - 1;
+        GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers %s: FIFO path "
+                      "(for the next %d calls too)", r,
+                      !all[r].aligned ? "are not aligned to their elements (the FIFO path "
+                                        "runs that rank's call on aligned copies)"
+                                      : "cannot be shared through CUDA IPC (stream-ordered "
+                                        "pool or VMM memory?)",
+                      c->dev.direct_skip);
         return GPURING_ERR_NOT_SUPPORTED;
     }
+    c->dev.direct_declines = 0;
 
     for (int r = 0; r < n && local == GPURING_OK; r++) {
         void *in = (void *)sendbuf, *out = recvbuf;
