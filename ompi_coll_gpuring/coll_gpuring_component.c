@@ -138,8 +138,8 @@ static int gpuring_register(void)
         "in gpuring.  A program in which a rank, between starting such a call and waiting "
         "for it, needs point-to-point traffic that another rank sends only before making "
         "the call (valid MPI) then fails with a setup timeout; false hands such calls to "
-        "the component below (device buffers: where it is CUDA-aware), and a blocking call "
-        "makes the setup",
+        "the component below (device buffers staged where it cannot read them), and a "
+        "blocking call makes the setup",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->nonblocking_setup);
     (void)mca_base_component_var_register(

@@ -275,9 +275,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return MCA_COLL_GPURING_FALLBACK;
     }
     /* a non-blocking call that would make the communicator's setup, with
-     * coll_gpuring_nonblocking_setup off: the state is every rank's alike */
-    defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup &&
-            (plane == GPURING_PLANE_HOST || mca_coll_gpuring_below_reads_device());
+     * coll_gpuring_nonblocking_setup off: the state is every rank's alike (device
+     * buffers go below staged where that component cannot read them) */
+    defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
         mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
                                       "non-blocking call does not set it up "
