@@ -42,6 +42,7 @@ typedef struct mca_coll_gpuring_component {
     size_t stream_size;
     size_t net_stream_size;
     size_t direct_ll_size;
+    int ipc_cache;
     int wait_timeout;
     int ranks_per_node;
     char *topo_xml;

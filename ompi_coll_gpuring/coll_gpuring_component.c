@@ -48,6 +48,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .net_gpu_direct = true,
     .direct = true,
     .direct_ll_size = 65536,
+    .ipc_cache = GPURING_IPC_BUF_MAPPINGS,
     .net_zcopy = true,
     .algorithm = NULL,
     .protocol = NULL,
@@ -170,6 +171,16 @@ static int gpuring_register(void)
         "MPS (time-sliced; the verbose log says why).  0: off (the direct allreduce)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->direct_ll_size);
+    (void)mca_base_component_var_register(
+        v, "ipc_cache",
+        "The direct allreduce: how many peer buffers a process keeps mapped (CUDA IPC) while "
+        "no call uses them, up to 64, the least recently used closed first.  A mapping holds "
+        "the peer's memory: what the peer frees (cudaFree, PyTorch's empty_cache or its "
+        "free-and-retry on out-of-memory) returns to the GPU only when every process has "
+        "closed it (or the peer allocates over its addresses).  0 closes each mapping when "
+        "its call ends: every direct call then opens its peers' buffers anew (milliseconds)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->ipc_cache);
     (void)mca_base_component_var_register(
         v, "net_zcopy",
         "Host buffers across nodes: UCX receives a step that would only be copied into the "
@@ -370,6 +381,7 @@ static int gpuring_open(void)
     opal_output_set_verbosity(c->output, 100); /* gpuring filters by itself */
     gpuring_log_set(&cfg);
     gpuring_prof_on = c->profile;
+    gpuring_ipc_buf_set_cache(c->ipc_cache);
     return OMPI_SUCCESS;
 }
 

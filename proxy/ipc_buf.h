@@ -10,7 +10,8 @@
  * a process may hold one mapping per allocation, so both sides keep a
  * process-wide cache keyed by the allocation's buffer id (unique in its
  * process for the process's life): a buffer reused call after call is
- * exported and opened once.  A peer allocation that overlaps a cached one
+ * exported and opened once (up to gpuring_ipc_buf_set_cache's count of
+ * idle mappings).  A peer allocation that overlaps a cached one
  * of the same peer means the old one was freed: its mapping is closed.
  * Mappings in use by a call are never evicted (gpuring_ipc_buf_release).
  *
@@ -50,6 +51,12 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
                                       const gpuring_ipc_buf_t *buf, size_t need, void **ptr_p,
                                       int *token_p);
 void gpuring_ipc_buf_release(int token);
+
+/* How many mappings no call uses a process keeps (0 .. GPURING_IPC_BUF_MAPPINGS; more:
+ * the most), the least recently used closed first -- a peer's memory stays allocated
+ * while any process maps it, whatever the peer frees. */
+#define GPURING_IPC_BUF_MAPPINGS 64
+void gpuring_ipc_buf_set_cache(int mappings);
 
 /* Close every mapping and forget every export (the component closes). */
 void gpuring_ipc_buf_finalize(void);

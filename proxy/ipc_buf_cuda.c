@@ -7,7 +7,8 @@
  * opened base, with a count of the calls using it).  When a table is full
  * the least recently used entry goes -- for mappings, only one no call
  * uses; if every mapping is in use the open is refused and the caller
- * takes its other path.
+ * takes its other path.  Mappings no call uses beyond the cache's count
+ * (gpuring_ipc_buf_set_cache) are closed as calls release them.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -20,7 +21,7 @@
 #include "proxy/ipc_buf.h"
 
 #define IPC_BUF_EXPORTS 64
-#define IPC_BUF_MAPPINGS 64
+#define IPC_BUF_MAPPINGS GPURING_IPC_BUF_MAPPINGS
 
 typedef struct ipc_export {
     int used;
@@ -40,6 +41,7 @@ typedef struct ipc_mapping {
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t ipc_clock;
+static int ipc_cache = IPC_BUF_MAPPINGS; /* idle mappings kept */
 static ipc_export_t ipc_exports[IPC_BUF_EXPORTS];
 static ipc_mapping_t ipc_maps[IPC_BUF_MAPPINGS];
 
@@ -189,11 +191,31 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
     return GPURING_OK;
 }
 
+void gpuring_ipc_buf_set_cache(int mappings)
+{
+    pthread_mutex_lock(&ipc_lock);
+    ipc_cache = mappings < 0 ? 0 : mappings > IPC_BUF_MAPPINGS ? IPC_BUF_MAPPINGS : mappings;
+    pthread_mutex_unlock(&ipc_lock);
+}
+
 void gpuring_ipc_buf_release(int token)
 {
     if (token < 0 || token >= IPC_BUF_MAPPINGS) return;
     pthread_mutex_lock(&ipc_lock);
     if (ipc_maps[token].refs > 0) ipc_maps[token].refs--;
+    for (;;) { /* over the cache's count of idle mappings: the least recently used go */
+        int idle = 0, lru = -1;
+
+        for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
+            if (!ipc_maps[i].used || ipc_maps[i].refs > 0) continue;
+            idle++;
+            if (lru < 0 || ipc_maps[i].last_use < ipc_maps[lru].last_use) lru = i;
+        }
+        if (idle <= ipc_cache) break;
+        GPURING_DEBUG(GPURING_SUBSYS_PROXY, "a peer's buffer no call uses unmapped (%d mappings "
+                      "kept idle at most: coll_gpuring_ipc_cache)", ipc_cache);
+        ipc_mapping_close(&ipc_maps[lru]);
+    }
     pthread_mutex_unlock(&ipc_lock);
 }
 

@@ -24,6 +24,10 @@ void gpuring_ipc_buf_release(int token)
 {
 }
 
+void gpuring_ipc_buf_set_cache(int mappings)
+{
+}
+
 void gpuring_ipc_buf_finalize(void)
 {
 }

@@ -49,6 +49,8 @@
 #                   through the progress thread and UCX, rings and trees
 #   mix_np3, mix_vnodes_np4  mix_check -d: a seeded random sequence of every
 #                   collective gpuring takes, MPI_Iallreduce in flight among them
+#   direct_nocache_np3  the direct allreduce with coll_gpuring_ipc_cache 0: every
+#                   peer buffer unmapped when its call ends
 #   iallreduce_first_np3  iallreduce_check -d -F, coll_gpuring_nonblocking_setup 0:
 #                   a fresh communicator's first MPI_Iallreduce goes below staged
 #   iallreduce_np3  iallreduce_check -d: MPI_Iallreduce calls in flight (the
@@ -221,6 +223,12 @@ summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1
 want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
 case_run direct_np2 2 "coll_gpuring_profile 1 coll_gpuring_direct_ll_size 0" -d -q -i \
     -m world,dup,split -c 1,17,4099 $case_types
+# no idle mapping kept (coll_gpuring_ipc_cache 0): each call maps its peers' buffers
+# and unmaps them when it ends (the runtime unmaps at once: a use after fails)
+want='unmapped \(0 mappings kept idle at most: coll_gpuring_ipc_cache\)' verbose=4
+case_run direct_nocache_np3 3 "coll_gpuring_direct_ll_size 0 coll_gpuring_ipc_cache 0" -d -q \
+    -m world,dup -c 1,17,4099 -t int,float -o sum,max
+verbose=3
 # calls of up to 64 KiB LL direct (no exchange: the profile's points are the
 # launch and the run), larger ones direct, on every communicator in turn
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
