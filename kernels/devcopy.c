@@ -20,6 +20,7 @@
 #define DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define DEVCOPY_CU_STREAM_LEGACY ((void *)0x1)
+#define DEVCOPY_CU_STREAM_NON_BLOCKING 0x1
 #define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
 #define DEVCOPY_MAX_DEVICES 64
 
@@ -34,6 +35,9 @@ typedef struct devcopy_driver {
     /* may be missing (an old driver): memory of no context then has none to borrow */
     int (*device_get)(int *dev, int ordinal);
     int (*primary_retain)(void **ctx, int dev);
+    /* may be missing: results then go back on the legacy stream */
+    int (*stream_create)(void **stream, unsigned int flags);
+    int (*memcpy_async)(uintptr_t dst, uintptr_t src, size_t bytes, void *stream);
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -53,6 +57,8 @@ static int devcopy_lookup(void)
     *(void **)&d.host_unregister = gpuring_cuda_driver_sym("cuMemHostUnregister");
     *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
     *(void **)&d.primary_retain = gpuring_cuda_driver_sym("cuDevicePrimaryCtxRetain");
+    *(void **)&d.stream_create = gpuring_cuda_driver_sym("cuStreamCreate");
+    *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.ctx_get == NULL || d.ctx_set == NULL ||
         d.pointer_attr == NULL || d.host_register == NULL || d.host_unregister == NULL) {
         return 0;
@@ -67,7 +73,7 @@ static int devcopy_lookup(void)
 /* Each device's primary context, retained at first need and kept for the process
  * (as the CUDA runtime keeps it); NULL where it cannot be had. */
 static void *devcopy_primaries[DEVCOPY_MAX_DEVICES];
-static pthread_mutex_t devcopy_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t devcopy_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *devcopy_primary(int ordinal)
 {
@@ -78,14 +84,14 @@ static void *devcopy_primary(int ordinal)
     ctx = __atomic_load_n(&devcopy_primaries[ordinal], __ATOMIC_ACQUIRE);
     if (ctx != NULL || devcopy_drv.device_get == NULL || devcopy_drv.primary_retain == NULL)
         return ctx;
-    pthread_mutex_lock(&devcopy_primary_lock);
+    pthread_mutex_lock(&devcopy_ctx_lock);
     ctx = devcopy_primaries[ordinal];
     if (ctx == NULL && (devcopy_drv.device_get(&dev, ordinal) != 0 ||
                         devcopy_drv.primary_retain(&ctx, dev) != 0)) {
         ctx = NULL;
     }
     __atomic_store_n(&devcopy_primaries[ordinal], ctx, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&devcopy_primary_lock);
+    pthread_mutex_unlock(&devcopy_ctx_lock);
     return ctx;
 }
 
@@ -119,6 +125,37 @@ static void *devcopy_owner(const void *ptr)
     return devcopy_primary(ordinal);
 }
 
+/* The copy-back stream of context ctx (current): non-blocking -- it waits for none of
+ * the application's streams -- made at first need and kept for the process; NULL
+ * where it cannot be had. */
+static struct {
+    void *ctx, *stream;
+} devcopy_streams[DEVCOPY_MAX_DEVICES];
+
+static void *devcopy_back_stream(void *ctx)
+{
+    void *stream = NULL;
+    int i;
+
+    if (ctx == NULL || devcopy_drv.stream_create == NULL || devcopy_drv.memcpy_async == NULL)
+        return NULL;
+    pthread_mutex_lock(&devcopy_ctx_lock);
+    for (i = 0; i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx != NULL; i++) {
+        if (devcopy_streams[i].ctx == ctx) break;
+    }
+    if (i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx == ctx) {
+        stream = devcopy_streams[i].stream;
+    } else if (i < DEVCOPY_MAX_DEVICES &&
+               devcopy_drv.stream_create(&stream, DEVCOPY_CU_STREAM_NON_BLOCKING) == 0) {
+        devcopy_streams[i].ctx = ctx;
+        devcopy_streams[i].stream = stream;
+    } else {
+        stream = NULL;
+    }
+    pthread_mutex_unlock(&devcopy_ctx_lock);
+    return stream;
+}
+
 /* The calling thread's context while devcopy works in another: entered with the
  * owner's (NULL: the thread's own stays), left with the thread's given back. */
 typedef struct devcopy_scope {
@@ -141,11 +178,13 @@ static void devcopy_leave(const devcopy_scope_t *scope)
 
 /* ---- copies ------------------------------------------------------------------ */
 
-gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
-                                 const char **why_p)
+/* A copy in the owner's context: on the legacy stream, or (`back`, into device memory)
+ * on the context's copy-back stream. */
+static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, int host_pinned,
+                                    int back, const char **why_p)
 {
     devcopy_scope_t scope;
-    void *owner;
+    void *owner, *stream = NULL;
     int rc;
 
     if (bytes == 0) return GPURING_OK;
@@ -159,18 +198,38 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
     owner = devcopy_owner(src);
     if (owner == NULL) owner = devcopy_owner(dst);
     devcopy_enter(owner, &scope);
-    rc = devcopy_drv.memcpy_((uintptr_t)dst, (uintptr_t)src, bytes);
-    /* from pageable memory the driver may return before the data reached the
-     * device: its legacy stream holds the rest */
-    if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
+    if (back) stream = devcopy_back_stream(owner);
+    if (stream != NULL) {
+        /* from pageable memory the driver returns once it holds the bytes: the stream's
+         * synchronization waits for them to land */
+        rc = devcopy_drv.memcpy_async((uintptr_t)dst, (uintptr_t)src, bytes, stream);
+        if (rc == 0) rc = devcopy_drv.stream_sync(stream);
+    } else {
+        rc = devcopy_drv.memcpy_((uintptr_t)dst, (uintptr_t)src, bytes);
+        /* from pageable memory the driver may return before the data reached the
+         * device: its legacy stream holds the rest */
+        if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
+    }
     devcopy_leave(&scope);
     if (rc != 0) {
         *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
-                 ? "cuMemcpy between device and host memory failed: no CUDA context"
-                           : "cuMemcpy between device and host memory failed";
+                     ? "cuMemcpy between device and host memory failed: no CUDA context"
+                     : "cuMemcpy between device and host memory failed";
         return GPURING_ERR_CUDA;
     }
     return GPURING_OK;
+}
+
+gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
+                                 const char **why_p)
+{
+    return devcopy_run(dst, src, bytes, host_pinned, 0, why_p);
+}
+
+gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
+                                      const char **why_p)
+{
+    return devcopy_run(dst, src, bytes, host_pinned, 1, why_p);
 }
 
 /* ---- device memory ----------------------------------------------------------- */

@@ -35,6 +35,17 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
                                  const char **why_p);
 
 /*
+ * The same for a call's result into device memory dst, which the call holds
+ * until it returns (no work of the application's may touch it meanwhile): on a
+ * non-blocking stream of gpuring's own, waiting for none of the application's
+ * streams -- a copy on the legacy stream waits for all their work queued so far,
+ * inside whatever MPI_Test or MPI_Wait completes the call.  The legacy stream
+ * where the driver lacks cuStreamCreate or cuMemcpyAsync.
+ */
+gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
+                                      const char **why_p);
+
+/*
  * `bytes` of device memory on the GPU of device memory `near`, in stream order
  * on the legacy stream where that GPU has memory pools (cuMemAllocAsync: neither
  * it nor gpuring_devcopy_free waits for kernels running meanwhile -- cuMemFree

@@ -140,7 +140,7 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
         if (gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK ||
             pack_convert(0, p->dt, p->count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
                          p->len) != OMPI_SUCCESS ||
-            gpuring_devcopy(at, p->image, p->span, 0, &why) != GPURING_OK)
+            gpuring_devcopy_back(at, p->image, p->span, 0, &why) != GPURING_OK)
             rc = OMPI_ERROR;
     }
     if (rc != OMPI_SUCCESS) {

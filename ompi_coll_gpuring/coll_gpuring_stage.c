@@ -308,8 +308,8 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (gpuring_devcopy(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes, area->pin != NULL,
-                            &why) != GPURING_OK) {
+        if (gpuring_devcopy_back(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes,
+                                 area->pin != NULL, &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "
                           "device memory at %p: %s", mca_coll_gpuring_coll_name(coll), comm,

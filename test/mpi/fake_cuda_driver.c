@@ -375,6 +375,28 @@ int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
     return FAKE_CUDA_SUCCESS;
 }
 
+/* Streams: every operation is done when queued, so a stream is a name (one per context
+ * is all a test needs) and an asynchronous copy is cuMemcpy. */
+static int fake_stream;
+
+int cuStreamCreate(void **stream, unsigned int flags)
+{
+    (void)flags;
+    if (stream == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    *stream = &fake_stream;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
+{
+    if (stream != NULL && stream != &fake_stream && stream != (void *)0x1 &&
+        stream != (void *)0x2) {
+        return FAKE_CUDA_ERROR_INVALID_VALUE; /* not a stream of this driver's */
+    }
+    return cuMemcpy(dst, src, bytes);
+}
+
 int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)
 {
     (void)flags;
