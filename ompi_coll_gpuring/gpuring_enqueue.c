@@ -183,8 +183,9 @@ static gpuring_status_t enqueue_grow(gpuring_comm_t *c, gpuring_plane_t plane, v
     }
     *have = st == GPURING_OK ? bytes : 0;
     if (st != GPURING_OK) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of %s (%s)", bytes, what,
-                      gpuring_comm_plane_name(plane));
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of %s (%s): this rank's call "
+                      "fails; its peers wait for its steps until coll_gpuring_wait_timeout",
+                      bytes, what, gpuring_comm_plane_name(plane));
     }
     return st;
 }
