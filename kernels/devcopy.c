@@ -15,7 +15,6 @@
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
-#define DEVCOPY_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
 #define DEVCOPY_CU_MEMORYTYPE_DEVICE 2
 #define DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
@@ -143,7 +142,8 @@ static void *devcopy_back_stream(void *ctx)
     for (i = 0; i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx != NULL; i++) {
         if (devcopy_streams[i].ctx == ctx) break;
     }
-    if (i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx == ctx) {
+    if (i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx == ctx &&
+        devcopy_streams[i].stream != NULL) {
         stream = devcopy_streams[i].stream;
     } else if (i < DEVCOPY_MAX_DEVICES &&
                devcopy_drv.stream_create(&stream, DEVCOPY_CU_STREAM_NON_BLOCKING) == 0) {
@@ -154,6 +154,16 @@ static void *devcopy_back_stream(void *ctx)
     }
     pthread_mutex_unlock(&devcopy_ctx_lock);
     return stream;
+}
+
+/* Forget ctx's copy-back stream (an error on it: the context may have been reset). */
+static void devcopy_forget_stream(void *ctx)
+{
+    pthread_mutex_lock(&devcopy_ctx_lock);
+    for (int i = 0; i < DEVCOPY_MAX_DEVICES; i++) {
+        if (devcopy_streams[i].ctx == ctx) devcopy_streams[i].stream = NULL;
+    }
+    pthread_mutex_unlock(&devcopy_ctx_lock);
 }
 
 /* The calling thread's context while devcopy works in another: entered with the
@@ -199,12 +209,15 @@ static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, in
     if (owner == NULL) owner = devcopy_owner(dst);
     devcopy_enter(owner, &scope);
     if (back) stream = devcopy_back_stream(owner);
+    rc = -1;
     if (stream != NULL) {
         /* from pageable memory the driver returns once it holds the bytes: the stream's
          * synchronization waits for them to land */
         rc = devcopy_drv.memcpy_async((uintptr_t)dst, (uintptr_t)src, bytes, stream);
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
-    } else {
+        if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
+    }
+    if (rc != 0) {
         rc = devcopy_drv.memcpy_((uintptr_t)dst, (uintptr_t)src, bytes);
         /* from pageable memory the driver may return before the data reached the
          * device: its legacy stream holds the rest */
@@ -230,6 +243,25 @@ gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, 
                                       const char **why_p)
 {
     return devcopy_run(dst, src, bytes, host_pinned, 1, why_p);
+}
+
+gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)
+{
+    devcopy_scope_t scope;
+    int rc;
+
+    if (!devcopy_lookup()) {
+        *why_p = "the process's CUDA driver lacks cuStreamSynchronize or the context functions";
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    devcopy_enter(devcopy_owner(ptr), &scope);
+    rc = devcopy_drv.stream_sync(NULL);
+    devcopy_leave(&scope);
+    if (rc != 0) {
+        *why_p = "cuStreamSynchronize of the legacy stream failed";
+        return GPURING_ERR_CUDA;
+    }
+    return GPURING_OK;
 }
 
 /* ---- device memory ----------------------------------------------------------- */
@@ -280,7 +312,7 @@ static int devcopy_pools(int ordinal)
 }
 
 gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
-                                       const char **why_p)
+                                       int *pooled_p, const char **why_p)
 {
     const size_t want = bytes > 0 ? bytes : 1;
     devcopy_scope_t scope;
@@ -288,6 +320,7 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
     int ordinal = -1, rc;
 
     *ptr_p = NULL;
+    *pooled_p = 0;
     if (!devcopy_mem_lookup()) {
         *why_p = "the process's CUDA driver lacks cuMemAlloc or cuMemFree";
         return GPURING_ERR_NOT_SUPPORTED;
@@ -298,9 +331,9 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
     }
     devcopy_enter(devcopy_owner(near), &scope);
     /* on the legacy stream, as the copies into it and out of it are */
-    rc = ordinal >= 0 && devcopy_pools(ordinal)
-             ? devcopy_mem.alloc_async(&ptr, want, DEVCOPY_CU_STREAM_LEGACY)
-             : devcopy_mem.alloc(&ptr, want);
+    *pooled_p = ordinal >= 0 && devcopy_pools(ordinal);
+    rc = *pooled_p ? devcopy_mem.alloc_async(&ptr, want, DEVCOPY_CU_STREAM_LEGACY)
+                   : devcopy_mem.alloc(&ptr, want);
     devcopy_leave(&scope);
     if (rc != 0) {
         *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
@@ -311,20 +344,14 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
     return GPURING_OK;
 }
 
-void gpuring_devcopy_free(void *ptr)
+void gpuring_devcopy_free(void *ptr, int pooled)
 {
     devcopy_scope_t scope;
-    void *pool = NULL;
 
     if (ptr == NULL || !devcopy_mem_lookup()) return;
-    if (devcopy_mem.free_async == NULL ||
-        devcopy_drv.pointer_attr(&pool, DEVCOPY_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                                 (uintptr_t)ptr) != 0) {
-        pool = NULL;
-    }
     devcopy_enter(devcopy_owner(ptr), &scope);
-    (void)(pool != NULL ? devcopy_mem.free_async((uintptr_t)ptr, DEVCOPY_CU_STREAM_LEGACY)
-                        : devcopy_mem.free_((uintptr_t)ptr));
+    (void)(pooled ? devcopy_mem.free_async((uintptr_t)ptr, DEVCOPY_CU_STREAM_LEGACY)
+                  : devcopy_mem.free_((uintptr_t)ptr));
     devcopy_leave(&scope);
 }
 

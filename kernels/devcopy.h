@@ -45,21 +45,28 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p);
 
+/* Wait for the work queued so far on the legacy stream of device memory ptr's context
+ * (every blocking stream's before it): what a copy out of ptr does first, for memory a
+ * call writes without reading -- its result, copied back by gpuring_devcopy_back, must
+ * land after the application's earlier work on it. */
+gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p);
+
 /*
  * `bytes` of device memory on the GPU of device memory `near`, in stream order
  * on the legacy stream where that GPU has memory pools (cuMemAllocAsync: neither
  * it nor gpuring_devcopy_free waits for kernels running meanwhile -- cuMemFree
  * waits for the whole device), else cuMemAlloc; free it with
- * gpuring_devcopy_free.  GPURING_OK, or an error with *why_p saying what failed.
+ * gpuring_devcopy_free, with *pooled_p (which of the two it was).  GPURING_OK, or an
+ * error with *why_p saying what failed.
  */
 gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **ptr_p,
-                                       const char **why_p);
-void gpuring_devcopy_free(void *ptr);
+                                       int *pooled_p, const char **why_p);
+void gpuring_devcopy_free(void *ptr, int pooled);
 
 /* Page-lock [ptr, ptr + bytes) for the driver's DMA (portable: for every
- * context), in the thread's context or, on a thread without one, in that of
- * device memory `near`: what gpuring_devcopy_unpin needs back, or NULL (not
- * pinned: copies then still work, more slowly). */
+ * context), in the context of device memory `near` (the thread's own where near
+ * is none): what gpuring_devcopy_unpin needs back, or NULL (not pinned: copies
+ * then still work, more slowly). */
 void *gpuring_devcopy_pin(void *ptr, size_t bytes, const void *near);
 void gpuring_devcopy_unpin(void *ptr, void *pin);
 

@@ -198,7 +198,9 @@ size_t mca_coll_gpuring_signature_bytes(struct ompi_datatype_t *dt, size_t count
 void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_datatype_t *dt);
 /* The elements packed into `len` contiguous bytes of their memory's kind (.bytes); `in`:
  * their values packed (a sender's), else only the space made.  unpack writes the bytes
- * back into the elements where `out` (a receiver's) and frees them.  Errors logged. */
+ * back into the elements where `out` (a receiver's) and frees them -- device memory
+ * only after a call that did not fail (`call_rc` OMPI_SUCCESS or the fallback): a failed
+ * call's kernel may still write it, so it is kept.  Errors logged. */
 typedef struct mca_coll_gpuring_packed {
     void *bytes; /* NULL: nothing packed */
     size_t len;
@@ -210,10 +212,11 @@ typedef struct mca_coll_gpuring_packed {
     ptrdiff_t lo;
     size_t span;
     char *host;  /* the packed bytes in host memory */
+    int pooled;  /* .bytes from the GPU's stream-ordered pool (gpuring_devcopy_alloc) */
 } mca_coll_gpuring_packed_t;
 int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
                           size_t count, struct ompi_datatype_t *dt, int in);
-int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out);
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);
 /* A negative count, which only mpi_param_check 0 lets through: logged; MPI_ERR_COUNT. */
 int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
                                struct ompi_communicator_t *comm, int count);

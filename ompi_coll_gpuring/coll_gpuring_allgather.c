@@ -48,15 +48,15 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
         if (c.sendbuf == NULL) {
             rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
             if (rc != OMPI_SUCCESS) {
-                (void)mca_coll_gpuring_unpack(&out, 0);
+                (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
                 return rc;
             }
             c.sendbuf = in.bytes;
         }
     }
     rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
-    (void)mca_coll_gpuring_unpack(&in, 0);
-    urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS);
+    (void)mca_coll_gpuring_unpack(&in, 0, rc);
+    urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS, rc);
     if (rc == OMPI_SUCCESS) rc = urc;
     if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
 

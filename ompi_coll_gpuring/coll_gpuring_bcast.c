@@ -28,7 +28,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     }
     c.sendbuf = c.recvbuf;
     rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
-    urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root);
+    urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root, rc);
     if (rc == OMPI_SUCCESS) rc = urc;
     if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
 

@@ -64,9 +64,9 @@ static int pack_convert(int pack, struct ompi_datatype_t *dt, size_t count, void
     return rc >= 0 && moved == len ? OMPI_SUCCESS : OMPI_ERROR;
 }
 
-static void pack_free(mca_coll_gpuring_packed_t *p)
+static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
 {
-    if (p->device >= 0) gpuring_devcopy_free(p->bytes);
+    if (p->device >= 0 && !keep_device) gpuring_devcopy_free(p->bytes, p->pooled);
     free(p->image);
     free(p->host);
     memset(p, 0, sizeof(*p));
@@ -108,7 +108,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
         if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
                                p->len) != OMPI_SUCCESS)
             goto fail;
-        if (gpuring_devcopy_alloc(at, p->len, &p->bytes, &why) != GPURING_OK) goto fail;
+        if (gpuring_devcopy_alloc(at, p->len, &p->bytes, &p->pooled, &why) != GPURING_OK) goto fail;
         why = "cannot copy the packed bytes to the device";
         if (in && gpuring_devcopy(p->bytes, p->host, p->len, 0, &why) != GPURING_OK) goto fail;
     }
@@ -122,11 +122,11 @@ fail:
                   "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
                   mca_coll_gpuring_dt_name(dt), p->len,
                   p->device >= 0 ? "device" : "host", why);
-    pack_free(p);
+    pack_free(p, 0);
     return OMPI_ERR_OUT_OF_RESOURCE;
 }
 
-int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc)
 {
     const char *why = "the datatype's elements";
     int rc = OMPI_SUCCESS;
@@ -148,6 +148,6 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out)
                       "of datatype %s at %p: %s", p->len, p->count,
                       mca_coll_gpuring_dt_name(p->dt), p->buf, why);
     }
-    pack_free(p);
+    pack_free(p, call_rc != OMPI_SUCCESS && call_rc != MCA_COLL_GPURING_FALLBACK);
     return rc;
 }

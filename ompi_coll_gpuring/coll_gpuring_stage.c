@@ -249,14 +249,20 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
 
     for (int i = 0; i < n; i++) {
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+        void *at = mca_coll_gpuring_at(b->buf, b->lo);
+        gpuring_status_t st;
 
-        if (b->staged == NULL || (!(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes)) continue;
-        if (gpuring_devcopy(b->staged, mca_coll_gpuring_at(b->buf, b->lo), b->bytes,
-                            area->pin != NULL, &why) != GPURING_OK) {
+        if (b->staged == NULL) continue;
+        /* written only: nothing to copy, but its result must land after the
+         * application's earlier work on it (gpuring_devcopy_back's stream waits for none) */
+        st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes
+                 ? gpuring_devcopy_order(at, &why)
+                 : gpuring_devcopy(b->staged, at, b->bytes, area->pin != NULL, &why);
+        if (st != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
                           "host memory: %s", mca_coll_gpuring_coll_name(coll), comm, b->bytes,
-                          mca_coll_gpuring_at(b->buf, b->lo), why);
+                          at, why);
             return OMPI_ERROR;
         }
     }

@@ -326,9 +326,11 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     }
     gpuring_conns_destroy(c);
     gpuring_direct_destroy(c, busy);
-    gpuring_device_free_ordered(c->dev.scratch, c->dev.stream);
-    gpuring_device_free_ordered(c->dev.bounce, c->dev.stream);
-    gpuring_device_free(c->dev.rings);
+    if (!busy) { /* else kept too: a free would wait for the kernel (cudaFree: the device) */
+        gpuring_device_free_ordered(c->dev.scratch, c->dev.stream);
+        gpuring_device_free_ordered(c->dev.bounce, c->dev.stream);
+        gpuring_device_free(c->dev.rings);
+    }
     gpuring_device_event_destroy(c->dev.event);
     for (int k = 0; k < GPURING_COMM_ORDER_EVENTS; k++)
         gpuring_device_event_destroy(c->dev.order_events[k]);

@@ -96,13 +96,41 @@ int link_free(void *ptr)
     return (int)cudaFree(ptr);
 }
 
+int link_alloc_async(void **ptr_p, size_t bytes)
+{
+    return (int)cudaMallocAsync(ptr_p, bytes, cudaStreamLegacy);
+}
+
+int link_free_async(void *ptr)
+{
+    return (int)cudaFreeAsync(ptr, cudaStreamLegacy);
+}
+
+int link_stream_create(void **stream_p)
+{
+    return (int)cudaStreamCreateWithFlags((cudaStream_t *)stream_p, cudaStreamNonBlocking);
+}
+
+int link_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+}
+
+int link_stream_sync(void *stream)
+{
+    return (int)cudaStreamSynchronize((cudaStream_t)stream);
+}
+
 /* As CUDA's runtime loads libcuda.so.1: the stand-in driver, if one is named, so
  * that code asking the driver about pointers (dlopen RTLD_NOLOAD) finds it. */
 void driver_load(const char *path)
 {
-    static const cudacpu_driver_link_t link = { pointer_info, link_get_device,
-                                                link_set_device, link_copy,
-                                                link_sync_legacy, link_alloc, link_free };
+    static const cudacpu_driver_link_t link = { pointer_info,       link_get_device,
+                                                link_set_device,    link_copy,
+                                                link_sync_legacy,   link_alloc,
+                                                link_free,          link_alloc_async,
+                                                link_free_async,    link_stream_create,
+                                                link_copy_async,    link_stream_sync };
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     cudacpu_driver_attach_fn attach =
         lib != nullptr ? (cudacpu_driver_attach_fn)dlsym(lib, "cudacpu_driver_attach") : nullptr;

@@ -22,6 +22,11 @@
  *                         device buffers for the component below with them)
  *  cuMemAlloc, cuMemFree  cudaMalloc, cudaFree (gpuring packs a non-contiguous
  *                         datatype's elements into such memory)
+ *  cuMemAllocAsync, cuMemFreeAsync   cudaMallocAsync, cudaFreeAsync on the
+ *                         legacy stream (the pool the device says it has:
+ *                         cuDeviceGetAttribute)
+ *  cuStreamCreate, cuMemcpyAsync   a non-blocking stream of the runtime's, a copy
+ *                         queued on it (gpuring's copies back to device memory)
  *  cuMemHostRegister      not supported: staging then copies unpinned
  *  cuInit, cuDriverGetVersion
  *
@@ -52,7 +57,10 @@ enum {
     DRV_ATTR_RANGE_START_ADDR = 11,
     DRV_ATTR_RANGE_SIZE = 12,
     DRV_VERSION = 13000,
+    DRV_DEV_ATTR_MEMORY_POOLS_SUPPORTED = 115,
+    DRV_STREAM_NON_BLOCKING = 1,
 };
+#define DRV_STREAM_LEGACY ((void *)0x1)
 
 static const cudacpu_driver_link_t *drv_link;
 
@@ -185,8 +193,63 @@ int cuStreamSynchronize(void *stream)
     const cudacpu_driver_link_t *link = drv_get_link();
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
-    if (stream != NULL) return DRV_ERROR_INVALID_VALUE; /* only the legacy stream */
-    return link->sync_legacy() == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+    if (stream == NULL || stream == DRV_STREAM_LEGACY)
+        return link->sync_legacy() == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+    return link->stream_sync(stream) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+}
+
+/* a non-blocking stream of the runtime's (the flag must say so: all gpuring asks for) */
+int cuStreamCreate(void **stream, unsigned int flags)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (stream == NULL || flags != DRV_STREAM_NON_BLOCKING) return DRV_ERROR_INVALID_VALUE;
+    return link->stream_create(stream) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+}
+
+int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (stream == NULL || stream == DRV_STREAM_LEGACY)
+        return link->copy((void *)dst, (const void *)src, bytes) == 0 ? DRV_SUCCESS
+                                                                      : DRV_ERROR_INVALID_VALUE;
+    return link->copy_async((void *)dst, (const void *)src, bytes, stream) == 0
+               ? DRV_SUCCESS
+               : DRV_ERROR_INVALID_VALUE;
+}
+
+int cuDeviceGetAttribute(int *value, int attribute, int device)
+{
+    if (drv_get_link() == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (value == NULL || device < 0) return DRV_ERROR_INVALID_VALUE;
+    if (attribute != DRV_DEV_ATTR_MEMORY_POOLS_SUPPORTED) return DRV_ERROR_INVALID_VALUE;
+    *value = 1;
+    return DRV_SUCCESS;
+}
+
+/* the device's pool, in the order of the legacy stream (the only one gpuring names) */
+int cuMemAllocAsync(uintptr_t *dptr, size_t bytes, void *stream)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+    void *p = NULL;
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (dptr == NULL || stream != DRV_STREAM_LEGACY) return DRV_ERROR_INVALID_VALUE;
+    if (link->alloc_async(&p, bytes) != 0) return DRV_ERROR_OUT_OF_MEMORY;
+    *dptr = (uintptr_t)p;
+    return DRV_SUCCESS;
+}
+
+int cuMemFreeAsync(uintptr_t dptr, void *stream)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (stream != DRV_STREAM_LEGACY) return DRV_ERROR_INVALID_VALUE;
+    return link->free_async((void *)dptr) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
 }
 
 int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)

@@ -39,6 +39,13 @@ typedef struct cudacpu_driver_link {
     int (*sync_legacy)(void);         /* cudaStreamSynchronize(legacy stream) */
     int (*alloc)(void **ptr_p, size_t bytes); /* cudaMalloc on the current device */
     int (*free_)(void *ptr);                  /* cudaFree */
+    /* stream-ordered on the legacy stream: cudaMallocAsync, cudaFreeAsync */
+    int (*alloc_async)(void **ptr_p, size_t bytes);
+    int (*free_async)(void *ptr);
+    /* a non-blocking stream, a copy queued on one, waiting for one: 0 or a cudaError_t */
+    int (*stream_create)(void **stream_p);
+    int (*copy_async)(void *dst, const void *src, size_t bytes, void *stream);
+    int (*stream_sync)(void *stream);
 } cudacpu_driver_link_t;
 
 typedef void (*cudacpu_driver_attach_fn)(const cudacpu_driver_link_t *link);
