@@ -359,13 +359,14 @@ void gpuring_devcopy_free(void *ptr, int pooled)
 
 void *gpuring_devcopy_pin(void *ptr, size_t bytes, const void *near)
 {
+    void *owner, *ctx;
     devcopy_scope_t scope;
-    void *ctx = NULL;
     int rc;
 
     if (!devcopy_lookup()) return NULL;
-    devcopy_enter(devcopy_owner(near), &scope);
-    if (devcopy_drv.ctx_get(&ctx) != 0) ctx = NULL;
+    owner = devcopy_owner(near);
+    devcopy_enter(owner, &scope);
+    ctx = scope.switched ? owner : scope.saved; /* the one current now */
     rc = ctx != NULL
              ? devcopy_drv.host_register(ptr, bytes, DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE)
              : -1;

@@ -125,12 +125,21 @@ static void memkind_lookup(void)
     }
 }
 
+/* The kind the driver's answers make of memory: managed, device (or unified), else host. */
+static gpuring_mem_kind_t memkind_of(unsigned int type, unsigned int managed)
+{
+    if (managed) return GPURING_MEM_MANAGED;
+    return type == GPURING_CU_MEMORYTYPE_DEVICE || type == GPURING_CU_MEMORYTYPE_UNIFIED
+               ? GPURING_MEM_DEVICE
+               : GPURING_MEM_HOST;
+}
+
 /* The kind of ptr, with the driver as memkind_lookup last found it. */
 static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
 {
     unsigned int type = 0, managed = 0;
-    int ordinal = -1;
-    gpuring_mem_kind_t kind = GPURING_MEM_HOST;
+    int ordinal = -1, batched = 0;
+    gpuring_mem_kind_t kind;
 
     if (device_p != NULL) *device_p = -1;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
@@ -140,33 +149,25 @@ static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
                         GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
         void *data[3] = {&type, &managed, &ordinal};
 
-        /* else (an attribute it cannot give, as for memory of no GPU) one by one */
-        if (memkind_get_attrs(3, attrs, data, (uintptr_t)ptr) == 0) {
-            if (managed) {
-                kind = GPURING_MEM_MANAGED;
-            } else if (type == GPURING_CU_MEMORYTYPE_DEVICE ||
-                       type == GPURING_CU_MEMORYTYPE_UNIFIED) {
-                kind = GPURING_MEM_DEVICE;
-            }
-            if (kind != GPURING_MEM_HOST && device_p != NULL) *device_p = ordinal;
-            return kind;
-        }
+        batched = memkind_get_attrs(3, attrs, data, (uintptr_t)ptr) == 0;
+    }
+    if (!batched) { /* one by one (an attribute the batch cannot give: memory of no GPU) */
         type = managed = 0;
         ordinal = -1;
+        /* host memory CUDA never saw makes the driver answer an error */
+        if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0)
+            return GPURING_MEM_HOST;
+        if (memkind_get_attr(&managed, GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                             (uintptr_t)ptr) != 0) {
+            managed = 0;
+        }
     }
-    /* host memory CUDA never saw makes the driver answer an error */
-    if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0) {
-        return GPURING_MEM_HOST;
-    }
-    if (memkind_get_attr(&managed, GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED, (uintptr_t)ptr) == 0 &&
-        managed) {
-        kind = GPURING_MEM_MANAGED;
-    } else if (type == GPURING_CU_MEMORYTYPE_DEVICE || type == GPURING_CU_MEMORYTYPE_UNIFIED) {
-        kind = GPURING_MEM_DEVICE;
-    }
-    if (kind != GPURING_MEM_HOST && device_p != NULL &&
-        memkind_get_attr(&ordinal, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                         (uintptr_t)ptr) == 0) {
+    kind = memkind_of(type, managed);
+    if (kind != GPURING_MEM_HOST && device_p != NULL) {
+        if (!batched && memkind_get_attr(&ordinal, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                         (uintptr_t)ptr) != 0) {
+            ordinal = -1;
+        }
         *device_p = ordinal;
     }
     return kind;

@@ -182,11 +182,12 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
  * GPURING_ERR_NOT_SUPPORTED (the FIFO path), as it does without asking for the
  * next 2^k - 1 calls after k such declines in a row (k up to
  * DIRECT_MAX_BACKOFF: an application's buffers rarely change kind, and the
- * exchange is an MPI_Allgather through the component below).  Each rank maps the others' buffers and waits for its own
- * legacy-stream work (the kernels write every rank's buffers, so each
- * rank's ordering after its default stream must hold before anyone's
- * kernel starts: the FIFO path gets it from its stream), all agree, each reduces
- * its share (a multiple of 16 bytes) into everyone's receive buffer, and
+ * exchange is an MPI_Allgather through the component below).  Each rank maps
+ * the others' buffers and waits for its own legacy-stream work (the kernels
+ * write every rank's buffers, so each rank's ordering after its default stream
+ * must hold before anyone's kernel starts: the FIFO path gets it from its
+ * stream), all agree, each reduces its share (a multiple of 16 bytes) into
+ * everyone's receive buffer, and
  * the closing agreement keeps any rank from returning -- and reusing its
  * buffers -- while another's kernel may still touch them.
  */

@@ -107,6 +107,21 @@ static void ipc_mapping_close(ipc_mapping_t *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* The least recently used mapping no call uses (-1: none), and how many there are
+ * (lock held). */
+static int ipc_lru_idle(int *idle_p)
+{
+    int lru = -1, idle = 0;
+
+    for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
+        if (!ipc_maps[i].used || ipc_maps[i].refs > 0) continue;
+        idle++;
+        if (lru < 0 || ipc_maps[i].last_use < ipc_maps[lru].last_use) lru = i;
+    }
+    if (idle_p != NULL) *idle_p = idle;
+    return lru;
+}
+
 /* m maps an allocation of the peer's that b's, at some of the same addresses, replaced */
 static int ipc_stale(const ipc_mapping_t *m, uint64_t peer_key, const gpuring_ipc_buf_t *b)
 {
@@ -152,14 +167,10 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
             if (ipc_stale(&ipc_maps[i], peer_key, buf) && ipc_maps[i].refs == 0)
                 ipc_mapping_close(&ipc_maps[i]);
         }
-        for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
-            const ipc_mapping_t *x = &ipc_maps[i];
-            if (!x->used) {
-                ix = i;
-                break;
-            }
-            if (x->refs == 0 && (ix < 0 || x->last_use < ipc_maps[ix].last_use)) ix = i;
+        for (int i = 0; i < IPC_BUF_MAPPINGS && ix < 0; i++) {
+            if (!ipc_maps[i].used) ix = i;
         }
+        if (ix < 0) ix = ipc_lru_idle(NULL);
         if (ix < 0) {
             pthread_mutex_unlock(&ipc_lock);
             GPURING_DEBUG(GPURING_SUBSYS_PROXY, "all %d CUDA IPC mappings are in use",
@@ -204,13 +215,8 @@ void gpuring_ipc_buf_release(int token)
     pthread_mutex_lock(&ipc_lock);
     if (ipc_maps[token].refs > 0) ipc_maps[token].refs--;
     for (;;) { /* over the cache's count of idle mappings: the least recently used go */
-        int idle = 0, lru = -1;
+        int idle, lru = ipc_lru_idle(&idle);
 
-        for (int i = 0; i < IPC_BUF_MAPPINGS; i++) {
-            if (!ipc_maps[i].used || ipc_maps[i].refs > 0) continue;
-            idle++;
-            if (lru < 0 || ipc_maps[i].last_use < ipc_maps[lru].last_use) lru = i;
-        }
         if (idle <= ipc_cache) break;
         GPURING_DEBUG(GPURING_SUBSYS_PROXY, "a peer's buffer no call uses unmapped (%d mappings "
                       "kept idle at most: coll_gpuring_ipc_cache)", ipc_cache);
