@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "test/cuda_attrs_batch.h"
+
 #include "test/cudacpu/cudacpu_driver_link.h"
 
 /* driver API values (cuda.h) */
@@ -118,8 +120,7 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     }
 }
 
-/* Several attributes in one call: for memory the driver never saw, success with
- * every value zero (as the driver answers); an attribute it cannot give fails it. */
+/* Several attributes in one call (test/cuda_attrs_batch.h) */
 int cuPointerGetAttributes(unsigned int n, int *attributes, void **data, uintptr_t ptr)
 {
     const cudacpu_driver_link_t *link = drv_get_link();
@@ -127,19 +128,8 @@ int cuPointerGetAttributes(unsigned int n, int *attributes, void **data, uintptr
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     link->pointer_info((const void *)ptr, &info);
-    if (info.kind != CUDACPU_PTR_UNKNOWN) {
-        for (unsigned int i = 0; i < n; i++) {
-            int rc = cuPointerGetAttribute(data[i], attributes[i], ptr);
-            if (rc != DRV_SUCCESS) return rc;
-        }
-        return DRV_SUCCESS;
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        /* 4-byte values: memory type, is-managed, ordinal, IPC-capable; else 8 */
-        const int a = attributes[i];
-        memset(data[i], 0, a == 2 || a == 8 || a == 9 || a == 10 ? 4 : 8);
-    }
-    return DRV_SUCCESS;
+    return cuda_attrs_batch(info.kind != CUDACPU_PTR_UNKNOWN, n, attributes, data, ptr,
+                            cuPointerGetAttribute);
 }
 
 int cuDeviceGet(int *device, int ordinal)

@@ -36,6 +36,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "test/cuda_attrs_batch.h"
+
 /* driver API values (cuda.h) */
 enum {
     FAKE_CUDA_SUCCESS = 0,
@@ -200,23 +202,11 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     return FAKE_CUDA_SUCCESS;
 }
 
-/* Several attributes in one call: for memory the driver never saw, success with
- * every value zero (as the driver answers); an attribute it cannot give fails it. */
+/* Several attributes in one call (test/cuda_attrs_batch.h) */
 int cuPointerGetAttributes(unsigned int n, int *attributes, void **data, uintptr_t ptr)
 {
-    if (fake_find(ptr).bytes != 0) {
-        for (unsigned int i = 0; i < n; i++) {
-            int rc = cuPointerGetAttribute(data[i], attributes[i], ptr);
-            if (rc != FAKE_CUDA_SUCCESS) return rc;
-        }
-        return FAKE_CUDA_SUCCESS;
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        /* 4-byte values: memory type, is-managed, ordinal, IPC-capable; else 8 */
-        const int a = attributes[i];
-        memset(data[i], 0, a == 2 || a == 8 || a == 9 || a == 10 ? 4 : 8);
-    }
-    return FAKE_CUDA_SUCCESS;
+    return cuda_attrs_batch(fake_find(ptr).bytes != 0, n, attributes, data, ptr,
+                            cuPointerGetAttribute);
 }
 
 int cuCtxGetCurrent(void **ctx)
