@@ -31,9 +31,7 @@ typedef struct devcopy_driver {
     int (*pointer_attr)(void *data, int attribute, uintptr_t ptr);
     int (*host_register)(void *ptr, size_t bytes, unsigned int flags);
     int (*host_unregister)(void *ptr);
-    /* may be missing (an old driver): memory of no context then has none to borrow */
-    int (*device_get)(int *dev, int ordinal);
-    int (*primary_retain)(void **ctx, int dev);
+    int (*device_get)(int *dev, int ordinal); /* may be missing: then no pools */
     /* may be missing: results then go back on the legacy stream */
     int (*stream_create)(void **stream, unsigned int flags);
     int (*memcpy_async)(uintptr_t dst, uintptr_t src, size_t bytes, void *stream);
@@ -55,7 +53,6 @@ static int devcopy_lookup(void)
     *(void **)&d.host_register = gpuring_cuda_driver_sym("cuMemHostRegister_v2");
     *(void **)&d.host_unregister = gpuring_cuda_driver_sym("cuMemHostUnregister");
     *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
-    *(void **)&d.primary_retain = gpuring_cuda_driver_sym("cuDevicePrimaryCtxRetain");
     *(void **)&d.stream_create = gpuring_cuda_driver_sym("cuStreamCreate");
     *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.ctx_get == NULL || d.ctx_set == NULL ||
@@ -68,31 +65,6 @@ static int devcopy_lookup(void)
 }
 
 /* ---- contexts ---------------------------------------------------------------- */
-
-/* Each device's primary context, retained at first need and kept for the process
- * (as the CUDA runtime keeps it); NULL where it cannot be had. */
-static void *devcopy_primaries[DEVCOPY_MAX_DEVICES];
-static pthread_mutex_t devcopy_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void *devcopy_primary(int ordinal)
-{
-    void *ctx;
-    int dev;
-
-    if (ordinal < 0 || ordinal >= DEVCOPY_MAX_DEVICES) return NULL;
-    ctx = __atomic_load_n(&devcopy_primaries[ordinal], __ATOMIC_ACQUIRE);
-    if (ctx != NULL || devcopy_drv.device_get == NULL || devcopy_drv.primary_retain == NULL)
-        return ctx;
-    pthread_mutex_lock(&devcopy_ctx_lock);
-    ctx = devcopy_primaries[ordinal];
-    if (ctx == NULL && (devcopy_drv.device_get(&dev, ordinal) != 0 ||
-                        devcopy_drv.primary_retain(&ctx, dev) != 0)) {
-        ctx = NULL;
-    }
-    __atomic_store_n(&devcopy_primaries[ordinal], ctx, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&devcopy_ctx_lock);
-    return ctx;
-}
 
 /*
  * The context device memory at ptr is used in: the one it was allocated in, or
@@ -121,7 +93,7 @@ static void *devcopy_owner(const void *ptr)
                                  (uintptr_t)ptr) != 0) {
         return NULL;
     }
-    return devcopy_primary(ordinal);
+    return gpuring_cuda_primary_ctx(ordinal, 1);
 }
 
 /* The copy-back stream of context ctx (current): non-blocking -- it waits for none of
@@ -130,6 +102,7 @@ static void *devcopy_owner(const void *ptr)
 static struct {
     void *ctx, *stream;
 } devcopy_streams[DEVCOPY_MAX_DEVICES];
+static pthread_mutex_t devcopy_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *devcopy_back_stream(void *ctx)
 {

@@ -8,10 +8,12 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
 /* From the CUDA driver API (cuda.h), which the build may not have. */
+#define GPURING_CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
 #define GPURING_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
@@ -30,6 +32,15 @@ typedef int (*memkind_cu_pointer_get_attributes_fn)(unsigned int n, int *attribu
 
 static memkind_cu_pointer_get_attribute_fn memkind_get_attr;
 static memkind_cu_pointer_get_attributes_fn memkind_get_attrs; /* set before memkind_get_attr */
+
+/* the primary-context calls (gpuring_cuda_primary_ctx), set before memkind_get_attr; the
+ * state query may be missing (then no memory is told from another context's) */
+typedef int (*memkind_device_get_fn)(int *dev, int ordinal);
+typedef int (*memkind_primary_state_fn)(int dev, unsigned int *flags, int *active);
+typedef int (*memkind_primary_retain_fn)(void **ctx, int dev);
+static memkind_device_get_fn memkind_device_get;
+static memkind_primary_state_fn memkind_primary_state;
+static memkind_primary_retain_fn memkind_primary_retain;
 
 void *gpuring_cuda_driver_sym(const char *name)
 {
@@ -119,6 +130,17 @@ static void memkind_lookup(void)
                          (memkind_cu_pointer_get_attributes_fn)gpuring_cuda_driver_sym(
                              "cuPointerGetAttributes"),
                          __ATOMIC_RELAXED);
+        __atomic_store_n(&memkind_device_get,
+                         (memkind_device_get_fn)gpuring_cuda_driver_sym("cuDeviceGet"),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&memkind_primary_state,
+                         (memkind_primary_state_fn)gpuring_cuda_driver_sym(
+                             "cuDevicePrimaryCtxGetState"),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&memkind_primary_retain,
+                         (memkind_primary_retain_fn)gpuring_cuda_driver_sym(
+                             "cuDevicePrimaryCtxRetain"),
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&memkind_get_attr, fn, __ATOMIC_RELEASE);
     } else {
         __atomic_store_n(&memkind_watch, w, __ATOMIC_RELEASE);
@@ -134,26 +156,86 @@ static gpuring_mem_kind_t memkind_of(unsigned int type, unsigned int managed)
                : GPURING_MEM_HOST;
 }
 
-/* The kind of ptr, with the driver as memkind_lookup last found it. */
-static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
+/* ---- contexts --------------------------------------------------------------------- */
+#define MEMKIND_MAX_DEVICES 64
+
+/* Each device's primary context, retained at first need and kept for the process
+ * (as the CUDA runtime keeps it). */
+static void *memkind_primaries[MEMKIND_MAX_DEVICES];
+static pthread_mutex_t memkind_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *gpuring_cuda_primary_ctx(int ordinal, int make)
+{
+    unsigned int flags = 0;
+    int dev = -1, active = 0;
+    void *ctx;
+
+    if (ordinal < 0 || ordinal >= MEMKIND_MAX_DEVICES) return NULL;
+    ctx = __atomic_load_n(&memkind_primaries[ordinal], __ATOMIC_ACQUIRE);
+    if (ctx != NULL) return ctx;
+    memkind_lookup();
+    if (memkind_get_attr == NULL || memkind_device_get == NULL ||
+        memkind_primary_retain == NULL || memkind_device_get(&dev, ordinal) != 0) {
+        return NULL;
+    }
+    /* an inactive primary context is not made only to be compared */
+    if (!make && (memkind_primary_state == NULL ||
+                  memkind_primary_state(dev, &flags, &active) != 0 || !active)) {
+        return NULL;
+    }
+    pthread_mutex_lock(&memkind_primary_lock);
+    ctx = memkind_primaries[ordinal];
+    if (ctx == NULL && memkind_primary_retain(&ctx, dev) != 0) ctx = NULL;
+    __atomic_store_n(&memkind_primaries[ordinal], ctx, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&memkind_primary_lock);
+    return ctx;
+}
+
+/*
+ * Is device memory of context ctx (the driver's answer; NULL: of no context, as
+ * stream-ordered pools' and cuMemCreate's memory) on GPU `ordinal` out of reach of
+ * that GPU's primary context -- memory of a context the application made
+ * (cuCtxCreate: PyCUDA's make_context), or of one made current before the CUDA
+ * runtime's first call, which the runtime then took for its own?  Each context has
+ * its own address space: a kernel of another faults on it.  0 where the driver
+ * cannot say (no primary-context calls: the old answer).
+ */
+static int memkind_other_ctx(void *ctx, int ordinal)
+{
+    void *primary;
+
+    if (ctx == NULL || ordinal < 0 || memkind_primary_state == NULL) return 0;
+    primary = gpuring_cuda_primary_ctx(ordinal, 0);
+    /* NULL: the primary context is not active (or cannot be had), so the memory is not
+     * of it */
+    return ctx != primary;
+}
+
+/* The kind of ptr, with the driver as memkind_lookup last found it; *other_p (may be
+ * NULL) 1 for device memory its GPU's primary context cannot reach. */
+static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p, int *other_p)
 {
     unsigned int type = 0, managed = 0;
     int ordinal = -1, batched = 0;
+    void *ctx = NULL;
     gpuring_mem_kind_t kind;
 
     if (device_p != NULL) *device_p = -1;
+    if (other_p != NULL) *other_p = 0;
     if (memkind_get_attr == NULL || ptr == NULL) return GPURING_MEM_HOST;
     if (memkind_get_attrs != NULL) { /* one driver call (a call's path asks twice) */
-        int attrs[3] = {GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        int attrs[4] = {GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                         GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                        GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-        void *data[3] = {&type, &managed, &ordinal};
+                        GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                        GPURING_CU_POINTER_ATTRIBUTE_CONTEXT};
+        void *data[4] = {&type, &managed, &ordinal, &ctx};
 
-        batched = memkind_get_attrs(3, attrs, data, (uintptr_t)ptr) == 0;
+        batched = memkind_get_attrs(4, attrs, data, (uintptr_t)ptr) == 0;
     }
     if (!batched) { /* one by one (an attribute the batch cannot give: memory of no GPU) */
         type = managed = 0;
         ordinal = -1;
+        ctx = NULL;
         /* host memory CUDA never saw makes the driver answer an error */
         if (memkind_get_attr(&type, GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (uintptr_t)ptr) != 0)
             return GPURING_MEM_HOST;
@@ -163,20 +245,25 @@ static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p)
         }
     }
     kind = memkind_of(type, managed);
-    if (kind != GPURING_MEM_HOST && device_p != NULL) {
-        if (!batched && memkind_get_attr(&ordinal, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                         (uintptr_t)ptr) != 0) {
-            ordinal = -1;
-        }
-        *device_p = ordinal;
+    if (kind == GPURING_MEM_HOST || (device_p == NULL && other_p == NULL)) return kind;
+    if (!batched && memkind_get_attr(&ordinal, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                     (uintptr_t)ptr) != 0) {
+        ordinal = -1;
     }
+    /* a context the driver cannot name: none (the old answer) */
+    if (!batched && other_p != NULL &&
+        memkind_get_attr(&ctx, GPURING_CU_POINTER_ATTRIBUTE_CONTEXT, (uintptr_t)ptr) != 0) {
+        ctx = NULL;
+    }
+    if (device_p != NULL) *device_p = ordinal;
+    if (other_p != NULL) *other_p = kind == GPURING_MEM_DEVICE && memkind_other_ctx(ctx, ordinal);
     return kind;
 }
 
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p)
 {
     memkind_lookup();
-    return memkind_classify(ptr, device_p);
+    return memkind_classify(ptr, device_p, NULL);
 }
 
 int gpuring_mem_any_device(void)
@@ -186,15 +273,16 @@ int gpuring_mem_any_device(void)
 }
 
 void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
-                           int devices[2])
+                           int devices[2], int other_ctx[2])
 {
     memkind_lookup();
-    kinds[0] = memkind_classify(a, &devices[0]);
+    kinds[0] = memkind_classify(a, &devices[0], &other_ctx[0]);
     if (b == a) {
         kinds[1] = kinds[0];
         devices[1] = devices[0];
+        other_ctx[1] = other_ctx[0];
     } else {
-        kinds[1] = memkind_classify(b, &devices[1]);
+        kinds[1] = memkind_classify(b, &devices[1], &other_ctx[1]);
     }
 }
 

@@ -19,9 +19,12 @@ typedef enum {
  * ordinal it belongs to in *device_p (may be NULL; -1 for host memory). */
 gpuring_mem_kind_t gpuring_mem_kind(const void *ptr, int *device_p);
 /* The kinds of a call's two buffers, a and b (b may be a), in kinds[0] and
- * kinds[1], with their devices: one look for the driver for both. */
+ * kinds[1], with their devices: one look for the driver for both.  other_ctx[i]
+ * is 1 for device memory of a CUDA context other than its GPU's primary one
+ * (cuCtxCreate's): gpuring's kernels, which run in the primary context, cannot
+ * reach it. */
 void gpuring_mem_kind_both(const void *a, const void *b, gpuring_mem_kind_t kinds[2],
-                           int devices[2]);
+                           int devices[2], int other_ctx[2]);
 const char *gpuring_mem_kind_name(gpuring_mem_kind_t kind);
 /* May any pointer of this process be device or managed memory now?  0 while
  * the application has loaded no CUDA driver (the same look as
@@ -42,5 +45,9 @@ int gpuring_mem_range(const void *ptr, gpuring_mem_range_t *range_p);
 /* A function of the CUDA driver (libcuda) the application loaded; NULL
  * while it has loaded none (gpuring never loads it itself). */
 void *gpuring_cuda_driver_sym(const char *name);
+/* GPU `ordinal`'s primary context (CUcontext), retained once and kept for the
+ * process; with make 0, NULL while it is not active (it is not made for a
+ * comparison); NULL where the driver cannot give it. */
+void *gpuring_cuda_primary_ctx(int ordinal, int make);
 
 #endif /* GPURING_KERNELS_MEMKIND_H */

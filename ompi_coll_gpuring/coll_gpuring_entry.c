@@ -176,13 +176,17 @@ void mca_coll_gpuring_log_fallback(const char *fmt, ...)
 static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p)
 {
     gpuring_mem_kind_t kinds[2], kind;
-    int devices[2];
+    int devices[2], other_ctx[2];
 
-    gpuring_mem_kind_both(in, out != NULL ? out : in, kinds, devices);
+    gpuring_mem_kind_both(in, out != NULL ? out : in, kinds, devices, other_ctx);
     kind = kinds[0];
     *device_p = devices[0];
     if (kinds[1] != kind || devices[1] != devices[0]) {
         *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
+    } else if (other_ctx[0] || other_ctx[1]) {
+        *why_p = "device memory of a CUDA context other than its GPU's primary one "
+                 "(cuCtxCreate, as PyCUDA's make_context): gpuring's kernels run in the "
+                 "primary context, which cannot reach it";
     } else if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
         *why_p = "managed memory (set coll_gpuring_managed_buffers=1 to run it in gpuring)";
     } else if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {

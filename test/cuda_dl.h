@@ -5,20 +5,26 @@
  *
  * test_cuda_load() opens libcudart and picks the GPU of local rank
  * `local_rank` (round robin: several ranks may share one GPU).
- * test_cuda_alloc() / test_cuda_free(): cudaMalloc, or with `pool` the
- * device's stream-ordered pool (cudaMallocAsync on the legacy stream, then
- * synchronized): memory CUDA IPC cannot share.
+ * test_cuda_alloc() / test_cuda_free(): by `mode`, cudaMalloc
+ * (TEST_CUDA_MALLOC), the device's stream-ordered pool (TEST_CUDA_POOL:
+ * cudaMallocAsync on the legacy stream, then synchronized: memory CUDA IPC
+ * cannot share), or cuMemAlloc in a context of the program's own
+ * (TEST_CUDA_OWN_CTX: cuCtxCreate on the device, made current for the rest of
+ * the program, as PyCUDA's make_context does: memory that the device's
+ * primary context, where the CUDA runtime's kernels run, cannot reach).
  */
 #ifndef GPURING_TEST_CUDA_DL_H
 #define GPURING_TEST_CUDA_DL_H
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2, TEST_CUDA_D2D = 3 }; /* cudaMemcpyKind */
 enum { TEST_CUDA_NOT_READY = 600 };                            /* cudaErrorNotReady */
+enum { TEST_CUDA_MALLOC = 0, TEST_CUDA_POOL = 1, TEST_CUDA_OWN_CTX = 2 }; /* memory modes */
 
 static struct {
     void *lib;
@@ -33,6 +39,11 @@ static struct {
     int (*set_device)(int);
     int (*get_device_count)(int *);
     const char *(*error_string)(int);
+    int device; /* the one test_cuda_load picked */
+    /* TEST_CUDA_OWN_CTX: the driver (libcuda.so.1, loaded by the runtime) */
+    void *own_ctx;
+    int (*cu_mem_alloc)(uintptr_t *, size_t);
+    int (*cu_mem_free)(uintptr_t);
 } cu;
 
 static int test_cuda_load(int local_rank, char *err, size_t errlen)
@@ -72,7 +83,8 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
                  cu.error_string(rc), ndev);
         return -1;
     }
-    rc = cu.set_device(local_rank % ndev);
+    cu.device = local_rank % ndev;
+    rc = cu.set_device(cu.device);
     if (rc != 0) {
         snprintf(err, errlen, "cudaSetDevice(%d): %s", local_rank % ndev, cu.error_string(rc));
         return -1;
@@ -89,22 +101,56 @@ static inline int test_cuda_load_local(int rank, char *err, size_t errlen)
     return test_cuda_load(lr != NULL ? atoi(lr) : rank, err, errlen);
 }
 
-/* 0, or a cudaError_t (-1: this libcudart has no pool) */
-static inline int test_cuda_alloc(void **p, size_t bytes, int pool)
+/* TEST_CUDA_OWN_CTX: the program's own context on its device, made current once;
+ * 0, or -1 (the driver lacks the calls) or a CUresult */
+static inline int test_cuda_own_ctx(void)
 {
-    int rc;
+    void *drv;
+    int (*device_get)(int *, int);
+    int (*ctx_create)(void **, unsigned int, int);
+    int dev = -1, rc;
 
-    if (!pool) return cu.malloc_(p, bytes);
-    if (!cu.malloc_async) return -1;
-    rc = cu.malloc_async(p, bytes, NULL);
-    return rc != 0 ? rc : cu.sync();
+    if (cu.own_ctx != NULL) return 0;
+    drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); /* the runtime's */
+    if (drv == NULL) return -1;
+    *(void **)&device_get = dlsym(drv, "cuDeviceGet");
+    *(void **)&ctx_create = dlsym(drv, "cuCtxCreate_v2"); /* (CUDA 13's cuCtxCreate is _v4) */
+    *(void **)&cu.cu_mem_alloc = dlsym(drv, "cuMemAlloc_v2");
+    *(void **)&cu.cu_mem_free = dlsym(drv, "cuMemFree_v2");
+    if (device_get == NULL || ctx_create == NULL || cu.cu_mem_alloc == NULL ||
+        cu.cu_mem_free == NULL)
+        return -1;
+    if ((rc = device_get(&dev, cu.device)) != 0) return rc;
+    return ctx_create(&cu.own_ctx, 0, dev); /* current from now on */
 }
 
-static inline void test_cuda_free(void *p, int pool)
+/* 0, or a cudaError_t or CUresult (-1: this CUDA lacks the mode's calls) */
+static inline int test_cuda_alloc(void **p, size_t bytes, int mode)
 {
-    if (pool && cu.free_async) {
+    uintptr_t d = 0;
+    int rc;
+
+    switch (mode) {
+    case TEST_CUDA_POOL:
+        if (!cu.malloc_async) return -1;
+        rc = cu.malloc_async(p, bytes, NULL);
+        return rc != 0 ? rc : cu.sync();
+    case TEST_CUDA_OWN_CTX:
+        if ((rc = test_cuda_own_ctx()) != 0 || (rc = cu.cu_mem_alloc(&d, bytes)) != 0) return rc;
+        *p = (void *)d;
+        return 0;
+    default:
+        return cu.malloc_(p, bytes);
+    }
+}
+
+static inline void test_cuda_free(void *p, int mode)
+{
+    if (mode == TEST_CUDA_POOL && cu.free_async) {
         (void)cu.free_async(p, NULL);
         (void)cu.sync();
+    } else if (mode == TEST_CUDA_OWN_CTX && cu.cu_mem_free) {
+        (void)cu.cu_mem_free((uintptr_t)p);
     } else {
         (void)cu.free_(p);
     }

@@ -11,13 +11,23 @@
  *                         driver never saw), device ordinal, range start and
  *                         size, buffer id, legacy IPC capability (cudaMalloc
  *                         only), is-managed (never), owning
- *                         context (a device's primary one; none for
- *                         cudaMallocAsync's pool memory, as the driver says)
+ *                         context (a device's primary one, or the context
+ *                         cuCtxCreate made that cuMemAlloc allocated in;
+ *                         none for cudaMallocAsync's pool memory, as the
+ *                         driver says)
  *  cuPointerGetAttributes the same, several in one call (zeros, success, for
  *                         memory the runtime never saw)
  *  cuDeviceGet, cuDevicePrimaryCtxRetain   ordinal in, primary context out
- *  cuCtxGetCurrent        the current device's primary context
- *  cuCtxSetCurrent        makes that context's device current
+ *  cuDevicePrimaryCtxGetState   active (the runtime is attached)
+ *  cuCtxCreate, cuCtxDestroy   contexts of the application's own on a device:
+ *                         the runtime runs every kernel in its one address
+ *                         space, so they differ only in what the driver says
+ *                         of the memory cuMemAlloc allocates while one is
+ *                         current (a thread's current one until it sets
+ *                         another; the runtime's cudaSetDevice does not)
+ *  cuCtxGetCurrent        the thread's created context, else the current
+ *                         device's primary one
+ *  cuCtxSetCurrent        makes that context (and its device) current
  *  cuMemcpy, cuStreamSynchronize   through the runtime (gpuring stages
  *                         device buffers for the component below with them)
  *  cuMemAlloc, cuMemFree  cudaMalloc, cudaFree (gpuring packs a non-contiguous
@@ -32,6 +42,7 @@
  *
  * Until a runtime attaches, every call answers CUDA_ERROR_NOT_INITIALIZED.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -65,6 +76,62 @@ enum {
 #define DRV_STREAM_LEGACY ((void *)0x1)
 
 static const cudacpu_driver_link_t *drv_link;
+
+/* ---- contexts cuCtxCreate made: handles are the entries' addresses (a primary
+ * context's handle is its device's ordinal + 1) ---- */
+#define DRV_MAX_CTXS 16
+#define DRV_MAX_CTX_ALLOCS 256
+typedef struct drv_ctx {
+    int used, device;
+} drv_ctx_t;
+static drv_ctx_t drv_ctxs[DRV_MAX_CTXS];
+static struct {
+    uintptr_t base;
+    drv_ctx_t *ctx;
+} drv_ctx_allocs[DRV_MAX_CTX_ALLOCS]; /* cuMemAlloc'ed while a created context was current */
+static pthread_mutex_t drv_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread drv_ctx_t *drv_current; /* NULL: the current device's primary context */
+
+static drv_ctx_t *drv_created(const void *ctx)
+{
+    for (int i = 0; i < DRV_MAX_CTXS; i++) {
+        if (ctx == &drv_ctxs[i]) return &drv_ctxs[i];
+    }
+    return NULL;
+}
+
+/* the created context the allocation at base was made in, or NULL */
+static drv_ctx_t *drv_alloc_ctx(uintptr_t base)
+{
+    drv_ctx_t *ctx = NULL;
+
+    pthread_mutex_lock(&drv_ctx_lock);
+    for (int i = 0; i < DRV_MAX_CTX_ALLOCS && ctx == NULL; i++) {
+        if (drv_ctx_allocs[i].ctx != NULL && drv_ctx_allocs[i].base == base)
+            ctx = drv_ctx_allocs[i].ctx;
+    }
+    pthread_mutex_unlock(&drv_ctx_lock);
+    return ctx;
+}
+
+/* base was allocated in ctx (NULL: forget it) */
+static int drv_alloc_ctx_set(uintptr_t base, drv_ctx_t *ctx)
+{
+    int done = ctx == NULL;
+
+    pthread_mutex_lock(&drv_ctx_lock);
+    for (int i = 0; i < DRV_MAX_CTX_ALLOCS; i++) {
+        if (ctx == NULL && drv_ctx_allocs[i].ctx != NULL && drv_ctx_allocs[i].base == base) {
+            drv_ctx_allocs[i].ctx = NULL;
+        } else if (ctx != NULL && !done && drv_ctx_allocs[i].ctx == NULL) {
+            drv_ctx_allocs[i].base = base;
+            drv_ctx_allocs[i].ctx = ctx;
+            done = 1;
+        }
+    }
+    pthread_mutex_unlock(&drv_ctx_lock);
+    return done;
+}
 
 void cudacpu_driver_attach(const cudacpu_driver_link_t *link)
 {
@@ -100,9 +167,13 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
     if (info.kind == CUDACPU_PTR_UNKNOWN) return DRV_ERROR_INVALID_VALUE;
     switch (attribute) {
     case DRV_ATTR_CONTEXT: /* a device's primary context is its ordinal + 1 (cuCtxGetCurrent) */
-        *(void **)data = info.kind == CUDACPU_PTR_DEVICE && !info.ipc_capable
-                             ? NULL
-                             : (void *)(uintptr_t)(info.device + 1);
+        if (info.kind == CUDACPU_PTR_DEVICE && drv_alloc_ctx(info.base) != NULL) {
+            *(void **)data = drv_alloc_ctx(info.base);
+        } else {
+            *(void **)data = info.kind == CUDACPU_PTR_DEVICE && !info.ipc_capable
+                                 ? NULL
+                                 : (void *)(uintptr_t)(info.device + 1);
+        }
         return DRV_SUCCESS;
     case DRV_ATTR_MEMORY_TYPE:
         *(unsigned int *)data = info.kind == CUDACPU_PTR_HOST ? DRV_MEMORYTYPE_HOST
@@ -148,25 +219,75 @@ int cuDevicePrimaryCtxRetain(void **ctx, int device)
     return DRV_SUCCESS;
 }
 
-/* a device's primary context: its ordinal + 1, never NULL */
+int cuDevicePrimaryCtxGetState(int device, unsigned int *flags, int *active)
+{
+    if (drv_get_link() == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (flags == NULL || active == NULL || device < 0) return DRV_ERROR_INVALID_VALUE;
+    *flags = 0;
+    *active = 1; /* the runtime attached: it uses them */
+    return DRV_SUCCESS;
+}
+
+/* a context of the caller's own on `device`, made current */
+int cuCtxCreate_v2(void **ctx, unsigned int flags, int device)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+    drv_ctx_t *c = NULL;
+
+    (void)flags;
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (ctx == NULL || device < 0) return DRV_ERROR_INVALID_VALUE;
+    if (link->set_device(device) != 0) return DRV_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&drv_ctx_lock);
+    for (int i = 0; i < DRV_MAX_CTXS && c == NULL; i++) {
+        if (!drv_ctxs[i].used) c = &drv_ctxs[i];
+    }
+    if (c != NULL) {
+        c->used = 1;
+        c->device = device;
+    }
+    pthread_mutex_unlock(&drv_ctx_lock);
+    if (c == NULL) return DRV_ERROR_OUT_OF_MEMORY;
+    drv_current = c;
+    *ctx = c;
+    return DRV_SUCCESS;
+}
+
+int cuCtxDestroy_v2(void *ctx)
+{
+    drv_ctx_t *c = drv_created(ctx);
+
+    if (c == NULL) return DRV_ERROR_INVALID_CONTEXT;
+    if (drv_current == c) drv_current = NULL;
+    pthread_mutex_lock(&drv_ctx_lock);
+    c->used = 0;
+    pthread_mutex_unlock(&drv_ctx_lock);
+    return DRV_SUCCESS;
+}
+
+/* the thread's created context, else its device's primary one: its ordinal + 1, never
+ * NULL */
 int cuCtxGetCurrent(void **ctx)
 {
     const cudacpu_driver_link_t *link = drv_get_link();
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (ctx == NULL) return DRV_ERROR_INVALID_VALUE;
-    *ctx = (void *)(uintptr_t)(link->get_device() + 1);
+    *ctx = drv_current != NULL ? (void *)drv_current : (void *)(uintptr_t)(link->get_device() + 1);
     return DRV_SUCCESS;
 }
 
 int cuCtxSetCurrent(void *ctx)
 {
     const cudacpu_driver_link_t *link = drv_get_link();
+    drv_ctx_t *c = drv_created(ctx);
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (ctx == NULL) return DRV_SUCCESS; /* no context: the runtime keeps its device */
-    return link->set_device((int)((uintptr_t)ctx - 1)) == 0 ? DRV_SUCCESS
-                                                           : DRV_ERROR_INVALID_CONTEXT;
+    if (link->set_device(c != NULL ? c->device : (int)((uintptr_t)ctx - 1)) != 0)
+        return DRV_ERROR_INVALID_CONTEXT;
+    drv_current = c;
+    return DRV_SUCCESS;
 }
 
 int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
@@ -250,6 +371,10 @@ int cuMemAlloc_v2(uintptr_t *dptr, size_t bytes)
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (dptr == NULL) return DRV_ERROR_INVALID_VALUE;
     if (link->alloc(&p, bytes) != 0) return DRV_ERROR_OUT_OF_MEMORY;
+    if (drv_current != NULL && !drv_alloc_ctx_set((uintptr_t)p, drv_current)) {
+        (void)link->free_(p);
+        return DRV_ERROR_OUT_OF_MEMORY;
+    }
     *dptr = (uintptr_t)p;
     return DRV_SUCCESS;
 }
@@ -259,6 +384,7 @@ int cuMemFree_v2(uintptr_t dptr)
     const cudacpu_driver_link_t *link = drv_get_link();
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    (void)drv_alloc_ctx_set(dptr, NULL);
     return link->free_((void *)dptr) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
 }
 

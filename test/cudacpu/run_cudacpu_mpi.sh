@@ -33,6 +33,11 @@
 #   mixed_np3       device buffers on ranks 0 and 2, host on rank 1, with
 #                   coll_gpuring_agree_memory=1: every call goes below, the
 #                   device ranks' staged through host memory
+#   own_ctx_np3     buffers of a CUDA context the program made (allreduce_check
+#                   -C: cuCtxCreate, cuMemAlloc, the context left current, as
+#                   PyCUDA does), which gpuring's kernels in the primary context
+#                   could not reach on a GPU: every call goes below, staged in
+#                   that context, every rank saying why
 #   fifo32_np2      the same on 32 channels (GPURING_MAX_CHANNELS): every call
 #                   spread over all of them, up to 4 MiB (4 types, sum and max:
 #                   32 spinning blocks per rank are slow on 2 cores)
@@ -277,6 +282,9 @@ summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the 
 staged=2
 case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -d -M -q -i \
     -m world,dup -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
+staged=3 want="allreduce fallback: device memory of a CUDA context other than its GPU's primary one"
+case_run own_ctx_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
+want=""
 summary=$SUMMARY_ON_DEVICE staged=0
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579

@@ -332,6 +332,18 @@ if [ -n "$mpirun" ] && want_part mpi; then
     staged_test device_colls_3ranks 3
     staged_test device_colls_2ranks_nonblocking 2 -i
     staged_test device_colls_2ranks_persistent 2 -p
+    # buffers of a CUDA context the program made (-C: cuCtxCreate, as PyCUDA's
+    # make_context), which gpuring's kernels in the primary context would fault on:
+    # every call staged for the component below, in that context (the types and ops
+    # Open MPI's own reductions get right)
+    mpi_run mpi_3ranks_own_ctx 3 "" "$check_bin" -q -i -d -C -m world,rev \
+        -t int32,float,double -o sum,max,min && {
+        ran=$(grep -c "device buffers staged through host memory" "$tmp/mpi_3ranks_own_ctx.log")
+        if [ "$ran" -ne 3 ]; then
+            echo "FAIL: mpi_3ranks_own_ctx: $ran of 3 ranks staged device buffers"
+            total_fail=$((total_fail + 1))
+        fi
+    }
     for algo in ring tree; do
         mpi_test "mpi_4ranks_2nodes_$algo" 4 fifo \
             "--mca coll_gpuring_ranks_per_node 2 --mca coll_gpuring_algorithm $algo" \

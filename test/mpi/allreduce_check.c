@@ -55,6 +55,10 @@
  *             CUDA-aware.
  *   -P        with -d: the device buffers come from the device's stream-ordered
  *             pool (cudaMallocAsync), which CUDA IPC cannot share
+ *   -C        with -d: the device buffers come from a CUDA context of the
+ *             program's own (cuCtxCreate, then cuMemAlloc; current for the rest
+ *             of the run, as PyCUDA's make_context leaves it), which the device's
+ *             primary context cannot reach
  *   -M        with -d: mixed memory kinds, device buffers on even world
  *             ranks and host buffers on odd ones (for
  *             coll_gpuring_agree_memory=1, which must hand every such call to
@@ -470,7 +474,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P | -C] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -564,10 +568,10 @@ int main(int argc, char **argv)
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
-    int bad = 0, opt, device = 0, pool = 0, mixed = 0;
+    int bad = 0, opt, device = 0, mem = TEST_CUDA_MALLOC, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPMF:ZNAh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPCMF:ZNAh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -631,7 +635,8 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         case 'd': device = 1; break;
-        case 'P': pool = 1; break;
+        case 'P': mem = TEST_CUDA_POOL; break;
+        case 'C': mem = TEST_CUDA_OWN_CTX; break;
         case 'M': mixed = 1; break;
         case 'F': fake_spec = optarg; break;
         default: bad = 1; break;
@@ -694,10 +699,13 @@ int main(int argc, char **argv)
         MPI_Comm_rank(node, &lrank);
         MPI_Comm_free(&node);
         if (dev_here && (test_cuda_load(lrank, err, sizeof err) != 0 ||
-                         test_cuda_alloc((void **)&dsendraw, maxbytes, pool) != 0 ||
-                         test_cuda_alloc((void **)&drecvraw, maxbytes, pool) != 0)) {
+                         test_cuda_alloc((void **)&dsendraw, maxbytes, mem) != 0 ||
+                         test_cuda_alloc((void **)&drecvraw, maxbytes, mem) != 0)) {
             fprintf(stderr, "rank %d: device buffers: %s\n", g_world_rank,
-                    !cu.lib ? err : pool ? "cudaMallocAsync failed" : "cudaMalloc failed");
+                    !cu.lib                    ? err
+                    : mem == TEST_CUDA_POOL    ? "cudaMallocAsync failed"
+                    : mem == TEST_CUDA_OWN_CTX ? "cuCtxCreate or cuMemAlloc failed"
+                                               : "cudaMalloc failed");
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
@@ -906,8 +914,8 @@ int main(int argc, char **argv)
     free(sendraw);
     free(recvraw);
     if (dev_here) {
-        test_cuda_free(dsendraw, pool);
-        test_cuda_free(drecvraw, pool);
+        test_cuda_free(dsendraw, mem);
+        test_cuda_free(drecvraw, mem);
     }
     free(expbuf);
     MPI_Finalize();
