@@ -124,10 +124,19 @@ void gpuring_device_event_destroy(void *event)
         (void)cudaGetLastError(); /* at teardown the context may already be gone */
 }
 
+/* An allocation's result: out of memory is GPURING_ERR_NO_MEMORY (not a sticky
+ * error: the context goes on), anything else GPURING_ERR_CUDA; logged. */
+static gpuring_status_t device_alloc_status(cudaError_t err, const char *what)
+{
+    if (err == cudaSuccess) return GPURING_OK;
+    GPURING_CUDA_LOG_FAILURE(err, what);
+    (void)cudaGetLastError();
+    return err == cudaErrorMemoryAllocation ? GPURING_ERR_NO_MEMORY : GPURING_ERR_CUDA;
+}
+
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p)
 {
-    GPURING_CUDA_CHECK(cudaMalloc(ptr_p, bytes));
-    return GPURING_OK;
+    return device_alloc_status(cudaMalloc(ptr_p, bytes), "cudaMalloc");
 }
 
 /* The current device allocates from its stream-ordered pool (the same answer at
@@ -147,8 +156,8 @@ static int device_pools(void)
 gpuring_status_t gpuring_device_alloc_ordered(size_t bytes, void *stream, void **ptr_p)
 {
     if (!device_pools()) return gpuring_device_alloc(bytes, ptr_p);
-    GPURING_CUDA_CHECK(cudaMallocAsync(ptr_p, bytes, (cudaStream_t)stream));
-    return GPURING_OK;
+    return device_alloc_status(cudaMallocAsync(ptr_p, bytes, (cudaStream_t)stream),
+                               "cudaMallocAsync");
 }
 
 void gpuring_device_free_ordered(void *ptr, void *stream)

@@ -125,6 +125,11 @@ gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *st
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t *args, void *stream)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args, void *stream)
 {
     return GPURING_ERR_NOT_SUPPORTED;

@@ -902,6 +902,17 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     }
 }
 
+/* A call given up before its kernel (gpuring_exec_cuda_abandon): block c posts the
+ * abandon step on channel c's send connections, at their steps. */
+static __global__ void exec_cuda_abandon_kernel(const __grid_constant__ exec_cuda_desc_t d)
+{
+    const exec_cuda_chan_t *ch = &d.ch[blockIdx.x];
+    uint64_t sstep[GPURING_MAX_PEERS];
+
+    for (int i = 0; i < GPURING_MAX_PEERS; i++) sstep[i] = ch->send[i].step;
+    exec_abandon(ch, sstep);
+}
+
 /* ---- the direct allreduce's kernel (exec_cuda.h) ---------------------------------- */
 typedef struct exec_direct_desc {
     const char *in[GPURING_EXEC_DIRECT_MAX_RANKS];
@@ -1675,6 +1686,45 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
     exec_cuda_status_give("exec_cuda", ix, exited);
     return rc;
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t *a,
+                                                      void *stream_v)
+{
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    exec_cuda_desc_t desc; /* the channels' send connections alone */
+    void *params[1] = { &desc };
+    gpuring_status_t stop;
+    cudaError_t err;
+
+    if (a == NULL || a->nchannels <= 0 || a->channels == NULL) return GPURING_OK;
+    if (a->nchannels > GPURING_EXEC_CUDA_MAX_CHANNELS) return GPURING_ERR_INVALID;
+    memset(&desc, 0, sizeof(desc));
+    desc.nchannels = a->nchannels;
+    for (int c = 0; c < a->nchannels; c++) {
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            if (a->channels[c].send[i] != NULL)
+                exec_cuda_fill_conn(&desc.ch[c].send[i], a->channels[c].send[i]);
+        }
+    }
+    GPURING_CHECK(exec_cuda_ready());
+    err = cudaLaunchKernel(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
+                           dim3((unsigned)a->nchannels), dim3(1), params, 0, stream);
+    if (err == cudaSuccess) {
+        /* (NET ends' steps go out from the proxy passes of this wait, and the last) */
+        err = exec_cuda_poll(stream, NULL, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, a->proxy,
+                             &stop);
+        if (a->proxy != NULL && gpuring_proxy_progress != NULL)
+            (void)gpuring_proxy_progress(a->proxy);
+    }
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        GPURING_CUDA_LOG_FAILURE(err, "exec_cuda_abandon");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: cannot tell the peers that this rank "
+                      "gave up on the call: they wait for it until their timeout");
+        return GPURING_ERR_CUDA;
+    }
+    return GPURING_OK;
 }
 
 /* ---- host: the direct allreduce ------------------------------------------------------ */

@@ -67,6 +67,16 @@ extern "C" {
 gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream);
 
 /*
+ * A call this rank gives up on before gpuring_exec_cuda_run launched its kernel
+ * (no memory for a copy it needed, a copy that failed): a one-thread block per
+ * channel posts an abandon step (proxy/conn.h) on each of the channel's send
+ * connections, as the kernel does when it stops, so that the peers fail at
+ * once rather than at their timeout.  Waits for it; GPURING_OK, or
+ * GPURING_ERR_CUDA (logged: the peers then learn of it at their timeout).
+ */
+gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t *args, void *stream);
+
+/*
  * The direct allreduce's kernel (no FIFO, no program): this rank's share
  * of the call, `count` elements, reduced from every rank's send buffer and
  * written to every rank's receive buffer, all mapped here (CUDA IPC, see

@@ -373,7 +373,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
  * not in yet) goes to the proxy, which posts the step once one completes.
  * (A full shm one has a receiver that is not reading it: stuck elsewhere,
  * it learns of the failure there, by its wait timeout at worst.) */
-static void exec_abandon(gpuring_exec_args_t *a)
+void gpuring_exec_host_abandon(gpuring_exec_args_t *a)
 {
     int posted = 0;
 
@@ -545,7 +545,7 @@ static int exec_host_end(gpuring_exec_args_t *a)
     if (a->stream_out) _mm_sfence();
 #endif
     if (a->status != GPURING_OK) {
-        exec_abandon(a);
+        gpuring_exec_host_abandon(a);
         if (a->zcopy) exec_unland(a);
     }
     return 1;

@@ -141,6 +141,12 @@ void gpuring_exec_host_start(gpuring_exec_args_t *args);
 int gpuring_exec_host_test(gpuring_exec_args_t *args, int *moved_p);
 gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *args);
 
+/* A call this rank gives up on: an abandon step (proxy/conn.h) on every send
+ * connection of its channels, so that its peers fail at once rather than at
+ * their timeout -- as a failing executor does, for a caller whose call fails
+ * before its executor moved a step. */
+void gpuring_exec_host_abandon(gpuring_exec_args_t *args);
+
 /* The channels' operations alone, for a caller that drives many executors
  * from one thread (the simulation): progress until *done_p or a failure
  * (args->status); returns 1 if any operation ran. */

@@ -169,6 +169,8 @@ static struct gpuring_mpi_error {
     {GPURING_ERR_NET, MPI_ERR_OTHER,
      "gpuring: a network operation failed (a peer may have died)", 0},
     {GPURING_ERR_CUDA, MPI_ERR_OTHER, "gpuring: a CUDA operation failed", 0},
+    {GPURING_ERR_NO_MEMORY, MPI_ERR_NO_MEM,
+     "gpuring: this rank ran out of memory for the call (the log says which memory)", 0},
     {GPURING_ERR_BROKEN, MPI_ERR_OTHER,
      "gpuring: this communicator failed in gpuring (in this call's setup or an earlier "
      "call: the log says why); gpuring refuses further calls on it, on every rank (create "
@@ -194,7 +196,6 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
 
     switch (st) {
     case GPURING_OK: return OMPI_SUCCESS;
-    case GPURING_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
     case GPURING_ERR_NOT_SUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
     case GPURING_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
     default: break;

@@ -184,8 +184,8 @@ static gpuring_status_t enqueue_grow(gpuring_comm_t *c, gpuring_plane_t plane, v
     *have = st == GPURING_OK ? bytes : 0;
     if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for %zu B of %s (%s): this rank's call "
-                      "fails; its peers wait for its steps until coll_gpuring_wait_timeout",
-                      bytes, what, gpuring_comm_plane_name(plane));
+                      "fails, and its peers are told", bytes, what,
+                      gpuring_comm_plane_name(plane));
     }
     return st;
 }
@@ -362,20 +362,33 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     return GPURING_OK;
 }
 
+/*
+ * This rank's call failed before its executor moved a step (no memory for its
+ * scratch or aligned copies, a copy that failed): its peers wait for its steps.  Tell
+ * them as a failing executor does -- an abandon step on every send connection of the
+ * call's channels -- so that they fail at once ("rank N gave up on the call"), not at
+ * coll_gpuring_wait_timeout; the communicator is unusable from now on.
+ */
+static void enqueue_abandon(gpuring_comm_t *c, gpuring_work_t *w)
+{
+    __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    if (w->plane == GPURING_PLANE_HOST) {
+        gpuring_exec_host_abandon(&w->args);
+    } else {
+        (void)gpuring_exec_cuda_abandon(&w->args, c->dev.stream);
+    }
+}
+
 gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
 {
     const gpuring_coll_info_t *info = &w->info;
     const size_t es = gpuring_type_size(info->type);
     gpuring_exec_args_t *x = &w->args;
     void *scratch = NULL;
+    gpuring_status_t st = GPURING_OK;
 
-    if (w->plan.ordered &&
-        enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch) !=
-            GPURING_OK) {
-        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE); /* every rank planned the same:
-                                                              fail rather than diverge */
-        return GPURING_ERR_NO_MEMORY;
-    }
+    if (w->plan.ordered)
+        st = enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch);
     /* field by field: a zero-filled compound literal compiled to a `rep stos`,
      * 7-11% of an 8-byte broadcast on the project's machines (exec_host.h) */
     x->sendbuf = info->sendbuf;
@@ -400,6 +413,10 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
     x->coll = gpuring_coll_names[info->kind];
     x->idle_since = 0.0;
     x->idle_polls = 0;
+    if (st != GPURING_OK) {
+        enqueue_abandon(c, w);
+        return st;
+    }
     /* both executors run the proxy's passes while they wait (the CUDA one from
      * the host thread that polls its kernel; GPU-direct slots stay the thread's) */
     if (c->proxy != NULL) gpuring_proxy_active_begin(c->proxy, 1);
@@ -455,17 +472,21 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w)
     gpuring_status_t st;
 
     if (!bounce_in && !bounce_out) return gpuring_exec_cuda_run(x, c->dev.stream);
-    GPURING_CHECK(enqueue_grow(c, GPURING_PLANE_DEVICE, &c->dev.bounce, &c->dev.bounce_bytes,
-                               want, "bounce memory for buffers not aligned to their elements"));
-    if (first) {
+    st = enqueue_grow(c, GPURING_PLANE_DEVICE, &c->dev.bounce, &c->dev.bounce_bytes, want,
+                      "bounce memory for buffers not aligned to their elements");
+    if (st == GPURING_OK && first) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers not aligned to their elements: calls "
                      "run on aligned copies in device memory (%zu B, grown as calls need)",
                      c->dev.bounce_bytes);
     }
     bounce = c->dev.bounce;
-    if (bounce_in) {
-        GPURING_CHECK(gpuring_device_copy(bounce, info->sendbuf, in_bytes, c->dev.stream));
+    if (st == GPURING_OK && bounce_in) {
+        st = gpuring_device_copy(bounce, info->sendbuf, in_bytes, c->dev.stream);
         x->sendbuf = bounce;
+    }
+    if (st != GPURING_OK) {
+        enqueue_abandon(c, w);
+        return st;
     }
     if (bounce_out) x->recvbuf = in_place ? bounce : bounce + (bounce_in ? in_span : 0);
     st = gpuring_exec_cuda_run(x, c->dev.stream);

@@ -280,9 +280,12 @@ extern "C" cudaError_t cudaMalloc(void **devPtr, size_t size)
     return device_alloc(devPtr, size, MEM_DEVICE, "cudaMalloc");
 }
 
+/* CUDACPU_FAIL_MALLOC_ASYNC set, read at every call (a test sets it around one MPI
+ * call of one rank): the pool is out of memory */
 extern "C" cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream)
 {
     (void)stream; /* usable at once: earlier than stream order asks */
+    if (getenv("CUDACPU_FAIL_MALLOC_ASYNC") != nullptr) return fail(cudaErrorMemoryAllocation);
     return device_alloc(devPtr, size, MEM_POOL, "cudaMallocAsync");
 }
 

@@ -437,6 +437,19 @@ failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
 failure_case mismatch_fifo_ll_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_protocol ll" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
+# one rank's device memory runs out for a call (mismatch_check nomem: the runtime's
+# cudaMallocAsync fails on the last rank while it makes the call): its aligned copies
+# of buffers off their element grid, or a small float call's ordered-gather scratch,
+# cannot be had; it abandons the call to its peers before any step moves, and they
+# fail at once (wait_timeout 60, limit 20), the next call fails everywhere, a new
+# communicator works
+NOMEM_REPORT='\[gpuring rank [0-9]+\].*allreduce abandoned: rank 2 gave up on the call'
+failure_case nomem_bounce_np3 3 4 "$NOMEM_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nomem
+failure_case nomem_scratch_np3 3 2 "$NOMEM_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
+    "$top/test/mpi/mismatch_check" 20 7:1 device nomem type
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

@@ -23,7 +23,18 @@
  * "device", the buffers are device memory (libcudart, dlopen'ed: a GPU, or
  * the CUDA CPU runtime).  Prints `N passed, N failed` on rank 0.
  *
- * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device]
+ * With "nomem" (device buffers on the CUDA CPU runtime), the calls match, but
+ * the failing call's buffers sit one byte off their int grid on every rank, so
+ * each rank runs it on aligned copies in device memory, and the last rank's
+ * stream-ordered allocations fail for that call (CUDACPU_FAIL_MALLOC_ASYNC, set
+ * around it): that rank's call fails before any step moves (MPI_ERR_NO_MEM),
+ * and the others must fail within LIMIT too, with class MPI_ERR_OTHER and a
+ * string naming gpuring (told by the rank that gave up, not by their
+ * timeout); EXTRA is
+ * unused.  With "type" too, the failing call is MPI_FLOAT on aligned buffers:
+ * a small one runs the ordered gather, whose scratch memory is what fails.
+ *
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device] [nomem]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -50,6 +61,8 @@ static int err_class(int rc)
     return cls;
 }
 
+static int nomem; /* the "nomem" argument */
+
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
@@ -65,7 +78,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    if (rank == size - 1) {
+    if (rank == size - 1 && !nomem) {
         if (by_type) {
             type = MPI_FLOAT;
         } else {
@@ -73,9 +86,17 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         }
     }
     MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
+    if (nomem && rank == size - 1) setenv("CUDACPU_FAIL_MALLOC_ASYNC", "1", 1);
     t0 = MPI_Wtime();
-    o.rc = MPI_Allreduce(in, out, mine, type, MPI_SUM, comm);
+    if (nomem && by_type) { /* float: the ordered gather's scratch memory */
+        o.rc = MPI_Allreduce(in, out, mine, MPI_FLOAT, MPI_SUM, comm);
+    } else if (nomem) {
+        o.rc = MPI_Allreduce((char *)in + 1, (char *)out + 1, mine, type, MPI_SUM, comm);
+    } else {
+        o.rc = MPI_Allreduce(in, out, mine, type, MPI_SUM, comm);
+    }
     o.elapsed = MPI_Wtime() - t0;
+    unsetenv("CUDACPU_FAIL_MALLOC_ASYNC");
     o.cls = err_class(o.rc);
     if (o.rc != MPI_SUCCESS) {
         MPI_Error_string(o.rc, msg, &len);
@@ -107,6 +128,12 @@ int main(int argc, char **argv)
     for (int a = 3; a < argc; a++) {
         by_type |= strcmp(argv[a], "type") == 0;
         device |= strcmp(argv[a], "device") == 0;
+        nomem |= strcmp(argv[a], "nomem") == 0;
+    }
+    if (nomem && !device) {
+        if (rank == 0) fprintf(stderr, "mismatch_check: nomem needs device\n");
+        MPI_Finalize();
+        return 2;
     }
     list = strdup(argv[2]);
     for (char *t = strtok_r(list, ",", &save); t != NULL && ncases < MAX_CASES;
@@ -122,8 +149,9 @@ int main(int argc, char **argv)
     if (device) {
         char err[256];
         if (test_cuda_load(rank, err, sizeof err) != 0 ||
-            cu.malloc_((void **)&in, sizeof(int) * (size_t)maxcount) != 0 ||
-            cu.malloc_((void **)&out, sizeof(int) * (size_t)maxcount) != 0 ||
+            /* (and room for the "nomem" call's byte off the grid) */
+            cu.malloc_((void **)&in, sizeof(int) * (size_t)maxcount + 16) != 0 ||
+            cu.malloc_((void **)&out, sizeof(int) * (size_t)maxcount + 16) != 0 ||
             cu.memcpy_(in, hin, sizeof(int) * (size_t)maxcount, TEST_CUDA_H2D) != 0) {
             fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
             MPI_Abort(MPI_COMM_WORLD, 3);
@@ -145,11 +173,15 @@ int main(int argc, char **argv)
             const outcome_t *x = &all[r];
             const char *why = NULL;
 
+            const int failing = nomem && r == size - 1; /* its own error, not gpuring's */
+
             if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
-            } else if (x->cls != MPI_ERR_COUNT && x->cls != MPI_ERR_OTHER) {
+            } else if (failing && x->cls != MPI_ERR_NO_MEM) {
+                why = "the rank whose memory ran out did not fail with MPI_ERR_NO_MEM";
+            } else if (!failing && x->cls != MPI_ERR_OTHER && (nomem || x->cls != MPI_ERR_COUNT)) {
                 why = "the mismatched call failed with another class";
-            } else if (!x->named) {
+            } else if (!failing && !x->named) {
                 why = "its error string does not name gpuring";
             } else if (x->elapsed > limit) {
                 why = "the mismatched call took longer than the limit";
@@ -164,7 +196,7 @@ int main(int argc, char **argv)
                 bad = 1;
             }
         }
-        if (rank == 0 && !saw) {
+        if (rank == 0 && !saw && !nomem) {
             fprintf(stderr, "FAILED count %d extra %d%s: no rank reported MPI_ERR_COUNT\n",
                     count, extra, by_type ? " type" : "");
             bad = 1;
