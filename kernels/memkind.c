@@ -15,6 +15,7 @@
 /* From the CUDA driver API (cuda.h), which the build may not have. */
 #define GPURING_CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define GPURING_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define GPURING_CU_POINTER_ATTRIBUTE_DEVICE_POINTER 3
 #define GPURING_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
 #define GPURING_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define GPURING_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
@@ -38,9 +39,13 @@ static memkind_cu_pointer_get_attributes_fn memkind_get_attrs; /* set before mem
 typedef int (*memkind_device_get_fn)(int *dev, int ordinal);
 typedef int (*memkind_primary_state_fn)(int dev, unsigned int *flags, int *active);
 typedef int (*memkind_primary_retain_fn)(void **ctx, int dev);
+typedef int (*memkind_ctx_fn)(void **ctx);
+typedef int (*memkind_ctx_set_fn)(void *ctx);
 static memkind_device_get_fn memkind_device_get;
 static memkind_primary_state_fn memkind_primary_state;
 static memkind_primary_retain_fn memkind_primary_retain;
+static memkind_ctx_fn memkind_ctx_get;
+static memkind_ctx_set_fn memkind_ctx_set;
 
 void *gpuring_cuda_driver_sym(const char *name)
 {
@@ -141,6 +146,12 @@ static void memkind_lookup(void)
                          (memkind_primary_retain_fn)gpuring_cuda_driver_sym(
                              "cuDevicePrimaryCtxRetain"),
                          __ATOMIC_RELAXED);
+        __atomic_store_n(&memkind_ctx_get,
+                         (memkind_ctx_fn)gpuring_cuda_driver_sym("cuCtxGetCurrent"),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&memkind_ctx_set,
+                         (memkind_ctx_set_fn)gpuring_cuda_driver_sym("cuCtxSetCurrent"),
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&memkind_get_attr, fn, __ATOMIC_RELEASE);
     } else {
         __atomic_store_n(&memkind_watch, w, __ATOMIC_RELEASE);
@@ -192,23 +203,34 @@ void *gpuring_cuda_primary_ctx(int ordinal, int make)
 }
 
 /*
- * Is device memory of context ctx (the driver's answer; NULL: of no context, as
- * stream-ordered pools' and cuMemCreate's memory) on GPU `ordinal` out of reach of
- * that GPU's primary context -- memory of a context the application made
- * (cuCtxCreate: PyCUDA's make_context), or of one made current before the CUDA
- * runtime's first call, which the runtime then took for its own?  Each context has
- * its own address space: a kernel of another faults on it.  0 where the driver
- * cannot say (no primary-context calls: the old answer).
+ * Is device memory at ptr, of context ctx (the driver's answer; NULL: of no context,
+ * as stream-ordered pools' and cuMemCreate's memory) on GPU `ordinal`, out of reach
+ * of kernels of that GPU's primary context -- memory of a context the application
+ * made (cuCtxCreate: PyCUDA's make_context), or of one made current before the CUDA
+ * runtime's first call, which the runtime then took for its own?  Such a context
+ * has an address space of its own: a kernel of another faults on its memory.  Memory
+ * of the primary context, or of none, is in reach at once; of any other context the
+ * driver is asked, with the primary context current, where kernels there see ptr
+ * (CU_POINTER_ATTRIBUTE_DEVICE_POINTER: an error where they cannot), so that a
+ * context sharing the primary's address space passes.  0 where the driver cannot
+ * say (no primary-context calls: the old answer).
  */
-static int memkind_other_ctx(void *ctx, int ordinal)
+static int memkind_other_ctx(const void *ptr, void *ctx, int ordinal)
 {
-    void *primary;
+    void *primary, *cur = NULL;
+    uintptr_t seen = 0;
+    int rc;
 
     if (ctx == NULL || ordinal < 0 || memkind_primary_state == NULL) return 0;
     primary = gpuring_cuda_primary_ctx(ordinal, 0);
-    /* NULL: the primary context is not active (or cannot be had), so the memory is not
-     * of it */
-    return ctx != primary;
+    if (ctx == primary) return 0;
+    /* NULL: the primary context is not active (or cannot be had): not of it */
+    if (primary == NULL || memkind_ctx_get == NULL || memkind_ctx_set == NULL ||
+        memkind_ctx_get(&cur) != 0 || (cur != primary && memkind_ctx_set(primary) != 0))
+        return 1;
+    rc = memkind_get_attr(&seen, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (uintptr_t)ptr);
+    if (cur != primary) (void)memkind_ctx_set(cur); /* the caller's own, or none, back */
+    return rc != 0 || seen != (uintptr_t)ptr;
 }
 
 /* The kind of ptr, with the driver as memkind_lookup last found it; *other_p (may be
@@ -256,7 +278,8 @@ static gpuring_mem_kind_t memkind_classify(const void *ptr, int *device_p, int *
         ctx = NULL;
     }
     if (device_p != NULL) *device_p = ordinal;
-    if (other_p != NULL) *other_p = kind == GPURING_MEM_DEVICE && memkind_other_ctx(ctx, ordinal);
+    if (other_p != NULL)
+        *other_p = kind == GPURING_MEM_DEVICE && memkind_other_ctx(ptr, ctx, ordinal);
     return kind;
 }
 

@@ -14,7 +14,13 @@
  *                         context (a device's primary one, or the context
  *                         cuCtxCreate made that cuMemAlloc allocated in;
  *                         none for cudaMallocAsync's pool memory, as the
- *                         driver says)
+ *                         driver says), the device pointer the current
+ *                         context's kernels see it at (the pointer itself;
+ *                         CUDA_ERROR_INVALID_VALUE for device memory of
+ *                         another context than the current one -- pool memory
+ *                         is every context's; with CUDACPU_CTX_SHARED set, every
+ *                         context shares one address space, as a green context
+ *                         shares its primary one's)
  *  cuPointerGetAttributes the same, several in one call (zeros, success, for
  *                         memory the runtime never saw)
  *  cuDeviceGet, cuDevicePrimaryCtxRetain   ordinal in, primary context out
@@ -45,6 +51,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test/cuda_attrs_batch.h"
@@ -63,6 +70,7 @@ enum {
     DRV_MEMORYTYPE_DEVICE = 2,
     DRV_ATTR_CONTEXT = 1,
     DRV_ATTR_MEMORY_TYPE = 2,
+    DRV_ATTR_DEVICE_POINTER = 3,
     DRV_ATTR_BUFFER_ID = 7,
     DRV_ATTR_IS_MANAGED = 8,
     DRV_ATTR_DEVICE_ORDINAL = 9,
@@ -179,6 +187,13 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
         *(unsigned int *)data = info.kind == CUDACPU_PTR_HOST ? DRV_MEMORYTYPE_HOST
                                                               : DRV_MEMORYTYPE_DEVICE;
         return DRV_SUCCESS;
+    case DRV_ATTR_DEVICE_POINTER: /* where the current context's kernels see it, if they can */
+        if (info.kind != CUDACPU_PTR_HOST && !(info.kind == CUDACPU_PTR_DEVICE &&
+                                               !info.ipc_capable) && /* (pool: any context) */
+            drv_alloc_ctx(info.base) != drv_current && getenv("CUDACPU_CTX_SHARED") == NULL)
+            return DRV_ERROR_INVALID_VALUE;
+        *(uintptr_t *)data = ptr;
+        return DRV_SUCCESS;
     case DRV_ATTR_BUFFER_ID: *(unsigned long long *)data = info.buffer_id; return DRV_SUCCESS;
     case DRV_ATTR_IS_MANAGED: *(unsigned int *)data = 0; return DRV_SUCCESS;
     case DRV_ATTR_DEVICE_ORDINAL: *(int *)data = info.device; return DRV_SUCCESS;
@@ -283,7 +298,10 @@ int cuCtxSetCurrent(void *ctx)
     drv_ctx_t *c = drv_created(ctx);
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
-    if (ctx == NULL) return DRV_SUCCESS; /* no context: the runtime keeps its device */
+    if (ctx == NULL) { /* no context: the runtime keeps its device */
+        drv_current = NULL;
+        return DRV_SUCCESS;
+    }
     if (link->set_device(c != NULL ? c->device : (int)((uintptr_t)ctx - 1)) != 0)
         return DRV_ERROR_INVALID_CONTEXT;
     drv_current = c;

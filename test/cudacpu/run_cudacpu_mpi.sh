@@ -38,6 +38,10 @@
 #                   PyCUDA does), which gpuring's kernels in the primary context
 #                   could not reach on a GPU: every call goes below, staged in
 #                   that context, every rank saying why
+#   own_ctx_shared_np3  the same where the driver says the primary context's
+#                   kernels reach that memory (CUDACPU_CTX_SHARED: one address
+#                   space, as a green context shares its primary one's): every
+#                   call runs in gpuring
 #   fifo32_np2      the same on 32 channels (GPURING_MAX_CHANNELS): every call
 #                   spread over all of them, up to 4 MiB (4 types, sum and max:
 #                   32 spinning blocks per rank are slow on 2 cores)
@@ -284,7 +288,11 @@ case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -
     -m world,dup -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
 staged=3 want="allreduce fallback: device memory of a CUDA context other than its GPU's primary one"
 case_run own_ctx_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
-want=""
+# ... unless the driver says the primary context's kernels reach that memory (a context
+# sharing its address space, as a green context does: CUDACPU_CTX_SHARED): gpuring
+summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv="-x CUDACPU_CTX_SHARED=1"
+case_run own_ctx_shared_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099
+xenv=""
 summary=$SUMMARY_ON_DEVICE staged=0
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
