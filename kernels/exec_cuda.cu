@@ -1118,7 +1118,8 @@ static char *exec_cuda_pool_dev;   /* the same, as the device sees it */
 static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
 
 /*
- * Load every kernel variant into the current device's context now.  With
+ * Load every kernel variant (and the abandon kernel) into the current device's
+ * context now.  With
  * lazy loading (CUDA's default since 12.2) the first launch of a variant
  * loads it, which may wait for the whole context to go idle -- forever, if
  * a kernel of another call is spinning on a peer at that moment.  Lock held.
@@ -1138,6 +1139,11 @@ static gpuring_status_t exec_cuda_load_kernels(void)
                 if (fns[k] != NULL) GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
             }
         }
+    }
+    {
+        cudaFuncAttributes attr; /* (its launch comes when other calls' kernels may spin) */
+        GPURING_CUDA_CHECK(
+            cudaFuncGetAttributes(&attr, GPURING_DEV_KERNEL(exec_cuda_abandon_kernel)));
     }
     return GPURING_OK;
 }
@@ -1640,7 +1646,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
 
     GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda", &st, &st_dev);
-    if (ix < 0) return GPURING_ERR_NO_MEMORY;
+    if (ix < 0) return GPURING_ERR_CUDA; /* (held by kernels that never left) */
     desc.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)a->nchannels), dim3(GPURING_EXEC_CUDA_THREADS),
@@ -1716,6 +1722,13 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
                              &stop);
         if (a->proxy != NULL && gpuring_proxy_progress != NULL)
             (void)gpuring_proxy_progress(a->proxy);
+    }
+    if (err == cudaErrorNotReady) {
+        /* queued behind the application's legacy-stream work that the call waits for: it
+         * posts when that ends (a NET end's step then goes out at a pass of the proxy) */
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "exec_cuda: the abandon steps are queued behind "
+                      "earlier work on the stream");
+        return GPURING_OK;
     }
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1908,7 +1921,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
 
     GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda_direct_ll", &st, &st_dev);
-    if (ix < 0) return GPURING_ERR_NO_MEMORY;
+    if (ix < 0) return GPURING_ERR_CUDA; /* (held by kernels that never left) */
     d.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,

@@ -61,8 +61,9 @@ extern "C" {
  * connection, a NET end not mapped for the device, no scratch for a FOLD,
  * an LL step over GPURING_LL_STEP_BYTES),
  * GPURING_ERR_NOT_SUPPORTED (op undefined on the type, too many channels),
- * GPURING_ERR_TIMEOUT, GPURING_ERR_NO_MEMORY, or GPURING_ERR_CUDA (launch
- * failure or a fault in the kernel; logged).
+ * GPURING_ERR_TIMEOUT, or GPURING_ERR_CUDA (launch failure, a fault in the
+ * kernel, or no status entry left: kernels that never stopped hold them;
+ * logged).
  */
 gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream);
 
@@ -71,8 +72,10 @@ gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *st
  * (no memory for a copy it needed, a copy that failed): a one-thread block per
  * channel posts an abandon step (proxy/conn.h) on each of the channel's send
  * connections, as the kernel does when it stops, so that the peers fail at
- * once rather than at their timeout.  Waits for it; GPURING_OK, or
- * GPURING_ERR_CUDA (logged: the peers then learn of it at their timeout).
+ * once rather than at their timeout.  Waits for it up to a second (queued
+ * behind the application's work the call waits for, it posts when that ends);
+ * GPURING_OK, or GPURING_ERR_CUDA (it did not launch, logged: the peers then
+ * learn of the failure at their timeout).
  */
 gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t *args, void *stream);
 

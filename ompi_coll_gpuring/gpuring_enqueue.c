@@ -296,6 +296,16 @@ static void enqueue_order_check(gpuring_status_t st)
     }
 }
 
+/* GPURING_ERR_BROKEN (logged) once a call failed on the communicator: its FIFOs are
+ * in that call's state, so no later call may post a step on them -- one prepared
+ * before the failure (a non-blocking call queued behind it) included. */
+static gpuring_status_t enqueue_refuse_broken(const gpuring_comm_t *c)
+{
+    if (!__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) return GPURING_OK;
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
+    return GPURING_ERR_BROKEN;
+}
+
 gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plane,
                                          const gpuring_coll_info_t *info, int nonblocking,
                                          gpuring_work_t *w)
@@ -309,10 +319,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->done = 1;
     w->direct_ll = 0;
     w->order = NULL;
-    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
-        return GPURING_ERR_BROKEN;
-    }
+    GPURING_CHECK(enqueue_refuse_broken(c));
     if (count == 0) return GPURING_OK;
     /* every rank numbers the calls with data alike: the id its steps carry */
     w->call = gpuring_call_id(++c->calls, count, info->type, info->op, (int)info->kind,
@@ -387,6 +394,7 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
     void *scratch = NULL;
     gpuring_status_t st = GPURING_OK;
 
+    GPURING_CHECK(enqueue_refuse_broken(c));
     if (w->plan.ordered)
         st = enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch);
     /* field by field: a zero-filled compound literal compiled to a `rep stos`,
@@ -504,7 +512,10 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
     if (w->order != NULL) {
         enqueue_order_check(gpuring_device_stream_wait(c->dev.stream, w->order));
     }
-    if (w->direct_ll) return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
+    if (w->direct_ll) {
+        GPURING_CHECK(enqueue_refuse_broken(c));
+        return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
+    }
     st = gpuring_enqueue_start(c, w);
 
     if (st != GPURING_OK) return st;
