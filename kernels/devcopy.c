@@ -26,8 +26,6 @@
 typedef struct devcopy_driver {
     int (*memcpy_)(uintptr_t dst, uintptr_t src, size_t bytes);
     int (*stream_sync)(void *stream);
-    int (*ctx_get)(void **ctx);
-    int (*ctx_set)(void *ctx);
     int (*pointer_attr)(void *data, int attribute, uintptr_t ptr);
     int (*host_register)(void *ptr, size_t bytes, unsigned int flags);
     int (*host_unregister)(void *ptr);
@@ -47,16 +45,17 @@ static int devcopy_lookup(void)
     if (__atomic_load_n(&devcopy_found, __ATOMIC_ACQUIRE)) return 1;
     *(void **)&d.memcpy_ = gpuring_cuda_driver_sym("cuMemcpy");
     *(void **)&d.stream_sync = gpuring_cuda_driver_sym("cuStreamSynchronize");
-    *(void **)&d.ctx_get = gpuring_cuda_driver_sym("cuCtxGetCurrent");
-    *(void **)&d.ctx_set = gpuring_cuda_driver_sym("cuCtxSetCurrent");
     *(void **)&d.pointer_attr = gpuring_cuda_driver_sym("cuPointerGetAttribute");
     *(void **)&d.host_register = gpuring_cuda_driver_sym("cuMemHostRegister_v2");
     *(void **)&d.host_unregister = gpuring_cuda_driver_sym("cuMemHostUnregister");
     *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
     *(void **)&d.stream_create = gpuring_cuda_driver_sym("cuStreamCreate");
     *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
-    if (d.memcpy_ == NULL || d.stream_sync == NULL || d.ctx_get == NULL || d.ctx_set == NULL ||
-        d.pointer_attr == NULL || d.host_register == NULL || d.host_unregister == NULL) {
+    /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
+    if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
+        d.host_register == NULL || d.host_unregister == NULL ||
+        gpuring_cuda_driver_sym("cuCtxGetCurrent") == NULL ||
+        gpuring_cuda_driver_sym("cuCtxSetCurrent") == NULL) {
         return 0;
     }
     devcopy_drv = d; /* the same values from any racing thread */
@@ -139,26 +138,6 @@ static void devcopy_forget_stream(void *ctx)
     pthread_mutex_unlock(&devcopy_ctx_lock);
 }
 
-/* The calling thread's context while devcopy works in another: entered with the
- * owner's (NULL: the thread's own stays), left with the thread's given back. */
-typedef struct devcopy_scope {
-    void *saved;
-    int switched;
-} devcopy_scope_t;
-
-static void devcopy_enter(void *owner, devcopy_scope_t *scope)
-{
-    scope->switched = 0;
-    if (devcopy_drv.ctx_get(&scope->saved) != 0) scope->saved = NULL;
-    if (owner != NULL && owner != scope->saved && devcopy_drv.ctx_set(owner) == 0)
-        scope->switched = 1;
-}
-
-static void devcopy_leave(const devcopy_scope_t *scope)
-{
-    if (scope->switched) (void)devcopy_drv.ctx_set(scope->saved);
-}
-
 /* ---- copies ------------------------------------------------------------------ */
 
 /* A copy in the owner's context: on the legacy stream, or (`back`, into device memory)
@@ -166,7 +145,7 @@ static void devcopy_leave(const devcopy_scope_t *scope)
 static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, int host_pinned,
                                     int back, const char **why_p)
 {
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
     int rc;
 
@@ -180,7 +159,7 @@ static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, in
      * follows, and a thread that never used CUDA has none of its own */
     owner = devcopy_owner(src);
     if (owner == NULL) owner = devcopy_owner(dst);
-    devcopy_enter(owner, &scope);
+    gpuring_cuda_ctx_enter(owner, &scope);
     if (back) stream = devcopy_back_stream(owner);
     rc = -1;
     if (stream != NULL) {
@@ -196,7 +175,7 @@ static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, in
          * device: its legacy stream holds the rest */
         if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
     }
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
         *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
                      ? "cuMemcpy between device and host memory failed: no CUDA context"
@@ -220,16 +199,16 @@ gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, 
 
 gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)
 {
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
     int rc;
 
     if (!devcopy_lookup()) {
         *why_p = "the process's CUDA driver lacks cuStreamSynchronize or the context functions";
         return GPURING_ERR_NOT_SUPPORTED;
     }
-    devcopy_enter(devcopy_owner(ptr), &scope);
+    gpuring_cuda_ctx_enter(devcopy_owner(ptr), &scope);
     rc = devcopy_drv.stream_sync(NULL);
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
         *why_p = "cuStreamSynchronize of the legacy stream failed";
         return GPURING_ERR_CUDA;
@@ -288,7 +267,7 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
                                        int *pooled_p, const char **why_p)
 {
     const size_t want = bytes > 0 ? bytes : 1;
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
     uintptr_t ptr = 0;
     int ordinal = -1, rc;
 
@@ -302,12 +281,12 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
                                  (uintptr_t)near) != 0) {
         ordinal = -1;
     }
-    devcopy_enter(devcopy_owner(near), &scope);
+    gpuring_cuda_ctx_enter(devcopy_owner(near), &scope);
     /* on the legacy stream, as the copies into it and out of it are */
     *pooled_p = ordinal >= 0 && devcopy_pools(ordinal);
     rc = *pooled_p ? devcopy_mem.alloc_async(&ptr, want, DEVCOPY_CU_STREAM_LEGACY)
                    : devcopy_mem.alloc(&ptr, want);
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
         *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
                  ? "no CUDA context to allocate device memory in" : "cuMemAlloc failed";
@@ -319,13 +298,13 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
 
 void gpuring_devcopy_free(void *ptr, int pooled)
 {
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
 
     if (ptr == NULL || !devcopy_mem_lookup()) return;
-    devcopy_enter(devcopy_owner(ptr), &scope);
+    gpuring_cuda_ctx_enter(devcopy_owner(ptr), &scope);
     (void)(pooled ? devcopy_mem.free_async((uintptr_t)ptr, DEVCOPY_CU_STREAM_LEGACY)
                   : devcopy_mem.free_((uintptr_t)ptr));
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
 }
 
 /* ---- page-locked host memory ------------------------------------------------- */
@@ -333,26 +312,26 @@ void gpuring_devcopy_free(void *ptr, int pooled)
 void *gpuring_devcopy_pin(void *ptr, size_t bytes, const void *near)
 {
     void *owner, *ctx;
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
     int rc;
 
     if (!devcopy_lookup()) return NULL;
     owner = devcopy_owner(near);
-    devcopy_enter(owner, &scope);
+    gpuring_cuda_ctx_enter(owner, &scope);
     ctx = scope.switched ? owner : scope.saved; /* the one current now */
     rc = ctx != NULL
              ? devcopy_drv.host_register(ptr, bytes, DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE)
              : -1;
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
     return rc == 0 ? ctx : NULL;
 }
 
 void gpuring_devcopy_unpin(void *ptr, void *pin)
 {
-    devcopy_scope_t scope;
+    gpuring_cuda_scope_t scope;
 
     if (pin == NULL || !devcopy_lookup()) return;
-    devcopy_enter(pin, &scope);
+    gpuring_cuda_ctx_enter(pin, &scope);
     (void)devcopy_drv.host_unregister(ptr);
-    devcopy_leave(&scope);
+    gpuring_cuda_ctx_leave(&scope);
 }

@@ -202,6 +202,21 @@ void *gpuring_cuda_primary_ctx(int ordinal, int make)
     return ctx;
 }
 
+void gpuring_cuda_ctx_enter(void *ctx, gpuring_cuda_scope_t *scope)
+{
+    memkind_lookup();
+    scope->saved = NULL;
+    scope->switched = 0;
+    if (memkind_ctx_get == NULL || memkind_ctx_set == NULL) return;
+    if (memkind_ctx_get(&scope->saved) != 0) scope->saved = NULL;
+    if (ctx != NULL && ctx != scope->saved && memkind_ctx_set(ctx) == 0) scope->switched = 1;
+}
+
+void gpuring_cuda_ctx_leave(const gpuring_cuda_scope_t *scope)
+{
+    if (scope->switched) (void)memkind_ctx_set(scope->saved);
+}
+
 /*
  * Is device memory at ptr, of context ctx (the driver's answer; NULL: of no context,
  * as stream-ordered pools' and cuMemCreate's memory) on GPU `ordinal`, out of reach
@@ -217,19 +232,21 @@ void *gpuring_cuda_primary_ctx(int ordinal, int make)
  */
 static int memkind_other_ctx(const void *ptr, void *ctx, int ordinal)
 {
-    void *primary, *cur = NULL;
+    gpuring_cuda_scope_t scope;
     uintptr_t seen = 0;
-    int rc;
+    void *primary;
+    int rc = -1;
 
     if (ctx == NULL || ordinal < 0 || memkind_primary_state == NULL) return 0;
     primary = gpuring_cuda_primary_ctx(ordinal, 0);
     if (ctx == primary) return 0;
     /* NULL: the primary context is not active (or cannot be had): not of it */
-    if (primary == NULL || memkind_ctx_get == NULL || memkind_ctx_set == NULL ||
-        memkind_ctx_get(&cur) != 0 || (cur != primary && memkind_ctx_set(primary) != 0))
-        return 1;
-    rc = memkind_get_attr(&seen, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (uintptr_t)ptr);
-    if (cur != primary) (void)memkind_ctx_set(cur); /* the caller's own, or none, back */
+    if (primary == NULL) return 1;
+    gpuring_cuda_ctx_enter(primary, &scope);
+    if (scope.switched || scope.saved == primary)
+        rc = memkind_get_attr(&seen, GPURING_CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                              (uintptr_t)ptr);
+    gpuring_cuda_ctx_leave(&scope);
     return rc != 0 || seen != (uintptr_t)ptr;
 }
 

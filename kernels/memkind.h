@@ -49,5 +49,14 @@ void *gpuring_cuda_driver_sym(const char *name);
  * process; with make 0, NULL while it is not active (it is not made for a
  * comparison); NULL where the driver cannot give it. */
 void *gpuring_cuda_primary_ctx(int ordinal, int make);
+/* The calling thread's CUDA context while gpuring works in another: entered with
+ * ctx (NULL, or one the driver will not make current: the thread's own stays;
+ * .switched says which), left with the thread's own given back. */
+typedef struct gpuring_cuda_scope {
+    void *saved; /* the thread's own (NULL: none) */
+    int switched;
+} gpuring_cuda_scope_t;
+void gpuring_cuda_ctx_enter(void *ctx, gpuring_cuda_scope_t *scope);
+void gpuring_cuda_ctx_leave(const gpuring_cuda_scope_t *scope);
 
 #endif /* GPURING_KERNELS_MEMKIND_H */
