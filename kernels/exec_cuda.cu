@@ -101,8 +101,15 @@ typedef struct exec_cuda_chan {
 } exec_cuda_chan_t;
 
 /* why a channel stopped early: kind << 8 | peer (waiting when the host aborted; or the
- * recv step it found was of another call, or one its sender abandoned) */
-enum { EXEC_WAIT_RECV = 1, EXEC_WAIT_SEND = 2, EXEC_STOP_MISMATCH = 3, EXEC_STOP_ABANDONED = 4 };
+ * recv step it found was of another call, or one its sender abandoned; or the receiver
+ * of a send waiting for a slot refused the call) */
+enum {
+    EXEC_WAIT_RECV = 1,
+    EXEC_WAIT_SEND = 2,
+    EXEC_STOP_MISMATCH = 3,
+    EXEC_STOP_ABANDONED = 4,
+    EXEC_STOP_REFUSED = 5
+};
 
 /* what a waiting channel last saw (exec_cuda_status_t.seen), for the stall report:
  * a simple recv the tail, a send the head; an LL recv the flags of the two units it
@@ -231,9 +238,11 @@ static __device__ __forceinline__ bool exec_ll_landed(const volatile uint64_t *r
 
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
- * is recorded), or a step received is not one of this call's `bytes`-byte
- * steps of call d.call (proxy/conn.h: recorded as a stop the host reports).
- * A recv waits for tail (simple) or its LL header; a send for head (both).
+ * is recorded), a step received is not one of this call's `bytes`-byte
+ * steps of call d.call, or a send's receiver refused the call (proxy/conn.h:
+ * both recorded as a stop the host reports).  A recv waits for tail (simple)
+ * or its LL header; a send for head (both), looking at `refused` as often as
+ * at the host's abort.
  */
 static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
                                 const gpuring_step_t &s, const uint64_t *rstep,
@@ -262,7 +271,12 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
     EXEC_FOR_PEERS(s.send_mask, i) {
         while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
             GPURING_DEV_POLL_PAUSE();
-            if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+            if (++polls % EXEC_CUDA_ABORT_POLLS != 0) continue;
+            if (ch->send[i].ctrl->refused) {
+                st->wait[c] = (EXEC_STOP_REFUSED << 8) | (unsigned)i;
+                return 0;
+            }
+            if (st->abort) {
                 st->seen[c] = ch->send[i].ctrl->head;
                 st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
                 return 0;
@@ -337,12 +351,14 @@ static __device__ void exec_publish(const exec_cuda_desc_t &d, const exec_cuda_c
 
 /* The channel gives up on the call: an abandon step (proxy/conn.h) on every send
  * connection it has with a free slot, so the peers fail at once, not at their timeout;
- * in both protocols, as gpuring_conn_post_abort. */
+ * in both protocols, as gpuring_conn_post_abort; and every recv connection refused
+ * (gpuring_conn_refuse), for peers waiting for a slot. */
 static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
 {
     for (int i = 0; i < GPURING_MAX_PEERS; i++) {
         volatile gpuring_fifo_ctrl_t *ctrl = ch->send[i].ctrl;
 
+        if (ch->recv[i].ctrl != NULL) ch->recv[i].ctrl->refused = 1; /* orders nothing */
         if (ctrl == NULL || ctrl->head + GPURING_NSTEPS <= sstep[i]) continue;
         if (ch->send[i].ll != NULL) {
             exec_ll_header(exec_ll_row(ch->send[i], sstep[i]), 0, GPURING_CALL_ABORT,
@@ -1522,7 +1538,7 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 
     for (int c = 0; st != NULL && c < nchannels; c++) {
         if ((st->wait[c] >> 8) == EXEC_STOP_MISMATCH) return GPURING_ERR_MISMATCH;
-        if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED) rc = GPURING_ERR_REMOTE;
+        if ((st->wait[c] >> 8) >= EXEC_STOP_ABANDONED) rc = GPURING_ERR_REMOTE;
     }
     return rc;
 }
@@ -1536,6 +1552,11 @@ static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_
         gpuring_step_t s;
 
         if (kind < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
+        if (kind == EXEC_STOP_REFUSED) {
+            gpuring_conn_report_refused(a->channels[c].send[i], c, gpuring_exec_coll_name(a),
+                                        " (cuda executor)");
+            continue;
+        }
         gpuring_prog_op(&a->channels[c].prog, a->channels[c].next_op, &s);
         gpuring_conn_report_check(a->channels[c].recv[i], c,
                                   kind == EXEC_STOP_ABANDONED ? GPURING_ERR_REMOTE

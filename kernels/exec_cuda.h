@@ -71,7 +71,8 @@ gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *st
  * A call this rank gives up on before gpuring_exec_cuda_run launched its kernel
  * (no memory for a copy it needed, a copy that failed): a one-thread block per
  * channel posts an abandon step (proxy/conn.h) on each of the channel's send
- * connections, as the kernel does when it stops, so that the peers fail at
+ * connections and refuses its recv connections, as the kernel does when it
+ * stops, so that the peers fail at
  * once rather than at their timeout.  Waits for it up to a second (queued
  * behind the application's work the call waits for, it posts when that ends);
  * GPURING_OK, or GPURING_ERR_CUDA (it did not launch, logged: the peers then

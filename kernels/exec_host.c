@@ -89,6 +89,21 @@ static inline int exec_op_ready(const gpuring_exec_args_t *a, const gpuring_exec
     return 1;
 }
 
+/* Operation `s` cannot run: does it wait for a slot whose receiver gave up on the
+ * call (gpuring_conn_refused)?  GPURING_ERR_REMOTE, logged, if so. */
+static gpuring_status_t exec_op_refused(const gpuring_exec_args_t *a,
+                                        gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+{
+    EXEC_FOR_PEERS(s->send_mask, i) {
+        gpuring_conn_t *w = ch->send[i];
+
+        if (gpuring_conn_slot_free(w) || !gpuring_conn_refused(w)) continue;
+        gpuring_conn_report_refused(w, (int)(ch - a->channels), gpuring_exec_coll_name(a), "");
+        return GPURING_ERR_REMOTE;
+    }
+    return GPURING_OK;
+}
+
 /* Row `row` of the scratch at the step's offset: rows span the whole call. */
 static inline char *exec_scratch(const gpuring_exec_args_t *a, int row, const gpuring_step_t *s)
 {
@@ -369,10 +384,12 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
 }
 
 /* A failed call: tell the ranks this one sends to (proxy/conn.h's abandon
- * step).  A NET send end whose slots are all in flight (their completions
- * not in yet) goes to the proxy, which posts the step once one completes.
- * (A full shm one has a receiver that is not reading it: stuck elsewhere,
- * it learns of the failure there, by its wait timeout at worst.) */
+ * step) and those it receives from (refused: one waiting for a slot this
+ * rank will not free fails at once; a NET end's proxy sends it on).  A NET
+ * send end whose slots are all in flight (their completions not in yet)
+ * goes to the proxy, which posts the step once one completes.  (A full shm
+ * one has a receiver that is not reading it: stuck elsewhere, it learns of
+ * the failure there.) */
 void gpuring_exec_host_abandon(gpuring_exec_args_t *a)
 {
     int posted = 0;
@@ -383,6 +400,10 @@ void gpuring_exec_host_abandon(gpuring_exec_args_t *a)
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
             gpuring_conn_t *w = ch->send[i];
 
+            if (ch->recv[i] != NULL) {
+                gpuring_conn_refuse(ch->recv[i]);
+                posted |= ch->recv[i]->type == GPURING_CONN_NET;
+            }
             if (w == NULL) continue;
             if (gpuring_conn_post_abort(w)) {
                 posted = 1;
@@ -506,7 +527,11 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                     return progressed;
                 }
             }
-            if (!exec_op_ready(a, ch, s)) break;
+            if (!exec_op_ready(a, ch, s)) {
+                if ((a->status = exec_op_refused(a, ch, s)) == GPURING_OK) break;
+                *done_p = 0;
+                return progressed;
+            }
             a->status = exec_op_check(a, ch, s);
             if (a->status == GPURING_OK) a->status = exec_op_run(a, ch, s);
             if (a->status != GPURING_OK) {

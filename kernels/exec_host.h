@@ -28,8 +28,11 @@
  * count and call id): a step of another call fails the call with
  * GPURING_ERR_MISMATCH, one its sender abandoned with GPURING_ERR_REMOTE.  A
  * call that fails here for any reason (those, a timeout, a NET error) posts
- * an abandon step on every send connection with a free slot, so the ranks
- * waiting for this one fail at once and pass it on, instead of timing out.
+ * an abandon step on every send connection with a free slot and refuses
+ * every recv connection (proxy/conn.h), so the ranks waiting for a step
+ * from this one, or for a slot it would free, fail at once and pass it on,
+ * instead of timing out; a channel waiting for a slot its receiver refused
+ * fails with GPURING_ERR_REMOTE.
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
@@ -142,9 +145,9 @@ int gpuring_exec_host_test(gpuring_exec_args_t *args, int *moved_p);
 gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *args);
 
 /* A call this rank gives up on: an abandon step (proxy/conn.h) on every send
- * connection of its channels, so that its peers fail at once rather than at
- * their timeout -- as a failing executor does, for a caller whose call fails
- * before its executor moved a step. */
+ * connection of its channels and every recv connection refused, so that its
+ * peers fail at once rather than at their timeout -- as a failing executor
+ * does, for a caller whose call fails before its executor moved a step. */
 void gpuring_exec_host_abandon(gpuring_exec_args_t *args);
 
 /* The channels' operations alone, for a caller that drives many executors

@@ -94,6 +94,15 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
     }
 }
 
+void gpuring_conn_report_refused(const gpuring_conn_t *conn, int channel, const char *coll,
+                                 const char *executor)
+{
+    GPURING_ERROR(GPURING_SUBSYS_KERNEL,
+                  "%s abandoned: rank %d gave up on the call (its log says why) and reads "
+                  "no more of this rank's steps; channel %d, waiting to send step %llu%s",
+                  coll, conn->peer, channel, (unsigned long long)conn->step, executor);
+}
+
 void gpuring_conn_report_net(const gpuring_conn_t *conn, uint64_t step, const char *open,
                              const char *close, char *buf, size_t len)
 {

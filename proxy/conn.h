@@ -58,15 +58,21 @@ typedef enum {
  * slot, so ranks that made different calls fail instead of mixing data; a
  * step posted with call id GPURING_CALL_ABORT says the sender abandoned the
  * call (gpuring_conn_post_abort).  Only the low GPURING_CALL_BITS bits are
- * compared: a NET step carries them in its UCX tag.  The ctrl lives here,
- * not in the transport, so a GPU kernel writing the FIFO records it the
- * same way.
+ * compared: a NET step carries them in its UCX tag.  The other way, a
+ * receiver that gave up on a call sets `refused` (gpuring_conn_refuse, on
+ * head's line: never set again or cleared, as its communicator is done): a
+ * sender waiting for a free slot the receiver will never give fails at
+ * once instead of at its timeout (gpuring_conn_refused; a NET receiver's
+ * proxy carries it to the sender's ctrl in a credit message).  The ctrl
+ * lives here, not in the transport, so a GPU kernel writing the FIFO records
+ * it the same way.
  */
 typedef struct gpuring_fifo_ctrl {
     uint64_t tail;
     char pad0[GPURING_CACHELINE - sizeof(uint64_t)];
     uint64_t head;
-    char pad1[GPURING_CACHELINE - sizeof(uint64_t)];
+    uint64_t refused;
+    char pad1[GPURING_CACHELINE - 2 * sizeof(uint64_t)];
     uint64_t size[GPURING_NSTEPS];
     uint64_t call[GPURING_NSTEPS];
     /* NET recv ends run by the host executor: steps straight into the caller's
@@ -384,6 +390,20 @@ static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
     return 1;
 }
 
+/* Receiver giving up on a call (its communicator failed): its senders learn
+ * it once they wait for a slot it will not free. */
+static inline void gpuring_conn_refuse(gpuring_conn_t *conn)
+{
+    GPURING_STORE_RELEASE(&conn->ctrl->refused, 1);
+}
+
+/* Sender: has the receiver given up (gpuring_conn_refuse)?  Asked where a slot
+ * is not free, so it costs nothing while the FIFO moves. */
+static inline int gpuring_conn_refused(const gpuring_conn_t *conn)
+{
+    return GPURING_LOAD_ACQUIRE(&conn->ctrl->refused) != 0;
+}
+
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */
 /* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
  * slots (not NET), then NSTEPS slots. */
@@ -405,6 +425,11 @@ void gpuring_conn_report_check(const gpuring_conn_t *conn, int channel, gpuring_
                                uint64_t got_bytes, size_t want_bytes, size_t count,
                                const char *type_name, const char *coll, const char *executor,
                                gpuring_conn_t *const send[], int nsend);
+/* Log why send end `conn` (channel `channel`) stopped a `coll` call: its receiver gave
+ * up on the call (gpuring_conn_refused) while this rank waited for a slot it would free
+ * for step conn->step; `executor` is appended. */
+void gpuring_conn_report_refused(const gpuring_conn_t *conn, int channel, const char *coll,
+                                 const char *executor);
 
 /* What an LL slot's header says, for a stall report, from the flags its two units
  * carry (row[0] >> 32, row[1] >> 32): the step it is of (flag - 1), or that the

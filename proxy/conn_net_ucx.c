@@ -19,7 +19,10 @@
  * (the sender still has half the window while the credit travels); a credit
  * also goes as soon as every step the sender was allowed has landed (it may
  * be waiting for the credit), and at once while the communicator is torn
- * down (its sender's teardown waits for the last one).
+ * down (its sender's teardown waits for the last one).  Once the executor
+ * refused the connection (gpuring_conn_refuse: its call failed) a credit
+ * carries GPURING_NET_CREDIT_REFUSED, and the sender's pass sets its own
+ * ctrl->refused from it: a sender waiting for a slot fails at once.
  *
  * Slots in device memory (GPU-direct, created with a device ordinal): UCX
  * sends from and receives into them itself; ctrl stays host memory the
@@ -216,12 +219,13 @@ static void post_credit_recv(gpuring_net_conn_t *net)
               "credit recv from");
 }
 
-static void post_credit_send(gpuring_net_conn_t *net, uint64_t head)
+static void post_credit_send(gpuring_net_conn_t *net, uint64_t head, int refused)
 {
     gpuring_net_op_t *op = &net->credit;
     ucp_request_param_t param;
 
-    net->credit_buf = head;
+    net->credit_buf = head | (refused ? GPURING_NET_CREDIT_REFUSED : 0);
+    net->refused = refused;
     net->credited = head;
     net->credits++;
     memset(&param, 0, sizeof(param));
@@ -267,7 +271,13 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     /* credits: keep the receive posted, remember the latest head */
     while (net->credit.busy && net->credit.done) {
         if (op_retire(&net->credit) == UCS_OK) {
-            if (net->credit_buf > net->remote_head) net->remote_head = net->credit_buf;
+            const uint64_t head = net->credit_buf & ~GPURING_NET_CREDIT_REFUSED;
+
+            if (head > net->remote_head) net->remote_head = head;
+            if ((net->credit_buf & GPURING_NET_CREDIT_REFUSED) && !net->refused) {
+                net->refused = 1;
+                GPURING_STORE_RELEASE(&net->ctrl->refused, 1); /* for this side's executor */
+            }
             net->credits++;
         } else if (net->credit.status != UCS_ERR_CANCELED) {
             net->failed = 1;
@@ -300,10 +310,13 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
                 : 0);
 }
 
-/* Is a credit for `head` worth a message now?  (the file's header says when) */
+/* Is a credit for `head` worth a message now?  (the file's header says when; a refusal
+ * not yet sent always is) */
 static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
 {
-    if (net->failed || head <= net->credited) return 0;
+    if (net->failed) return 0;
+    if (!net->refused && GPURING_LOAD_ACQUIRE(&net->ctrl->refused)) return 1;
+    if (head <= net->credited) return 0;
     return head - net->credited >= GPURING_NET_CREDIT_BATCH ||
            net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining;
 }
@@ -357,7 +370,8 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     if (net->credit.busy && net->credit.done) {
         if (op_retire(&net->credit) != UCS_OK) net->failed = 1;
     }
-    if (!net->credit.busy && credit_due(net, head, closing)) post_credit_send(net, head);
+    if (!net->credit.busy && credit_due(net, head, closing))
+        post_credit_send(net, head, GPURING_LOAD_ACQUIRE(&net->ctrl->refused) != 0);
     if (net->credit.busy && net->credit.done && op_retire(&net->credit) != UCS_OK)
         net->failed = 1; /* immediate completion */
 
@@ -776,12 +790,19 @@ static int drained(gpuring_net_conn_t *net)
 
     give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
     /* abandoned: no credit is waited for (what is in flight is cancelled), but a
-     * send end's steps already in its FIFO -- the abort step -- go out first */
-    if (net->abandoned && (net->dir == GPURING_CONN_RECV || give_up_remote)) return 1;
+     * send end's steps already in its FIFO -- the abort step -- go out first, and a
+     * recv end's refusal */
+    if (net->abandoned && net->dir == GPURING_CONN_RECV) {
+        if (give_up_remote) return 1;
+        if (GPURING_LOAD_ACQUIRE(&net->ctrl->refused) && !net->refused) return 0;
+        return !(net->credit.busy && !net->credit.done);
+    }
+    if (net->abandoned && give_up_remote) return 1;
 
     if (net->dir == GPURING_CONN_SEND) {
         uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
 
+        if (net->refused) return 1; /* the receiver gave up: it takes nothing more */
         if (net->done < net->sent) return 0; /* sends in flight */
         if (give_up_remote) return 1;
         if (net->sent < tail || __atomic_load_n(&net->abort_due, __ATOMIC_ACQUIRE)) return 0;
@@ -951,8 +972,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         }
     }
 
-    /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left) */
-    if (net->abandoned) ok = 0;
+    /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left;
+     * a refused send end's sends too) */
+    if (net->abandoned || (net->dir == GPURING_CONN_SEND && net->refused)) ok = 0;
     gpuring_proxy_lock(proxy, "a connection's teardown (cancelling)");
     gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
     if (gap >= 0)

@@ -97,6 +97,9 @@ typedef struct gpuring_net_op {
                             asked for its step (gpuring_conn_net_reland) */
 } gpuring_net_op_t;
 
+/* a credit's flag: the receiver gave up on its call (gpuring_conn_refuse) */
+#define GPURING_NET_CREDIT_REFUSED (1ull << 63)
+
 /* ---- the NET state of one connection (conn->net) ------------------------- */
 typedef struct gpuring_net_conn {
     gpuring_proxy_t *proxy;
@@ -113,6 +116,8 @@ typedef struct gpuring_net_conn {
                                steps already in its FIFO (the abort step) to go out */
     int abort_due;  /* atomic; send end: the executor's abort step found every slot
                        busy, and handed the connection over (gpuring_conn_net_abort_later) */
+    int refused;    /* send end: the receiver gave up (a refusal credit came; ctrl->refused
+                       is set); recv end: this end's refusal went out */
 
     gpuring_conn_dir_t dir;
     int peer;
@@ -146,7 +151,8 @@ typedef struct gpuring_net_conn {
 
     gpuring_net_op_t data[GPURING_NSTEPS]; /* send: sends; recv: receives */
     gpuring_net_op_t credit; /* send: the credit receive; recv: the credit send */
-    uint64_t credit_buf;     /* landing / source buffer of that credit */
+    uint64_t credit_buf;     /* landing / source buffer of that credit: a head, or'd with
+                                GPURING_NET_CREDIT_REFUSED once the receiver gave up */
 } gpuring_net_conn_t;
 
 /* ---- the endpoint cache ---------------------------------------------------- */

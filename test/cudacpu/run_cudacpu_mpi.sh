@@ -73,7 +73,9 @@
 #   timeout_direct_ll_np3  the same for a small call (LL direct): naming the peer
 #   mismatch_*      a rank passes another count or datatype on device buffers
 #                   (direct, FIFO, FIFO under LL, virtual nodes)
-#                   every rank fails at once, none returns unreduced data
+#                   every rank fails at once, none returns unreduced data;
+#                   mismatch_refused_*: on trees, children blocked sending to
+#                   the parent that gave up are told by it (IPC, net)
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -440,6 +442,18 @@ failure_case mismatch_fifo_np3 3 4 "$MISMATCH_REPORT" \
 failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
+# ... on trees of one channel with small slots: the mismatched rank's parent gives up
+# while its children still push steps up to it; a child's kernel waiting for a slot the
+# parent will not free is told (the parent's kernel refuses its recv ends; over net the
+# proxy carries it in a credit) instead of waiting out the 60 s timeout; IPC and net
+REFUSED_REPORT='\[gpuring rank [0-9]+\].*abandoned: rank [0-9]+ gave up on the call .* reads no more of this rank.s steps; .*cuda executor'
+REFUSED="coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_algorithm tree \
+coll_gpuring_device_nchannels 1 coll_gpuring_slot_size 8192"
+failure_case mismatch_refused_np5 5 4 "$REFUSED_REPORT" "$REFUSED" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
+failure_case mismatch_refused_vnodes_np5 5 4 "$REFUSED_REPORT" \
+    "$REFUSED coll_gpuring_ranks_per_node 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
 # ... and under LL: the kernel checks each LL step's header before any thread waits
 # for its data
 failure_case mismatch_fifo_ll_np3 3 4 "$MISMATCH_REPORT" \

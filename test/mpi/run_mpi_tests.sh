@@ -220,6 +220,13 @@ run_case() {
                     return
                 fi
                 ;;
+            refused)
+                # a rank that waited for a slot was told its receiver gave up on the call
+                if ! grep -qE "\[gpuring rank [0-9]+\].*allreduce abandoned: rank [0-9]+ gave up on the call .* reads no more of this rank's steps; channel [0-9]+, waiting to send step [0-9]+" "$log"; then
+                    fail "$name" "no report of a receiver that refused the call" "$log"
+                    return
+                fi
+                ;;
             setuptimeout)
                 # every rank that waited names the setup exchange that timed out
                 missing=$(every_rank ".*setup exchange .* timed out after")
@@ -573,6 +580,16 @@ if [ $ACTIVE = 1 ]; then
         mismatch_check 20 "$MISMATCH_COUNTS"
     run_case "mismatch_np4_rpn2" 4 2 ready,mismatch \
         "coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
+    # ... on trees of one channel with small slots: the mismatched rank's parent gives
+    # up while its children still push steps up to it; a child waiting for a slot the
+    # parent will not free is told (the parent refuses its recv ends, over net through
+    # the proxy's credit) instead of waiting out the 60 s timeout; shm and net
+    REFUSED=(coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree coll_gpuring_nchannels 1
+             coll_gpuring_slot_size 8192)
+    run_case "mismatch_refused_np5_rpn0" 5 0 ready,mismatch,refused "${REFUSED[*]}" \
+        mismatch_check 20 "$MISMATCH_COUNTS"
+    run_case "mismatch_refused_np5_rpn1" 5 1 ready,mismatch,refused "${REFUSED[*]}" \
         mismatch_check 20 "$MISMATCH_COUNTS"
     run_case "mismatch_ll_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60 $LL" \
         mismatch_check 20 "$MISMATCH_COUNTS"

@@ -788,6 +788,53 @@ static void test_abandon_flush(gpuring_proxy_t *proxy)
     }
 }
 
+/* A receiver that gave up on its call (gpuring_conn_refuse) while its sender's window
+ * is full (every step landed, none taken, so no credit): the proxy carries the refusal
+ * to the sender's ctrl in a credit that moves no head, so a sender waiting for a slot
+ * (the next NSTEPS steps wait for a credit) learns it (gpuring_conn_refused); the
+ * refused send end's teardown then waits for no credit (the proxy's wait_timeout is
+ * 5 s). */
+static void test_refused(gpuring_proxy_t *proxy)
+{
+    const size_t slot = 4096;
+    pair_t p;
+    xfer_t xr = {.proxy = proxy, .seed = 19, .size_mode = 2, .timeout = 2.0, .drive = 1};
+    uint64_t s;
+    double t0;
+    gpuring_status_t st;
+    int ok;
+
+    EXPECT(pair_create(proxy, &p, 0, slot, 84, 0, 1) == GPURING_OK, "refused: create");
+    xr.conn = &p.recv;
+    for (s = 0; s < GPURING_NSTEPS; s++) gpuring_conn_post(&p.send, 8, step_call(s));
+    ok = wait_gt(&xr, &p.recv.ctrl->tail, GPURING_NSTEPS - 1, "tail") == GPURING_OK &&
+         wait_gt(&xr, &p.send.ctrl->head, GPURING_NSTEPS - 1, "send head") == GPURING_OK;
+    EXPECT(ok, "refused: %d steps landed, their sends complete (%s)", GPURING_NSTEPS, xr.msg);
+    for (; s < 2 * GPURING_NSTEPS; s++) gpuring_conn_post(&p.send, 8, step_call(s)); /* no credit */
+    EXPECT(!gpuring_conn_slot_free(&p.send) && !gpuring_conn_refused(&p.send),
+           "refused: every slot waits for a credit, nothing refused yet");
+    gpuring_conn_refuse(&p.recv);
+    ok = wait_gt(&xr, &p.send.ctrl->refused, 0, "send refused") == GPURING_OK;
+    EXPECT(ok && gpuring_conn_refused(&p.send),
+           "refused: the proxy carried the refusal to the sender (%s)", xr.msg);
+    for (int i = 0; i < 20; i++) (void)gpuring_proxy_progress(proxy);
+    EXPECT(!gpuring_conn_slot_free(&p.send) && p.recv.ctrl->tail == GPURING_NSTEPS,
+           "refused: the refusal's credit moved no head (slots still full, step %d not sent)",
+           GPURING_NSTEPS);
+    t0 = gpuring_time_sec();
+    st = gpuring_conn_net_destroy(proxy, &p.send);
+    EXPECT(st == GPURING_OK && gpuring_time_sec() - t0 < 1.0,
+           "refused: the send end's teardown waits for no credit (%.2f s, %s)",
+           gpuring_time_sec() - t0, gpuring_status_str(st));
+    gpuring_conn_net_abandon(&p.recv, 0.5);
+    t0 = gpuring_time_sec();
+    st = gpuring_conn_net_destroy(proxy, &p.recv);
+    EXPECT(st == GPURING_OK && gpuring_time_sec() - t0 < 1.0,
+           "refused: the abandoned recv end's teardown returns at once (%.2f s, %s)",
+           gpuring_time_sec() - t0, gpuring_status_str(st));
+    EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "refused: no async error");
+}
+
 static void test_concurrent(gpuring_proxy_t *proxy)
 {
     pair_t p[3];
@@ -1821,6 +1868,7 @@ int main(int argc, char **argv)
     test_pass_evidence(proxy);
     test_abort_later(proxy);
     test_abandon_flush(proxy);
+    test_refused(proxy);
     test_concurrent(proxy);
     test_bad_args(proxy);
     test_device_slots(proxy);
