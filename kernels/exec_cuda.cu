@@ -236,13 +236,27 @@ static __device__ __forceinline__ bool exec_ll_landed(const volatile uint64_t *r
     return (uint32_t)(hdr_p[0] >> 32) == flag && (uint32_t)(hdr_p[1] >> 32) == flag;
 }
 
+/* A send of op s waiting for a slot whose receiver refused the call (proxy/conn.h):
+ * recorded as a stop the host reports; false if none. */
+static __device__ bool exec_refused(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
+                                    const uint64_t *sstep, exec_cuda_status_t *st, int c)
+{
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        if (ch->send[i].ctrl->refused && ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
+            st->wait[c] = (EXEC_STOP_REFUSED << 8) | (unsigned)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
  * is recorded), a step received is not one of this call's `bytes`-byte
- * steps of call d.call, or a send's receiver refused the call (proxy/conn.h:
+ * steps of call d.call, or a send's receiver refused the call (exec_refused,
+ * looked at as often as the host's abort, while any of the op's waits lasts;
  * both recorded as a stop the host reports).  A recv waits for tail (simple)
- * or its LL header; a send for head (both), looking at `refused` as often as
- * at the host's abort.
+ * or its LL header; a send for head (both).
  */
 static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
                                 const gpuring_step_t &s, const uint64_t *rstep,
@@ -260,7 +274,9 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
 
         while (ll ? !exec_ll_landed(row, flag, hdr[i]) : ch->recv[i].ctrl->tail <= rstep[i]) {
             GPURING_DEV_POLL_PAUSE();
-            if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
+            if (++polls % EXEC_CUDA_ABORT_POLLS != 0) continue;
+            if (exec_refused(ch, s, sstep, st, c)) return 0;
+            if (st->abort) {
                 st->seen[c] = ll ? EXEC_SEEN_FLAGS(hdr[i][0], hdr[i][1]) : ch->recv[i].ctrl->tail;
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
                 return 0;
@@ -272,10 +288,7 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         while (ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS != 0) continue;
-            if (ch->send[i].ctrl->refused) {
-                st->wait[c] = (EXEC_STOP_REFUSED << 8) | (unsigned)i;
-                return 0;
-            }
+            if (exec_refused(ch, s, sstep, st, c)) return 0;
             if (st->abort) {
                 st->seen[c] = ch->send[i].ctrl->head;
                 st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
@@ -919,7 +932,8 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
 }
 
 /* A call given up before its kernel (gpuring_exec_cuda_abandon): block c posts the
- * abandon step on channel c's send connections, at their steps. */
+ * abandon step on channel c's send connections, at their steps, and refuses its recv
+ * connections. */
 static __global__ void exec_cuda_abandon_kernel(const __grid_constant__ exec_cuda_desc_t d)
 {
     const exec_cuda_chan_t *ch = &d.ch[blockIdx.x];
@@ -1719,7 +1733,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
                                                       void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
-    exec_cuda_desc_t desc; /* the channels' send connections alone */
+    exec_cuda_desc_t desc; /* the channels' connections alone */
     void *params[1] = { &desc };
     gpuring_status_t stop;
     cudaError_t err;
@@ -1732,6 +1746,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
             if (a->channels[c].send[i] != NULL)
                 exec_cuda_fill_conn(&desc.ch[c].send[i], a->channels[c].send[i]);
+            if (a->channels[c].recv[i] != NULL) /* refused */
+                exec_cuda_fill_conn(&desc.ch[c].recv[i], a->channels[c].recv[i]);
         }
     }
     GPURING_CHECK(exec_cuda_ready());

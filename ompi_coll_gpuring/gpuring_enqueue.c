@@ -371,9 +371,10 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
 
 /*
  * This rank's call failed before its executor moved a step (no memory for its
- * scratch or aligned copies, a copy that failed): its peers wait for its steps.  Tell
- * them as a failing executor does -- an abandon step on every send connection of the
- * call's channels -- so that they fail at once ("rank N gave up on the call"), not at
+ * scratch or aligned copies, a copy that failed): its peers wait for its steps, or for
+ * slots it would free.  Tell them as a failing executor does -- an abandon step on
+ * every send connection of the call's channels, every recv connection refused -- so
+ * that they fail at once ("rank N gave up on the call"), not at
  * coll_gpuring_wait_timeout; the communicator is unusable from now on.
  */
 static void enqueue_abandon(gpuring_comm_t *c, gpuring_work_t *w)

@@ -286,9 +286,10 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     }
 
     /* an abort step the executor could not post (gpuring_conn_net_abort_later):
-     * the connection is the proxy's now, conn->step included */
+     * the connection is the proxy's now, conn->step included; a receiver that
+     * refused the call needs none (and frees no slot for it) */
     if (__atomic_load_n(&net->abort_due, __ATOMIC_ACQUIRE) && !net->failed &&
-        gpuring_conn_post_abort(net->conn))
+        (net->refused || gpuring_conn_post_abort(net->conn)))
         __atomic_store_n(&net->abort_due, 0, __ATOMIC_RELAXED);
     tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
     net->seen_tail = tail;
@@ -793,9 +794,9 @@ static int drained(gpuring_net_conn_t *net)
      * send end's steps already in its FIFO -- the abort step -- go out first, and a
      * recv end's refusal */
     if (net->abandoned && net->dir == GPURING_CONN_RECV) {
-        if (give_up_remote) return 1;
-        if (GPURING_LOAD_ACQUIRE(&net->ctrl->refused) && !net->refused) return 0;
-        return !(net->credit.busy && !net->credit.done);
+        if (give_up_remote || !GPURING_LOAD_ACQUIRE(&net->ctrl->refused)) return 1;
+        /* posted, and done (every credit from then on carries it) */
+        return net->refused && !(net->credit.busy && !net->credit.done);
     }
     if (net->abandoned && give_up_remote) return 1;
 
@@ -947,7 +948,13 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
             break;
         }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            if (net->abandoned)
+            if (net->abandoned && net->dir == GPURING_CONN_RECV)
+                GPURING_INFO(GPURING_SUBSYS_NET,
+                             "net recv conn from rank %d channel %d: the failed call's "
+                             "refusal did not go out in %.1f s: a peer still sending to this "
+                             "rank waits out its timeout",
+                             net->peer, net->channel, net->abandon_flush_s);
+            else if (net->abandoned)
                 GPURING_INFO(GPURING_SUBSYS_NET,
                              "net send conn to rank %d channel %d: the failed call's last "
                              "steps did not go out in %.1f s (sent %llu of %llu, %llu "

@@ -76,6 +76,9 @@
 #                   every rank fails at once, none returns unreduced data;
 #                   mismatch_refused_*: on trees, children blocked sending to
 #                   the parent that gave up are told by it (IPC, net)
+#   nomem_*         one rank's device memory runs out for a call: it abandons
+#                   the call before its kernel runs (aligned copies, scratch;
+#                   as an inner tree node it refuses the child pushing to it)
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -472,6 +475,12 @@ failure_case nomem_bounce_np3 3 4 "$NOMEM_REPORT" \
 failure_case nomem_scratch_np3 3 2 "$NOMEM_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
     "$top/test/mpi/mismatch_check" 20 7:1 device nomem type
+# ... the rank out of memory an inner node of a tree over virtual nodes (5 ranks: rank
+# 4 is rank 2's parent on tree 0), of one channel with small slots: its abandon kernel
+# refuses its recv ends, so rank 2, blocked pushing its share up to it, is told
+failure_case nomem_refused_vnodes_np5 5 4 "$REFUSED_REPORT" \
+    "$REFUSED coll_gpuring_ranks_per_node 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nomem
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths
