@@ -528,7 +528,10 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                 }
             }
             if (!exec_op_ready(a, ch, s)) {
-                if ((a->status = exec_op_refused(a, ch, s)) == GPURING_OK) break;
+                const gpuring_status_t refused = exec_op_refused(a, ch, s);
+
+                if (refused == GPURING_OK) break;
+                a->status = refused;
                 *done_p = 0;
                 return progressed;
             }
