@@ -5,7 +5,8 @@
  * and collective signatures; what differs:
  *   - the coll framework version a component declares (each series loads
  *     only components of its own: one binary per series);
- *   - OMPI_MODULE_DECLSPEC (gone in 5.0: OMPI_DECLSPEC).
+ *   - OMPI_MODULE_DECLSPEC (gone in 5.0: OMPI_DECLSPEC);
+ *   - an MPI datatype for fp16 (5.0's shortfloat extension only).
  * Open MPI 6 (coll API 3.0: size_t counts, other install hooks) is refused
  * by configure.
  */
@@ -24,6 +25,17 @@
 
 #ifndef OMPI_MODULE_DECLSPEC
 #define OMPI_MODULE_DECLSPEC OMPI_DECLSPEC
+#endif
+
+/* fp16's MPI datatype: MPIX_C_FLOAT16 of the shortfloat extension (Open MPI 5, where
+ * the compiler has _Float16); Open MPI 4 has none, and no series names bfloat16 */
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#if defined(MPIX_C_FLOAT16)
+#define MCA_COLL_GPURING_MPI_FLOAT16 MPIX_C_FLOAT16
 #endif
 
 #endif /* MCA_COLL_GPURING_COMPAT_H */

@@ -26,7 +26,8 @@
 
 /* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is
  * the platform's char (signed on x86); MPI_C_BOOL takes only the logical ops
- * (MPI allows no others on it), whose 0/1 results are the bool's. */
+ * (MPI allows no others on it), whose 0/1 results are the bool's; fp16 where
+ * the MPI library names it (coll_gpuring_compat.h). */
 static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
 {
     static const gpuring_type_t sint[9] = {
@@ -44,6 +45,10 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
         *type_p = GPURING_TYPE_FLOAT;
     } else if (dt == MPI_DOUBLE && size == 8) {
         *type_p = GPURING_TYPE_DOUBLE;
+#if defined(MCA_COLL_GPURING_MPI_FLOAT16)
+    } else if (dt == MCA_COLL_GPURING_MPI_FLOAT16 && size == 2) {
+        *type_p = GPURING_TYPE_FLOAT16;
+#endif
     } else if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
         dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||

@@ -28,7 +28,9 @@
  *   -c LIST   counts (default 0,1,2,3,7,17,31,64,1000,4099,65537)
  *   -t LIST   types or "all" (default all): schar uchar short ushort int uint
  *             long ulong longlong ulonglong int8 uint8 int16 uint16 int32
- *             uint32 int64 uint64 float double char aint offset count
+ *             uint32 int64 uint64 float double char aint offset count, and
+ *             float16 where the MPI library names it (MPIX_C_FLOAT16: Open
+ *             MPI 5) and the compiler has _Float16
  *   -o LIST   ops or "all" (default all): sum prod min max band bor bxor land
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
@@ -92,6 +94,16 @@
 
 #include "test/cuda_dl.h"
 #include "test/mpi/fake_cuda.h"
+
+/* fp16: MPI's name for it is an extension (Open MPI 5's shortfloat) */
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#if defined(MPIX_C_FLOAT16) && defined(__FLT16_MAX__)
+#define TEST_FLOAT16 1
+#endif
 
 #define MAX_LIST 64
 #define GUARD 3 /* guard elements before and after recvbuf (misaligns it) */
@@ -173,6 +185,9 @@ static void init_tables(void)
     T("uint64", MPI_UINT64_T, 8, 0, 0);
     T("float", MPI_FLOAT, sizeof(float), 1, 1);
     T("double", MPI_DOUBLE, sizeof(double), 1, 1);
+#ifdef TEST_FLOAT16
+    T("float16", MPIX_C_FLOAT16, 2, 1, 1);
+#endif
     /* the platform's char (signed on x86), and MPI's address-sized integers */
     T("char", MPI_CHAR, sizeof(char), CHAR_MIN < 0, 0);
     T("aint", MPI_AINT, sizeof(MPI_Aint), 1, 0);
@@ -313,13 +328,15 @@ static double gen_float(const type_t *t, int op, uint64_t h)
         return (double)((int)(h % 17) - 8);
     case OP_PROD:
         return prodv[h & 3];
-    default: { /* MIN / MAX: any finite value exactly representable in float */
-        double mant = 1.0 + (double)((h >> 8) & 0xfffff) / (double)(1 << 20);
-        int e = (int)((h >> 32) % 61) - 30;
+    default: { /* MIN / MAX: any finite value exactly representable in the type
+                * (float16: 10 mantissa bits, normal exponents) */
+        const int half = t->size == 2;
+        double mant = half ? 1.0 + (double)((h >> 8) & 0x3ff) / (double)(1 << 10)
+                           : 1.0 + (double)((h >> 8) & 0xfffff) / (double)(1 << 20);
+        int e = half ? (int)((h >> 32) % 29) - 14 : (int)((h >> 32) % 61) - 30;
         double v = mant;
         for (; e > 0; e--) v *= 2.0;
         for (; e < 0; e++) v *= 0.5;
-        (void)t;
         return (h & 1) ? -v : v;
     }
     }
@@ -351,12 +368,18 @@ static inline void store_int(void *p, const type_t *t, uint64_t v)
 
 static inline double load_flt(const void *p, const type_t *t)
 {
+#ifdef TEST_FLOAT16
+    if (t->size == 2) { _Float16 h; memcpy(&h, p, sizeof h); return (double)h; }
+#endif
     if (t->size == sizeof(float)) { float f; memcpy(&f, p, sizeof f); return f; }
     double d; memcpy(&d, p, sizeof d); return d;
 }
 
 static inline void store_flt(void *p, const type_t *t, double v)
 {
+#ifdef TEST_FLOAT16
+    if (t->size == 2) { _Float16 h = (_Float16)v; memcpy(p, &h, sizeof h); return; }
+#endif
     if (t->size == sizeof(float)) { float f = (float)v; memcpy(p, &f, sizeof f); }
     else memcpy(p, &v, sizeof v);
 }
