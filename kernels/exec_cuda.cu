@@ -1552,7 +1552,8 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 
     for (int c = 0; st != NULL && c < nchannels; c++) {
         if ((st->wait[c] >> 8) == EXEC_STOP_MISMATCH) return GPURING_ERR_MISMATCH;
-        if ((st->wait[c] >> 8) >= EXEC_STOP_ABANDONED) rc = GPURING_ERR_REMOTE;
+        if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED || (st->wait[c] >> 8) == EXEC_STOP_REFUSED)
+            rc = GPURING_ERR_REMOTE;
     }
     return rc;
 }

@@ -219,13 +219,20 @@ static void post_credit_recv(gpuring_net_conn_t *net)
               "credit recv from");
 }
 
-static void post_credit_send(gpuring_net_conn_t *net, uint64_t head, int refused)
+/* Recv end: has this side's executor refused the connection (gpuring_conn_refuse, on the
+ * ctrl the proxy sees: conn->ctrl may be the device's view)? */
+static int net_refusing(const gpuring_net_conn_t *net)
+{
+    return GPURING_LOAD_ACQUIRE(&net->ctrl->refused) != 0;
+}
+
+static void post_credit_send(gpuring_net_conn_t *net, uint64_t head)
 {
     gpuring_net_op_t *op = &net->credit;
     ucp_request_param_t param;
 
-    net->credit_buf = head | (refused ? GPURING_NET_CREDIT_REFUSED : 0);
-    net->refused = refused;
+    net->refused = net_refusing(net);
+    net->credit_buf = head | (net->refused ? GPURING_NET_CREDIT_REFUSED : 0);
     net->credited = head;
     net->credits++;
     memset(&param, 0, sizeof(param));
@@ -316,7 +323,7 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
 static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
 {
     if (net->failed) return 0;
-    if (!net->refused && GPURING_LOAD_ACQUIRE(&net->ctrl->refused)) return 1;
+    if (!net->refused && net_refusing(net)) return 1;
     if (head <= net->credited) return 0;
     return head - net->credited >= GPURING_NET_CREDIT_BATCH ||
            net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining;
@@ -371,8 +378,7 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     if (net->credit.busy && net->credit.done) {
         if (op_retire(&net->credit) != UCS_OK) net->failed = 1;
     }
-    if (!net->credit.busy && credit_due(net, head, closing))
-        post_credit_send(net, head, GPURING_LOAD_ACQUIRE(&net->ctrl->refused) != 0);
+    if (!net->credit.busy && credit_due(net, head, closing)) post_credit_send(net, head);
     if (net->credit.busy && net->credit.done && op_retire(&net->credit) != UCS_OK)
         net->failed = 1; /* immediate completion */
 
@@ -794,7 +800,7 @@ static int drained(gpuring_net_conn_t *net)
      * send end's steps already in its FIFO -- the abort step -- go out first, and a
      * recv end's refusal */
     if (net->abandoned && net->dir == GPURING_CONN_RECV) {
-        if (give_up_remote || !GPURING_LOAD_ACQUIRE(&net->ctrl->refused)) return 1;
+        if (give_up_remote || !net_refusing(net)) return 1;
         /* posted, and done (every credit from then on carries it) */
         return net->refused && !(net->credit.busy && !net->credit.done);
     }
