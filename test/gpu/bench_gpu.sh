@@ -70,6 +70,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_bench_gpu.XXXXXX") || exit 1
 # gpu_detect, gpu_find_bin, gpu_mpi_setup, gpu_mps_start/stop (shared with run_gpu_tests.sh)
 . "$top/test/gpu/gpu_env.sh"
 . "$top/test/perf/perf_sizes.sh"
+. "$top/test/perf/ucx_perftest_mode.sh"
 cleanup() {
     gpu_mps_stop
     rm -rf "$tmp"
@@ -141,13 +142,16 @@ tagbw=-
 case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
     if command -v ucx_perftest >/dev/null 2>&1; then
         : >"$tmp/tagbw"
+        mode=$(ucx_perftest_mode ucx_perftest)
         rep=1
         while [ "$rep" -le "$reps" ]; do
             port=$((13370 + $$ % 500 + rep))
-            timeout -k 5 120 ucx_perftest -p "$port" >"$logs/tag_bw.$rep.server" 2>&1 &
+            # shellcheck disable=SC2086 # $mode: no option, or two words
+            timeout -k 5 120 ucx_perftest $mode -p "$port" >"$logs/tag_bw.$rep.server" 2>&1 &
             spid=$!
             sleep 0.5
-            timeout -k 5 120 ucx_perftest -p "$port" 127.0.0.1 -t tag_bw -s 16777216 -n 50 \
+            # shellcheck disable=SC2086
+            timeout -k 5 120 ucx_perftest $mode -p "$port" 127.0.0.1 -t tag_bw -s 16777216 -n 50 \
                 >"$logs/tag_bw.$rep.log" 2>&1
             wait "$spid"
             # Final: iters lat50 lat_avg lat_overall bw_avg(MiB/s) ...

@@ -47,8 +47,10 @@ while getopts "r:s:N:h" opt; do
 done
 [ -x "$PERF" ] || { echo "allreduce_perf not found at $PERF (set GPURING_PERF_BIN)"; exit 2; }
 command -v "$PERFTEST" > /dev/null || { echo "$PERFTEST not found (Debian: ucx-utils)"; exit 2; }
+read -r -a PERFTEST_MODE <<< "$(ucx_perftest_mode "$PERFTEST")"
 
 source "$HERE/perf_sizes.sh"
+source "$HERE/ucx_perftest_mode.sh"
 iters_for() { # iterations per run at a size
     local b=$1
     if [ -n "$ITERS" ]; then echo "$ITERS"
@@ -91,10 +93,10 @@ run_perftest() {
     local t=$1 b=$2 log=$3 n spid rc
     n=$(iters_for "$b")
     PORT=$((PORT + 1))
-    taskset -c 0 timeout -k 5 120 "$PERFTEST" -p "$PORT" > "$log.server" 2>&1 &
+    taskset -c 0 timeout -k 5 120 "$PERFTEST" "${PERFTEST_MODE[@]}" -p "$PORT" > "$log.server" 2>&1 &
     spid=$!
     sleep 0.3
-    local -a cmd=(taskset -c "$CPU_B" timeout -k 5 120 "$PERFTEST" -p "$PORT" 127.0.0.1 -t "$t"
+    local -a cmd=(taskset -c "$CPU_B" timeout -k 5 120 "$PERFTEST" "${PERFTEST_MODE[@]}" -p "$PORT" 127.0.0.1 -t "$t"
         -s "$b" -n "$n" -w $((n / 10 + 2)))
     { echo "# ${cmd[*]}"; "${cmd[@]}"; } > "$log" 2>&1
     rc=$?
