@@ -36,9 +36,11 @@ fi
 # ---- 2. build and install --------------------------------------------------------
 [ -x configure ] || autoreconf -fi
 [ -f Makefile ] || ./configure ${CONFIGURE_FLAGS:-}
-make -j"$(nproc)"
+# the component and the test suite's programs in one make, so the longest
+# compiles (nvcc's kernels, the sanitizer flavor's) share the CPUs; make check
+# then only runs the suite
+make -j"$(nproc)" all check-build
 make install
-make -j"$(nproc)" check-build # the test suite's programs (make check then only runs it)
 
 # ---- 3. the main job ---------------------------------------------------------------
 if [ "$demo" = 1 ]; then

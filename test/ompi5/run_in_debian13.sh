@@ -88,8 +88,10 @@ echo "run_in_debian13: in Debian 13 ($root): $*"
 # (the CUDA executor's matrix on the CPU runtime makes no MPI call: by hand,
 # after a make check that ran it in both fiber orders, forward only -- 1.6
 # min less; CI gives each job one order: CUDACPU_EXEC_ORDERS; VERBOSE=1 makes
-# make check print the failed tests' logs, as automake's harness does)
+# make check print the failed tests' logs, as automake's harness does;
+# CUDACPU_MPI_CASES and GPURING_TEST_SKIP choose cases, as CI's second job does)
 chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
     CUDACPU_EXEC_ORDERS="${CUDACPU_EXEC_ORDERS:-forward}" VERBOSE="${VERBOSE:-}" \
+    CUDACPU_MPI_CASES="${CUDACPU_MPI_CASES:-}" GPURING_TEST_SKIP="${GPURING_TEST_SKIP:-}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     bash -c 'cd /build/gpuring && exec "$@"' run_in_debian13 "$@"
