@@ -47,10 +47,10 @@ while getopts "r:s:N:h" opt; do
 done
 [ -x "$PERF" ] || { echo "allreduce_perf not found at $PERF (set GPURING_PERF_BIN)"; exit 2; }
 command -v "$PERFTEST" > /dev/null || { echo "$PERFTEST not found (Debian: ucx-utils)"; exit 2; }
-read -r -a PERFTEST_MODE <<< "$(ucx_perftest_mode "$PERFTEST")"
 
 source "$HERE/perf_sizes.sh"
 source "$HERE/ucx_perftest_mode.sh"
+read -r -a PERFTEST_MODE <<< "$(ucx_perftest_mode "$PERFTEST")"
 iters_for() { # iterations per run at a size
     local b=$1
     if [ -n "$ITERS" ]; then echo "$ITERS"
