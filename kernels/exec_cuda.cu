@@ -1036,10 +1036,15 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                     go = 0;
                 }
             }
-            if (go && gpuring_step_check((uint32_t)units[0], (uint32_t)units[1],
-                                         d.count * sizeof(T), d.call) != GPURING_OK) {
+            const gpuring_status_t chk =
+                go ? gpuring_step_check((uint32_t)units[0], (uint32_t)units[1],
+                                        d.count * sizeof(T), d.call)
+                   : GPURING_OK;
+            if (chk != GPURING_OK) { /* another call's header, or the peer's abandon */
                 st->got_bytes = (uint32_t)units[1];
-                st->wait[blockIdx.x] = (EXEC_STOP_MISMATCH << 8) | (unsigned)r;
+                st->wait[blockIdx.x] =
+                    ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH)
+                     << 8) | (unsigned)r;
                 go = 0;
             }
         }
@@ -1064,6 +1069,17 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
             acc = r == 0 ? x : exec_ll_apply<T, Op>(acc, x, n);
         }
         exec_ll_mem_store(reinterpret_cast<T *>(d.recvbuf) + first, acc, n);
+    }
+}
+
+/* An LL direct call given up before its kernel ran (gpuring_exec_cuda_direct_ll): one
+ * thread stores an abandon header (GPURING_CALL_ABORT, with the call's flag) into this
+ * rank's slot of every peer's row, so the peers' kernels stop at it ("gave up on the
+ * call") instead of waiting for its units until their timeout. */
+static __global__ void exec_direct_ll_abandon_kernel(const __grid_constant__ exec_direct_ll_desc_t d)
+{
+    for (int r = 0; r < d.nranks; r++) {
+        if (r != d.rank) exec_ll_header(d.to[r], 0, GPURING_CALL_ABORT, d.flag);
     }
 }
 
@@ -1148,7 +1164,7 @@ static char *exec_cuda_pool_dev;   /* the same, as the device sees it */
 static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
 
 /*
- * Load every kernel variant (and the abandon kernel) into the current device's
+ * Load every kernel variant (and the abandon kernels) into the current device's
  * context now.  With
  * lazy loading (CUDA's default since 12.2) the first launch of a variant
  * loads it, which may wait for the whole context to go idle -- forever, if
@@ -1171,9 +1187,11 @@ static gpuring_status_t exec_cuda_load_kernels(void)
         }
     }
     {
-        cudaFuncAttributes attr; /* (its launch comes when other calls' kernels may spin) */
+        cudaFuncAttributes attr; /* (their launch comes when other calls' kernels may spin) */
         GPURING_CUDA_CHECK(
             cudaFuncGetAttributes(&attr, GPURING_DEV_KERNEL(exec_cuda_abandon_kernel)));
+        GPURING_CUDA_CHECK(
+            cudaFuncGetAttributes(&attr, GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel)));
     }
     return GPURING_OK;
 }
@@ -1682,7 +1700,11 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
 
     GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda", &st, &st_dev);
-    if (ix < 0) return GPURING_ERR_CUDA; /* (held by kernels that never left) */
+    if (ix < 0) {
+        /* (held by kernels that never left): the peers are told, as on a failed launch */
+        (void)gpuring_exec_cuda_abandon(a, stream);
+        return GPURING_ERR_CUDA;
+    }
     desc.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)a->nchannels), dim3(GPURING_EXEC_CUDA_THREADS),
@@ -1693,6 +1715,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: %s %s, %d channels failed to launch",
                       gpuring_type_name(a->type), gpuring_op_name(a->op), a->nchannels);
         exec_cuda_pool_put(ix);
+        /* no step moved: the peers wait for this rank's steps or slots -- tell them (the
+         * one-thread abandon blocks launch where a failure of these blocks' size did
+         * not: too many registers, say) */
+        (void)gpuring_exec_cuda_abandon(a, stream);
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
@@ -1871,8 +1897,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
 #define EXEC_DIRECT_LL_PAIRS_PER_THREAD 2
 #define EXEC_DIRECT_LL_MAX_BLOCKS 16
 
-/* What stopped the LL direct kernel, logged: a header of another call, or (timeout) the
- * peers its blocks were still waiting for, each once. */
+/* What stopped the LL direct kernel, logged: a header of another call or a peer's
+ * abandon, or (timeout) the peers its blocks were still waiting for, each once. */
 static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
                                   const exec_cuda_status_t *st, int blocks)
 {
@@ -1884,7 +1910,11 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
 
         if (kind == 0 || r >= GPURING_EXEC_DIRECT_MAX_RANKS || (named >> r & 1u)) continue;
         named |= 1u << r;
-        if (kind == EXEC_STOP_MISMATCH) {
+        if (kind == EXEC_STOP_ABANDONED) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce abandoned: rank %d gave up on the call "
+                          "(LL direct allreduce, %zu %s; that rank's log says why)", r, a->count,
+                          gpuring_type_name(a->type));
+        } else if (kind == EXEC_STOP_MISMATCH) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "allreduce mismatch: rank %d makes another call "
                           "than this rank's %zu %s (LL direct allreduce; that rank's call is %llu "
                           "bytes): the ranks passed different counts, datatypes or ops, or made "
@@ -1900,6 +1930,30 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
                           (unsigned)(st->seen[b] >> 32 & 0x7fffffffu), (unsigned)st->seen[b],
                           gpuring_ll_flag(a->seq));
         }
+    }
+}
+
+/*
+ * The LL direct call d this rank gives up on before its kernel ran (the launch failed,
+ * no status entry was left): exec_direct_ll_abandon_kernel tells the peers, waited for
+ * up to EXEC_CUDA_ABORT_WAIT_SEC (queued behind the application's work the call waits
+ * for, it stores when that ends).  A failure is logged: the peers then wait for their
+ * timeout.
+ */
+static void exec_direct_ll_abandon(const exec_direct_ll_desc_t *d, cudaStream_t stream)
+{
+    void *params[1] = { (void *)d };
+    gpuring_status_t stop;
+    cudaError_t err = cudaLaunchKernel(GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel),
+                                       dim3(1), dim3(1), params, 0, stream);
+
+    if (err == cudaSuccess)
+        err = exec_cuda_poll(stream, NULL, 0, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &stop);
+    if (err != cudaSuccess && err != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        GPURING_CUDA_LOG_FAILURE(err, "exec_direct_ll_abandon");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: cannot tell the peers that "
+                      "this rank gave up on the call: they wait for it until their timeout");
     }
 }
 
@@ -1959,7 +2013,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
 
     GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda_direct_ll", &st, &st_dev);
-    if (ix < 0) return GPURING_ERR_CUDA; /* (held by kernels that never left) */
+    if (ix < 0) { /* (held by kernels that never left) */
+        exec_direct_ll_abandon(&d, stream);
+        return GPURING_ERR_CUDA;
+    }
     d.status = st_dev;
 
     err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
@@ -1967,7 +2024,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct_ll)");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: %s %s, %d blocks failed to "
+                      "launch", gpuring_type_name(a->type), gpuring_op_name(a->op), blocks);
         exec_cuda_pool_put(ix);
+        exec_direct_ll_abandon(&d, stream);
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);

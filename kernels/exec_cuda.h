@@ -61,15 +61,16 @@ extern "C" {
  * connection, a NET end not mapped for the device, no scratch for a FOLD,
  * an LL step over GPURING_LL_STEP_BYTES),
  * GPURING_ERR_NOT_SUPPORTED (op undefined on the type, too many channels),
- * GPURING_ERR_TIMEOUT, or GPURING_ERR_CUDA (launch failure, a fault in the
- * kernel, or no status entry left: kernels that never stopped hold them;
- * logged).
+ * GPURING_ERR_TIMEOUT, or GPURING_ERR_CUDA (a fault in the kernel; or launch
+ * failure, or no status entry left -- kernels that never stopped hold them --
+ * where the call is abandoned to the peers, gpuring_exec_cuda_abandon; logged).
  */
 gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *stream);
 
 /*
  * A call this rank gives up on before gpuring_exec_cuda_run launched its kernel
- * (no memory for a copy it needed, a copy that failed): a one-thread block per
+ * (no memory for a copy it needed, a copy that failed; gpuring_exec_cuda_run
+ * itself, where its kernel does not launch): a one-thread block per
  * channel posts an abandon step (proxy/conn.h) on each of the channel's send
  * connections and refuses its recv connections, as the kernel does when it
  * stops, so that the peers fail at
@@ -117,7 +118,8 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  *      slot of the row in every peer's inbox, the header first (call id,
  *      bytes: gpuring_step_check);
  *   2. waits for every peer's header in its own inbox row (a header of
- *      another call stops it at once: GPURING_ERR_MISMATCH), then for each
+ *      another call stops it at once: GPURING_ERR_MISMATCH; a peer's abandon
+ *      header, GPURING_ERR_REMOTE), then for each
  *      unit it reduces, and writes
  *          out[i] = in_0[i] (op) in_1[i] (op) ... (op) in_{nranks-1}[i]
  *      left to right in rank order, so every rank's result has the same bits.
@@ -133,7 +135,10 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * thread per rank, 8 ranks' fit an H100 several times over, and every block
  * stores before it waits.  The inboxes start zeroed (flag 0 is no call's).  Calls of up to
  * GPURING_EXEC_DIRECT_LL_MAX_BYTES; a peer that never comes is
- * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.
+ * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.  Where this rank's
+ * kernel does not launch (or no status entry is left), a one-thread kernel
+ * stores an abandon header (GPURING_CALL_ABORT) into its slot of every peer's
+ * row instead, and the call is GPURING_ERR_CUDA here, GPURING_ERR_REMOTE there.
  */
 #define GPURING_EXEC_DIRECT_LL_MAX_BYTES (1024 * 1024)
 /* bytes of one sender's slot for calls of up to `bytes` bytes: the header's

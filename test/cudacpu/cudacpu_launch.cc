@@ -154,6 +154,11 @@ extern "C" cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
         threads > CUDACPU_MAX_THREADS_PER_BLOCK || sharedMem > 0)
         return fail(cudaErrorInvalidConfiguration);
     if (k->nparams > 0 && args == nullptr) return fail(cudaErrorInvalidValue);
+    /* CUDACPU_FAIL_LAUNCH set, read at every launch (a test sets it around one MPI call of
+     * one rank): blocks of more than one thread do not fit, as on a GPU whose SM has
+     * fewer registers than the block asks */
+    if (threads > 1 && getenv("CUDACPU_FAIL_LAUNCH") != nullptr)
+        return fail(cudaErrorLaunchOutOfResources);
 
     auto l = std::make_shared<launch>();
     l->k = k;

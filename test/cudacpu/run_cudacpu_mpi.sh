@@ -79,6 +79,9 @@
 #   nomem_*         one rank's device memory runs out for a call: it abandons
 #                   the call before its kernel runs (aligned copies, scratch;
 #                   as an inner tree node it refuses the child pushing to it)
+#   nolaunch_*      one rank's kernel does not launch: it abandons the call
+#                   (FIFO over IPC and net, LL direct; the direct allreduce's
+#                   agreement) and its peers fail at once
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -468,11 +471,11 @@ failure_case mismatch_fifo_ll_np3 3 4 "$MISMATCH_REPORT" \
 # cannot be had; it abandons the call to its peers before any step moves, and they
 # fail at once (wait_timeout 60, limit 20), the next call fails everywhere, a new
 # communicator works
-NOMEM_REPORT='\[gpuring rank [0-9]+\].*allreduce abandoned: rank 2 gave up on the call'
-failure_case nomem_bounce_np3 3 4 "$NOMEM_REPORT" \
+GAVE_UP_REPORT='\[gpuring rank [0-9]+\].*allreduce abandoned: rank 2 gave up on the call'
+failure_case nomem_bounce_np3 3 4 "$GAVE_UP_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nomem
-failure_case nomem_scratch_np3 3 2 "$NOMEM_REPORT" \
+failure_case nomem_scratch_np3 3 2 "$GAVE_UP_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
     "$top/test/mpi/mismatch_check" 20 7:1 device nomem type
 # ... the rank out of memory an inner node of a tree over virtual nodes (5 ranks: rank
@@ -481,6 +484,20 @@ failure_case nomem_scratch_np3 3 2 "$NOMEM_REPORT" \
 failure_case nomem_refused_vnodes_np5 5 4 "$REFUSED_REPORT" \
     "$REFUSED coll_gpuring_ranks_per_node 1" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nomem
+# one rank's kernels do not launch for a call (mismatch_check nolaunch: the runtime
+# refuses blocks of more than one thread, as a GPU does a kernel that asks too many
+# registers): it abandons the call with one-thread blocks and its peers fail at once --
+# the FIFO kernel over IPC and over net connections, the LL direct kernel (7
+# elements; the direct one's closing agreement carries the failure: the larger calls)
+failure_case nolaunch_fifo_np3 3 4 "$GAVE_UP_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
+failure_case nolaunch_vnodes_np3 3 4 "$GAVE_UP_REPORT" \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
+failure_case nolaunch_direct_np3 3 4 "$GAVE_UP_REPORT" \
+    "coll_gpuring_wait_timeout 60" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

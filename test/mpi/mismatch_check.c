@@ -23,18 +23,25 @@
  * "device", the buffers are device memory (libcudart, dlopen'ed: a GPU, or
  * the CUDA CPU runtime).  Prints `N passed, N failed` on rank 0.
  *
- * With "nomem" (device buffers on the CUDA CPU runtime), the calls match, but
- * the failing call's buffers sit one byte off their int grid on every rank, so
- * each rank runs it on aligned copies in device memory, and the last rank's
- * stream-ordered allocations fail for that call (CUDACPU_FAIL_MALLOC_ASYNC, set
- * around it): that rank's call fails before any step moves (MPI_ERR_NO_MEM),
- * and the others must fail within LIMIT too, with class MPI_ERR_OTHER and a
- * string naming gpuring (told by the rank that gave up, not by their
- * timeout); EXTRA is
- * unused.  With "type" too, the failing call is MPI_FLOAT on aligned buffers:
- * a small one runs the ordered gather, whose scratch memory is what fails.
+ * With a fault ("nomem" or "nolaunch": device buffers on the CUDA CPU
+ * runtime), the calls match, but the last rank's runtime fails something the
+ * failing call needs (an environment variable set around that call): that
+ * rank's call fails before any step moves, with the fault's class, and the
+ * others must fail within LIMIT too, with class MPI_ERR_OTHER and a string
+ * naming gpuring (told by the rank that gave up, not by their timeout); EXTRA
+ * is unused.
+ *   nomem     the failing call's buffers sit one byte off their int grid on
+ *             every rank, so each rank runs it on aligned copies in device
+ *             memory, and the last rank's stream-ordered allocations fail
+ *             (CUDACPU_FAIL_MALLOC_ASYNC): MPI_ERR_NO_MEM.  With "type" too,
+ *             the failing call is MPI_FLOAT on aligned buffers: a small one
+ *             runs the ordered gather, whose scratch memory is what fails.
+ *   nolaunch  the last rank's kernels of more than one thread per block do not
+ *             launch (CUDACPU_FAIL_LAUNCH, as too many registers would):
+ *             MPI_ERR_OTHER ("a CUDA operation failed").
  *
- * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device] [nomem]
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device]
+ *                       [nomem|nolaunch]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -61,7 +68,17 @@ static int err_class(int rc)
     return cls;
 }
 
-static int nomem; /* the "nomem" argument */
+/* the faults a rank's CUDA CPU runtime can be told to make: argument, variable, the
+ * class that rank's call must fail with */
+static const struct fault {
+    const char *arg, *env;
+    int cls;
+} faults[] = {
+    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM},
+    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER},
+};
+static const struct fault *fault; /* the argument's; NULL: none */
+static int nomem;                 /* fault is "nomem" */
 
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
@@ -78,7 +95,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    if (rank == size - 1 && !nomem) {
+    if (rank == size - 1 && fault == NULL) {
         if (by_type) {
             type = MPI_FLOAT;
         } else {
@@ -86,7 +103,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         }
     }
     MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
-    if (nomem && rank == size - 1) setenv("CUDACPU_FAIL_MALLOC_ASYNC", "1", 1);
+    if (fault != NULL && rank == size - 1) setenv(fault->env, "1", 1);
     t0 = MPI_Wtime();
     if (nomem && by_type) { /* float: the ordered gather's scratch memory */
         o.rc = MPI_Allreduce(in, out, mine, MPI_FLOAT, MPI_SUM, comm);
@@ -96,7 +113,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(in, out, mine, type, MPI_SUM, comm);
     }
     o.elapsed = MPI_Wtime() - t0;
-    unsetenv("CUDACPU_FAIL_MALLOC_ASYNC");
+    if (fault != NULL) unsetenv(fault->env);
     o.cls = err_class(o.rc);
     if (o.rc != MPI_SUCCESS) {
         MPI_Error_string(o.rc, msg, &len);
@@ -128,10 +145,12 @@ int main(int argc, char **argv)
     for (int a = 3; a < argc; a++) {
         by_type |= strcmp(argv[a], "type") == 0;
         device |= strcmp(argv[a], "device") == 0;
-        nomem |= strcmp(argv[a], "nomem") == 0;
+        for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
+            if (strcmp(argv[a], faults[f].arg) == 0) fault = &faults[f];
     }
-    if (nomem && !device) {
-        if (rank == 0) fprintf(stderr, "mismatch_check: nomem needs device\n");
+    nomem = fault == &faults[0];
+    if (fault != NULL && !device) {
+        if (rank == 0) fprintf(stderr, "mismatch_check: %s needs device\n", fault->arg);
         MPI_Finalize();
         return 2;
     }
@@ -173,13 +192,14 @@ int main(int argc, char **argv)
             const outcome_t *x = &all[r];
             const char *why = NULL;
 
-            const int failing = nomem && r == size - 1; /* its own error, not gpuring's */
+            const int failing = fault != NULL && r == size - 1; /* its own error */
 
             if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
-            } else if (failing && x->cls != MPI_ERR_NO_MEM) {
-                why = "the rank whose memory ran out did not fail with MPI_ERR_NO_MEM";
-            } else if (!failing && x->cls != MPI_ERR_OTHER && (nomem || x->cls != MPI_ERR_COUNT)) {
+            } else if (failing && x->cls != fault->cls) {
+                why = "the rank made to fail did not fail with its fault's class";
+            } else if (!failing && x->cls != MPI_ERR_OTHER &&
+                       (fault != NULL || x->cls != MPI_ERR_COUNT)) {
                 why = "the mismatched call failed with another class";
             } else if (!failing && !x->named) {
                 why = "its error string does not name gpuring";
@@ -196,7 +216,7 @@ int main(int argc, char **argv)
                 bad = 1;
             }
         }
-        if (rank == 0 && !saw && !nomem) {
+        if (rank == 0 && !saw && fault == NULL) {
             fprintf(stderr, "FAILED count %d extra %d%s: no rank reported MPI_ERR_COUNT\n",
                     count, extra, by_type ? " type" : "");
             bad = 1;
