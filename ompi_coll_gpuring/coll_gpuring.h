@@ -182,6 +182,11 @@ typedef struct mca_coll_gpuring_call {
 } mca_coll_gpuring_call_t;
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *call);
+/* Whether memory of buf's kind goes below on this rank whatever the call (host buffers
+ * under coll_gpuring_host_buffers 0, managed memory, ...): call_run's first check, made
+ * before a call packs its elements into bytes of that kind (the reason logged).  0 with
+ * coll_gpuring_agree_memory on: call_run's agreement decides, on every rank. */
+int mca_coll_gpuring_kind_declined(gpuring_coll_kind_t coll, const void *buf);
 /* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error. */
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
                                  struct ompi_communicator_t *comm, gpuring_status_t st);
@@ -197,7 +202,9 @@ size_t mca_coll_gpuring_signature_bytes(struct ompi_datatype_t *dt, size_t count
  * NULL: they must be packed. */
 void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_datatype_t *dt);
 /* The elements packed into `len` contiguous bytes of their memory's kind (.bytes); `in`:
- * their values packed (a sender's), else only the space made.  unpack writes the bytes
+ * their values packed (a sender's), else only the space made; MCA_COLL_GPURING_FALLBACK,
+ * nothing packed, where that kind goes below (mca_coll_gpuring_kind_declined: the
+ * caller hands the call below as it is).  unpack writes the bytes
  * back into the elements where `out` (a receiver's) and frees them -- device memory
  * only after a call that did not fail (`call_rc` OMPI_SUCCESS or the fallback): a failed
  * call's kernel may still write it, so it is kept.  Errors logged. */

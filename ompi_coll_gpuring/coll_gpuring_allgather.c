@@ -38,6 +38,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     if (c.recvbuf == NULL) {
         rc = mca_coll_gpuring_pack(&out, c.coll, rbuf, (size_t)rcount * n, rdtype,
                                    sbuf == MPI_IN_PLACE);
+        if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
         if (rc != OMPI_SUCCESS) return rc;
         c.recvbuf = out.bytes;
     }
@@ -49,6 +50,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
             rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
             if (rc != OMPI_SUCCESS) {
                 (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
+                if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
                 return rc;
             }
             c.sendbuf = in.bytes;

@@ -23,6 +23,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     c.recvbuf = mca_coll_gpuring_contiguous(buf, (size_t)count, dtype);
     if (c.recvbuf == NULL) {
         rc = mca_coll_gpuring_pack(&packed, c.coll, buf, (size_t)count, dtype, at_root);
+        if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
         if (rc != OMPI_SUCCESS) return rc;
         c.recvbuf = packed.bytes;
     }
@@ -32,6 +33,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     if (rc == OMPI_SUCCESS) rc = urc;
     if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
 
+fallback:
     mca_coll_gpuring_fallback_count(c.coll);
     return mca_coll_gpuring_bcast_below(buf, count, dtype, root, comm, module);
 }

@@ -204,6 +204,17 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
     return -1;
 }
 
+int mca_coll_gpuring_kind_declined(gpuring_coll_kind_t coll, const void *buf)
+{
+    const char *why = NULL;
+    int device;
+
+    if (mca_coll_gpuring_component.agree_memory || entry_plane(buf, NULL, &device, &why) >= 0)
+        return 0;
+    mca_coll_gpuring_log_fallback("%s fallback: %s", gpuring_coll_names[coll], why);
+    return 1;
+}
+
 /* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
 static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               int plane)

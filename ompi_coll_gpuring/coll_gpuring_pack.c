@@ -87,6 +87,12 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     p->len = mca_coll_gpuring_signature_bytes(dt, count);
     /* the bytes the elements span (holes included), and whose memory they are */
     mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
+    /* packed bytes that call_run would hand below (it tells from their kind, which is
+     * the elements'): the component below takes the elements as they are (no span: the
+     * process has no device memory, buf is host memory) */
+    if (mca_coll_gpuring_kind_declined(coll, span.dir != 0 ? mca_coll_gpuring_at(buf, span.lo)
+                                                           : buf))
+        return MCA_COLL_GPURING_FALLBACK;
     if (span.dir != 0 &&
         gpuring_mem_kind(mca_coll_gpuring_at(buf, span.lo), &device) == GPURING_MEM_DEVICE) {
         p->device = device;

@@ -115,10 +115,16 @@ run_case() {
     fi
     local -a p
     read -r -a p <<< "$params"
-    # a stalled call reports what it waits for (gpuring's wait timeout) before
-    # the case's timeout kills the job silently
-    [[ " $params " == *" coll_gpuring_wait_timeout "* ]] || p+=(coll_gpuring_wait_timeout "$WAIT")
-    mca_args coll_gpuring_verbose 3 coll_gpuring_host_buffers 1 coll_gpuring_ranks_per_node "$rpn" "${p[@]}"
+    # the defaults a case's params may override; a stalled call reports what it
+    # waits for (gpuring's wait timeout) before the case's timeout kills the job
+    # silently
+    local -a d=(coll_gpuring_verbose 3 coll_gpuring_host_buffers 1
+                coll_gpuring_ranks_per_node "$rpn" coll_gpuring_wait_timeout "$WAIT")
+    local k
+    for ((k = 0; k < ${#d[@]}; k += 2)); do
+        [[ " $params " == *" ${d[k]} "* ]] || p+=("${d[k]}" "${d[k + 1]}")
+    done
+    mca_args "${p[@]}"
     # what each rank runs in front of the test program, if anything
     local -a wrap=()
     if [ -n "$FIRST_RANK_ENV" ]; then
@@ -317,6 +323,21 @@ run_case() {
                     need_every_rank " $k summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below" "rank @ handed some $k below (summary line)" || return 0
                 done
                 ;;
+            nopack)
+                # with host buffers off (coll_gpuring_host_buffers 0), every rank handed
+                # allgather and bcast below on them and, at verbose 4, packed none of
+                # their datatypes' elements first (the component below takes them as
+                # they are)
+                local k
+                for k in allgather bcast; do
+                    need_every_rank " $k summary: 0 calls in gpuring" "rank @ ran some $k in gpuring (summary line)" || return 0
+                    need_every_rank " $k fallback: host buffers" "rank @ gave no '$k fallback: host buffers' line" || return 0
+                done
+                if grep -q "packed into" "$log"; then
+                    fail "$name" "a rank packed a datatype's elements for a call that went below: $(grep -m 1 'packed into' "$log")" "$log"
+                    return
+                fi
+                ;;
             treecolls|ringcolls|autocolls)
                 # every rank ran bcast and reduce on the tree only, the chain only, or both
                 local k want
@@ -497,6 +518,10 @@ run_case "colls_np2_rpn0" 2 0 ready,colls "" colls_check -s "$SEED" -q
 run_case "colls_np3_rpn1" 3 1 ready,colls,ringcolls,zcopysome "" colls_check -s "$SEED" -q
 run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
+# host buffers left to the component below (the default): what colls_check gives in
+# non-contiguous datatypes goes there unpacked
+run_case "colls_hostoff_np3_rpn0" 3 0 nopack "coll_gpuring_host_buffers 0 coll_gpuring_verbose 4" \
+    colls_check -s "$SEED" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
 run_case "colls_stream_np3_rpn1" 3 1 ready,colls,stream1000 "coll_gpuring_stream_size 1000" colls_check -s "$SEED" -q
 run_case "colls_netstream_np4_rpn1" 4 1 ready,colls,netstream1 "coll_gpuring_net_stream_size 1" \
