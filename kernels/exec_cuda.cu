@@ -1756,14 +1756,46 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     return rc;
 }
 
+/*
+ * Launch an abandon kernel (fn: `blocks` blocks of one thread, its descriptor in params)
+ * on `stream` and wait for it up to EXEC_CUDA_ABORT_WAIT_SEC, running the proxy's passes
+ * where there is one (NET ends' steps go out from them, and from the last).  Queued
+ * behind the application's legacy-stream work that the call waits for, it stores when
+ * that ends (a NET end's step then goes out at a pass of the proxy): GPURING_OK.  A
+ * failure is logged, GPURING_ERR_CUDA: the peers wait for their timeout.
+ */
+static gpuring_status_t exec_cuda_abandon_launch(const void *fn, unsigned blocks,
+                                                 void **params, cudaStream_t stream,
+                                                 struct gpuring_proxy *proxy)
+{
+    gpuring_status_t stop;
+    cudaError_t err = cudaLaunchKernel(fn, dim3(blocks), dim3(1), params, 0, stream);
+
+    if (err == cudaSuccess) {
+        err = exec_cuda_poll(stream, NULL, (int)blocks, EXEC_CUDA_ABORT_WAIT_SEC, proxy, &stop);
+        if (proxy != NULL && gpuring_proxy_progress != NULL) (void)gpuring_proxy_progress(proxy);
+    }
+    if (err == cudaErrorNotReady) {
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "exec_cuda: the abandon is queued behind earlier "
+                      "work on the stream");
+        return GPURING_OK;
+    }
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        GPURING_CUDA_LOG_FAILURE(err, "exec_cuda_abandon");
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: cannot tell the peers that this rank "
+                      "gave up on the call: they wait for it until their timeout");
+        return GPURING_ERR_CUDA;
+    }
+    return GPURING_OK;
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t *a,
                                                       void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
     exec_cuda_desc_t desc; /* the channels' connections alone */
     void *params[1] = { &desc };
-    gpuring_status_t stop;
-    cudaError_t err;
 
     if (a == NULL || a->nchannels <= 0 || a->channels == NULL) return GPURING_OK;
     if (a->nchannels > GPURING_EXEC_CUDA_MAX_CHANNELS) return GPURING_ERR_INVALID;
@@ -1778,30 +1810,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
         }
     }
     GPURING_CHECK(exec_cuda_ready());
-    err = cudaLaunchKernel(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
-                           dim3((unsigned)a->nchannels), dim3(1), params, 0, stream);
-    if (err == cudaSuccess) {
-        /* (NET ends' steps go out from the proxy passes of this wait, and the last) */
-        err = exec_cuda_poll(stream, NULL, a->nchannels, EXEC_CUDA_ABORT_WAIT_SEC, a->proxy,
-                             &stop);
-        if (a->proxy != NULL && gpuring_proxy_progress != NULL)
-            (void)gpuring_proxy_progress(a->proxy);
-    }
-    if (err == cudaErrorNotReady) {
-        /* queued behind the application's legacy-stream work that the call waits for: it
-         * posts when that ends (a NET end's step then goes out at a pass of the proxy) */
-        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "exec_cuda: the abandon steps are queued behind "
-                      "earlier work on the stream");
-        return GPURING_OK;
-    }
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        GPURING_CUDA_LOG_FAILURE(err, "exec_cuda_abandon");
-        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: cannot tell the peers that this rank "
-                      "gave up on the call: they wait for it until their timeout");
-        return GPURING_ERR_CUDA;
-    }
-    return GPURING_OK;
+    return exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
+                                    (unsigned)a->nchannels, params, stream, a->proxy);
 }
 
 /* ---- host: the direct allreduce ------------------------------------------------------ */
@@ -1933,30 +1943,6 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
     }
 }
 
-/*
- * The LL direct call d this rank gives up on before its kernel ran (the launch failed,
- * no status entry was left): exec_direct_ll_abandon_kernel tells the peers, waited for
- * up to EXEC_CUDA_ABORT_WAIT_SEC (queued behind the application's work the call waits
- * for, it stores when that ends).  A failure is logged: the peers then wait for their
- * timeout.
- */
-static void exec_direct_ll_abandon(const exec_direct_ll_desc_t *d, cudaStream_t stream)
-{
-    void *params[1] = { (void *)d };
-    gpuring_status_t stop;
-    cudaError_t err = cudaLaunchKernel(GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel),
-                                       dim3(1), dim3(1), params, 0, stream);
-
-    if (err == cudaSuccess)
-        err = exec_cuda_poll(stream, NULL, 0, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &stop);
-    if (err != cudaSuccess && err != cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        GPURING_CUDA_LOG_FAILURE(err, "exec_direct_ll_abandon");
-        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: cannot tell the peers that "
-                      "this rank gave up on the call: they wait for it until their timeout");
-    }
-}
-
 extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *a,
                                                         void *stream_v)
 {
@@ -2013,8 +1999,9 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
 
     GPURING_CHECK(exec_cuda_ready());
     ix = exec_cuda_status_take("exec_cuda_direct_ll", &st, &st_dev);
-    if (ix < 0) { /* (held by kernels that never left) */
-        exec_direct_ll_abandon(&d, stream);
+    if (ix < 0) { /* (held by kernels that never left): the peers are told */
+        (void)exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel), 1,
+                                       params, stream, NULL);
         return GPURING_ERR_CUDA;
     }
     d.status = st_dev;
@@ -2027,7 +2014,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: %s %s, %d blocks failed to "
                       "launch", gpuring_type_name(a->type), gpuring_op_name(a->op), blocks);
         exec_cuda_pool_put(ix);
-        exec_direct_ll_abandon(&d, stream);
+        (void)exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel), 1,
+                                       params, stream, NULL);
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
