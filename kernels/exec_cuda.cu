@@ -893,7 +893,7 @@ static __device__ void exec_op(const exec_cuda_desc_t &d, const exec_cuda_chan_t
 /* One block per channel: the channel's whole program. */
 template <typename T, typename Op>
 __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
-    exec_cuda_kernel(const __grid_constant__ exec_cuda_desc_t d)
+    exec_cuda_kernel(GPURING_DEV_GRID_PARAM(exec_cuda_desc_t) d)
 {
     __shared__ uint64_t rstep[GPURING_MAX_PEERS], sstep[GPURING_MAX_PEERS];
     const int c = blockIdx.x;
@@ -934,7 +934,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
 /* A call given up before its kernel (gpuring_exec_cuda_abandon): block c posts the
  * abandon step on channel c's send connections, at their steps, and refuses its recv
  * connections. */
-static __global__ void exec_cuda_abandon_kernel(const __grid_constant__ exec_cuda_desc_t d)
+static __global__ void exec_cuda_abandon_kernel(GPURING_DEV_GRID_PARAM(exec_cuda_desc_t) d)
 {
     const exec_cuda_chan_t *ch = &d.ch[blockIdx.x];
     uint64_t sstep[GPURING_MAX_PEERS];
@@ -955,7 +955,7 @@ typedef struct exec_direct_desc {
 /* Block b: elements [b * per_block, +per_block) of the share, all ranks in, all out. */
 template <typename T, typename Op>
 __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
-    exec_direct_kernel(const __grid_constant__ exec_direct_desc_t d)
+    exec_direct_kernel(GPURING_DEV_GRID_PARAM(exec_direct_desc_t) d)
 {
     const size_t first = (size_t)blockIdx.x * d.per_block;
     const T *in[GPURING_EXEC_DIRECT_MAX_RANKS];
@@ -994,7 +994,7 @@ typedef struct exec_direct_ll_desc {
  */
 template <typename T, typename Op>
 __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
-    exec_direct_ll_kernel(const __grid_constant__ exec_direct_ll_desc_t d)
+    exec_direct_ll_kernel(GPURING_DEV_GRID_PARAM(exec_direct_ll_desc_t) d)
 {
     const size_t per_pair = EXEC_LL_PAIR_BYTES / sizeof(T);
     const size_t npairs = GPURING_DIV_UP(d.count, per_pair);
@@ -1076,7 +1076,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
  * thread stores an abandon header (GPURING_CALL_ABORT, with the call's flag) into this
  * rank's slot of every peer's row, so the peers' kernels stop at it ("gave up on the
  * call") instead of waiting for its units until their timeout. */
-static __global__ void exec_direct_ll_abandon_kernel(const __grid_constant__ exec_direct_ll_desc_t d)
+static __global__ void exec_direct_ll_abandon_kernel(GPURING_DEV_GRID_PARAM(exec_direct_ll_desc_t) d)
 {
     for (int r = 0; r < d.nranks; r++) {
         if (r != d.rank) exec_ll_header(d.to[r], 0, GPURING_CALL_ABORT, d.flag);

@@ -9,6 +9,7 @@
 #                              performance is measured on the CPU runtime)
 #   test_exec_cuda_cpu         the whole matrix: ring, tree, gather, direct, refusals,
 #                              timeout
+# (the sweep and the matrix only in the orders CUDACPU_EXEC_ORDERS names)
 #   test_cudacpu_driver        the stand-in libcuda.so.1 through gpuring's memkind and
 #                              device save/restore
 # Every program runs with the stand-in driver loaded (CUDACPU_DRIVER), as a
@@ -17,8 +18,9 @@
 # sums them); a program that dies before printing one counts as 1 failed.
 # From the top of the build tree; CUDACPU_TEST_BINDIR names another directory,
 # CUDACPU_TEST_TIMEOUT (600 s) bounds each program, CUDACPU_EXEC_ORDERS (default
-# "forward reverse") the orders test_exec_cuda_cpu runs in (it makes no MPI
-# call: CI runs it forward in its first job and reverse in the Open MPI 5 one).
+# "forward reverse") the orders test_exec_cuda_cpu and the sweep run in (they make
+# no MPI call: CI runs them forward in its first job and the matrix reverse in
+# the Open MPI 5 one).
 order=${1:?usage: run_cudacpu_tests.sh forward|reverse|random[:SEED]}
 bindir=${CUDACPU_TEST_BINDIR:-test/cudacpu}
 limit=${CUDACPU_TEST_TIMEOUT:-600}
@@ -44,15 +46,20 @@ run() {
     fi
 }
 
+case " ${CUDACPU_EXEC_ORDERS:-forward reverse} " in
+*" $order "*) matrices=1 ;;
+*) matrices=0 ;;
+esac
 run ipc_probe_cpu
 run test_cudacpu_driver
-if [ "$order" = forward ]; then
+if [ "$order" = forward ] && [ $matrices = 1 ]; then
     run test_reduce_cuda_cpu errors sweep
 else
     run test_reduce_cuda_cpu errors
 fi
-case " ${CUDACPU_EXEC_ORDERS:-forward reverse} " in
-*" $order "*) run test_exec_cuda_cpu ;;
-*) echo "== test_exec_cuda_cpu: not in the $order order (CUDACPU_EXEC_ORDERS=$CUDACPU_EXEC_ORDERS)" ;;
-esac
+if [ $matrices = 1 ]; then
+    run test_exec_cuda_cpu
+else
+    echo "== test_exec_cuda_cpu: not in the $order order (CUDACPU_EXEC_ORDERS=$CUDACPU_EXEC_ORDERS)"
+fi
 exit $failed

@@ -128,17 +128,27 @@ struct kernel {
 
 template <typename F, F f> struct kernel_of;
 
+/* A kernel parameter is a value, or a const reference: a __grid_constant__ one
+ * (GPURING_DEV_GRID_PARAM), which binds to the launch's copy, shared by every
+ * thread of the grid as on a GPU, instead of a copy per thread */
+template <typename A> using param_t = std::remove_cv_t<std::remove_reference_t<A>>;
+template <typename A>
+constexpr bool param_ok = !std::is_reference_v<A> ||
+                          (std::is_lvalue_reference_v<A> &&
+                           std::is_const_v<std::remove_reference_t<A>>);
+
 template <typename... A, void (*F)(A...)> struct kernel_of<void (*)(A...), F> {
+    static_assert((param_ok<A> && ...), "a kernel parameter is a value or a const reference");
     template <size_t... I> static void call(void *const *p, std::index_sequence<I...>)
     {
-        F(*static_cast<std::remove_cv_t<A> *>(p[I])...);
+        F(*static_cast<param_t<A> *>(p[I])...);
     }
     static void invoke(void *const *p)
     {
         call(p, std::index_sequence_for<A...>{});
     }
-    static constexpr size_t sizes[sizeof...(A) + 1] = { sizeof(std::remove_cv_t<A>)..., 0 };
-    static constexpr size_t aligns[sizeof...(A) + 1] = { alignof(std::remove_cv_t<A>)..., 1 };
+    static constexpr size_t sizes[sizeof...(A) + 1] = { sizeof(param_t<A>)..., 0 };
+    static constexpr size_t aligns[sizeof...(A) + 1] = { alignof(param_t<A>)..., 1 };
     static inline const kernel desc = { CUDACPU_KERNEL_MAGIC, sizeof...(A), sizes, aligns,
                                         invoke };
 };
