@@ -9,9 +9,9 @@
 #                              performance is measured on the CPU runtime)
 #   test_exec_cuda_cpu         the whole matrix: ring, tree, gather, direct, refusals,
 #                              timeout
-# (the sweep and the matrix only in the orders CUDACPU_EXEC_ORDERS names)
 #   test_cudacpu_driver        the stand-in libcuda.so.1 through gpuring's memkind and
 #                              device save/restore
+# (the sweep and the matrix only in the orders CUDACPU_EXEC_ORDERS names)
 # Every program runs with the stand-in driver loaded (CUDACPU_DRIVER), as a
 # CUDA runtime loads the real one.
 # Each program's own "N passed, N failed" line goes to the output (make check
