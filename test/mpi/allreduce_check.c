@@ -141,6 +141,7 @@ static int g_world_rank, g_world_size;
 static int g_printed;
 static int g_quiet;
 static int g_nonblocking; /* -B */
+static double g_pow2[61];  /* 2^e for gen_float's MIN/MAX exponents, e in [-30, 30] */
 
 /* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait, whose
  * status must not say the call was cancelled (a collective never is). */
@@ -164,6 +165,11 @@ static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 
 static void init_tables(void)
 {
+    g_pow2[30] = 1.0;
+    for (int e = 1; e <= 30; e++) {
+        g_pow2[30 + e] = g_pow2[29 + e] * 2.0;
+        g_pow2[30 - e] = g_pow2[31 - e] * 0.5;
+    }
 #define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f}
     T("schar", MPI_SIGNED_CHAR, sizeof(signed char), 1, 0);
     T("uchar", MPI_UNSIGNED_CHAR, sizeof(unsigned char), 0, 0);
@@ -216,9 +222,28 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* Element i of the rank whose values start from rank_base: a Weyl step per
+ * index, then a xorshift-multiply finalizer.  One multiply, where mix64 takes
+ * two: every rank generates every rank's values (n per element per case), so
+ * this is most of the test's own time at large counts. */
 static inline uint64_t elem_hash(uint64_t rank_base, size_t i)
 {
-    return mix64(rank_base ^ ((uint64_t)i * 0xD6E8FEB86659FD93ull));
+    uint64_t x = rank_base + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 32)) * 0xD6E8FEB86659FD93ull;
+    return x ^ (x >> 32);
+}
+
+/* a second value from the first, where an op needs more bits (one multiply) */
+static inline uint64_t rehash(uint64_t h)
+{
+    uint64_t x = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+    return x ^ (x >> 32);
+}
+
+/* h scaled onto [0, m): the high half of h * m (no division) */
+static inline uint64_t scale(uint64_t h, uint64_t m)
+{
+    return (uint64_t)(((unsigned __int128)h * m) >> 64);
 }
 
 static inline uint64_t width_mask(int size)
@@ -271,28 +296,29 @@ static gen_param_t gen_params(const type_t *t, int n)
 
 /* a non-zero value for the logical ops; sometimes with a zero low byte, to
  * catch an implementation that tests the wrong width */
-static uint64_t logical_nonzero(const type_t *t, uint64_t h, uint64_t h2)
+static inline uint64_t logical_nonzero(const type_t *t, uint64_t h, uint64_t h2)
 {
     uint64_t v = extend(h, t);
     if (t->size > 1 && ((h2 >> 8) & 3) == 0) v &= ~0xffull;
     return v ? v : 1;
 }
 
-/* integer value (sign-extended to 64 bits for signed types) */
-static uint64_t gen_int(const type_t *t, int op, const gen_param_t *p, uint64_t h)
+/* integer value (sign-extended to 64 bits for signed types); inlined into the
+ * loops below, where the switch on the case's op is always predicted */
+static inline __attribute__((always_inline)) uint64_t gen_int(const type_t *t, int op,
+                                                              const gen_param_t *p, uint64_t h)
 {
-    uint64_t h2 = mix64(h), v;
+    uint64_t h2, v;
     switch (op) {
     case OP_SUM:
-        if (t->is_signed) {
-            uint64_t r = h % (2 * p->sum_lim + 1);
-            return r - p->sum_lim; /* in [-lim, lim], two's complement */
-        }
+        if (t->is_signed) /* in [-lim, lim], two's complement */
+            return scale(h, 2 * p->sum_lim + 1) - p->sum_lim;
         return h & width_mask(t->size);
     case OP_PROD:
+        h2 = rehash(h);
         if (t->is_signed) {
             if ((h2 & 63) == 0) return 0; /* an occasional zero */
-            v = 1 + (h % p->prod_mag);
+            v = 1 + scale(h, p->prod_mag);
             return (h2 & 64) ? (uint64_t)(-(int64_t)v) : v;
         }
         v = h & width_mask(t->size);
@@ -304,23 +330,27 @@ static uint64_t gen_int(const type_t *t, int op, const gen_param_t *p, uint64_t 
     case OP_BXOR:
         return extend(h, t);
     case OP_BAND:
-        return extend(h | h2, t); /* dense bits */
+        return extend(h | rehash(h), t); /* dense bits */
     case OP_BOR:
-        return extend(h & h2 & mix64(h2), t); /* sparse bits */
+        h2 = rehash(h);
+        return extend(h & h2 & rehash(h2), t); /* sparse bits */
     case OP_LAND: /* mostly non-zero */
+        h2 = rehash(h);
         if (h2 % 4 == 0) return 0;
         return logical_nonzero(t, h, h2);
     case OP_LOR: /* mostly zero */
+        h2 = rehash(h);
         if (h2 % 4 != 0) return 0;
         return logical_nonzero(t, h, h2);
     case OP_LXOR:
+        h2 = rehash(h);
         if (h2 & 1) return 0;
         return logical_nonzero(t, h, h2);
     }
     return 0;
 }
 
-static double gen_float(const type_t *t, int op, uint64_t h)
+static inline __attribute__((always_inline)) double gen_float(const type_t *t, int op, uint64_t h)
 {
     static const double prodv[4] = {1.0, 2.0, 0.5, -1.0};
     switch (op) {
@@ -334,9 +364,7 @@ static double gen_float(const type_t *t, int op, uint64_t h)
         double mant = half ? 1.0 + (double)((h >> 8) & 0x3ff) / (double)(1 << 10)
                            : 1.0 + (double)((h >> 8) & 0xfffff) / (double)(1 << 20);
         int e = half ? (int)((h >> 32) % 29) - 14 : (int)((h >> 32) % 61) - 30;
-        double v = mant;
-        for (; e > 0; e--) v *= 2.0;
-        for (; e < 0; e++) v *= 0.5;
+        double v = mant * g_pow2[e + 30];
         return (h & 1) ? -v : v;
     }
     }
@@ -463,6 +491,19 @@ static void compute_expected(void *exp, const type_t *t, int op, const gen_param
             store_int(e + i * t->size, t, acc);
         }
     }
+}
+
+/* dst = the bitwise complement of src, n bytes (a word at a time) */
+static void complement(char *dst, const char *src, size_t n)
+{
+    size_t b = 0;
+    for (; b + 8 <= n; b += 8) {
+        uint64_t w;
+        memcpy(&w, src + b, 8);
+        w = ~w;
+        memcpy(dst + b, &w, 8);
+    }
+    for (; b < n; b++) dst[b] = (char)~src[b];
 }
 
 /* ---- reporting ------------------------------------------------------------ */
@@ -706,7 +747,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < ncounts; k++) if (counts[k] > maxcount) maxcount = counts[k];
     size_t maxbytes = (maxcount + 2 * GUARD + 8) * 8;
     char *sendraw = malloc(maxbytes), *recvraw = malloc(maxbytes), *expbuf = malloc(maxbytes);
-    if (!fail || !desc || !sendraw || !recvraw || !expbuf) {
+    char *sentbuf = malloc(maxbytes); /* what the send buffer held before the call */
+    if (!fail || !desc || !sendraw || !recvraw || !expbuf || !sentbuf) {
         fprintf(stderr, "rank %d: out of memory\n", g_world_rank);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
@@ -793,9 +835,13 @@ int main(int argc, char **argv)
                         uint64_t my_base = rank_base_of(case_base, crank);
                         /* poison: guards get GUARD_BYTE, data gets ~expected */
                         memset(recvraw, GUARD_BYTE, (count + 2 * GUARD) * es + shift_recv);
-                        for (size_t b = 0; b < count * es; b++) recvbuf[b] = (char)~expbuf[b];
-                        if (ip) fill_send(recvbuf, t, oi, &gp, my_base, count);
-                        else fill_send(sendbuf, t, oi, &gp, my_base, count);
+                        complement(recvbuf, expbuf, count * es);
+                        if (ip) {
+                            fill_send(recvbuf, t, oi, &gp, my_base, count);
+                        } else {
+                            fill_send(sendbuf, t, oi, &gp, my_base, count);
+                            memcpy(sentbuf, sendbuf, count * es);
+                        }
 
                         int rc;
                         if (dev_here) {
@@ -832,7 +878,9 @@ int main(int argc, char **argv)
                             fprintf(stderr, "FAILED %s: %s returned %d (%s)\n", where,
                                     g_nonblocking ? "MPI_Iallreduce/MPI_Wait" : "MPI_Allreduce", rc, es_);
                             failed = 1;
-                        } else {
+                        } else if (memcmp(recvbuf, expbuf, count * es) != 0) {
+                            /* equal bits are equal values; the rest one by one
+                             * (floats: -0.0 == +0.0) */
                             for (size_t i = 0; i < count; i++) {
                                 if (!elem_equal(recvbuf + i * es, expbuf + i * es, t)) {
                                     failed = 1;
@@ -858,9 +906,7 @@ int main(int argc, char **argv)
                             }
                         }
                         if (!ip) { /* the send buffer must be left unchanged */
-                            /* regenerate into expbuf (no longer needed) and compare */
-                            fill_send(expbuf, t, oi, &gp, my_base, count);
-                            if (memcmp(expbuf, sendbuf, count * es) != 0) {
+                            if (memcmp(sentbuf, sendbuf, count * es) != 0) {
                                 failed = 1;
                                 if (g_printed++ < MAX_PRINT_TOTAL)
                                     fprintf(stderr, "SENDBUF %s: send buffer was modified\n", where);
@@ -941,6 +987,7 @@ int main(int argc, char **argv)
         test_cuda_free(drecvraw, mem);
     }
     free(expbuf);
+    free(sentbuf);
     MPI_Finalize();
     return verdict;
 }

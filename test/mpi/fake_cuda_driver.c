@@ -75,6 +75,7 @@ typedef struct {
 
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_range_t fake_ranges[FAKE_MAX_RANGES];
+static int fake_nranges; /* slots at and above it are free: the scans stop there */
 static unsigned long long fake_next_id = 1;
 static __thread void *fake_ctx;
 static int fake_primary_ctx; /* its address is the primary context */
@@ -93,6 +94,7 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
         if (fake_ranges[i].bytes == 0) {
             fake_ranges[i] = (fake_range_t){(uintptr_t)base, bytes, memtype,
                                             managed != 0, ordinal, fake_next_id++, NULL, 0};
+            if (i >= fake_nranges) fake_nranges = i + 1;
             rc = 0;
             break;
         }
@@ -107,7 +109,7 @@ static fake_range_t fake_find(uintptr_t ptr)
     fake_range_t r = {0};
 
     pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+    for (int i = 0; i < fake_nranges; i++) {
         if (fake_ranges[i].bytes != 0 && ptr >= fake_ranges[i].base &&
             ptr - fake_ranges[i].base < fake_ranges[i].bytes) {
             r = fake_ranges[i];
@@ -124,10 +126,11 @@ static int fake_forget(uintptr_t base, char **shadow_p)
     int rc = -1;
 
     pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+    for (int i = 0; i < fake_nranges; i++) {
         if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == base) {
             if (shadow_p != NULL) *shadow_p = fake_ranges[i].shadow;
             fake_ranges[i].bytes = 0;
+            while (fake_nranges > 0 && fake_ranges[fake_nranges - 1].bytes == 0) fake_nranges--;
             rc = 0;
             break;
         }
@@ -295,7 +298,7 @@ static int fake_alloc(uintptr_t *dptr, size_t bytes, int pool)
         return FAKE_CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+    for (int i = 0; i < fake_nranges; i++) {
         if (fake_ranges[i].bytes != 0 && fake_ranges[i].base == (uintptr_t)dev) {
             fake_ranges[i].shadow = shadow;
             fake_ranges[i].pool = pool;
@@ -415,7 +418,7 @@ int fake_cuda_host_registered(void)
     int n = 0;
 
     pthread_mutex_lock(&fake_lock);
-    for (int i = 0; i < FAKE_MAX_RANGES; i++) {
+    for (int i = 0; i < fake_nranges; i++) {
         n += fake_ranges[i].bytes != 0 && fake_ranges[i].memtype == FAKE_CU_MEMORYTYPE_HOST;
     }
     pthread_mutex_unlock(&fake_lock);
