@@ -303,8 +303,8 @@ static inline uint64_t logical_nonzero(const type_t *t, uint64_t h, uint64_t h2)
     return v ? v : 1;
 }
 
-/* integer value (sign-extended to 64 bits for signed types); inlined into the
- * loops below, where the switch on the case's op is always predicted */
+/* integer value (sign-extended to 64 bits for signed types); inlined into
+ * values_op(), where the op is a constant and the switch folds away */
 static inline __attribute__((always_inline)) uint64_t gen_int(const type_t *t, int op,
                                                               const gen_param_t *p, uint64_t h)
 {
