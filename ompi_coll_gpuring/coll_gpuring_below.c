@@ -12,6 +12,9 @@
  *  - persistent calls (MPI-4's *_init; Open MPI 4's MPIX_ ones): made below
  *    on host memory of the request's own, copied in at every start and back
  *    at every completion.
+ * On an inter-communicator (where gpuring runs nothing itself) a call's blocks
+ * are the other group's, and a rooted call's root passes MPI_ROOT, the rest of
+ * its group MPI_PROC_NULL: see below_peers and below_is_root/below_is_member.
  * Host buffers cost one memory-kind check per buffer, none in a process
  * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
@@ -64,8 +67,27 @@ typedef struct ompi_datatype_t below_dt_t;
 typedef struct ompi_communicator_t below_comm_t;
 typedef mca_coll_base_module_t below_module_t;
 
-static int below_size(below_comm_t *comm) { return ompi_comm_size(comm); }
-static int below_is_root(below_comm_t *comm, int root) { return ompi_comm_rank(comm) == root; }
+/* The ranks a call has a block for, each: the communicator's, or an inter-communicator's
+ * other group.  (Reduce-scatter's blocks are this rank's group's on both kinds.) */
+static int below_peers(below_comm_t *comm)
+{
+    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+}
+
+/* A rooted call's parts on this rank.  The root reads or writes a block of every peer;
+ * a member sends or receives a block of its own.  Intra-communicator: every rank is a
+ * member, rank `root` the root as well.  Inter-communicator: the root passes MPI_ROOT
+ * and is no member, the rest of its group passes MPI_PROC_NULL and takes no part, the
+ * other group's ranks (passing the root's rank) are the members. */
+static int below_is_root(below_comm_t *comm, int root)
+{
+    return OMPI_COMM_IS_INTER(comm) ? root == MPI_ROOT : ompi_comm_rank(comm) == root;
+}
+
+static int below_is_member(below_comm_t *comm, int root)
+{
+    return !OMPI_COMM_IS_INTER(comm) || (root != MPI_ROOT && root != MPI_PROC_NULL);
+}
 
 /* A neighborhood collective's peers: in (sources) and out (destinations). */
 static void below_degrees(below_comm_t *comm, int *in_p, int *out_p)
@@ -78,17 +100,18 @@ static void below_degrees(below_comm_t *comm, int *in_p, int *out_p)
 
 /* sbuf: scount of sdt; rbuf: rcount x nrecv of rdt */
 static void below_gather_bufs(below_buf_t b[2], const void *sbuf, int scount, below_dt_t *sdt,
-                              void *rbuf, size_t rcount, below_dt_t *rdt, int recv_dir)
+                              int send_dir, void *rbuf, size_t rcount, below_dt_t *rdt,
+                              int recv_dir)
 {
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN(&b[0], sbuf, send_dir, (size_t)scount, sdt);
     SPAN(&b[1], rbuf, recv_dir, rcount, rdt);
 }
 
 /* one buffer of count elements in, one out (the reductions) */
-static void below_reduce_bufs(below_buf_t b[2], const void *sbuf, size_t scount, void *rbuf,
-                              size_t rcount, below_dt_t *dt, int recv_dir)
+static void below_reduce_bufs(below_buf_t b[2], const void *sbuf, size_t scount, int send_dir,
+                              void *rbuf, size_t rcount, below_dt_t *dt, int recv_dir)
 {
-    SPAN(&b[0], sbuf, BELOW_IN, scount, dt);
+    SPAN(&b[0], sbuf, send_dir, scount, dt);
     SPAN(&b[1], rbuf, recv_dir, rcount, dt);
 }
 
@@ -96,8 +119,8 @@ static void below_allgather_bufs(below_buf_t b[2], const void *sbuf, int scount,
                                  below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
                                  below_comm_t *comm)
 {
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
-                      BELOW_RECV(sbuf));
+    below_gather_bufs(b, sbuf, scount, sdt, BELOW_IN, rbuf, (size_t)rcount * below_peers(comm),
+                      rdt, BELOW_RECV(sbuf));
 }
 
 static void below_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -105,21 +128,22 @@ static void below_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount
                                   const int *displs, below_dt_t *rdt, below_comm_t *comm)
 {
     SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
-    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+    SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_peers(comm), rdt);
 }
 
 /* MPI_Allreduce, MPI_Scan and MPI_Exscan */
 static void below_reduce_all_bufs(below_buf_t b[2], const void *sbuf, void *rbuf, int count,
                                   below_dt_t *dt)
 {
-    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt, BELOW_RECV(sbuf));
+    below_reduce_bufs(b, sbuf, (size_t)count, BELOW_IN, rbuf, (size_t)count, dt,
+                      BELOW_RECV(sbuf));
 }
 
 static void below_alltoall_bufs(below_buf_t b[2], const void *sbuf, int scount,
                                 below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
                                 below_comm_t *comm)
 {
-    int n = below_size(comm);
+    int n = below_peers(comm);
 
     SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * n, sdt);
     SPAN(&b[1], rbuf, BELOW_RECV(sbuf), (size_t)rcount * n, rdt);
@@ -130,7 +154,7 @@ static void below_alltoallv_bufs(below_buf_t b[2], const void *sbuf, const int *
                                  const int *rcounts, const int *rdispls, below_dt_t *rdt,
                                  below_comm_t *comm)
 {
-    int n = below_size(comm);
+    int n = below_peers(comm);
 
     if (sbuf == MPI_IN_PLACE) {
         SPAN(&b[0], sbuf, 0, 0, sdt);
@@ -145,7 +169,7 @@ static void below_alltoallw_bufs(below_buf_t b[2], const void *sbuf, const int *
                                  const int *rcounts, const int *rdispls,
                                  below_dt_t *const *rdts, below_comm_t *comm)
 {
-    int n = below_size(comm);
+    int n = below_peers(comm);
 
     if (sbuf == MPI_IN_PLACE) {
         SPAN(&b[0], sbuf, 0, 0, MPI_BYTE);
@@ -158,15 +182,23 @@ static void below_alltoallw_bufs(below_buf_t b[2], const void *sbuf, const int *
 static void below_bcast_bufs(below_buf_t b[1], void *buf, int count, below_dt_t *dt, int root,
                              below_comm_t *comm)
 {
-    SPAN(&b[0], buf, below_is_root(comm, root) ? BELOW_IN : BELOW_OUT, (size_t)count, dt);
+    SPAN(&b[0], buf,
+         below_is_root(comm, root)     ? BELOW_IN
+         : below_is_member(comm, root) ? BELOW_OUT
+                                       : 0,
+         (size_t)count, dt);
 }
+
+/* a member's block in (gather, reduce) or out (scatter) */
+#define BELOW_MEMBER(_comm, _root, _dir) (below_is_member(_comm, _root) ? (_dir) : 0)
 
 /* the receive buffer counts at the root only */
 static void below_rooted_gather_bufs(below_buf_t b[2], const void *sbuf, int scount,
                                      below_dt_t *sdt, void *rbuf, int rcount, below_dt_t *rdt,
                                      int root, below_comm_t *comm)
 {
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * below_size(comm), rdt,
+    below_gather_bufs(b, sbuf, scount, sdt, BELOW_MEMBER(comm, root, BELOW_IN), rbuf,
+                      (size_t)rcount * below_peers(comm), rdt,
                       below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
 }
 
@@ -174,9 +206,9 @@ static void below_gatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
                                below_dt_t *sdt, void *rbuf, const int *rcounts,
                                const int *displs, below_dt_t *rdt, int root, below_comm_t *comm)
 {
-    SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
+    SPAN(&b[0], sbuf, BELOW_MEMBER(comm, root, BELOW_IN), (size_t)scount, sdt);
     if (below_is_root(comm, root)) {
-        SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_size(comm), rdt);
+        SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_peers(comm), rdt);
     } else {
         SPAN(&b[1], rbuf, 0, 0, rdt); /* rcounts and displs are the root's alone */
     }
@@ -185,8 +217,8 @@ static void below_gatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
 static void below_rooted_reduce_bufs(below_buf_t b[2], const void *sbuf, void *rbuf,
                                      int count, below_dt_t *dt, int root, below_comm_t *comm)
 {
-    below_reduce_bufs(b, sbuf, (size_t)count, rbuf, (size_t)count, dt,
-                      below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
+    below_reduce_bufs(b, sbuf, (size_t)count, BELOW_MEMBER(comm, root, BELOW_IN), rbuf,
+                      (size_t)count, dt, below_is_root(comm, root) ? BELOW_RECV(sbuf) : 0);
 }
 
 /* in place, the receive buffer holds the whole input */
@@ -195,8 +227,8 @@ static void below_reduce_scatter_bufs(below_buf_t b[2], const void *sbuf, void *
 {
     size_t total = 0;
 
-    for (int i = 0; i < below_size(comm); i++) total += (size_t)rcounts[i];
-    below_reduce_bufs(b, sbuf, total, rbuf,
+    for (int i = 0; i < ompi_comm_size(comm); i++) total += (size_t)rcounts[i];
+    below_reduce_bufs(b, sbuf, total, BELOW_IN, rbuf,
                       sbuf == MPI_IN_PLACE ? total : (size_t)rcounts[ompi_comm_rank(comm)], dt,
                       BELOW_RECV(sbuf));
 }
@@ -204,10 +236,10 @@ static void below_reduce_scatter_bufs(below_buf_t b[2], const void *sbuf, void *
 static void below_reduce_scatter_block_bufs(below_buf_t b[2], const void *sbuf, void *rbuf,
                                             int rcount, below_dt_t *dt, below_comm_t *comm)
 {
-    size_t total = (size_t)rcount * below_size(comm);
+    size_t total = (size_t)rcount * ompi_comm_size(comm);
 
-    below_reduce_bufs(b, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : (size_t)rcount, dt,
-                      BELOW_RECV(sbuf));
+    below_reduce_bufs(b, sbuf, total, BELOW_IN, rbuf,
+                      sbuf == MPI_IN_PLACE ? total : (size_t)rcount, dt, BELOW_RECV(sbuf));
 }
 
 /* the send buffer counts at the root only; there, the receive buffer may be in place */
@@ -216,8 +248,8 @@ static void below_scatter_bufs(below_buf_t b[2], const void *sbuf, int scount,
                                int root, below_comm_t *comm)
 {
     SPAN(&b[0], sbuf, below_is_root(comm, root) ? BELOW_IN : 0,
-         (size_t)scount * below_size(comm), sdt);
-    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+         (size_t)scount * below_peers(comm), sdt);
+    SPAN(&b[1], rbuf, BELOW_MEMBER(comm, root, BELOW_OUT), (size_t)rcount, rdt);
 }
 
 static void below_scatterv_bufs(below_buf_t b[2], const void *sbuf, const int *scounts,
@@ -225,11 +257,11 @@ static void below_scatterv_bufs(below_buf_t b[2], const void *sbuf, const int *s
                                 below_dt_t *rdt, int root, below_comm_t *comm)
 {
     if (below_is_root(comm, root)) {
-        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, displs, below_size(comm), sdt);
+        SPAN_V(&b[0], sbuf, BELOW_IN, scounts, displs, below_peers(comm), sdt);
     } else {
         SPAN(&b[0], sbuf, 0, 0, sdt);
     }
-    SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount, rdt);
+    SPAN(&b[1], rbuf, BELOW_MEMBER(comm, root, BELOW_OUT), (size_t)rcount, rdt);
 }
 
 static void below_neighbor_allgather_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -239,7 +271,7 @@ static void below_neighbor_allgather_bufs(below_buf_t b[2], const void *sbuf, in
     int in, out;
 
     below_degrees(comm, &in, &out);
-    below_gather_bufs(b, sbuf, scount, sdt, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
+    below_gather_bufs(b, sbuf, scount, sdt, BELOW_IN, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
 }
 
 static void below_neighbor_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,

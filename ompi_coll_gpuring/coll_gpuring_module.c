@@ -72,21 +72,19 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
         gpuring_log_config.rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
     }
     if (c->priority < 0) return NULL;
-    if (OMPI_COMM_IS_INTER(comm)) {
-        GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: not used on inter-communicators",
-                     comm->c_name);
-        return NULL;
-    }
     m = OBJ_NEW(mca_coll_gpuring_module_t);
     if (m == NULL) return NULL;
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
     /* every collective goes below, device buffers staged; allreduce,
      * iallreduce, reduce-scatter, allgather, bcast and reduce gpuring runs, except on a
-     * single rank (coll/self's memcpy then must not meet
-     * device memory either) */
+     * single rank (coll/self's memcpy then must not meet device memory either) and on
+     * an inter-communicator (coll/inter's and libnbc's neither) */
     mca_coll_gpuring_below_install(&m->super);
-    if (ompi_comm_size(comm) > 1) {
+    if (OMPI_COMM_IS_INTER(comm)) {
+        GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: an inter-communicator: only device "
+                      "buffers staged for the component below", comm->c_name);
+    } else if (ompi_comm_size(comm) > 1) {
         m->super.coll_allreduce = mca_coll_gpuring_allreduce;
         m->super.coll_iallreduce = mca_coll_gpuring_iallreduce;
         m->super.coll_reduce_scatter_block = mca_coll_gpuring_reduce_scatter_block;

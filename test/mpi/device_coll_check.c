@@ -23,6 +23,11 @@
  * MPIX_ extension), started twice (each start reads the device buffers anew,
  * each completion writes them) and freed.
  *
+ * Mode inter (-m): an inter-communicator between world ranks 0 .. size/2 - 1 and
+ * the rest (unequal groups at odd sizes), every collective MPI defines on one: a
+ * rooted call's root passes MPI_ROOT, the rest of its group MPI_PROC_NULL (their
+ * buffers must stay untouched), and the blocks come from or go to the other group.
+ *
  * With -a, the device buffers come from the device's stream-ordered pool
  * (cuMemAllocAsync, as PyTorch's and CuPy's asynchronous allocators get theirs:
  * memory of no context, the driver says) and every MPI call is made on a thread
@@ -30,7 +35,7 @@
  * one current and take it back): a thread that never used CUDA, as an
  * application's communication thread.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev] [-i | -p] [-a] [-q]
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -286,9 +291,45 @@ static int sum_vals(int lo, int hi, size_t i, int salt)
 typedef struct {
     MPI_Comm comm;
     const char *name;
-    int rank, size;
+    int rank, size;   /* in this rank's group */
+    int inter;        /* an inter-communicator */
+    int id;           /* whose values this rank contributes: its rank (intra), world rank (inter) */
+    int peer0, npeers; /* a call's blocks belong to ranks 0 .. npeers - 1 of this communicator
+                        * (intra) or of the other group (inter), whose ids are peer0 + rank */
+    int nroots;       /* a rooted call's roots: the communicator's ranks, both groups' (inter) */
+    int group0;       /* inter: the first group's size (world ranks 0 .. group0 - 1) */
     MPI_Datatype vec; /* two ints with a hole between: extent 3 ints */
 } ctx_t;
+
+/* A rooted call with root number k: what this rank passes as root, and its part.
+ * Intra: rank k is the root, and every rank (the root too) a member: it sends its
+ * block to the root or receives one from it.  Inter: root k is world rank k, in
+ * one group; it passes MPI_ROOT, the rest of its group MPI_PROC_NULL (no part in
+ * the call), and the other group the root's rank there: those are the members. */
+typedef struct {
+    int arg, is_root, member, root_id;
+} role_t;
+
+static role_t role_of(const ctx_t *c, int k)
+{
+    role_t r = {k, c->rank == k, 1, k};
+
+    if (c->inter) {
+        int root_group = k >= c->group0, my_group = c->id >= c->group0;
+        int root_rank = root_group ? k - c->group0 : k;
+
+        r.is_root = my_group == root_group && c->rank == root_rank;
+        r.member = my_group != root_group;
+        r.arg = r.member ? root_rank : r.is_root ? MPI_ROOT : MPI_PROC_NULL;
+    }
+    return r;
+}
+
+/* element i of the sum over a call's peers (every rank, or the other group's) */
+static int sum_peers(const ctx_t *c, size_t i, int salt)
+{
+    return sum_vals(c->peer0, c->peer0 + c->npeers, i, salt);
+}
 
 
 /* MPI_Bcast of count ints, or of count vec elements (holes stay) */
@@ -296,16 +337,18 @@ static void case_bcast(ctx_t *c, size_t count, int root, int use_vec)
 {
     size_t per = use_vec ? 3 : 1, nint = count * per;
     dbuf_t b;
-    int *v = vals(root, nint, 1);
+    role_t ro = role_of(c, root);
+    int *v = vals(ro.root_id, nint, 1);
 
     dbuf_make(&b, nint * sizeof(int));
     for (size_t i = 0; i < nint; i++) {
         if (use_vec && i % 3 == 1) continue; /* the hole */
-        if (c->rank == root) dbuf_load(&b, i * sizeof(int), &v[i], sizeof(int));
-        else dbuf_expect(&b, i * sizeof(int), &v[i], sizeof(int));
+        if (ro.is_root) dbuf_load(&b, i * sizeof(int), &v[i], sizeof(int));
+        else if (ro.member) dbuf_expect(&b, i * sizeof(int), &v[i], sizeof(int));
     }
     WHAT("%s bcast %s count %zu root %d", c->name, use_vec ? "vector" : "int", count, root);
-    expect_rc(COLL(Bcast, Ibcast, dbuf_ptr(&b), (int)count, use_vec ? c->vec : MPI_INT, root, c->comm),
+    expect_rc(COLL(Bcast, Ibcast, dbuf_ptr(&b), (int)count, use_vec ? c->vec : MPI_INT, ro.arg,
+                   c->comm),
               what);
     dbuf_check(&b, what);
     dbuf_free(&b);
@@ -317,18 +360,19 @@ static void case_bcast(ctx_t *c, size_t count, int root, int use_vec)
 static void case_bottom(ctx_t *c, size_t count, int root)
 {
     dbuf_t b;
-    int *v = vals(root, count, 11), len = (int)count;
+    role_t ro = role_of(c, root);
+    int *v = vals(ro.root_id, count, 11), len = (int)count;
     MPI_Aint at;
     MPI_Datatype abs;
 
     dbuf_make(&b, count * sizeof(int));
-    if (c->rank == root) dbuf_load(&b, 0, v, count * sizeof(int));
-    else dbuf_expect(&b, 0, v, count * sizeof(int));
+    if (ro.is_root) dbuf_load(&b, 0, v, count * sizeof(int));
+    else if (ro.member) dbuf_expect(&b, 0, v, count * sizeof(int));
     at = (MPI_Aint)(uintptr_t)dbuf_ptr(&b);
     MPI_Type_create_hindexed(1, &len, &at, MPI_INT, &abs);
     MPI_Type_commit(&abs);
     WHAT("%s bcast at MPI_BOTTOM count %zu root %d", c->name, count, root);
-    expect_rc(COLL(Bcast, Ibcast, MPI_BOTTOM, 1, abs, root, c->comm), what);
+    expect_rc(COLL(Bcast, Ibcast, MPI_BOTTOM, 1, abs, ro.arg, c->comm), what);
     dbuf_check(&b, what);
     MPI_Type_free(&abs);
     dbuf_free(&b);
@@ -343,6 +387,7 @@ static void case_restart(ctx_t *c, size_t count)
 {
     dbuf_t s, r, b;
     MPI_Request reqs[2];
+    role_t ro = role_of(c, 0);
 
     dbuf_make(&s, count * sizeof(int));
     dbuf_make(&r, count * sizeof(int));
@@ -350,18 +395,18 @@ static void case_restart(ctx_t *c, size_t count)
     expect_rc(PERSISTENT(Allreduce)(dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM,
                                     c->comm, MPI_INFO_NULL, &reqs[0]),
               "allreduce_init");
-    expect_rc(PERSISTENT(Bcast)(dbuf_ptr(&b), (int)count, MPI_INT, 0, c->comm, MPI_INFO_NULL,
-                                &reqs[1]),
+    expect_rc(PERSISTENT(Bcast)(dbuf_ptr(&b), (int)count, MPI_INT, ro.arg, c->comm,
+                                MPI_INFO_NULL, &reqs[1]),
               "bcast_init");
     for (int round = 0; round < 3; round++) {
-        int *mine = vals(c->rank, count, 20 + round), *want = vals(0, count, 0);
-        int *root = vals(0, count, 30 + round);
+        int *mine = vals(c->id, count, 20 + round), *want = vals(0, count, 0);
+        int *root = vals(ro.root_id, count, 30 + round);
 
-        for (size_t i = 0; i < count; i++) want[i] = sum_vals(0, c->size, i, 20 + round);
+        for (size_t i = 0; i < count; i++) want[i] = sum_peers(c, i, 20 + round);
         dbuf_load(&s, 0, mine, count * sizeof(int));
         dbuf_expect(&r, 0, want, count * sizeof(int));
-        if (c->rank == 0) dbuf_load(&b, 0, root, count * sizeof(int));
-        else dbuf_expect(&b, 0, root, count * sizeof(int));
+        if (ro.is_root) dbuf_load(&b, 0, root, count * sizeof(int));
+        else if (ro.member) dbuf_expect(&b, 0, root, count * sizeof(int));
         WHAT("%s persistent allreduce and bcast, start %d, count %zu", c->name, round + 1, count);
         expect_rc(round == 0 ? MPI_Start(&reqs[0]) : MPI_Startall(2, reqs), what);
         if (round == 0) expect_rc(MPI_Start(&reqs[1]), what);
@@ -386,18 +431,20 @@ static void case_reduce(ctx_t *c, int kind, size_t count, int root, int inplace,
 {
     static const char *names[] = {"reduce", "allreduce", "scan", "exscan"};
     dbuf_t s, r;
-    int *mine = vals(c->rank, count, 2), *want = vals(0, count, 0);
-    int gets = kind != RED_REDUCE || c->rank == root;
-    int in_place = inplace && (kind != RED_REDUCE || c->rank == root);
-    int lo = 0, hi = kind == RED_SCAN ? c->rank + 1 : kind == RED_EXSCAN ? c->rank : c->size;
+    role_t ro = role_of(c, root);
+    int *mine = vals(c->id, count, 2), *want = vals(0, count, 0);
+    int gets = kind != RED_REDUCE || ro.is_root, sends = kind != RED_REDUCE || ro.member;
+    int in_place = inplace && gets;
+    int lo = 0, hi = kind == RED_SCAN ? c->rank + 1 : c->rank; /* (ex)scan: intra only */
     MPI_Op op = user ? user_sum : MPI_SUM;
     int rc;
 
-    for (size_t i = 0; i < count; i++) want[i] = sum_vals(lo, hi, i, 2);
+    for (size_t i = 0; i < count; i++)
+        want[i] = kind <= RED_ALLREDUCE ? sum_peers(c, i, 2) : sum_vals(lo, hi, i, 2);
     dbuf_make(&s, count * sizeof(int));
     dbuf_make(&r, count * sizeof(int));
     if (in_place) dbuf_load(&r, 0, mine, count * sizeof(int));
-    else dbuf_load(&s, 0, mine, count * sizeof(int));
+    else if (sends) dbuf_load(&s, 0, mine, count * sizeof(int));
     /* exscan leaves rank 0's receive buffer undefined: not checked there */
     if (gets && !(kind == RED_EXSCAN && c->rank == 0)) dbuf_expect(&r, 0, want, count * sizeof(int));
     WHAT("%s %s%s%s count %zu root %d", c->name, names[kind], inplace ? " in place" : "",
@@ -405,7 +452,7 @@ static void case_reduce(ctx_t *c, int kind, size_t count, int root, int inplace,
     switch (kind) {
     case RED_REDUCE:
         rc = COLL(Reduce, Ireduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
-                        MPI_INT, op, root, c->comm);
+                        MPI_INT, op, ro.arg, c->comm);
         break;
     case RED_ALLREDUCE:
         rc = COLL(Allreduce, Iallreduce, in_place ? MPI_IN_PLACE : dbuf_ptr(&s), dbuf_ptr(&r), (int)count,
@@ -442,11 +489,11 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     /* MAXLOC: (value, rank) pairs; ties go to the lowest rank */
     for (size_t i = 0; i < count; i++) {
         int best = -1, at = 0;
-        for (int q = 0; q < c->size; q++) {
-            int v = (int)((i * 7 + (size_t)q * 13) % 11);
+        for (int q = 0; q < c->npeers; q++) {
+            int v = (int)((i * 7 + (size_t)(c->peer0 + q) * 13) % 11);
             if (v > best) best = v, at = q;
         }
-        in[2 * i] = (int)((i * 7 + (size_t)c->rank * 13) % 11);
+        in[2 * i] = (int)((i * 7 + (size_t)c->id * 13) % 11);
         in[2 * i + 1] = c->rank;
         want[2 * i] = best;
         want[2 * i + 1] = at;
@@ -465,9 +512,10 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     /* MPI_CHAR sums small enough not to overflow: Open MPI 4.1.4's own 8-bit
      * sums saturate, so wrapping is checked on host buffers (allreduce_check) */
     for (size_t i = 0; i < count; i++) {
-        cin[i] = (signed char)((int)(i % 13) - 6 + c->rank);
+        cin[i] = (signed char)((int)(i % 13) - 6 + c->id);
         cwant[i] = 0;
-        for (int q = 0; q < c->size; q++) cwant[i] = (signed char)(cwant[i] + (int)(i % 13) - 6 + q);
+        for (int q = c->peer0; q < c->peer0 + c->npeers; q++)
+            cwant[i] = (signed char)(cwant[i] + (int)(i % 13) - 6 + q);
     }
     dbuf_make(&s, count);
     dbuf_make(&r, count);
@@ -485,7 +533,7 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     free(cwant);
 }
 
-/* Block layout of a rooted or all- call: `count` ints per rank in rank order;
+/* Block layout of a rooted or all- call over `size` ranks (a call's peers): `count` ints per rank in rank order;
  * v-variants (v): rank q's block of (count + q) ints, blocks in reverse rank
  * order with one int of gap between (a hole the call must not write). */
 static void block_layout(int size, size_t count, int v, int *counts, int *displs, size_t *total)
@@ -502,22 +550,22 @@ static void block_layout(int size, size_t count, int v, int *counts, int *displs
 /* MPI_Gather(v) and MPI_Allgather(v), in place or not */
 static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int inplace)
 {
-    int *counts = malloc(c->size * sizeof(int)), *displs = malloc(c->size * sizeof(int));
-    size_t total, mycount;
+    int n = c->npeers, *counts = malloc(n * sizeof(int)), *displs = malloc(n * sizeof(int));
+    size_t total, mycount = count + (v ? (size_t)c->rank : 0); /* block_layout's */
     dbuf_t s, r;
-    int gets = all || c->rank == root, in_place = inplace && gets, rc;
+    role_t ro = role_of(c, root);
+    int gets = all || ro.is_root, sends = all || ro.member, in_place = inplace && gets, rc;
     int *mine;
 
-    block_layout(c->size, count, v, counts, displs, &total);
-    mycount = (size_t)counts[c->rank];
-    mine = vals(c->rank, mycount, 4);
+    block_layout(n, count, v, counts, displs, &total);
+    mine = vals(c->id, mycount, 4);
     dbuf_make(&s, mycount * sizeof(int));
     dbuf_make(&r, total * sizeof(int));
     if (in_place) dbuf_load(&r, displs[c->rank] * sizeof(int), mine, mycount * sizeof(int));
-    else dbuf_load(&s, 0, mine, mycount * sizeof(int));
+    else if (sends) dbuf_load(&s, 0, mine, mycount * sizeof(int));
     if (gets) {
-        for (int q = 0; q < c->size; q++) {
-            int *theirs = vals(q, counts[q], 4);
+        for (int q = 0; q < n; q++) {
+            int *theirs = vals(c->peer0 + q, counts[q], 4);
             dbuf_expect(&r, displs[q] * sizeof(int), theirs, counts[q] * sizeof(int));
             free(theirs);
         }
@@ -529,9 +577,9 @@ static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int in
         if (all && v) rc = COLL(Allgatherv, Iallgatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, c->comm);
         else if (all) rc = COLL(Allgather, Iallgather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
         /* what MPI leaves insignificant off the root is given as nothing */
-        else if (v && c->rank != root) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, root, c->comm);
-        else if (v) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, root, c->comm);
-        else rc = COLL(Gather, Igather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, root, c->comm);
+        else if (v && !ro.is_root) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, NULL, NULL, NULL, MPI_DATATYPE_NULL, ro.arg, c->comm);
+        else if (v) rc = COLL(Gatherv, Igatherv, sb, (int)mycount, MPI_INT, dbuf_ptr(&r), counts, displs, MPI_INT, ro.arg, c->comm);
+        else rc = COLL(Gather, Igather, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, ro.arg, c->comm);
     }
     check_pair(rc, &s, &r);
     free(mine);
@@ -542,32 +590,32 @@ static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int in
 /* MPI_Scatter(v), the root's receive buffer in place or not */
 static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
 {
-    int *counts = malloc(c->size * sizeof(int)), *displs = malloc(c->size * sizeof(int));
-    size_t total, mycount;
+    int n = c->npeers, *counts = malloc(n * sizeof(int)), *displs = malloc(n * sizeof(int));
+    size_t total, mycount = count + (v ? (size_t)c->rank : 0); /* block_layout's */
     dbuf_t s, r;
-    int in_place = inplace && c->rank == root, rc;
+    role_t ro = role_of(c, root);
+    int in_place = inplace && ro.is_root, rc;
     int *mine;
 
-    block_layout(c->size, count, v, counts, displs, &total);
-    mycount = (size_t)counts[c->rank];
+    block_layout(n, count, v, counts, displs, &total);
     dbuf_make(&s, total * sizeof(int));
     dbuf_make(&r, mycount * sizeof(int));
-    if (c->rank == root) {
-        for (int q = 0; q < c->size; q++) {
-            int *theirs = vals(q, counts[q], 5);
+    if (ro.is_root) {
+        for (int q = 0; q < n; q++) {
+            int *theirs = vals(c->peer0 + q, counts[q], 5);
             dbuf_load(&s, displs[q] * sizeof(int), theirs, counts[q] * sizeof(int));
             free(theirs);
         }
     }
-    mine = vals(c->rank, mycount, 5);
-    if (!in_place) dbuf_expect(&r, 0, mine, mycount * sizeof(int));
+    mine = vals(c->id, mycount, 5);
+    if (ro.member && !in_place) dbuf_expect(&r, 0, mine, mycount * sizeof(int));
     WHAT("%s scatter%s%s count %zu root %d", c->name, v ? "v" : "", inplace ? " in place" : "",
          count, root);
     {
         void *rb = in_place ? MPI_IN_PLACE : dbuf_ptr(&r);
-        if (v && c->rank != root) rc = COLL(Scatterv, Iscatterv, NULL, NULL, NULL, MPI_DATATYPE_NULL, rb, (int)mycount, MPI_INT, root, c->comm);
-        else if (v) rc = COLL(Scatterv, Iscatterv, dbuf_ptr(&s), counts, displs, MPI_INT, rb, (int)mycount, MPI_INT, root, c->comm);
-        else rc = COLL(Scatter, Iscatter, dbuf_ptr(&s), (int)count, MPI_INT, rb, (int)count, MPI_INT, root, c->comm);
+        if (v && !ro.is_root) rc = COLL(Scatterv, Iscatterv, NULL, NULL, NULL, MPI_DATATYPE_NULL, rb, (int)mycount, MPI_INT, ro.arg, c->comm);
+        else if (v) rc = COLL(Scatterv, Iscatterv, dbuf_ptr(&s), counts, displs, MPI_INT, rb, (int)mycount, MPI_INT, ro.arg, c->comm);
+        else rc = COLL(Scatter, Iscatter, dbuf_ptr(&s), (int)count, MPI_INT, rb, (int)count, MPI_INT, ro.arg, c->comm);
     }
     check_pair(rc, &s, &r);
     free(mine);
@@ -576,11 +624,11 @@ static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
 }
 
 /* MPI_Alltoall / MPI_Alltoallv / MPI_Alltoallw: element j of the block rank
- * q sends rank p is val(q, p * 100000 + j) */
+ * q sends rank p (of the other group, inter) is val(q's id, p * 100000 + j) */
 enum { A2A, A2AV, A2AW };
 static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
 {
-    int n = c->size, *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
+    int n = c->npeers, *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
     int *rc_ = malloc(n * sizeof(int)), *rd = malloc(n * sizeof(int)), rc;
     MPI_Datatype *types = malloc(n * sizeof(MPI_Datatype));
     size_t sat = 0, rat = 0;
@@ -598,12 +646,12 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     dbuf_make(&r, rat * sizeof(int));
     for (int p = 0; p < n; p++) {
         for (int j = 0; j < sc[p]; j++) {
-            int v = val(c->rank, (size_t)p * 100000 + j, 6);
+            int v = val(c->id, (size_t)p * 100000 + j, 6);
             if (inplace) dbuf_load(&r, (rd[p] + j) * sizeof(int), &v, sizeof(int));
             else dbuf_load(&s, (sd[p] + j) * sizeof(int), &v, sizeof(int));
         }
         for (int j = 0; j < rc_[p]; j++) {
-            int v = val(p, (size_t)c->rank * 100000 + j, 6);
+            int v = val(c->peer0 + p, (size_t)c->rank * 100000 + j, 6);
             dbuf_expect(&r, (rd[p] + j) * sizeof(int), &v, sizeof(int));
         }
     }
@@ -622,7 +670,22 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     free(sc), free(sd), free(rc_), free(rd), free(types);
 }
 
-/* MPI_Reduce_scatter(_block), in place or not: rank q gets count + q (block: count) */
+/* MPI_Reduce_scatter(_block)'s block for rank q of this rank's group: intra count
+ * (block) or count + q.  Inter, each group's blocks of the other group's sum must
+ * add up to the same total: count times the other group's size (block), or an
+ * uneven share of count * (size * npeers + 1) (rank q gets the span between the
+ * q^2/size^2 and (q+1)^2/size^2 fractions) */
+static int rs_count(const ctx_t *c, size_t count, int block, int q)
+{
+    size_t n = (size_t)c->size, total = count * (n * (size_t)c->npeers + 1);
+
+    if (!c->inter) return block ? (int)count : (int)count + q;
+    if (block) return (int)count * c->npeers;
+    return (int)(total * (q + 1) * (q + 1) / (n * n) - total * q * q / (n * n));
+}
+
+/* MPI_Reduce_scatter(_block), in place or not: rank q gets rs_count's block of the
+ * sum over the call's peers */
 static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
 {
     int n = c->size, *counts = malloc(n * sizeof(int));
@@ -631,13 +694,13 @@ static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
     int *mine, *want, rc;
 
     for (int q = 0; q < n; q++) {
-        counts[q] = block ? (int)count : (int)count + q;
+        counts[q] = rs_count(c, count, block, q);
         if (q < c->rank) at += (size_t)counts[q];
         total += (size_t)counts[q];
     }
-    mine = vals(c->rank, total, 7);
+    mine = vals(c->id, total, 7);
     want = malloc((counts[c->rank] + 1) * sizeof(int));
-    for (int j = 0; j < counts[c->rank]; j++) want[j] = sum_vals(0, n, at + j, 7);
+    for (int j = 0; j < counts[c->rank]; j++) want[j] = sum_peers(c, at + j, 7);
     dbuf_make(&s, total * sizeof(int));
     dbuf_make(&r, (inplace ? total : (size_t)counts[c->rank]) * sizeof(int));
     if (inplace) {
@@ -651,7 +714,7 @@ static void case_reduce_scatter(ctx_t *c, size_t count, int block, int inplace)
          inplace ? " in place" : "", count);
     {
         const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
-        if (block) rc = COLL(Reduce_scatter_block, Ireduce_scatter_block, sb, dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, c->comm);
+        if (block) rc = COLL(Reduce_scatter_block, Ireduce_scatter_block, sb, dbuf_ptr(&r), counts[0], MPI_INT, MPI_SUM, c->comm);
         else rc = COLL(Reduce_scatter, Ireduce_scatter, sb, dbuf_ptr(&r), counts, MPI_INT, MPI_SUM, c->comm);
     }
     expect_rc(rc, what);
@@ -733,11 +796,14 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
 {
     for (int k = 0; k < ncounts; k++) {
         size_t n = counts[k];
-        for (int root = 0; root < c->size; root++) {
+        /* MPI_IN_PLACE, MPI_Scan and MPI_Exscan: intra-communicators only */
+        int nip = c->inter ? 1 : 2;
+
+        for (int root = 0; root < c->nroots; root++) {
             case_bcast(c, n, root, 0);
             case_bcast(c, n, root, 1);
             if (n > 0) case_bottom(c, n, root);
-            for (int ip = 0; ip < 2; ip++) {
+            for (int ip = 0; ip < nip; ip++) {
                 case_reduce(c, RED_REDUCE, n, root, ip, 0);
                 case_gather(c, n, root, 0, 0, ip);
                 case_gather(c, n, root, 0, 1, ip);
@@ -745,11 +811,11 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
                 case_scatter(c, n, root, 1, ip);
             }
         }
-        for (int ip = 0; ip < 2; ip++) {
+        for (int ip = 0; ip < nip; ip++) {
             case_reduce(c, RED_ALLREDUCE, n, 0, ip, 0);
             case_reduce(c, RED_ALLREDUCE, n, 0, ip, 1);
-            case_reduce(c, RED_SCAN, n, 0, ip, 0);
-            case_reduce(c, RED_EXSCAN, n, 0, ip, 0);
+            if (!c->inter) case_reduce(c, RED_SCAN, n, 0, ip, 0);
+            if (!c->inter) case_reduce(c, RED_EXSCAN, n, 0, ip, 0);
             case_gather(c, n, 0, 1, 0, ip);
             case_gather(c, n, 0, 1, 1, ip);
             case_reduce_scatter(c, n, 0, ip);
@@ -757,19 +823,19 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
         }
         case_allreduce_types(c, n);
         case_alltoall(c, n, A2A, 0);
-        case_alltoall(c, n, A2A, 1);
+        if (!c->inter) case_alltoall(c, n, A2A, 1);
         case_alltoall(c, n, A2AV, 0);
         case_alltoall(c, n, A2AW, 0);
         /* a periodic ring of 2 or 1 has the same rank on both sides: the
          * order of its blocks is not for this test to guess */
-        if (c->size >= 3) case_neighbor(c, n);
+        if (c->size >= 3 && !c->inter) case_neighbor(c, n);
         if (g_persistent && n > 0) case_restart(c, n);
     }
 }
 
 int main(int argc, char **argv)
 {
-    const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev";
+    const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev,inter";
     size_t counts[16] = {0, 1, 7, 1000};
     int ncounts = 4, local_rank, all[2], sum[2];
     MPI_Comm local;
@@ -819,9 +885,26 @@ int main(int argc, char **argv)
             else if (!strcmp(m, "dup")) MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
             else if (!strcmp(m, "split")) MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &c.comm);
             else if (!strcmp(m, "rev")) MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - world_rank, &c.comm);
+            else if (!strcmp(m, "inter")) {
+                /* world ranks 0 .. wsize/2 - 1 and the rest, each group's rank 0 its leader */
+                int second = world_rank >= wsize / 2;
+                MPI_Comm group;
+
+                if (wsize < 2) continue;
+                MPI_Comm_split(MPI_COMM_WORLD, second, world_rank, &group);
+                MPI_Intercomm_create(group, 0, MPI_COMM_WORLD, second ? 0 : wsize / 2, 77,
+                                     &c.comm);
+                MPI_Comm_free(&group);
+                c.inter = 1;
+                c.group0 = wsize / 2;
+            }
             else die("unknown mode");
             MPI_Comm_rank(c.comm, &c.rank);
             MPI_Comm_size(c.comm, &c.size);
+            c.id = c.inter ? world_rank : c.rank;
+            c.peer0 = c.inter && world_rank < c.group0 ? c.group0 : 0;
+            c.npeers = !c.inter ? c.size : world_rank < c.group0 ? wsize - c.group0 : c.group0;
+            c.nroots = c.inter ? wsize : c.size;
             MPI_Type_vector(2, 1, 2, MPI_INT, &c.vec);
             MPI_Type_commit(&c.vec);
             run_comm(&c, counts, ncounts);

@@ -701,7 +701,9 @@ FALLBACK_WHY="ranks passed different kinds of memory" run_case "fakecuda_rank0_a
 # cuMemAlloc): gpuring stages them through host memory for the component below (not
 # CUDA-aware), non-blocking ones until their request completes (device_coll_check -i:
 # every call in its non-blocking form), persistent ones at every start (-p), and every
-# result is right; pool memory on threads without a CUDA context too (-a).
+# result is right; pool memory on threads without a CUDA context too (-a); and on
+# inter-communicators (mode inter: coll/inter's and libnbc's calls, MPI_ROOT and
+# MPI_PROC_NULL roots, groups of unequal size at np 3).
 if [ $ACTIVE = 1 ]; then
     STAGED_ALL="MPI_Allgather MPI_Allgatherv MPI_Allreduce MPI_Alltoall MPI_Alltoallv
         MPI_Alltoallw MPI_Bcast MPI_Exscan MPI_Gather MPI_Gatherv MPI_Reduce MPI_Reduce_scatter
@@ -714,7 +716,7 @@ if [ $ACTIVE = 1 ]; then
     STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather MPI_Neighbor_alltoall"
     run_case "device_colls_np3_rpn1" 3 1 staged "" device_coll_check -D "$FAKE_CUDA" -q
     run_case "device_colls_np4_rpn2" 4 2 staged "" \
-        device_coll_check -D "$FAKE_CUDA" -c 0,1,7,1000,65537 -m world,split -q
+        device_coll_check -D "$FAKE_CUDA" -c 0,1,7,1000,65537 -m world,split,inter -q
     # the non-blocking forms: MPI_Ibcast, MPI_Igather, ... (a user op and a derived
     # datatype among them: Open MPI chains its own completion callback over gpuring's)
     STAGED_ALL=""
@@ -726,7 +728,7 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -i -a -q
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
-        device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split -q
+        device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split,inter -q
     # the persistent forms (MPI_Bcast_init, ...; Open MPI 4's MPIX_ ones), each started
     # twice: staged with the request, copied in at every start and back at every
     # completion
@@ -738,7 +740,7 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -p -a -q
     STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather_init MPI_Neighbor_alltoall_init"
     run_case "device_colls_persistent_np3_rpn1" 3 1 staged "" \
-        device_coll_check -D "$FAKE_CUDA" -p -c 0,1,7,1000 -m world,split -q
+        device_coll_check -D "$FAKE_CUDA" -p -c 0,1,7,1000 -m world,split,inter -q
     # the control: handed down unstaged, the same device memory kills the component below
     if wanted device_colls_unstaged_crash; then
         log="$LOGDIR/device_colls_unstaged_crash.log"
