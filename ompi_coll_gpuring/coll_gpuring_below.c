@@ -15,6 +15,8 @@
  * On an inter-communicator (where gpuring runs nothing itself) a call's blocks
  * are the other group's, and a rooted call's root passes MPI_ROOT, the rest of
  * its group MPI_PROC_NULL: see below_peers and below_is_root/below_is_member.
+ *  - MPI_Reduce_local, where Open MPI makes it through MPI_COMM_SELF's module
+ *    (5.0): staged as a blocking call.
  * Host buffers cost one memory-kind check per buffer, none in a process
  * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
@@ -606,6 +608,23 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
                                             rcounts, rdispls, rdts, comm,
                                             m->prev.neighbor_alltoallw_module));
 }
+
+#if defined(MCA_COLL_GPURING_HAS_REDUCE_LOCAL)
+/* MPI_Reduce_local (MPI_COMM_SELF's module): no communication, but the op below reads
+ * both buffers and writes the second */
+static int below_reduce_local(const void *inbuf, void *inoutbuf, int count, below_dt_t *dt,
+                              struct ompi_op_t *op, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
+
+    SPAN(&b[0], inbuf, BELOW_IN, (size_t)count, dt);
+    SPAN(&b[1], inoutbuf, MCA_COLL_GPURING_STAGE_INOUT, (size_t)count, dt);
+    BELOW_STAGED(m, reduce_local, b,
+                 m->prev.reduce_local(b[0].host, b[1].host, count, dt, op,
+                                      m->prev.reduce_local_module));
+}
+#endif
 
 /* ---- non-blocking: staged until the request completes ------------------------------ */
 

@@ -784,6 +784,30 @@ static void case_neighbor(ctx_t *c, size_t count)
     MPI_Comm_free(&ring);
 }
 
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+/* MPI_Reduce_local of ints, a predefined and a user-defined sum (no communicator:
+ * Open MPI 5 makes it through MPI_COMM_SELF's coll module, where a component that
+ * cannot read device memory meets it; Open MPI 4 never hands it to a component) */
+#define HAVE_REDUCE_LOCAL_SLOT 1
+static void case_reduce_local(ctx_t *c, size_t count, int user)
+{
+    dbuf_t in, io;
+    int *a = vals(c->id, count, 12), *b = vals(c->id, count, 13), *want = vals(0, count, 0);
+
+    for (size_t i = 0; i < count; i++) want[i] = (int)((unsigned)a[i] + (unsigned)b[i]);
+    dbuf_make(&in, count * sizeof(int));
+    dbuf_make(&io, count * sizeof(int));
+    dbuf_load(&in, 0, a, count * sizeof(int));
+    dbuf_load(&io, 0, b, count * sizeof(int));
+    dbuf_expect(&io, 0, want, count * sizeof(int));
+    WHAT("%s reduce_local%s count %zu", c->name, user ? " user op" : "", count);
+    check_pair(MPI_Reduce_local(dbuf_ptr(&in), dbuf_ptr(&io), (int)count, MPI_INT,
+                                user ? user_sum : MPI_SUM),
+               &in, &io);
+    free(a), free(b), free(want);
+}
+#endif
+
 static void user_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
@@ -830,6 +854,10 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
          * order of its blocks is not for this test to guess */
         if (c->size >= 3 && !c->inter) case_neighbor(c, n);
         if (g_persistent && n > 0) case_restart(c, n);
+#ifdef HAVE_REDUCE_LOCAL_SLOT
+        for (int user = 0; user < 2 && !g_persistent && !g_nonblocking; user++)
+            case_reduce_local(c, n, user);
+#endif
     }
 }
 
