@@ -172,10 +172,21 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
  * coll_gpuring_entry.c: what the entry points share.  A call as its entry
  * point hands it over (MPI's arguments made gpuring's), run on the plane of
  * its buffers' memory: OMPI_SUCCESS, an MPI error (logged: the collective,
- * the rank, the cause), or MCA_COLL_GPURING_FALLBACK (the reason logged:
- * the entry calls the component below).
+ * the rank, the cause), or a fallback (the reason logged: the entry calls the
+ * component below): MCA_COLL_GPURING_FALLBACK_HOST where the call found its
+ * buffers to be host memory (they go below as they are: a CUDA process pays its
+ * driver's pointer query, a few hundred ns, once per buffer, not again in the
+ * staging layer), MCA_COLL_GPURING_FALLBACK otherwise (through the staging layer).
  */
 #define MCA_COLL_GPURING_FALLBACK 1
+#define MCA_COLL_GPURING_FALLBACK_HOST 2
+#define MCA_COLL_GPURING_FELL_BACK(_rc)                                                     \
+    ((_rc) == MCA_COLL_GPURING_FALLBACK || (_rc) == MCA_COLL_GPURING_FALLBACK_HOST)
+/* The component below's _slot on the call's buffers as they are (MCA_COLL_GPURING_FALLBACK_HOST;
+ * OMPI_ERR_NOT_SUPPORTED where it has none, as the staging layer says) */
+#define MCA_COLL_GPURING_PREV(_m, _slot, ...)                                               \
+    ((_m)->prev._slot == NULL ? OMPI_ERR_NOT_SUPPORTED                                      \
+                              : (_m)->prev._slot(__VA_ARGS__, (_m)->prev._slot##_module))
 typedef struct mca_coll_gpuring_call {
     gpuring_coll_kind_t coll;
     const void *sendbuf; /* the input (in place: where it is in the receive buffer) */

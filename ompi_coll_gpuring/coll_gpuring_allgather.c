@@ -15,10 +15,11 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLGATHER};
     mca_coll_gpuring_packed_t in = {0}, out = {0};
     const size_t n = (size_t)ompi_comm_size(comm), me = (size_t)ompi_comm_rank(comm);
-    int rc, urc;
+    int rc = MCA_COLL_GPURING_FALLBACK, urc;
 
     if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
         return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount < 0 ? rcount : scount);
@@ -38,7 +39,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     if (c.recvbuf == NULL) {
         rc = mca_coll_gpuring_pack(&out, c.coll, rbuf, (size_t)rcount * n, rdtype,
                                    sbuf == MPI_IN_PLACE);
-        if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
+        if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
         if (rc != OMPI_SUCCESS) return rc;
         c.recvbuf = out.bytes;
     }
@@ -50,20 +51,24 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
             rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
             if (rc != OMPI_SUCCESS) {
                 (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
-                if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
+                if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
                 return rc;
             }
             c.sendbuf = in.bytes;
         }
     }
-    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    rc = mca_coll_gpuring_call_run(m, comm, &c);
     (void)mca_coll_gpuring_unpack(&in, 0, rc);
     urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS, rc);
     if (rc == OMPI_SUCCESS) rc = urc;
-    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+    if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
+    if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
+        return MCA_COLL_GPURING_PREV(m, allgather, sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                     comm);
+    }
     return mca_coll_gpuring_allgather_below(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
                                             module);
 }

@@ -5,7 +5,8 @@
  * checks (datatype, op) -> the shared path (coll_gpuring_entry.c: plane,
  * lazy setup, connections, the call) -> gpuring allreduce; anything gpuring
  * does not handle goes to the saved (i)allreduce of the component below,
- * with the reason logged at verbose level 3.
+ * with the reason logged at verbose level 3 (through the staging layer unless
+ * the call found its buffers to be host memory).
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -14,10 +15,11 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm, ompi_request_t **request,
                            mca_coll_base_module_t *module)
 {
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLREDUCE,
                                  .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
                                  .recvbuf = rbuf, .count = (size_t)count, .request = request};
-    int rc;
+    int rc = MCA_COLL_GPURING_FALLBACK;
 
     if (count < 0) return mca_coll_gpuring_bad_count(c.coll, request != NULL, comm, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
@@ -26,11 +28,17 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
         if (request != NULL) *request = &ompi_request_empty; /* complete; never freed */
         return OMPI_SUCCESS;
     }
-    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
-    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+    rc = mca_coll_gpuring_call_run(m, comm, &c);
+    if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
+    if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
+        return request == NULL
+                   ? MCA_COLL_GPURING_PREV(m, allreduce, sbuf, rbuf, count, dtype, op, comm)
+                   : MCA_COLL_GPURING_PREV(m, iallreduce, sbuf, rbuf, count, dtype, op, comm,
+                                           request);
+    }
     return request == NULL
                ? mca_coll_gpuring_allreduce_below(sbuf, rbuf, count, dtype, op, comm, module)
                : mca_coll_gpuring_iallreduce_below(sbuf, rbuf, count, dtype, op, comm, request,

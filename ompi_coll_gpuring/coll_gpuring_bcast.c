@@ -12,10 +12,11 @@
 int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_BCAST, .root = root};
     mca_coll_gpuring_packed_t packed = {0};
     const int at_root = ompi_comm_rank(comm) == root;
-    int rc, urc;
+    int rc = MCA_COLL_GPURING_FALLBACK, urc;
 
     if (count < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, count);
     c.count = mca_coll_gpuring_signature_bytes(dtype, (size_t)count);
@@ -23,17 +24,20 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     c.recvbuf = mca_coll_gpuring_contiguous(buf, (size_t)count, dtype);
     if (c.recvbuf == NULL) {
         rc = mca_coll_gpuring_pack(&packed, c.coll, buf, (size_t)count, dtype, at_root);
-        if (rc == MCA_COLL_GPURING_FALLBACK) goto fallback;
+        if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
         if (rc != OMPI_SUCCESS) return rc;
         c.recvbuf = packed.bytes;
     }
     c.sendbuf = c.recvbuf;
-    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
+    rc = mca_coll_gpuring_call_run(m, comm, &c);
     urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root, rc);
     if (rc == OMPI_SUCCESS) rc = urc;
-    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+    if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
+    if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
+        return MCA_COLL_GPURING_PREV(m, bcast, buf, count, dtype, root, comm);
+    }
     return mca_coll_gpuring_bcast_below(buf, count, dtype, root, comm, module);
 }

@@ -178,7 +178,8 @@ void mca_coll_gpuring_log_fallback(const char *fmt, ...)
  * with *why_p saying why): the buffers' memory kind and the parameters.
  * out NULL: only in is significant on this rank.
  */
-static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p)
+static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p,
+                       int *host_p)
 {
     gpuring_mem_kind_t kinds[2], kind;
     int devices[2], other_ctx[2];
@@ -186,6 +187,7 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
     gpuring_mem_kind_both(in, out != NULL ? out : in, kinds, devices, other_ctx);
     kind = kinds[0];
     *device_p = devices[0];
+    *host_p = kinds[0] == GPURING_MEM_HOST && kinds[1] == GPURING_MEM_HOST;
     if (kinds[1] != kind || devices[1] != devices[0]) {
         *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
     } else if (other_ctx[0] || other_ctx[1]) {
@@ -207,9 +209,10 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
 int mca_coll_gpuring_kind_declined(gpuring_coll_kind_t coll, const void *buf)
 {
     const char *why = NULL;
-    int device;
+    int device, host;
 
-    if (mca_coll_gpuring_component.agree_memory || entry_plane(buf, NULL, &device, &why) >= 0)
+    if (mca_coll_gpuring_component.agree_memory ||
+        entry_plane(buf, NULL, &device, &why, &host) >= 0)
         return 0;
     mca_coll_gpuring_log_fallback("%s fallback: %s", gpuring_coll_names[coll], why);
     return 1;
@@ -274,10 +277,11 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     mca_coll_gpuring_request_t *req = NULL;
     gpuring_comm_t *gcomm;
     gpuring_status_t ready, st;
-    int plane, device, was_new, defer;
+    int plane, device, host, fallback, was_new, defer;
 
     GPURING_PROF_BEGIN();
-    plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why);
+    plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
+    fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
     if (mca_coll_gpuring_component.agree_memory && c->request != NULL) {
         /* agreeing is an exchange that waits for every rank: the call would not return
          * until all had made it, which MPI does not allow a non-blocking call */
@@ -292,7 +296,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     GPURING_PROF_MARK(GPURING_PROF_MEMKIND);
     if (plane < 0) {
         mca_coll_gpuring_log_fallback("%s fallback: %s", name, why);
-        return MCA_COLL_GPURING_FALLBACK;
+        return fallback;
     }
     /* a non-blocking call that would make the communicator's setup, with
      * coll_gpuring_nonblocking_setup off: the state is every rank's alike (device
@@ -303,7 +307,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       "non-blocking call does not set it up "
                                       "(coll_gpuring_nonblocking_setup 0): its first "
                                       "blocking gpuring call will", name, comm->c_name);
-        return MCA_COLL_GPURING_FALLBACK;
+        return fallback;
     }
     was_new = m->state == MCA_COLL_GPURING_COMM_NEW;
     gcomm = mca_coll_gpuring_comm_get(m);
@@ -312,7 +316,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
     }
     if (gcomm == NULL) {
-        return MCA_COLL_GPURING_FALLBACK; /* setup failed or disabled: logged there */
+        return fallback; /* setup failed or disabled: logged there */
     }
     if (defer && !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
         mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s yet, "
@@ -321,7 +325,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       "blocking call on such buffers will", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
                                       comm->c_name);
-        return MCA_COLL_GPURING_FALLBACK;
+        return fallback;
     }
     if (c->request != NULL) {
         req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
@@ -345,7 +349,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
                                       comm->c_name);
-        return MCA_COLL_GPURING_FALLBACK;
+        return fallback;
     }
     if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
     if (req != NULL) *c->request = &req->super;

@@ -154,6 +154,6 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc)
                       "of datatype %s at %p: %s", p->len, p->count,
                       mca_coll_gpuring_dt_name(p->dt), p->buf, why);
     }
-    pack_free(p, call_rc != OMPI_SUCCESS && call_rc != MCA_COLL_GPURING_FALLBACK);
+    pack_free(p, call_rc != OMPI_SUCCESS && !MCA_COLL_GPURING_FELL_BACK(call_rc));
     return rc;
 }

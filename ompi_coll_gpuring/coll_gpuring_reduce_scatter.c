@@ -15,19 +15,24 @@ int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
                                           struct ompi_communicator_t *comm,
                                           mca_coll_base_module_t *module)
 {
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE_SCATTER,
                                  .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
                                  .recvbuf = rbuf, .count = (size_t)rcount};
-    int rc;
+    int rc = MCA_COLL_GPURING_FALLBACK;
 
     if (rcount < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (rcount == 0) return OMPI_SUCCESS;
-    rc = mca_coll_gpuring_call_run((mca_coll_gpuring_module_t *)module, comm, &c);
-    if (rc != MCA_COLL_GPURING_FALLBACK) return rc;
+    rc = mca_coll_gpuring_call_run(m, comm, &c);
+    if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
+    if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
+        return MCA_COLL_GPURING_PREV(m, reduce_scatter_block, sbuf, rbuf, rcount, dtype, op,
+                                     comm);
+    }
     return mca_coll_gpuring_reduce_scatter_block_below(sbuf, rbuf, rcount, dtype, op, comm,
                                                        module);
 }
