@@ -221,7 +221,8 @@ typedef struct gpuring_plan {
  * follow the bytes they move (reduce-scatter and allgather: every rank's
  * block), and the protocol the same size limits as allreduce's.
  * order_free: the reduction gives the same bits whatever order ranks fold
- * inputs in (integer ops, MIN/MAX, or 2 ranks); otherwise GATHER folds in
+ * inputs in (integer types: a float MIN/MAX keeps its first operand on a tie
+ * of +0 and -0, even with 2 ranks); otherwise GATHER folds in
  * ring order from a scratch of nranks * bytes, at most
  * GPURING_TUNING_SCRATCH_MAX.
  */

@@ -80,7 +80,7 @@ static int gpuring_register(void)
     const mca_base_component_t *v = &c->super.collm_version;
 
     gpuring_register_int("priority",
-                         "Priority of coll/gpuring (it handles MPI_Allreduce above the "
+                         "Priority of coll/gpuring (it takes the collectives above the "
                          "component it replaces when higher than that one's; a negative value "
                          "disables it)",
                          OPAL_INFO_LVL_6, &c->priority);
@@ -107,16 +107,17 @@ static int gpuring_register(void)
         &c->profile);
     (void)mca_base_component_var_register(
         v, "host_buffers",
-        "Also run MPI_Allreduce on host (non-GPU) buffers with gpuring's host executor, instead "
-        "of handing them to the component below (needed on machines without a GPU and for "
-        "host benchmarks)",
+        "Also run the collectives gpuring takes (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce, "
+        "MPI_Reduce_scatter(_block), MPI_Allgather, MPI_Bcast) on host (non-GPU) buffers with "
+        "gpuring's host executor, instead of handing them to the component below (needed on "
+        "machines without a GPU and for host benchmarks)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->host_buffers);
     (void)mca_base_component_var_register(
         v, "managed_buffers",
-        "Run MPI_Allreduce on CUDA managed memory (cudaMallocManaged) with the CUDA kernels, "
-        "as device memory of the GPU it belongs to, instead of handing it to the component "
-        "below (off by default: pages may migrate to the GPU on every call)",
+        "Run the collectives gpuring takes on CUDA managed memory (cudaMallocManaged) with the "
+        "CUDA kernels, as device memory of the GPU it belongs to, instead of handing it to the "
+        "component below (off by default: pages may migrate to the GPU on every call)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->managed_buffers);
     (void)mca_base_component_var_register(
@@ -222,7 +223,8 @@ static int gpuring_register(void)
                          "is one thread block of the CUDA kernel), 1-32, or 0: as many as "
                          "every GPU can hold resident at once for all the ranks using it, at "
                          "most 32 (NCCL's count on an H100).  Each call uses as many as its "
-                         "size makes worthwhile (at least 128 KiB per slot step)",
+                         "size makes worthwhile (a slot step of at least 32 KiB on one node, 4 KiB with LL, "
+                         "128 KiB across nodes)",
                          OPAL_INFO_LVL_5, &c->device_nchannels);
     gpuring_register_int("channels_per_call",
                          "Channels every call uses, at most the channels set up for its "
