@@ -176,7 +176,8 @@ void mca_coll_gpuring_log_fallback(const char *fmt, ...)
 /*
  * The plane this rank's buffers would run on, or -1 (the component below,
  * with *why_p saying why): the buffers' memory kind and the parameters.
- * out NULL: only in is significant on this rank.
+ * out NULL: only in is significant on this rank.  *host_p: every significant
+ * buffer is host memory (a fallback then needs no staging).
  */
 static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p,
                        int *host_p)
