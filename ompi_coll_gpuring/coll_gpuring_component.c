@@ -223,8 +223,8 @@ static int gpuring_register(void)
                          "is one thread block of the CUDA kernel), 1-32, or 0: as many as "
                          "every GPU can hold resident at once for all the ranks using it, at "
                          "most 32 (NCCL's count on an H100).  Each call uses as many as its "
-                         "size makes worthwhile (a slot step of at least 32 KiB on one node, 4 KiB with LL, "
-                         "128 KiB across nodes)",
+                         "size makes worthwhile (a slot step of at least 32 KiB on one "
+                         "node, 4 KiB with LL, 128 KiB across nodes)",
                          OPAL_INFO_LVL_5, &c->device_nchannels);
     gpuring_register_int("channels_per_call",
                          "Channels every call uses, at most the channels set up for its "

@@ -533,7 +533,8 @@ static void case_allreduce_types(ctx_t *c, size_t count)
     free(cwant);
 }
 
-/* Block layout of a rooted or all- call over `size` ranks (a call's peers): `count` ints per rank in rank order;
+/* Block layout of a rooted or all- call over `size` ranks (the call's peers):
+ * `count` ints per rank in rank order;
  * v-variants (v): rank q's block of (count + q) ints, blocks in reverse rank
  * order with one int of gap between (a hole the call must not write). */
 static void block_layout(int size, size_t count, int v, int *counts, int *displs, size_t *total)
