@@ -141,6 +141,12 @@ gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
+gpuring_status_t gpuring_exec_cuda_direct_ll_abandon(const gpuring_exec_direct_ll_args_t *args,
+                                                     void *stream)
+{
+    return GPURING_ERR_NOT_SUPPORTED;
+}
+
 gpuring_status_t gpuring_exec_cuda_capacity(int *blocks_p)
 {
     return GPURING_ERR_NOT_SUPPORTED;

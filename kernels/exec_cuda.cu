@@ -1943,19 +1943,13 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
     }
 }
 
-extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *a,
-                                                        void *stream_v)
+/* The LL direct call's descriptor (its kernel's, or its abandon kernel's; status and
+ * blocks left to the launch), its arguments checked: GPURING_ERR_INVALID (logged). */
+static gpuring_status_t exec_direct_ll_desc(const gpuring_exec_direct_ll_args_t *a,
+                                            exec_direct_ll_desc_t *d)
 {
-    cudaStream_t stream = (cudaStream_t)stream_v;
     const size_t es = a != NULL ? gpuring_type_size(a->type) : 0;
-    exec_direct_ll_desc_t d;
-    void *params[1] = { &d };
-    exec_cuda_status_t *st, *st_dev;
-    gpuring_status_t stop, rc;
-    const void *fn;
-    size_t npairs, row_units;
-    int blocks, ix, exited;
-    cudaError_t err;
+    size_t row_units;
 
     if (a == NULL || es == 0 || a->nranks < 1 || a->nranks > GPURING_EXEC_DIRECT_MAX_RANKS ||
         a->rank < 0 || a->rank >= a->nranks || a->count * es > GPURING_EXEC_DIRECT_LL_MAX_BYTES ||
@@ -1966,14 +1960,10 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                       a != NULL ? a->nranks : 0, a != NULL ? a->slot_bytes : 0);
         return GPURING_ERR_INVALID;
     }
-    fn = exec_cuda_fn<exec_direct_ll_kernels>(a->type, a->op);
-    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
-    if (a->count == 0) return GPURING_OK;
-
-    memset(&d, 0, sizeof(d));
+    memset(d, 0, sizeof(*d));
     row_units = (size_t)a->nranks * a->slot_bytes / 8;
-    d.slot_units = a->slot_bytes / 8;
-    d.row = (volatile uint64_t *)a->inbox + (a->seq & 1) * row_units;
+    d->slot_units = a->slot_bytes / 8;
+    d->row = (volatile uint64_t *)a->inbox + (a->seq & 1) * row_units;
     for (int r = 0; r < a->nranks; r++) {
         if (r == a->rank) continue;
         if (a->peer_inbox[r] == NULL || (uintptr_t)a->peer_inbox[r] % 16 != 0) {
@@ -1981,16 +1971,49 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                           "not mapped or not aligned", r, a->peer_inbox[r]);
             return GPURING_ERR_INVALID;
         }
-        d.to[r] = (volatile uint64_t *)a->peer_inbox[r] + (a->seq & 1) * row_units +
-                  (size_t)a->rank * d.slot_units;
+        d->to[r] = (volatile uint64_t *)a->peer_inbox[r] + (a->seq & 1) * row_units +
+                   (size_t)a->rank * d->slot_units;
     }
-    d.sendbuf = (const char *)a->sendbuf;
-    d.recvbuf = (char *)a->recvbuf;
-    d.count = a->count;
-    d.call = a->call;
-    d.flag = gpuring_ll_flag(a->seq);
-    d.nranks = a->nranks;
-    d.rank = a->rank;
+    d->sendbuf = (const char *)a->sendbuf;
+    d->recvbuf = (char *)a->recvbuf;
+    d->count = a->count;
+    d->call = a->call;
+    d->flag = gpuring_ll_flag(a->seq);
+    d->nranks = a->nranks;
+    d->rank = a->rank;
+    return GPURING_OK;
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll_abandon(
+    const gpuring_exec_direct_ll_args_t *a, void *stream_v)
+{
+    exec_direct_ll_desc_t d;
+    void *params[1] = { &d };
+
+    GPURING_CHECK(exec_direct_ll_desc(a, &d));
+    GPURING_CHECK(exec_cuda_ready());
+    return exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_direct_ll_abandon_kernel), 1, params,
+                                    (cudaStream_t)stream_v, NULL);
+}
+
+extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *a,
+                                                        void *stream_v)
+{
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    const size_t es = a != NULL ? gpuring_type_size(a->type) : 0;
+    exec_direct_ll_desc_t d;
+    void *params[1] = { &d };
+    exec_cuda_status_t *st, *st_dev;
+    gpuring_status_t stop, rc;
+    const void *fn;
+    size_t npairs;
+    int blocks, ix, exited;
+    cudaError_t err;
+
+    GPURING_CHECK(exec_direct_ll_desc(a, &d));
+    fn = exec_cuda_fn<exec_direct_ll_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
+    if (a->count == 0) return GPURING_OK;
     npairs = GPURING_DIV_UP(a->count * es, (size_t)EXEC_LL_PAIR_BYTES);
     blocks = (int)GPURING_MIN(GPURING_DIV_UP(npairs, (size_t)EXEC_DIRECT_LL_PAIRS_PER_THREAD *
                                                          GPURING_EXEC_CUDA_THREADS),

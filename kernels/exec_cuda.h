@@ -163,6 +163,14 @@ typedef struct gpuring_exec_direct_ll_args {
 gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *args,
                                              void *stream);
 
+/* An LL direct call this rank gives up on before its kernel (the caller has no
+ * buffers for it: sendbuf and recvbuf unused): only the abandon header into its slot
+ * of every peer's row, as where the kernel does not launch; waits for it as
+ * gpuring_exec_cuda_abandon does.  GPURING_OK, GPURING_ERR_INVALID, GPURING_ERR_CUDA
+ * (logged: the peers then learn of it at their timeout). */
+gpuring_status_t gpuring_exec_cuda_direct_ll_abandon(const gpuring_exec_direct_ll_args_t *args,
+                                                     void *stream);
+
 /*
  * Allocate the executor's process-wide mapped host memory (the per-call
  * abort flag and progress counters), and load every kernel into the

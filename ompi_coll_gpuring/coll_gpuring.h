@@ -197,6 +197,10 @@ typedef struct mca_coll_gpuring_call {
     int root;            /* bcast, reduce */
     ompi_request_t **request; /* non-NULL: a non-blocking call (MPI_Iallreduce), whose
                                  request call_run sets when it starts it */
+    gpuring_status_t fail; /* GPURING_OK; else why this rank cannot run the call its peers
+                              run (a packing that failed: sendbuf or recvbuf then only
+                              tells the memory's kind): call_run takes the plane's path
+                              and abandons it there (gpuring_comm_abandon) */
 } mca_coll_gpuring_call_t;
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *call);
@@ -222,12 +226,17 @@ void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_dat
 /* The elements packed into `len` contiguous bytes of their memory's kind (.bytes); `in`:
  * their values packed (a sender's), else only the space made; MCA_COLL_GPURING_FALLBACK,
  * nothing packed, where that kind goes below (mca_coll_gpuring_kind_declined: the
- * caller hands the call below as it is).  unpack writes the bytes
+ * caller hands the call below as it is).  Where packing fails (no memory; logged),
+ * OMPI_SUCCESS with .fail set: packed_bytes hands the call the elements' own memory,
+ * whose kind still picks its path, and sets the call's fail -- the peers make the call,
+ * and call_run tells them that this rank gave up on it.  unpack writes the bytes
  * back into the elements where `out` (a receiver's) and frees them -- device memory
  * only after a call that did not fail (`call_rc` OMPI_SUCCESS or the fallback): a failed
  * call's kernel may still write it, so it is kept.  Errors logged. */
 typedef struct mca_coll_gpuring_packed {
     void *bytes; /* NULL: nothing packed */
+    gpuring_status_t fail; /* packing failed (bytes NULL) */
+    void *first; /* ... the first byte of the elements' memory */
     size_t len;
     void *buf;
     size_t count;
@@ -241,6 +250,8 @@ typedef struct mca_coll_gpuring_packed {
 } mca_coll_gpuring_packed_t;
 int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
                           size_t count, struct ompi_datatype_t *dt, int in);
+void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
+                                    mca_coll_gpuring_call_t *call);
 int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);
 /* A negative count, which only mpi_param_check 0 lets through: logged; MPI_ERR_COUNT. */
 int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,

@@ -19,7 +19,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLGATHER};
     mca_coll_gpuring_packed_t in = {0}, out = {0};
     const size_t n = (size_t)ompi_comm_size(comm), me = (size_t)ompi_comm_rank(comm);
-    int rc = MCA_COLL_GPURING_FALLBACK, urc;
+    int rc = MCA_COLL_GPURING_FALLBACK, urc, kept;
 
     if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
         return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount < 0 ? rcount : scount);
@@ -40,8 +40,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
         rc = mca_coll_gpuring_pack(&out, c.coll, rbuf, (size_t)rcount * n, rdtype,
                                    sbuf == MPI_IN_PLACE);
         if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
-        if (rc != OMPI_SUCCESS) return rc;
-        c.recvbuf = out.bytes;
+        c.recvbuf = mca_coll_gpuring_packed_bytes(&out, &c);
     }
     if (sbuf == MPI_IN_PLACE) {
         c.sendbuf = (const char *)c.recvbuf + me * c.count;
@@ -49,17 +48,18 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
         c.sendbuf = mca_coll_gpuring_contiguous(sbuf, (size_t)scount, sdtype);
         if (c.sendbuf == NULL) {
             rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
-            if (rc != OMPI_SUCCESS) {
+            if (MCA_COLL_GPURING_FELL_BACK(rc)) {
                 (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
-                if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
-                return rc;
+                goto fallback;
             }
-            c.sendbuf = in.bytes;
+            c.sendbuf = mca_coll_gpuring_packed_bytes(&in, &c);
         }
     }
     rc = mca_coll_gpuring_call_run(m, comm, &c);
-    (void)mca_coll_gpuring_unpack(&in, 0, rc);
-    urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS, rc);
+    /* (a call abandoned for the other side's packing ran no kernel on these bytes) */
+    kept = c.fail != GPURING_OK ? OMPI_SUCCESS : rc;
+    (void)mca_coll_gpuring_unpack(&in, 0, kept);
+    urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS, kept);
     if (rc == OMPI_SUCCESS) rc = urc;
     if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 

@@ -25,8 +25,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     if (c.recvbuf == NULL) {
         rc = mca_coll_gpuring_pack(&packed, c.coll, buf, (size_t)count, dtype, at_root);
         if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
-        if (rc != OMPI_SUCCESS) return rc;
-        c.recvbuf = packed.bytes;
+        c.recvbuf = mca_coll_gpuring_packed_bytes(&packed, &c);
     }
     c.sendbuf = c.recvbuf;
     rc = mca_coll_gpuring_call_run(m, comm, &c);

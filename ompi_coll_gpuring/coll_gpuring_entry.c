@@ -277,7 +277,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     gpuring_device_saved_t app = {0, NULL};
     mca_coll_gpuring_request_t *req = NULL;
     gpuring_comm_t *gcomm;
-    gpuring_status_t ready, st;
+    gpuring_status_t ready, st, fail = c->fail;
     int plane, device, host, fallback, was_new, defer;
 
     GPURING_PROF_BEGIN();
@@ -328,22 +328,27 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       comm->c_name);
         return fallback;
     }
-    if (c->request != NULL) {
+    if (c->request != NULL && fail == GPURING_OK) {
         req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
         if (req == NULL) {
-            /* the peers make the call: they wait for this rank until their timeout */
             GPURING_ERROR(GPURING_SUBSYS_COLL, "non-blocking %s on comm %s (rank %d): no memory "
-                          "for its request: the call fails on this rank, and its peers wait for "
-                          "it until coll_gpuring_wait_timeout", name, comm->c_name,
+                          "for its request: this rank gives up on the call", name, comm->c_name,
                           ompi_comm_rank(comm));
-            return OMPI_ERR_OUT_OF_RESOURCE;
+            fail = GPURING_ERR_NO_MEMORY;
         }
     }
     /* the device calls below make gpuring's GPU current: give the application back its own */
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     ready = gpuring_comm_plane_ready(gcomm, plane, device);
     GPURING_PROF_MARK(GPURING_PROF_DEVICE);
-    st = ready == GPURING_OK ? entry_call(gcomm, plane, c, req) : ready;
+    if (ready != GPURING_OK) {
+        st = ready;
+    } else if (fail != GPURING_OK) { /* the peers run it: they are told */
+        st = gpuring_comm_abandon(gcomm, plane, c->coll, c->count, c->type, c->op, c->root,
+                                  c->request != NULL, fail);
+    } else {
+        st = entry_call(gcomm, plane, c, req);
+    }
     if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
     if (st != GPURING_OK && req != NULL) mca_coll_gpuring_request_drop(req); /* not started */
     if (ready == GPURING_ERR_NOT_SUPPORTED) {

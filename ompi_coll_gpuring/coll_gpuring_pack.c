@@ -11,7 +11,9 @@
  * into contiguous memory of the same kind (Open MPI's convertor; device memory
  * through a host copy of the span, the holes' bytes kept, into memory the
  * application's CUDA driver allocates, as staging copies through it), the call
- * runs there, and what it received is unpacked.
+ * runs there, and what it received is unpacked.  A rank that cannot pack (no
+ * memory) still takes part: its peers run the call, so it abandons it to them
+ * (call_run), and all fail at once.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -77,6 +79,8 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
 {
     mca_coll_gpuring_stage_buf_t span;
     const char *why = "no memory";
+    gpuring_status_t fail = GPURING_ERR_NO_MEMORY;
+    void *first;
     int device = -1;
 
     memset(p, 0, sizeof(*p));
@@ -87,14 +91,13 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     p->len = mca_coll_gpuring_signature_bytes(dt, count);
     /* the bytes the elements span (holes included), and whose memory they are */
     mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
+    /* the elements' memory (no span: the process has no device memory, buf is host
+     * memory) */
+    first = span.dir != 0 ? mca_coll_gpuring_at(buf, span.lo) : buf;
     /* packed bytes that call_run would hand below (it tells from their kind, which is
-     * the elements'): the component below takes the elements as they are (no span: the
-     * process has no device memory, buf is host memory) */
-    if (mca_coll_gpuring_kind_declined(coll, span.dir != 0 ? mca_coll_gpuring_at(buf, span.lo)
-                                                           : buf))
-        return MCA_COLL_GPURING_FALLBACK;
-    if (span.dir != 0 &&
-        gpuring_mem_kind(mca_coll_gpuring_at(buf, span.lo), &device) == GPURING_MEM_DEVICE) {
+     * the elements'): the component below takes the elements as they are */
+    if (mca_coll_gpuring_kind_declined(coll, first)) return MCA_COLL_GPURING_FALLBACK;
+    if (span.dir != 0 && gpuring_mem_kind(first, &device) == GPURING_MEM_DEVICE) {
         p->device = device;
         p->lo = span.lo;
         p->span = span.bytes;
@@ -102,34 +105,48 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     p->host = malloc(p->len);
     if (p->host == NULL) goto fail;
     if (p->device < 0) {
-        if (in && pack_convert(1, dt, count, buf, p->host, p->len) != OMPI_SUCCESS) goto fail;
+        if (in && pack_convert(1, dt, count, buf, p->host, p->len) != OMPI_SUCCESS) goto bad;
         p->bytes = p->host;
     } else {
         /* a host image of the span: packed from, and unpacked into with its holes kept */
-        void *at = mca_coll_gpuring_at(buf, p->lo);
-
         p->image = malloc(p->span);
         if (p->image == NULL) goto fail;
-        if (gpuring_devcopy(p->image, at, p->span, 0, &why) != GPURING_OK) goto fail;
+        fail = gpuring_devcopy(p->image, first, p->span, 0, &why);
+        if (fail != GPURING_OK) goto fail;
         if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
                                p->len) != OMPI_SUCCESS)
-            goto fail;
-        if (gpuring_devcopy_alloc(at, p->len, &p->bytes, &p->pooled, &why) != GPURING_OK) goto fail;
+            goto bad;
+        fail = gpuring_devcopy_alloc(first, p->len, &p->bytes, &p->pooled, &why);
+        if (fail != GPURING_OK) goto fail;
         why = "cannot copy the packed bytes to the device";
-        if (in && gpuring_devcopy(p->bytes, p->host, p->len, 0, &why) != GPURING_OK) goto fail;
+        if (in) fail = gpuring_devcopy(p->bytes, p->host, p->len, 0, &why);
+        if (fail != GPURING_OK) goto fail;
     }
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s: %zu elements of a non-contiguous datatype packed "
                   "into %zu bytes of %s memory", gpuring_coll_names[coll], count, p->len,
                   p->device >= 0 ? "device" : "host");
     return OMPI_SUCCESS;
 
+bad:
+    why = "Open MPI's convertor failed";
+    fail = GPURING_ERR_INVALID;
 fail:
     GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: cannot pack %zu elements of datatype %s (%zu bytes "
                   "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
                   mca_coll_gpuring_dt_name(dt), p->len,
                   p->device >= 0 ? "device" : "host", why);
     pack_free(p, 0);
-    return OMPI_ERR_OUT_OF_RESOURCE;
+    p->fail = fail;
+    p->first = first;
+    return OMPI_SUCCESS;
+}
+
+void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
+                                    mca_coll_gpuring_call_t *call)
+{
+    if (p->fail == GPURING_OK) return p->bytes;
+    if (call->fail == GPURING_OK) call->fail = p->fail;
+    return p->first;
 }
 
 int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc)

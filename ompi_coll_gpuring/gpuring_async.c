@@ -280,16 +280,42 @@ static void async_drain(gpuring_comm_t *c)
     }
 }
 
-gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
-                                   const gpuring_coll_info_t *info)
+/* The call in the caller's thread, once the queue is empty. */
+static gpuring_status_t async_run_here(gpuring_comm_t *c, gpuring_plane_t plane,
+                                       const gpuring_coll_info_t *info, int nonblocking)
 {
     gpuring_work_t w; /* a few KiB: the caller's stack holds it */
     gpuring_status_t st;
 
     async_drain(c);
-    st = gpuring_enqueue_prepare(c, plane, info, 0, &w);
+    st = gpuring_enqueue_prepare(c, plane, info, nonblocking, &w);
     if (st != GPURING_OK || w.done) return st;
     return gpuring_enqueue_launch(c, &w);
+}
+
+gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
+                                   const gpuring_coll_info_t *info)
+{
+    return async_run_here(c, plane, info, 0);
+}
+
+gpuring_status_t gpuring_async_abandon(gpuring_comm_t *c, gpuring_plane_t plane,
+                                       const gpuring_coll_info_t *info, int nonblocking)
+{
+    const gpuring_status_t st = async_run_here(c, plane, info, nonblocking);
+
+    return st != GPURING_OK ? st : info->fail; /* (count 0: nothing to tell) */
+}
+
+/* A non-blocking call this rank cannot queue (`why`): abandoned at once. */
+static gpuring_status_t async_submit_failed(gpuring_comm_t *c, gpuring_plane_t plane,
+                                            const gpuring_coll_info_t *info,
+                                            gpuring_status_t why)
+{
+    gpuring_coll_info_t failed = *info;
+
+    failed.fail = why;
+    return gpuring_async_abandon(c, plane, &failed, 1);
 }
 
 gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
@@ -300,14 +326,15 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
     gpuring_work_t *w;
     gpuring_status_t st;
 
+    /* the peers run the call: without a worker or the memory to queue it, this rank
+     * abandons it (the worker's failure logged there) */
     st = async_start(c);
-    if (st != GPURING_OK) return st; /* before the call is numbered: no rank diverges yet */
+    if (st != GPURING_OK) return async_submit_failed(c, plane, info, st);
     w = malloc(sizeof(*w));
     if (w == NULL) {
-        /* the call would be numbered on the other ranks: this communicator cannot go on */
-        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for a non-blocking call");
-        return GPURING_ERR_NO_MEMORY;
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "no memory for a non-blocking call: this rank "
+                      "gives up on it");
+        return async_submit_failed(c, plane, info, GPURING_ERR_NO_MEMORY);
     }
     st = gpuring_enqueue_prepare(c, plane, info, 1, w);
     if (st != GPURING_OK || w->done) {

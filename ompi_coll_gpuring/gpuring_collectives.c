@@ -73,3 +73,18 @@ gpuring_status_t gpuring_comm_reduce(gpuring_comm_t *c, gpuring_plane_t plane,
 
     return gpuring_async_run(c, plane, &info);
 }
+
+gpuring_status_t gpuring_comm_abandon(gpuring_comm_t *c, gpuring_plane_t plane,
+                                      gpuring_coll_kind_t kind, size_t count,
+                                      gpuring_type_t type, gpuring_op_t op, int root,
+                                      int nonblocking, gpuring_status_t why)
+{
+    /* no buffers: the call never moves a byte; the copies' type as above */
+    const int copy = kind == GPURING_COLL_ALLGATHER || kind == GPURING_COLL_BCAST;
+    const gpuring_coll_info_t info = {.kind = kind, .count = count,
+                                      .type = copy ? GPURING_TYPE_UINT8 : type,
+                                      .op = copy ? GPURING_OP_SUM : op, .root = root,
+                                      .fail = why};
+
+    return gpuring_async_abandon(c, plane, &info, nonblocking);
+}

@@ -293,6 +293,21 @@ gpuring_status_t gpuring_comm_reduce(gpuring_comm_t *comm, gpuring_plane_t plane
                                      const void *sendbuf, void *recvbuf, size_t count,
                                      gpuring_type_t type, gpuring_op_t op, int root);
 
+/*
+ * A call this rank cannot make while its peers make it (`kind`, count, type, op and
+ * root as they pass them; `nonblocking` as they make it): no memory for what the
+ * call needed before it could start -- a non-contiguous datatype's packed bytes, a
+ * non-blocking call's request.  The call is numbered and planned here as there, and
+ * abandoned on the connections it would use before any step moves (as an executor
+ * abandons a call that fails), so that the peers fail at once ("rank N gave up on the
+ * call") and not at coll_gpuring_wait_timeout; the communicator is broken from now
+ * on.  Returns `why` (or the failure that kept it from telling them, logged).
+ */
+gpuring_status_t gpuring_comm_abandon(gpuring_comm_t *comm, gpuring_plane_t plane,
+                                      gpuring_coll_kind_t kind, size_t count,
+                                      gpuring_type_t type, gpuring_op_t op, int root,
+                                      int nonblocking, gpuring_status_t why);
+
 /* The process's, summed over its destroyed communicators (all of them at MPI_Finalize). */
 void gpuring_comm_stats_get(gpuring_coll_kind_t coll, gpuring_comm_stats_t *stats);
 

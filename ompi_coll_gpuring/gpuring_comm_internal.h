@@ -66,6 +66,13 @@ typedef struct gpuring_coll_info {
     gpuring_type_t type; /* allgather, bcast: UINT8 (a copy of bytes) */
     gpuring_op_t op;     /* unused by the copies (allgather, bcast) */
     int root;            /* bcast, reduce: the root's rank; 0 otherwise */
+    /* GPURING_OK; else why this rank cannot run the call (gpuring_comm_abandon: no
+     * buffers): it is numbered and planned as on its peers and abandoned on the
+     * connections it would use before any step moves -- the executors' abandon, the
+     * LL direct allreduce's abandon header, or, for the direct allreduce, buffers no
+     * rank can map, which sends every rank to the FIFOs -- so that the peers fail at
+     * once; the call returns it, the communicator is broken */
+    gpuring_status_t fail;
 } gpuring_coll_info_t;
 
 /* One call, prepared and ready to launch: a blocking call's on its caller's
@@ -126,6 +133,12 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w);
 /* A blocking call: after every non-blocking call begun before it has ended. */
 gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
                                    const gpuring_coll_info_t *info);
+
+/* A call this rank cannot run (info->fail; gpuring_comm_abandon tells the contract),
+ * prepared as a blocking or a non-blocking call is on its peers and abandoned in the
+ * caller's thread, after every non-blocking call begun before it has ended: info->fail. */
+gpuring_status_t gpuring_async_abandon(gpuring_comm_t *c, gpuring_plane_t plane,
+                                       const gpuring_coll_info_t *info, int nonblocking);
 
 /* A non-blocking call: prepared now, launched by the communicator's worker
  * (gpuring_comm_iallreduce tells the contract). */

@@ -161,6 +161,11 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
     gpuring_status_t st;
 
     for (int r = 0; r < a.nranks; r++) a.peer_inbox[r] = c->dev.ll_peers[r];
+    if (info->fail != GPURING_OK) {
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+        (void)gpuring_exec_cuda_direct_ll_abandon(&a, c->dev.stream);
+        return info->fail;
+    }
     st = gpuring_exec_cuda_direct_ll(&a, c->dev.stream);
     if (st != GPURING_OK) {
         /* the inboxes' rows are out of step: never again on this communicator */
@@ -224,11 +229,13 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         return GPURING_ERR_NOT_SUPPORTED;
     }
     memset(&pub, 0, sizeof(pub));
-    (void)gpuring_ipc_buf_export(sendbuf, &pub.send);
-    if (recvbuf == sendbuf) {
-        pub.recv = pub.send;
-    } else {
-        (void)gpuring_ipc_buf_export(recvbuf, &pub.recv);
+    if (info->fail == GPURING_OK) { /* (else no buffers: every rank takes the FIFOs) */
+        (void)gpuring_ipc_buf_export(sendbuf, &pub.send);
+        if (recvbuf == sendbuf) {
+            pub.recv = pub.send;
+        } else {
+            (void)gpuring_ipc_buf_export(recvbuf, &pub.recv);
+        }
     }
     pub.call = call;
     pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;

@@ -9,7 +9,8 @@
  *            connections at the plane's first tree call), and each
  *            channel's step program of the call's family over a contiguous
  *            part of the buffers, with its connections;
- *   launch   the ordered gather's scratch, the host or CUDA executor, the
+ *   launch   the ordered gather's scratch, the host or CUDA executor (for a
+ *            call this rank cannot run, info->fail, its abandon), the
  *            statistics: in the caller's thread for a blocking call, in the
  *            communicator's worker for a non-blocking one (gpuring_async.c).
  * Only prepare touches the communicator's connection set; launch touches
@@ -371,7 +372,8 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
 
 /*
  * This rank's call failed before its executor moved a step (no memory for its
- * scratch or aligned copies, a copy that failed): its peers wait for its steps, or for
+ * scratch or aligned copies, a copy that failed, or what it needed before the call:
+ * info->fail): its peers wait for its steps, or for
  * slots it would free.  Tell them as a failing executor does -- an abandon step on
  * every send connection of the call's channels, every recv connection refused -- so
  * that they fail at once ("rank N gave up on the call"), not at
@@ -396,7 +398,8 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
     gpuring_status_t st = GPURING_OK;
 
     GPURING_CHECK(enqueue_refuse_broken(c));
-    if (w->plan.ordered)
+    st = info->fail; /* a call this rank cannot run: abandoned below */
+    if (st == GPURING_OK && w->plan.ordered)
         st = enqueue_scratch(c, w->plane, info->count * es * (size_t)c->graph.nranks, &scratch);
     /* field by field: a zero-filled compound literal compiled to a `rep stos`,
      * 7-11% of an 8-byte broadcast on the project's machines (exec_host.h) */

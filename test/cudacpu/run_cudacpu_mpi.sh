@@ -484,6 +484,17 @@ failure_case nomem_scratch_np3 3 2 "$GAVE_UP_REPORT" \
 failure_case nomem_refused_vnodes_np5 5 4 "$REFUSED_REPORT" \
     "$REFUSED coll_gpuring_ranks_per_node 1" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nomem
+# ... or the device memory its receive buffer's elements are packed into
+# (mismatch_check allgather nomem: an MPI_Allgather into a datatype with holes, the
+# packing's cuMemAllocAsync fails): it gives up before the call could start, but
+# still numbers and plans the call and abandons it on the connections it would use,
+# and its peers fail at once -- over IPC FIFOs and over net connections
+failure_case nomem_pack_np3 3 4 '\[gpuring rank [0-9]+\].*allgather abandoned: rank 2 gave up on the call' \
+    "coll_gpuring_wait_timeout 60" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 allgather device nomem
+failure_case nomem_pack_vnodes_np3 3 4 '\[gpuring rank [0-9]+\].*allgather abandoned: rank 2 gave up on the call' \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_ranks_per_node 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 allgather device nomem
 # one rank's kernels do not launch for a call (mismatch_check nolaunch: the runtime
 # refuses blocks of more than one thread, as a GPU does a kernel that asks too many
 # registers): it abandons the call with one-thread blocks and its peers fail at once --

@@ -21,7 +21,8 @@
  * aligned, misaligned alike and misaligned per rank.  The LL direct kernel:
  * n ranks' inboxes, calls in a row over them up to 64 KiB (and the most a
  * call may be, 1 MiB), buffers at addresses their element size does not
- * divide, a call of another id and a rank that never comes (test_direct_ll).
+ * divide, a call of another id, a rank that never comes and one that gives
+ * up on the call before it (test_direct_ll).
  *
  * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
  * thread per trip): direct calls of one block whose counts are whole trips
@@ -497,20 +498,24 @@ static void test_direct(void)
  * 8-byte units whole).  Faults, on the last call: T_LL_MISMATCH, the last
  * rank's call id differs (every rank GPURING_ERR_MISMATCH, long before the
  * timeout); T_LL_SKIP, the last rank makes no call (every other one
- * GPURING_ERR_TIMEOUT within its timeout + 2 s).  After a fault the
- * inboxes are zeroed again and the sequence starts over.
+ * GPURING_ERR_TIMEOUT within its timeout + 2 s); T_LL_ABANDON, the last rank
+ * gives up on the call before it (gpuring_exec_cuda_direct_ll_abandon, no
+ * buffers: GPURING_OK there, every other rank GPURING_ERR_REMOTE long before
+ * the timeout).  After a fault the inboxes are zeroed again and the sequence
+ * starts over.
  */
 #define T_LL_CALLS 3
 #define T_LL_DEFAULT (64u * 1024u) /* coll_gpuring_direct_ll_size's default */
 #define T_LL_SLOT GPURING_EXEC_DIRECT_LL_SLOT_BYTES(GPURING_EXEC_DIRECT_LL_MAX_BYTES)
 #define T_LL_INBOX (2u * T_MAXR * T_LL_SLOT)
-enum { T_LL_OK, T_LL_MISMATCH, T_LL_SKIP };
+enum { T_LL_OK, T_LL_MISMATCH, T_LL_SKIP, T_LL_ABANDON };
 
 typedef struct t_ll_rank {
     gpuring_exec_direct_ll_args_t a;
     cudaStream_t stream;
     gpuring_status_t st;
     double secs;
+    int abandon; /* gives up on the call instead */
 } t_ll_rank_t;
 
 static void *t_ll_inbox[T_MAXR];
@@ -532,7 +537,8 @@ static void *ll_rank_main(void *arg)
         x->st = GPURING_ERR_CUDA;
         return NULL;
     }
-    x->st = gpuring_exec_cuda_direct_ll(&x->a, x->stream);
+    x->st = x->abandon ? gpuring_exec_cuda_direct_ll_abandon(&x->a, x->stream)
+                       : gpuring_exec_cuda_direct_ll(&x->a, x->stream);
     x->secs = now_sec() - t0;
     return NULL;
 }
@@ -552,7 +558,8 @@ static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t co
         snprintf(what, sizeof(what), "direct LL n=%d %s %s count=%zu %s mis=%d call %d%s", n,
                  gpuring_type_name(type), gpuring_op_name(op), count,
                  inplace ? "in-place" : "out-of-place", mis, call,
-                 f == T_LL_MISMATCH ? " (mismatch)" : f == T_LL_SKIP ? " (a rank skips)" : "");
+                 f == T_LL_MISMATCH ? " (mismatch)" : f == T_LL_SKIP ? " (a rank skips)"
+                 : f == T_LL_ABANDON ? " (a rank gives up)" : "");
         make_inputs(&cfg);
         for (int r = 0; r < n; r++) {
             /* mis 1: rank r's buffers r elements off (mod 8); 2: 1 + r bytes off, not
@@ -574,6 +581,11 @@ static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t co
             for (int q = 0; q < n; q++) x[r].a.peer_inbox[q] = q == r ? NULL : t_ll_inbox[q];
         }
         if (f == T_LL_MISMATCH) x[n - 1].a.call++;
+        if (f == T_LL_ABANDON) {
+            x[n - 1].abandon = 1;
+            x[n - 1].a.sendbuf = NULL;
+            x[n - 1].a.recvbuf = NULL;
+        }
         for (int r = 0; r < n; r++) {
             if (f == T_LL_SKIP && r == n - 1) continue;
             if (pthread_create(&th[r], NULL, ll_rank_main, &x[r]) != 0) {
@@ -587,8 +599,10 @@ static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t co
         t_ll_seq++;
         if (f != T_LL_OK) {
             for (int r = 0; r < n - (f == T_LL_SKIP); r++) {
-                const gpuring_status_t want = f == T_LL_SKIP ? GPURING_ERR_TIMEOUT
-                                                             : GPURING_ERR_MISMATCH;
+                const gpuring_status_t want = f == T_LL_SKIP      ? GPURING_ERR_TIMEOUT
+                                              : f == T_LL_MISMATCH ? GPURING_ERR_MISMATCH
+                                              : r == n - 1         ? GPURING_OK
+                                                                   : GPURING_ERR_REMOTE;
                 unit_result(x[r].st == want, "%s: rank %d returned %s, want %s", what, r,
                             gpuring_status_str(x[r].st), gpuring_status_str(want));
                 unit_result(x[r].secs < (f == T_LL_SKIP ? 3.0 : T_TIMEOUT / 2),
@@ -658,6 +672,8 @@ static void test_direct_ll(void)
     run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_MISMATCH);
     run_direct_ll(2, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 1, 0, T_LL_MISMATCH);
     run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_SKIP);
+    run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_ABANDON);
+    run_direct_ll(2, GPURING_TYPE_DOUBLE, GPURING_OP_SUM, 4099, 1, 0, T_LL_ABANDON);
     run_direct_ll(3, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 0, 1, T_LL_OK);
     for (int r = 0; r < T_MAXR; r++) TEST_CUDA(cudaFree(t_ll_inbox[r]));
     printf("direct LL done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);

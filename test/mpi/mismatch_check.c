@@ -40,8 +40,14 @@
  *             launch (CUDACPU_FAIL_LAUNCH, as too many registers would):
  *             MPI_ERR_OTHER ("a CUDA operation failed").
  *
- * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type] [device]
- *                       [nomem|nolaunch]
+ * With "allgather", the mismatched (or failing) call is an MPI_Allgather of COUNT
+ * ints (the last rank COUNT + EXTRA) received as a datatype with holes (an int
+ * every 8 bytes), so that every rank packs its receive buffer; with "nomem" the
+ * last rank cannot get the device memory to pack into: it gives up on the call
+ * before the call has moved anything, and its peers must be told.
+ *
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type|allgather]
+ *                       [device] [nomem|nolaunch]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -79,6 +85,9 @@ static const struct fault {
 };
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
+static int allgather;             /* the call is an MPI_Allgather into a strided type */
+static MPI_Datatype strided;      /* an int every 8 bytes */
+static const char *label = "";    /* the call's, in the report */
 
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
@@ -105,7 +114,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
     if (fault != NULL && rank == size - 1) setenv(fault->env, "1", 1);
     t0 = MPI_Wtime();
-    if (nomem && by_type) { /* float: the ordered gather's scratch memory */
+    if (allgather) {
+        o.rc = MPI_Allgather(in, mine, MPI_INT, out, mine, strided, comm);
+    } else if (nomem && by_type) { /* float: the ordered gather's scratch memory */
         o.rc = MPI_Allreduce(in, out, mine, MPI_FLOAT, MPI_SUM, comm);
     } else if (nomem) {
         o.rc = MPI_Allreduce((char *)in + 1, (char *)out + 1, mine, type, MPI_SUM, comm);
@@ -118,7 +129,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     if (o.rc != MPI_SUCCESS) {
         MPI_Error_string(o.rc, msg, &len);
         o.named = strstr(msg, "gpuring") != NULL;
-        if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, by_type ? " type" : "", msg);
+        if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, label, msg);
     }
     o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
     MPI_Comm_free(&comm);
@@ -132,6 +143,7 @@ int main(int argc, char **argv)
     double limit;
     char *list, *save = NULL;
     int *in, *out, *hin, *hout;
+    size_t outbytes;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -144,16 +156,23 @@ int main(int argc, char **argv)
     limit = atof(argv[1]);
     for (int a = 3; a < argc; a++) {
         by_type |= strcmp(argv[a], "type") == 0;
+        allgather |= strcmp(argv[a], "allgather") == 0;
         device |= strcmp(argv[a], "device") == 0;
         for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
             if (strcmp(argv[a], faults[f].arg) == 0) fault = &faults[f];
     }
     nomem = fault == &faults[0];
-    if (fault != NULL && !device) {
-        if (rank == 0) fprintf(stderr, "mismatch_check: %s needs device\n", fault->arg);
+    if ((fault != NULL && !device) || (allgather && by_type)) {
+        if (rank == 0) {
+            fprintf(stderr, "mismatch_check: %s\n", allgather && by_type
+                    ? "allgather copies bytes: no type to mismatch" : "a fault needs device");
+        }
         MPI_Finalize();
         return 2;
     }
+    label = by_type ? " type" : allgather ? " allgather" : "";
+    MPI_Type_create_resized(MPI_INT, 0, 8, &strided);
+    MPI_Type_commit(&strided);
     list = strdup(argv[2]);
     for (char *t = strtok_r(list, ",", &save); t != NULL && ncases < MAX_CASES;
          t = strtok_r(NULL, ",", &save), ncases++) {
@@ -162,15 +181,18 @@ int main(int argc, char **argv)
         if (counts[ncases] + extras[ncases] > maxcount) maxcount = counts[ncases] + extras[ncases];
     }
     free(list);
+    /* (the allgather's: every rank's ints, one every 8 bytes) */
+    outbytes = allgather ? (size_t)8 * (size_t)size * (size_t)maxcount
+                         : sizeof(int) * (size_t)maxcount;
     hin = malloc(sizeof(int) * (size_t)maxcount);
-    hout = malloc(sizeof(int) * (size_t)maxcount);
+    hout = malloc(outbytes);
     for (int i = 0; i < maxcount; i++) hin[i] = rank + i;
     if (device) {
         char err[256];
         if (test_cuda_load(rank, err, sizeof err) != 0 ||
             /* (and room for the "nomem" call's byte off the grid) */
             cu.malloc_((void **)&in, sizeof(int) * (size_t)maxcount + 16) != 0 ||
-            cu.malloc_((void **)&out, sizeof(int) * (size_t)maxcount + 16) != 0 ||
+            cu.malloc_((void **)&out, outbytes + 16) != 0 ||
             cu.memcpy_(in, hin, sizeof(int) * (size_t)maxcount, TEST_CUDA_H2D) != 0) {
             fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
             MPI_Abort(MPI_COMM_WORLD, 3);
@@ -211,19 +233,19 @@ int main(int argc, char **argv)
             saw |= x->cls == MPI_ERR_COUNT;
             if (why != NULL) {
                 fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
-                        "%.2f s; later class %d)\n", count, extra, by_type ? " type" : "", r,
+                        "%.2f s; later class %d)\n", count, extra, label, r,
                         why, x->rc, x->cls, x->elapsed, x->later_cls);
                 bad = 1;
             }
         }
         if (rank == 0 && !saw && fault == NULL) {
             fprintf(stderr, "FAILED count %d extra %d%s: no rank reported MPI_ERR_COUNT\n",
-                    count, extra, by_type ? " type" : "");
+                    count, extra, label);
             bad = 1;
         }
         if (rank == 0) {
             printf("rank 0: count %d extra %d%s: %s (rank %d took %.2f s)\n", count, extra,
-                   by_type ? " type" : "", bad ? "FAILED" : "ok", size - 1,
+                   label, bad ? "FAILED" : "ok", size - 1,
                    all[size - 1].elapsed);
             if (bad) failed++; else passed++;
         }
@@ -256,6 +278,7 @@ int main(int argc, char **argv)
         MPI_Comm_free(&comm);
     }
     if (rank == 0) printf("%d passed, %d failed\n", passed, failed);
+    MPI_Type_free(&strided);
     if (device) {
         cu.free_(in);
         cu.free_(out);

@@ -232,7 +232,7 @@ run_case() {
                 ;;
             mismatch)
                 # a rank names the peer whose step was of another call, with both sizes
-                if ! grep -qE "\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes" "$log"; then
+                if ! grep -qE "\[gpuring rank [0-9]+\].*[a-z_]+ mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes" "$log"; then
                     fail "$name" "no mismatch report naming peer, channel, step and sizes" "$log"
                     return
                 fi
@@ -614,6 +614,9 @@ if [ $ACTIVE = 1 ]; then
         mismatch_check 20 "$MISMATCH_COUNTS" type
     run_case "mismatch_np3_rpn1" 3 1 ready,mismatch "coll_gpuring_wait_timeout 60" \
         mismatch_check 20 "$MISMATCH_COUNTS"
+    # ... an MPI_Allgather of a larger count, into a datatype with holes (packed)
+    run_case "mismatch_allgather_np3_rpn1" 3 1 ready,mismatch "coll_gpuring_wait_timeout 60" \
+        mismatch_check 20 "$MISMATCH_COUNTS" allgather
     run_case "mismatch_np4_rpn2" 4 2 ready,mismatch \
         "coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree" \
         mismatch_check 20 "$MISMATCH_COUNTS"
