@@ -218,7 +218,7 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c)
     gpuring_topo_loc_t *locs = calloc((size_t)n, sizeof(*locs));
     int32_t mine[GPURING_MAX_CHANNELS] = {0};
     int32_t *pos = calloc((size_t)n * (size_t)nch, sizeof(int32_t));
-    gpuring_status_t st = GPURING_ERR_NO_MEMORY;
+    gpuring_status_t st, local = GPURING_ERR_NO_MEMORY;
 
     if (pos == NULL) {
         free(locs);
@@ -231,13 +231,18 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c)
             memcpy(locs[r].gpu_busid, c->peers[r].gpu_busid, sizeof(locs[r].gpu_busid));
         }
         if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) != GPURING_OK) topo = NULL;
-        st = gpuring_graph_local_order(&c->graph, topo, locs, mine);
+        local = gpuring_graph_local_order(&c->graph, topo, locs, mine);
     }
-    /* every rank takes part in the exchange and the agreement, whatever happened */
+    if (local != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot order this node's ranks into rings: %s",
+                      gpuring_status_str(local));
+    }
+    /* every rank takes part in the exchange and the agreement, whatever happened
+     * here (`local`: all fail alike if one rank could not order its node) */
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, pos,
                                                    sizeof(int32_t) * (size_t)nch),
                        st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, st, NULL), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local, NULL), st, out);
     st = gpuring_graph_connect(&c->graph, pos);
 out:
     free(locs);
