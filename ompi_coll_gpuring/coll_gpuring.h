@@ -199,8 +199,8 @@ typedef struct mca_coll_gpuring_call {
                                  request call_run sets when it starts it */
     gpuring_status_t fail; /* GPURING_OK; else why this rank cannot run the call its peers
                               run (a packing that failed: sendbuf or recvbuf then only
-                              tells the memory's kind): call_run takes the plane's path
-                              and abandons it there (gpuring_comm_abandon) */
+                              tells the memory's kind, never touched): call_run takes the
+                              plane's path and abandons it there (gpuring_comm_abandon) */
 } mca_coll_gpuring_call_t;
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *call);
@@ -236,7 +236,7 @@ void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_dat
 typedef struct mca_coll_gpuring_packed {
     void *bytes; /* NULL: nothing packed */
     gpuring_status_t fail; /* packing failed (bytes NULL) */
-    void *first; /* ... the first byte of the elements' memory */
+    void *first; /* ... memory of the kind the bytes would be of (never touched) */
     size_t len;
     void *buf;
     size_t count;

@@ -43,7 +43,8 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
         c.recvbuf = mca_coll_gpuring_packed_bytes(&out, &c);
     }
     if (sbuf == MPI_IN_PLACE) {
-        c.sendbuf = (const char *)c.recvbuf + me * c.count;
+        /* (a failed packing's stand-in holds no blocks: itself) */
+        c.sendbuf = c.fail != GPURING_OK ? c.recvbuf : (const char *)c.recvbuf + me * c.count;
     } else {
         c.sendbuf = mca_coll_gpuring_contiguous(sbuf, (size_t)scount, sdtype);
         if (c.sendbuf == NULL) {

@@ -47,6 +47,9 @@ struct gpuring_async {
     int stop;
     int sleeping;           /* the worker waits for a signal: nothing to do for a while */
     unsigned long mpi_passes; /* atomic: passes MPI threads tried (gpuring_comm_async_step) */
+    gpuring_work_t *spare;  /* atomic: a queue entry for a non-blocking call abandoned for
+                             * want of its own (gpuring_async_abandon); taken once, as the
+                             * communicator is broken after it (NULL: taken) */
 };
 
 /*
@@ -232,7 +235,11 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
 
     if (c->async != NULL) return GPURING_OK;
     q = calloc(1, sizeof(*q));
-    if (q == NULL) return GPURING_ERR_NO_MEMORY;
+    if (q != NULL) q->spare = malloc(sizeof(*q->spare));
+    if (q == NULL || q->spare == NULL) {
+        free(q);
+        return GPURING_ERR_NO_MEMORY; /* (the caller abandons the call at once) */
+    }
     pthread_mutex_init(&q->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* gpuring_time_sec's, for naps */
@@ -245,6 +252,7 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
         GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot start the worker thread of non-blocking "
                       "calls: %s", strerror(rc));
         c->async = NULL;
+        free(q->spare);
         pthread_cond_destroy(&q->idle);
         pthread_cond_destroy(&q->queued);
         pthread_mutex_destroy(&q->lock);
@@ -299,12 +307,59 @@ gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
     return async_run_here(c, plane, info, 0);
 }
 
+/* The prepared call w after every call queued before it: its done function is
+ * called once it ended. */
+static void async_queue(struct gpuring_async *q, gpuring_work_t *w,
+                        gpuring_comm_done_fn_t done, void *ctx)
+{
+    w->done_fn = done;
+    w->done_ctx = ctx;
+    w->next = NULL;
+    pthread_mutex_lock(&q->lock);
+    if (q->tail != NULL) {
+        q->tail->next = w;
+    } else {
+        q->head = w;
+    }
+    q->tail = w;
+    /* a napping worker looks by itself; a device call is only the worker's */
+    if (q->sleeping || w->plane == GPURING_PLANE_DEVICE) pthread_cond_signal(&q->queued);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static void async_abandoned(void *ctx, gpuring_status_t st)
+{
+    (void)ctx; /* the caller returned the failure when it queued the call */
+    (void)st;
+}
+
+/*
+ * A blocking call is abandoned in the caller's thread, after the calls before it
+ * (as its peers run it).  A non-blocking one must not wait for them -- they may
+ * need a peer that waits for this rank's next message -- so it goes into the
+ * queue behind them, in the spare entry (the worker abandons it in its turn);
+ * only where no call can be queued yet (no worker) does it run at once.
+ */
 gpuring_status_t gpuring_async_abandon(gpuring_comm_t *c, gpuring_plane_t plane,
                                        const gpuring_coll_info_t *info, int nonblocking)
 {
-    const gpuring_status_t st = async_run_here(c, plane, info, nonblocking);
+    gpuring_work_t *w;
+    gpuring_status_t st;
 
-    return st != GPURING_OK ? st : info->fail; /* (count 0: nothing to tell) */
+    if (!nonblocking || c->async == NULL) {
+        st = async_run_here(c, plane, info, nonblocking);
+        return st != GPURING_OK ? st : info->fail; /* (count 0: nothing to tell) */
+    }
+    w = __atomic_exchange_n(&c->async->spare, NULL, __ATOMIC_ACQ_REL);
+    if (w == NULL) return info->fail; /* taken: a call abandoned before this one, still
+                                       * queued, fails it on the peers (and here) */
+    st = gpuring_enqueue_prepare(c, plane, info, 1, w);
+    if (st != GPURING_OK || w->done) {
+        free(w);
+        return st != GPURING_OK ? st : info->fail;
+    }
+    async_queue(c->async, w, async_abandoned, NULL);
+    return info->fail;
 }
 
 /* A non-blocking call this rank cannot queue (`why`): abandoned at once. */
@@ -322,7 +377,6 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
                                       const gpuring_coll_info_t *info,
                                       gpuring_comm_done_fn_t done, void *ctx)
 {
-    struct gpuring_async *q;
     gpuring_work_t *w;
     gpuring_status_t st;
 
@@ -342,20 +396,7 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
         if (st == GPURING_OK) done(ctx, GPURING_OK);
         return st;
     }
-    w->done_fn = done;
-    w->done_ctx = ctx;
-    w->next = NULL;
-    q = c->async;
-    pthread_mutex_lock(&q->lock);
-    if (q->tail != NULL) {
-        q->tail->next = w;
-    } else {
-        q->head = w;
-    }
-    q->tail = w;
-    /* a napping worker looks by itself; a device call is only the worker's */
-    if (q->sleeping || plane == GPURING_PLANE_DEVICE) pthread_cond_signal(&q->queued);
-    pthread_mutex_unlock(&q->lock);
+    async_queue(c->async, w, done, ctx);
     return GPURING_OK;
 }
 
@@ -377,6 +418,7 @@ void gpuring_async_destroy(gpuring_comm_t *c)
     pthread_cond_destroy(&q->idle);
     pthread_cond_destroy(&q->queued);
     pthread_mutex_destroy(&q->lock);
+    free(q->spare);
     free(q);
     c->async = NULL;
 }

@@ -69,9 +69,10 @@ typedef struct gpuring_coll_info {
     /* GPURING_OK; else why this rank cannot run the call (gpuring_comm_abandon: no
      * buffers): it is numbered and planned as on its peers and abandoned on the
      * connections it would use before any step moves -- the executors' abandon, the
-     * LL direct allreduce's abandon header, or, for the direct allreduce, buffers no
-     * rank can map, which sends every rank to the FIFOs -- so that the peers fail at
-     * once; the call returns it, the communicator is broken */
+     * LL direct allreduce's abandon header, or, for the direct allreduce (which no
+     * such call takes today: it is a blocking allreduce's), buffers no rank can map,
+     * which sends every rank to the FIFOs -- so that the peers fail at once; the call
+     * returns it, the communicator is broken */
     gpuring_status_t fail;
 } gpuring_coll_info_t;
 
@@ -135,8 +136,9 @@ gpuring_status_t gpuring_async_run(gpuring_comm_t *c, gpuring_plane_t plane,
                                    const gpuring_coll_info_t *info);
 
 /* A call this rank cannot run (info->fail; gpuring_comm_abandon tells the contract),
- * prepared as a blocking or a non-blocking call is on its peers and abandoned in the
- * caller's thread, after every non-blocking call begun before it has ended: info->fail. */
+ * prepared as a blocking or a non-blocking call is on its peers and abandoned after
+ * every call begun before it: a blocking one in the caller's thread, a non-blocking one
+ * queued (it returns at once).  Returns info->fail. */
 gpuring_status_t gpuring_async_abandon(gpuring_comm_t *c, gpuring_plane_t plane,
                                        const gpuring_coll_info_t *info, int nonblocking);
 
