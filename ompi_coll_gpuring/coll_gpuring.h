@@ -366,6 +366,15 @@ int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_col
                               mca_coll_gpuring_stage_buf_t *bufs, int n);
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                mca_coll_gpuring_stage_buf_t *bufs, int n, int rc);
+/* The same in a host area the caller holds (page-locked where `pin`; `comm` names the
+ * call's communicator in errors): for a call on no communicator (MPI_Reduce_local),
+ * which other threads may make at the same time. */
+int mca_coll_gpuring_stage_in_area(mca_coll_gpuring_stage_area_t *area, int pin,
+                                   mca_coll_gpuring_coll_t coll, const char *comm,
+                                   mca_coll_gpuring_stage_buf_t *bufs, int n);
+int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
+                                    mca_coll_gpuring_coll_t coll, const char *comm,
+                                    mca_coll_gpuring_stage_buf_t *bufs, int n, int rc);
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
 /*
  * A non-blocking call: nb_in stages its buffers in host memory of its own (*nb_p NULL:

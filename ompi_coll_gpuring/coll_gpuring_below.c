@@ -133,12 +133,24 @@ static void below_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount
     SPAN_V(&b[1], rbuf, BELOW_RECV(sbuf), rcounts, displs, below_peers(comm), rdt);
 }
 
-/* MPI_Allreduce, MPI_Scan and MPI_Exscan */
+/* MPI_Allreduce and MPI_Scan */
 static void below_reduce_all_bufs(below_buf_t b[2], const void *sbuf, void *rbuf, int count,
                                   below_dt_t *dt)
 {
     below_reduce_bufs(b, sbuf, (size_t)count, BELOW_IN, rbuf, (size_t)count, dt,
                       BELOW_RECV(sbuf));
+}
+
+/* MPI_Exscan: rank 0's receive buffer is not significant (its result undefined: it
+ * may be any pointer), so nothing is written there -- in place it holds rank 0's
+ * input, read and left as it was */
+static void below_exscan_bufs(below_buf_t b[2], const void *sbuf, void *rbuf, int count,
+                              below_dt_t *dt, below_comm_t *comm)
+{
+    const int first = ompi_comm_rank(comm) == 0;
+
+    below_reduce_bufs(b, sbuf, (size_t)count, BELOW_IN, rbuf, (size_t)count, dt,
+                      !first ? BELOW_RECV(sbuf) : sbuf == MPI_IN_PLACE ? BELOW_IN : 0);
 }
 
 static void below_alltoall_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -274,6 +286,7 @@ static void below_neighbor_allgather_bufs(below_buf_t b[2], const void *sbuf, in
 
     below_degrees(comm, &in, &out);
     below_gather_bufs(b, sbuf, scount, sdt, BELOW_IN, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
+    b[1].holes = 1; /* an MPI_PROC_NULL neighbour's block is not written */
 }
 
 static void below_neighbor_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -297,6 +310,7 @@ static void below_neighbor_alltoall_bufs(below_buf_t b[2], const void *sbuf, int
     below_degrees(comm, &in, &out);
     SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * out, sdt);
     SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount * in, rdt);
+    b[1].holes = 1; /* an MPI_PROC_NULL neighbour's block is not written */
 }
 
 static void below_neighbor_alltoallv_bufs(below_buf_t b[2], const void *sbuf,
@@ -353,21 +367,20 @@ static int below_allgatherv(const void *sbuf, int scount, below_dt_t *sdt, void 
                                     comm, m->prev.allgatherv_module));
 }
 
-/* MPI_Allreduce, MPI_Scan and MPI_Exscan: one signature, the same buffers */
+/* MPI_Allreduce, MPI_Scan and MPI_Exscan: one signature, on buffers b (the caller's
+ * family's) */
 static int below_reduce_all(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                             mca_coll_base_module_allreduce_fn_t fn, below_module_t *fn_module,
-                            const void *sbuf, void *rbuf, int count, below_dt_t *dt,
-                            struct ompi_op_t *op, below_comm_t *comm)
+                            below_buf_t b[2], int count, below_dt_t *dt, struct ompi_op_t *op,
+                            below_comm_t *comm)
 {
-    below_buf_t b[2];
     int rc;
 
     if (fn == NULL) return OMPI_ERR_NOT_SUPPORTED;
-    below_reduce_all_bufs(b, sbuf, rbuf, count, dt);
-    rc = mca_coll_gpuring_stage_in(m, coll, b, BELOW_N(b));
+    rc = mca_coll_gpuring_stage_in(m, coll, b, 2);
     if (rc != OMPI_SUCCESS) return rc;
     rc = fn(b[0].host, b[1].host, count, dt, op, comm, fn_module);
-    return mca_coll_gpuring_stage_out(m, coll, b, BELOW_N(b), rc);
+    return mca_coll_gpuring_stage_out(m, coll, b, 2, rc);
 }
 
 int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
@@ -375,9 +388,11 @@ int mca_coll_gpuring_allreduce_below(const void *sbuf, void *rbuf, int count, be
                                      below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
 
+    below_reduce_all_bufs(b, sbuf, rbuf, count, dt);
     return below_reduce_all(m, MCA_COLL_GPURING_COLL_allreduce, m->prev.allreduce,
-                            m->prev.allreduce_module, sbuf, rbuf, count, dt, op, comm);
+                            m->prev.allreduce_module, b, count, dt, op, comm);
 }
 
 static int below_alltoall(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
@@ -434,9 +449,11 @@ static int below_exscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                         struct ompi_op_t *op, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
 
+    below_exscan_bufs(b, sbuf, rbuf, count, dt, comm);
     return below_reduce_all(m, MCA_COLL_GPURING_COLL_exscan, m->prev.exscan,
-                            m->prev.exscan_module, sbuf, rbuf, count, dt, op, comm);
+                            m->prev.exscan_module, b, count, dt, op, comm);
 }
 
 static int below_gather(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
@@ -508,9 +525,11 @@ static int below_scan(const void *sbuf, void *rbuf, int count, below_dt_t *dt,
                       struct ompi_op_t *op, below_comm_t *comm, below_module_t *module)
 {
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    below_buf_t b[2];
 
-    return below_reduce_all(m, MCA_COLL_GPURING_COLL_scan, m->prev.scan, m->prev.scan_module,
-                            sbuf, rbuf, count, dt, op, comm);
+    below_reduce_all_bufs(b, sbuf, rbuf, count, dt);
+    return below_reduce_all(m, MCA_COLL_GPURING_COLL_scan, m->prev.scan, m->prev.scan_module, b,
+                            count, dt, op, comm);
 }
 
 static int below_scatter(const void *sbuf, int scount, below_dt_t *sdt, void *rbuf, int rcount,
@@ -611,18 +630,28 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
 
 #if defined(MCA_COLL_GPURING_HAS_REDUCE_LOCAL)
 /* MPI_Reduce_local (MPI_COMM_SELF's module): no communication, but the op below reads
- * both buffers and writes the second */
+ * both buffers and writes the second.  It names no communicator, so threads may make it
+ * at once, and during MPI_COMM_SELF's collectives: a host area of the call's own. */
 static int below_reduce_local(const void *inbuf, void *inoutbuf, int count, below_dt_t *dt,
                               struct ompi_op_t *op, below_module_t *module)
 {
+    const mca_coll_gpuring_coll_t coll = MCA_COLL_GPURING_COLL_reduce_local;
     mca_coll_gpuring_module_t *m = BELOW_MODULE(module);
+    mca_coll_gpuring_stage_area_t area = {0};
     below_buf_t b[2];
+    int rc;
 
+    if (m->prev.reduce_local == NULL) return OMPI_ERR_NOT_SUPPORTED;
     SPAN(&b[0], inbuf, BELOW_IN, (size_t)count, dt);
     SPAN(&b[1], inoutbuf, MCA_COLL_GPURING_STAGE_INOUT, (size_t)count, dt);
-    BELOW_STAGED(m, reduce_local, b,
-                 m->prev.reduce_local(b[0].host, b[1].host, count, dt, op,
-                                      m->prev.reduce_local_module));
+    rc = mca_coll_gpuring_stage_in_area(&area, 0, coll, "(none)", b, 2);
+    if (rc == OMPI_SUCCESS) {
+        rc = m->prev.reduce_local(b[0].host, b[1].host, count, dt, op,
+                                  m->prev.reduce_local_module);
+        rc = mca_coll_gpuring_stage_out_area(&area, coll, "(none)", b, 2, rc);
+    }
+    mca_coll_gpuring_stage_area_free(&area);
+    return rc;
 }
 #endif
 
@@ -719,7 +748,7 @@ static int below_iexscan(const void *sbuf, void *rbuf, int count, below_dt_t *dt
                          struct ompi_op_t *op, below_comm_t *comm, ompi_request_t **req,
                          below_module_t *module)
 {
-    BELOW_NB(iexscan, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+    BELOW_NB(iexscan, 2, below_exscan_bufs(b, sbuf, rbuf, count, dt, comm),
              (b[0].host, b[1].host, count, dt, op, comm, req, m_->prev.iexscan_module));
 }
 
@@ -933,7 +962,7 @@ static int below_exscan_init(const void *sbuf, void *rbuf, int count, below_dt_t
                              struct ompi_op_t *op, below_comm_t *comm, below_info_t *info,
                              ompi_request_t **req, below_module_t *module)
 {
-    BELOW_P(exscan_init, 2, below_reduce_all_bufs(b, sbuf, rbuf, count, dt),
+    BELOW_P(exscan_init, 2, below_exscan_bufs(b, sbuf, rbuf, count, dt, comm),
             (b[0].host, b[1].host, count, dt, op, comm, info, req,
              m_->prev.exscan_init_module));
 }

@@ -113,8 +113,10 @@ static void stage_hull_add(ptrdiff_t *lo, ptrdiff_t *hi, int *empty, ptrdiff_t a
                            struct ompi_datatype_t *dt)
 {
     ptrdiff_t lb, extent, true_lb, true_extent, first, last;
+    size_t size;
 
-    if (count == 0) return;
+    ompi_datatype_type_size(dt, &size);
+    if (count == 0 || size == 0) return; /* (an empty type's elements touch no byte) */
     ompi_datatype_get_extent(dt, &lb, &extent);
     ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
     /* element k occupies [at + k*extent + true_lb, ... + true_extent) */
@@ -146,7 +148,8 @@ void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *bu
     if (b->dir == 0) return; /* counts and types may be meaningless here (MPI allows it) */
     stage_hull_add(&lo, &hi, &empty, 0, count, dt);
     stage_buf_hull(b, lo, hi, empty);
-    b->holes = !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)(count ? count : 1));
+    b->holes = count > INT32_MAX ||
+               !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)(count ? count : 1));
 }
 
 void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
@@ -326,20 +329,34 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
-                              mca_coll_gpuring_stage_buf_t *bufs, int n)
+int mca_coll_gpuring_stage_in_area(mca_coll_gpuring_stage_area_t *area, int pin,
+                                   mca_coll_gpuring_coll_t coll, const char *comm,
+                                   mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
     size_t total = stage_plan(bufs, n);
 
     if (total == 0) return OMPI_SUCCESS;
-    return stage_fill(&m->stage, 1, total, coll, m->comm->c_name, bufs, n);
+    return stage_fill(area, pin, total, coll, comm, bufs, n);
+}
+
+int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
+                                    mca_coll_gpuring_coll_t coll, const char *comm,
+                                    mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
+{
+    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
+    return stage_drain(area, coll, comm, bufs, n);
+}
+
+int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
+                              mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    return mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, m->comm->c_name, bufs, n);
 }
 
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
 {
-    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
-    return stage_drain(&m->stage, coll, m->comm->c_name, bufs, n);
+    return mca_coll_gpuring_stage_out_area(&m->stage, coll, m->comm->c_name, bufs, n, rc);
 }
 
 /* ---- non-blocking calls ------------------------------------------------------------- */
