@@ -135,14 +135,14 @@ fail:
                   "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
                   mca_coll_gpuring_dt_name(dt), p->len,
                   p->device >= 0 ? "device" : "host", why);
-    device = p->device;
-    pack_free(p, 0);
-    p->fail = fail;
     /* memory of the kind the packed bytes would be of, which picks the call's plane: the
      * elements' own where they are device memory (the same GPU and context), this
      * descriptor (host memory) where the bytes would be host memory -- also for
      * managed elements, which are packed into host memory */
-    p->first = device >= 0 ? first : (void *)p;
+    first = p->device >= 0 ? first : (void *)p;
+    pack_free(p, 0);
+    p->fail = fail;
+    p->first = first;
     return OMPI_SUCCESS;
 }
 

@@ -161,12 +161,12 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
     gpuring_status_t st;
 
     for (int r = 0; r < a.nranks; r++) a.peer_inbox[r] = c->dev.ll_peers[r];
-    if (info->fail != GPURING_OK) {
-        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    if (info->fail != GPURING_OK) { /* (a call this rank cannot run: the peers are told) */
         (void)gpuring_exec_cuda_direct_ll_abandon(&a, c->dev.stream);
-        return info->fail;
+        st = info->fail;
+    } else {
+        st = gpuring_exec_cuda_direct_ll(&a, c->dev.stream);
     }
-    st = gpuring_exec_cuda_direct_ll(&a, c->dev.stream);
     if (st != GPURING_OK) {
         /* the inboxes' rows are out of step: never again on this communicator */
         __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
