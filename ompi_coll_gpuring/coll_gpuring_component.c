@@ -116,8 +116,9 @@ static int gpuring_register(void)
     (void)mca_base_component_var_register(
         v, "managed_buffers",
         "Run the collectives gpuring takes on CUDA managed memory (cudaMallocManaged) with the "
-        "CUDA kernels, as device memory of the GPU it belongs to, instead of handing it to the "
-        "component below (off by default: pages may migrate to the GPU on every call)",
+        "CUDA kernels, as device memory of the GPU it belongs to (also next to cudaMalloc'd "
+        "memory of that GPU in one call), instead of handing it to the component below (off "
+        "by default: pages may migrate to the GPU on every call)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &c->managed_buffers);
     (void)mca_base_component_var_register(

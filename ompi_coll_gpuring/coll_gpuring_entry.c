@@ -177,32 +177,36 @@ void mca_coll_gpuring_log_fallback(const char *fmt, ...)
  * The plane this rank's buffers would run on, or -1 (the component below,
  * with *why_p saying why): the buffers' memory kind and the parameters.
  * out NULL: only in is significant on this rank.  *host_p: every significant
- * buffer is host memory (a fallback then needs no staging).
+ * buffer is host memory (a fallback then needs no staging).  Managed memory
+ * (with coll_gpuring_managed_buffers) is device memory of its GPU: a call may
+ * pass it beside cudaMalloc'd memory of that GPU, and does on one plane.
  */
 static int entry_plane(const void *in, const void *out, int *device_p, const char **why_p,
                        int *host_p)
 {
-    gpuring_mem_kind_t kinds[2], kind;
-    int devices[2], other_ctx[2];
+    gpuring_mem_kind_t kinds[2];
+    int devices[2], other_ctx[2], managed;
 
     gpuring_mem_kind_both(in, out != NULL ? out : in, kinds, devices, other_ctx);
-    kind = kinds[0];
     *device_p = devices[0];
     *host_p = kinds[0] == GPURING_MEM_HOST && kinds[1] == GPURING_MEM_HOST;
-    if (kinds[1] != kind || devices[1] != devices[0]) {
-        *why_p = "send and receive buffers are different kinds of memory or on different GPUs";
+    managed = kinds[0] == GPURING_MEM_MANAGED || kinds[1] == GPURING_MEM_MANAGED;
+    if ((kinds[0] == GPURING_MEM_HOST) != (kinds[1] == GPURING_MEM_HOST) ||
+        devices[1] != devices[0]) {
+        *why_p = "send and receive buffers are different kinds of memory (host and device) or "
+                 "on different GPUs";
     } else if (other_ctx[0] || other_ctx[1]) {
         *why_p = "device memory of a CUDA context other than its GPU's primary one "
                  "(cuCtxCreate, as PyCUDA's make_context): gpuring's kernels run in the "
                  "primary context, which cannot reach it";
-    } else if (kind == GPURING_MEM_MANAGED && !mca_coll_gpuring_component.managed_buffers) {
+    } else if (managed && !mca_coll_gpuring_component.managed_buffers) {
         *why_p = "managed memory (set coll_gpuring_managed_buffers=1 to run it in gpuring)";
-    } else if (kind == GPURING_MEM_HOST && !mca_coll_gpuring_component.host_buffers) {
+    } else if (*host_p && !mca_coll_gpuring_component.host_buffers) {
         *why_p = "host buffers (set coll_gpuring_host_buffers=1 to run them in gpuring)";
-    } else if (kind != GPURING_MEM_HOST && *device_p < 0) {
+    } else if (!*host_p && *device_p < 0) {
         *why_p = "the CUDA driver names no GPU for this memory";
     } else {
-        return kind == GPURING_MEM_HOST ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
+        return *host_p ? GPURING_PLANE_HOST : GPURING_PLANE_DEVICE;
     }
     return -1;
 }

@@ -8,10 +8,11 @@
  * datatype (the ranks would part ways: some in gpuring, some below), so every
  * rank takes it by its signature's bytes.  Where the elements are one
  * contiguous run, gpuring runs on them in place; otherwise this rank packs them
- * into contiguous memory of the same kind (Open MPI's convertor; device memory
- * through a host copy of the span, the holes' bytes kept, into memory the
- * application's CUDA driver allocates, as staging copies through it), the call
- * runs there, and what it received is unpacked.  A rank that cannot pack (no
+ * into contiguous memory of the same kind (Open MPI's convertor; device memory,
+ * and managed memory that gpuring runs as device memory, through a host copy of
+ * the span, the holes' bytes kept, into device memory the application's CUDA
+ * driver allocates, as staging copies through it), the call runs there, and
+ * what it received is unpacked.  A rank that cannot pack (no
  * memory) still takes part: its peers run the call, so it abandons it to them
  * (call_run), and all fail at once.
  */
@@ -66,6 +67,16 @@ static int pack_convert(int pack, struct ompi_datatype_t *dt, size_t count, void
     return rc >= 0 && moved == len ? OMPI_SUCCESS : OMPI_ERROR;
 }
 
+/* Elements of this kind are packed into device memory of their GPU: device
+ * memory, and managed memory where gpuring runs it as device memory
+ * (coll_gpuring_managed_buffers), so that the packed bytes take the plane the
+ * elements themselves would where another rank's datatype is contiguous. */
+static int pack_on_device(gpuring_mem_kind_t kind)
+{
+    return kind == GPURING_MEM_DEVICE ||
+           (kind == GPURING_MEM_MANAGED && mca_coll_gpuring_component.managed_buffers);
+}
+
 static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
 {
     if (p->device >= 0 && !keep_device) gpuring_devcopy_free(p->bytes, p->pooled);
@@ -97,7 +108,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     /* packed bytes that call_run would hand below (it tells from their kind, which is
      * the elements'): the component below takes the elements as they are */
     if (mca_coll_gpuring_kind_declined(coll, first)) return MCA_COLL_GPURING_FALLBACK;
-    if (span.dir != 0 && gpuring_mem_kind(first, &device) == GPURING_MEM_DEVICE) {
+    if (span.dir != 0 && pack_on_device(gpuring_mem_kind(first, &device))) {
         p->device = device;
         p->lo = span.lo;
         p->span = span.bytes;
@@ -136,9 +147,8 @@ fail:
                   mca_coll_gpuring_dt_name(dt), p->len,
                   p->device >= 0 ? "device" : "host", why);
     /* memory of the kind the packed bytes would be of, which picks the call's plane: the
-     * elements' own where they are device memory (the same GPU and context), this
-     * descriptor (host memory) where the bytes would be host memory -- also for
-     * managed elements, which are packed into host memory */
+     * elements' own where they would be packed into device memory (the same GPU and
+     * context), this descriptor (host memory) where the bytes would be host memory */
     first = p->device >= 0 ? first : (void *)p;
     pack_free(p, 0);
     p->fail = fail;

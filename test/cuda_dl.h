@@ -11,7 +11,8 @@
  * cannot share), or cuMemAlloc in a context of the program's own
  * (TEST_CUDA_OWN_CTX: cuCtxCreate on the device, made current for the rest of
  * the program, as PyCUDA's make_context does: memory that the device's
- * primary context, where the CUDA runtime's kernels run, cannot reach).
+ * primary context, where the CUDA runtime's kernels run, cannot reach), or
+ * cudaMallocManaged (TEST_CUDA_MANAGED: managed memory, attached globally).
  */
 #ifndef GPURING_TEST_CUDA_DL_H
 #define GPURING_TEST_CUDA_DL_H
@@ -24,7 +25,8 @@
 
 enum { TEST_CUDA_H2D = 1, TEST_CUDA_D2H = 2, TEST_CUDA_D2D = 3 }; /* cudaMemcpyKind */
 enum { TEST_CUDA_NOT_READY = 600 };                            /* cudaErrorNotReady */
-enum { TEST_CUDA_MALLOC = 0, TEST_CUDA_POOL = 1, TEST_CUDA_OWN_CTX = 2 }; /* memory modes */
+enum { TEST_CUDA_MALLOC = 0, TEST_CUDA_POOL = 1, TEST_CUDA_OWN_CTX = 2, TEST_CUDA_MANAGED = 3 };
+enum { TEST_CUDA_MEM_ATTACH_GLOBAL = 1 }; /* cudaMemAttachGlobal */
 
 static struct {
     void *lib;
@@ -36,6 +38,7 @@ static struct {
     int (*sync)(void);
     int (*malloc_async)(void **, size_t, void *); /* optional: CUDA 11.2 and newer */
     int (*free_async)(void *, void *);
+    int (*malloc_managed)(void **, size_t, unsigned int);
     int (*set_device)(int);
     int (*get_device_count)(int *);
     const char *(*error_string)(int);
@@ -77,6 +80,7 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
 #undef TEST_CUDA_SYM
     *(void **)&cu.malloc_async = dlsym(cu.lib, "cudaMallocAsync");
     *(void **)&cu.free_async = dlsym(cu.lib, "cudaFreeAsync");
+    *(void **)&cu.malloc_managed = dlsym(cu.lib, "cudaMallocManaged");
     rc = cu.get_device_count(&ndev);
     if (rc != 0 || ndev < 1) {
         snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %d %s, count %d)", rc,
@@ -135,6 +139,9 @@ static inline int test_cuda_alloc(void **p, size_t bytes, int mode)
         if (!cu.malloc_async) return -1;
         rc = cu.malloc_async(p, bytes, NULL);
         return rc != 0 ? rc : cu.sync();
+    case TEST_CUDA_MANAGED:
+        if (!cu.malloc_managed) return -1;
+        return cu.malloc_managed(p, bytes, TEST_CUDA_MEM_ATTACH_GLOBAL);
     case TEST_CUDA_OWN_CTX:
         if ((rc = test_cuda_own_ctx()) != 0 || (rc = cu.cu_mem_alloc(&d, bytes)) != 0) return rc;
         *p = (void *)d;

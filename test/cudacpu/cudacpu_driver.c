@@ -10,7 +10,7 @@
  *                         else: CUDA_ERROR_INVALID_VALUE, as for host memory the
  *                         driver never saw), device ordinal, range start and
  *                         size, buffer id, legacy IPC capability (cudaMalloc
- *                         only), is-managed (never), owning
+ *                         only), is-managed (cudaMallocManaged), owning
  *                         context (a device's primary one, or the context
  *                         cuCtxCreate made that cuMemAlloc allocated in;
  *                         none for cudaMallocAsync's pool memory, as the
@@ -178,7 +178,8 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
         if (info.kind == CUDACPU_PTR_DEVICE && drv_alloc_ctx(info.base) != NULL) {
             *(void **)data = drv_alloc_ctx(info.base);
         } else {
-            *(void **)data = info.kind == CUDACPU_PTR_DEVICE && !info.ipc_capable
+            *(void **)data = info.kind == CUDACPU_PTR_DEVICE && !info.ipc_capable &&
+                                     !info.managed
                                  ? NULL
                                  : (void *)(uintptr_t)(info.device + 1);
         }
@@ -195,7 +196,7 @@ int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
         *(uintptr_t *)data = ptr;
         return DRV_SUCCESS;
     case DRV_ATTR_BUFFER_ID: *(unsigned long long *)data = info.buffer_id; return DRV_SUCCESS;
-    case DRV_ATTR_IS_MANAGED: *(unsigned int *)data = 0; return DRV_SUCCESS;
+    case DRV_ATTR_IS_MANAGED: *(unsigned int *)data = (unsigned)info.managed; return DRV_SUCCESS;
     case DRV_ATTR_DEVICE_ORDINAL: *(int *)data = info.device; return DRV_SUCCESS;
     case DRV_ATTR_IS_LEGACY_CUDA_IPC_CAPABLE:
         *(int *)data = info.ipc_capable;

@@ -17,7 +17,7 @@
 typedef enum {
     CUDACPU_PTR_UNKNOWN = 0, /* memory the runtime never saw */
     CUDACPU_PTR_HOST,        /* cudaHostAlloc / cudaHostRegister */
-    CUDACPU_PTR_DEVICE,      /* cudaMalloc, cudaMallocAsync */
+    CUDACPU_PTR_DEVICE,      /* cudaMalloc, cudaMallocAsync, cudaMallocManaged */
     CUDACPU_PTR_IPC,         /* cudaIpcOpenMemHandle: device memory of another process */
 } cudacpu_ptr_kind_t;
 
@@ -28,6 +28,7 @@ typedef struct cudacpu_ptr_info {
     size_t bytes;
     unsigned long long buffer_id; /* unique per allocation in this process */
     int ipc_capable;  /* cudaIpcGetMemHandle works on it: cudaMalloc, not cudaMallocAsync */
+    int managed;      /* cudaMallocManaged */
 } cudacpu_ptr_info_t;
 
 typedef struct cudacpu_driver_link {

@@ -16,6 +16,9 @@
  * process that maps it: an access past the end is reported, as
  * compute-sanitizer would on a GPU.
  *
+ * Managed memory (cudaMallocManaged) is made the same way too; CUDA IPC
+ * cannot share it either, and the driver says IS_MANAGED.
+ *
  * cudaMallocAsync's memory (the device's default pool, stream-ordered) is
  * made the same way, but CUDA IPC cannot share it, as with a real pool
  * without an IPC handle type: cudaIpcGetMemHandle fails and the driver's
@@ -47,7 +50,14 @@
 namespace cudacpu {
 namespace {
 
-enum mem_kind { MEM_DEVICE, MEM_POOL, MEM_HOST_ALLOC, MEM_HOST_REGISTERED, MEM_IPC_MAPPED };
+enum mem_kind {
+    MEM_DEVICE,
+    MEM_POOL,
+    MEM_MANAGED,
+    MEM_HOST_ALLOC,
+    MEM_HOST_REGISTERED,
+    MEM_IPC_MAPPED
+};
 
 struct mem_range {
     size_t bytes;
@@ -58,7 +68,7 @@ struct mem_range {
     uint64_t buffer_id;
     char name[40];     /* device memory and IPC mappings: the segment */
 
-    bool is_device() const { return kind == MEM_DEVICE || kind == MEM_POOL; }
+    bool is_device() const { return kind == MEM_DEVICE || kind == MEM_POOL || kind == MEM_MANAGED; }
 };
 
 /* what a cudaIpcMemHandle_t holds */
@@ -205,6 +215,7 @@ void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p)
                    : r.kind == MEM_IPC_MAPPED ? CUDACPU_PTR_IPC
                                               : CUDACPU_PTR_HOST;
     info_p->ipc_capable = r.kind == MEM_DEVICE;
+    info_p->managed = r.kind == MEM_MANAGED;
     info_p->device = r.device;
     info_p->base = it->first;
     info_p->bytes = r.bytes;
@@ -217,7 +228,7 @@ using namespace cudacpu;
 
 namespace {
 
-/* a device allocation of `kind` (MEM_DEVICE or MEM_POOL): a new segment */
+/* a device allocation of `kind` (MEM_DEVICE, MEM_POOL or MEM_MANAGED): a new segment */
 cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *what)
 {
     static std::once_flag at_exit;
@@ -289,7 +300,15 @@ extern "C" cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t 
     return device_alloc(devPtr, size, MEM_POOL, "cudaMallocAsync");
 }
 
-/* as CUDA: cudaFree (of either kind) waits for the device's work */
+/* managed memory: the host reaches it as any (one address space), kernels too */
+extern "C" cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+        return fail(cudaErrorInvalidValue);
+    return device_alloc(devPtr, size, MEM_MANAGED, "cudaMallocManaged");
+}
+
+/* as CUDA: cudaFree (of any kind) waits for the device's work */
 extern "C" cudaError_t cudaFree(void *devPtr)
 {
     mem_range r;

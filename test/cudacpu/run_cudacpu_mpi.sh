@@ -54,6 +54,10 @@
 #   colls_tree_vnodes_np4  the same with the tree forced over two virtual nodes:
 #                   bcast and reduce rooted at every rank (prog_tree_bcast.h,
 #                   prog_tree_reduce.h), CUDA IPC and net edges
+#   colls_managed_np3, managed_np3  managed memory (colls_check -d -U,
+#                   allreduce_check -d -U) with coll_gpuring_managed_buffers 1:
+#                   datatypes packed on some ranks and not on others, managed
+#                   and cudaMalloc'd buffers in one call: one plane everywhere
 #   vnodes_np4      two virtual nodes: net connections, pinned host staging
 #                   through the progress thread and UCX, rings and trees
 #   mix_np3, mix_vnodes_np4  mix_check -d: a seeded random sequence of every
@@ -334,7 +338,20 @@ summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buff
 want='reduce summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers.*tree [1-9]'
 case_run colls_tree_vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2 \
 coll_gpuring_algorithm tree" -d -f -q -L 4099
+# managed memory (cudaMallocManaged) run as device memory of its GPU
+# (coll_gpuring_managed_buffers 1): each rank's own datatype of one signature, so
+# some ranks pack their elements (into device memory) and some run on them in place,
+# all on the device plane
+summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers'
+want='allgather summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers'
+case_run colls_managed_np3 3 "coll_gpuring_managed_buffers 1" -d -U -f -q -L 4099
 summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
+# ... and an allreduce whose send buffer is managed memory and receive buffer
+# cudaMalloc'd on even ranks, both managed on odd ones: one plane, the device
+# one, on every rank (CUDA IPC cannot share managed memory: the FIFO programs
+# above 64 KiB)
+case_run managed_np3 3 "coll_gpuring_managed_buffers 1" -d -U -q -i -m world,split \
+    -c 1,17,4099,65537 -t int,float,double -o sum,max
 want="" verbose=3
 
 # a seeded random sequence of every collective on device buffers (mix_check -d):

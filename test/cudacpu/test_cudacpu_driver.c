@@ -10,8 +10,9 @@
  * was current (two devices: CUDACPU_DEVICES=2 is set here), with its range,
  * a buffer id of its own and IPC capability; cudaHostAlloc, cudaHostRegister
  * and malloc memory is host memory; another process's cudaMalloc memory
- * opened by IPC handle is device memory that cannot be exported again; freed
- * or closed memory is host memory again.
+ * opened by IPC handle is device memory that cannot be exported again;
+ * cudaMallocAsync memory is device memory and cudaMallocManaged memory managed
+ * memory, neither exportable; freed or closed memory is host memory again.
  *
  * CUDACPU_DRIVER must name the stand-in (run_cudacpu_tests.sh sets it); else
  * "SKIP" and exit 77.  The last line is "N passed, N failed".
@@ -56,7 +57,7 @@ static void expect_kind(const void *p, gpuring_mem_kind_t want, int want_dev, co
 int main(void)
 {
     int to_child[2], to_parent[2], status = -1, dev = -1, n = 0;
-    char *d0, *d1, *dd, *pool, *host, *pinned, go = 1;
+    char *d0, *d1, *dd, *pool, *managed, *host, *pinned, go = 1;
     cudaIpcMemHandle_t h;
     gpuring_mem_range_t r, r1;
     gpuring_device_saved_t saved;
@@ -128,6 +129,20 @@ int main(void)
     TEST_CUDA(cudaFreeAsync(pool, 0));
     TEST_CUDA(cudaStreamSynchronize(0));
     expect_kind(pool, GPURING_MEM_HOST, -1, "freed pool memory");
+
+    /* managed memory: its own kind, of the device current at the allocation, which
+     * CUDA IPC cannot share */
+    TEST_CUDA(cudaMallocManaged((void **)&managed, T_BYTES, cudaMemAttachGlobal));
+    expect_kind(managed + T_BYTES - 1, GPURING_MEM_MANAGED, 1, "cudaMallocManaged on device 1");
+    unit_result(gpuring_mem_range(managed, &r1) == 0 && r1.base == (uintptr_t)managed &&
+                    !r1.ipc_capable,
+                "range of managed memory: base %#lx (want %p), ipc %d",
+                (unsigned long)r1.base, (void *)managed, r1.ipc_capable);
+    unit_result(cudaIpcGetMemHandle(&h, managed) != cudaSuccess,
+                "cudaIpcGetMemHandle shares managed memory");
+    (void)cudaGetLastError();
+    TEST_CUDA(cudaFree(managed));
+    expect_kind(managed, GPURING_MEM_HOST, -1, "freed managed memory");
 
     /* the application's device survives gpuring's switch */
     TEST_CUDA(cudaSetDevice(0));

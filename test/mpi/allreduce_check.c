@@ -61,6 +61,11 @@
  *             program's own (cuCtxCreate, then cuMemAlloc; current for the rest
  *             of the run, as PyCUDA's make_context leaves it), which the device's
  *             primary context cannot reach
+ *   -U        with -d: managed memory (cudaMallocManaged): the send buffer
+ *             on every rank, the receive buffer on odd world ranks (even ones
+ *             cudaMalloc: two kinds of memory of one GPU in one call on some
+ *             ranks, one kind on others; for coll_gpuring_managed_buffers=1,
+ *             which must run every such call on the device plane)
  *   -M        with -d: mixed memory kinds, device buffers on even world
  *             ranks and host buffers on odd ones (for
  *             coll_gpuring_agree_memory=1, which must hand every such call to
@@ -556,7 +561,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P | -C] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P | -C | -U] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -653,7 +658,7 @@ int main(int argc, char **argv)
     int bad = 0, opt, device = 0, mem = TEST_CUDA_MALLOC, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPCMF:ZNAh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPCUMF:ZNAh")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -719,6 +724,7 @@ int main(int argc, char **argv)
         case 'd': device = 1; break;
         case 'P': mem = TEST_CUDA_POOL; break;
         case 'C': mem = TEST_CUDA_OWN_CTX; break;
+        case 'U': mem = TEST_CUDA_MANAGED; break;
         case 'M': mixed = 1; break;
         case 'F': fake_spec = optarg; break;
         default: bad = 1; break;
@@ -774,6 +780,7 @@ int main(int argc, char **argv)
     /* device mode: the call sees these; every case copies in and back */
     char *dsendraw = NULL, *drecvraw = NULL;
     const int dev_here = device && (!mixed || g_world_rank % 2 == 0); /* this rank's buffers */
+    const int recv_mem = mem == TEST_CUDA_MANAGED && g_world_rank % 2 == 0 ? TEST_CUDA_MALLOC : mem;
     if (device) {
         MPI_Comm node;
         int lrank;
@@ -784,11 +791,12 @@ int main(int argc, char **argv)
         MPI_Comm_free(&node);
         if (dev_here && (test_cuda_load(lrank, err, sizeof err) != 0 ||
                          test_cuda_alloc((void **)&dsendraw, maxbytes, mem) != 0 ||
-                         test_cuda_alloc((void **)&drecvraw, maxbytes, mem) != 0)) {
+                         test_cuda_alloc((void **)&drecvraw, maxbytes, recv_mem) != 0)) {
             fprintf(stderr, "rank %d: device buffers: %s\n", g_world_rank,
                     !cu.lib                    ? err
                     : mem == TEST_CUDA_POOL    ? "cudaMallocAsync failed"
                     : mem == TEST_CUDA_OWN_CTX ? "cuCtxCreate or cuMemAlloc failed"
+                    : mem == TEST_CUDA_MANAGED ? "cudaMallocManaged or cudaMalloc failed"
                                                : "cudaMalloc failed");
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
@@ -1003,7 +1011,7 @@ int main(int argc, char **argv)
     free(recvraw);
     if (dev_here) {
         test_cuda_free(dsendraw, mem);
-        test_cuda_free(drecvraw, mem);
+        test_cuda_free(drecvraw, recv_mem);
     }
     free(expbuf);
     free(sentbuf);

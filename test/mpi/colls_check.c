@@ -20,7 +20,7 @@
  * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
  * -f (fast: fewer type x op pairs, for the LL and device cases),
  * -d (buffers in device memory, through libcudart: the CPU CUDA runtime in
- * CI), -A (byte-misaligned buffers: rank r's input sits r % 4 bytes and its
+ * CI), -U (with -d: managed memory, cudaMallocManaged), -A (byte-misaligned buffers: rank r's input sits r % 4 bytes and its
  * output (r + 1) % 4 bytes off the allocation, so no element size above 1
  * divides their addresses on most ranks), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
  * when a check failed on any rank.
@@ -62,7 +62,7 @@ static ty_t types[] = {
 #define NTYPES ((int)(sizeof(types) / sizeof(types[0])))
 enum { T_INT32 = 4, T_FLOAT = 10, T_DOUBLE = 11 };
 
-static int g_rank, g_quiet, g_device, g_seed = 1;
+static int g_rank, g_quiet, g_device, g_mem = TEST_CUDA_MALLOC, g_seed = 1;
 static long g_pass, g_fail;
 
 /* ---- buffers: host, or device memory with a host mirror ---------------------------- */
@@ -72,7 +72,7 @@ static void *buf_alloc(size_t bytes)
     void *p = NULL;
 
     if (g_device) {
-        if (test_cuda_alloc(&p, bytes + GUARD, 0) != 0) p = NULL;
+        if (test_cuda_alloc(&p, bytes + GUARD, g_mem) != 0) p = NULL;
     } else {
         p = malloc(bytes + GUARD);
     }
@@ -84,7 +84,7 @@ static void *buf_alloc(size_t bytes)
 }
 static void buf_free(void *p)
 {
-    if (g_device) test_cuda_free(p, 0); else free(p);
+    if (g_device) test_cuda_free(p, g_mem); else free(p);
 }
 static void buf_put(void *dst, const void *src, size_t bytes)
 {
@@ -529,12 +529,13 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    while ((opt = getopt(argc, argv, "s:L:fdAq")) != -1) {
+    while ((opt = getopt(argc, argv, "s:L:fdUAq")) != -1) {
         switch (opt) {
         case 's': g_seed = atoi(optarg); break;
         case 'L': large = strtoul(optarg, NULL, 0); break;
         case 'f': full = 0; break;
         case 'd': g_device = 1; break;
+        case 'U': g_mem = TEST_CUDA_MANAGED; break;
         case 'A': shift_in = (size_t)g_rank % 4, shift_out = (size_t)(g_rank + 1) % 4; break;
         case 'q': g_quiet = 1; break;
         default:

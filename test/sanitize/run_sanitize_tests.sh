@@ -97,7 +97,7 @@ if [ -f "$top/test/sanitize/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
     CUDACPU_FLAVOR_DIR=$top/test/sanitize/cudacpu CUDACPU_MPI_LOGDIR=$logs/cudacpu \
     CUDACPU_MPIRUN_ARGS=$SAN_X CUDACPU_FIBER_ORDERS=forward \
     CUDACPU_CASE_TYPES=int8,int16,int32,int64,float,double \
-    CUDACPU_MPI_CASES="direct_np2 direct_ll_np3 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn timeout_direct_ll_np3 own_ctx_np3 nomem_bounce_np3 nolaunch_direct_np3 mismatch_refused_vnodes_np5 nomem_refused_vnodes_np5" \
+    CUDACPU_MPI_CASES="direct_np2 direct_ll_np3 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn timeout_direct_ll_np3 own_ctx_np3 colls_managed_np3 nomem_bounce_np3 nolaunch_direct_np3 mismatch_refused_vnodes_np5 nomem_refused_vnodes_np5" \
         runner cudacpu "$here/../cudacpu/run_cudacpu_mpi.sh"
 else
     echo "INFO cudacpu: skipped (no CUDA toolkit at configure: the sanitizer's CPU-runtime flavor is built with it only)"

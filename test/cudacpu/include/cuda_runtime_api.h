@@ -68,6 +68,8 @@ typedef struct cudacpu_event *cudaEvent_t;
 #define cudaEventDisableTiming 0x02
 
 #define cudaHostAllocDefault 0x00
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
 #define cudaHostAllocPortable 0x01
 #define cudaHostAllocMapped 0x02
 #define cudaHostAllocWriteCombined 0x04
@@ -217,6 +219,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size);
 cudaError_t cudaFree(void *devPtr);
 /* stream-ordered (the device's default pool): CUDA IPC cannot share it */
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream);
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream);
 cudaError_t cudaMallocHost(void **ptr, size_t size);
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags);
