@@ -345,7 +345,11 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     ready = gpuring_comm_plane_ready(gcomm, plane, device);
     GPURING_PROF_MARK(GPURING_PROF_DEVICE);
-    if (ready != GPURING_OK) {
+    /* the plane is set up on every rank, but this rank's buffers cannot take it (another
+     * GPU's memory): its peers run the call, so it abandons it as one it cannot start */
+    if (ready != GPURING_OK && ready != GPURING_ERR_NOT_SUPPORTED && fail == GPURING_OK)
+        fail = ready;
+    if (ready == GPURING_ERR_NOT_SUPPORTED) {
         st = ready;
     } else if (fail != GPURING_OK) { /* the peers run it: they are told */
         st = gpuring_comm_abandon(gcomm, plane, c->coll, c->count, c->type, c->op, c->root,

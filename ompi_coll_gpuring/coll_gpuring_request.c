@@ -31,6 +31,18 @@ static int request_progress_on;                   /* opal_progress calls request
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_request_t, NULL, NULL);
 
+/* The request's end, and with it its hold on the communicator (taken at the call: MPI
+ * lets the application free the communicator while the request is pending, and the
+ * last release may destroy it here -- so never under request_lock). */
+static void request_release(mca_coll_gpuring_request_t *req)
+{
+    struct ompi_communicator_t *comm = req->super.req_mpi_object.comm;
+
+    OMPI_REQUEST_FINI(&req->super);
+    OBJ_RELEASE(req);
+    OBJ_RELEASE(comm);
+}
+
 /* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
  * running is released when it ends. */
 static int request_free(ompi_request_t **rptr)
@@ -42,10 +54,7 @@ static int request_free(ompi_request_t **rptr)
     release = REQUEST_COMPLETE(&req->super);
     req->user_freed = !release;
     pthread_mutex_unlock(&request_lock);
-    if (release) {
-        OMPI_REQUEST_FINI(&req->super);
-        OBJ_RELEASE(req);
-    }
+    if (release) request_release(req);
     *rptr = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
 }
@@ -73,11 +82,20 @@ static int request_progress(void)
          * waiting: this may be any MPI call's progress; the worker naps while MPI
          * threads step), or yields where another thread has the call. */
         gpuring_comm_t *gcomm = NULL;
+        struct ompi_communicator_t *comm = NULL;
 
+        /* the communicator held across the step: the call may end meanwhile, its
+         * request complete in another thread, and the application free the
+         * communicator, which would destroy gcomm under the step */
         pthread_mutex_lock(&request_lock);
-        if (request_running != NULL) gcomm = request_running->gcomm;
+        if (request_running != NULL) {
+            gcomm = request_running->gcomm;
+            comm = request_running->super.req_mpi_object.comm;
+            OBJ_RETAIN(comm);
+        }
         pthread_mutex_unlock(&request_lock);
         if (gcomm == NULL || gpuring_comm_async_step(gcomm) < 0) sched_yield();
+        if (comm != NULL) OBJ_RELEASE(comm);
     }
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
     /* one critical section for the batch (request_free reads what completion sets);
@@ -102,8 +120,7 @@ static int request_progress(void)
     pthread_mutex_unlock(&request_lock);
     for (; release != NULL; release = next) {
         next = release->next;
-        OMPI_REQUEST_FINI(&release->super);
-        OBJ_RELEASE(release);
+        request_release(release);
     }
     return n;
 }
@@ -146,6 +163,7 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->super.req_free = request_free;
     req->super.req_cancel = request_cancel;
     req->super.req_mpi_object.comm = comm;
+    OBJ_RETAIN(comm); /* (request_release lets go) */
     /* the whole status: MPI_Wait copies it out (a collective is never cancelled,
      * MPI_Test_cancelled must say so) */
     req->super.req_status = ompi_status_empty;
@@ -187,8 +205,7 @@ void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req)
     pthread_mutex_lock(&request_lock);
     request_unlink(req);
     pthread_mutex_unlock(&request_lock);
-    OMPI_REQUEST_FINI(&req->super);
-    OBJ_RELEASE(req);
+    request_release(req);
 }
 
 void mca_coll_gpuring_request_finalize(void)

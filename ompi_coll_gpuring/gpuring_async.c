@@ -33,6 +33,7 @@
 #include <time.h>
 
 struct gpuring_async {
+    gpuring_comm_t *comm;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t queued;  /* work queued, or stop */
@@ -190,8 +191,8 @@ static void async_nap(struct gpuring_async *q, double sec)
 
 static void *async_worker(void *arg)
 {
-    gpuring_comm_t *c = arg;
-    struct gpuring_async *q = c->async;
+    struct gpuring_async *q = arg;
+    gpuring_comm_t *c = q->comm; /* (c->async is q by the time a call is queued) */
     double busy_at = gpuring_time_sec(); /* when it last had a call */
     unsigned long passes = 0;            /* MPI threads' passes, at the last look */
     int idle = 0;
@@ -246,12 +247,11 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
     pthread_cond_init(&q->queued, &attr);
     pthread_condattr_destroy(&attr);
     pthread_cond_init(&q->idle, NULL);
-    c->async = q;
-    rc = pthread_create(&q->thread, NULL, async_worker, c);
+    q->comm = c;
+    rc = pthread_create(&q->thread, NULL, async_worker, q);
     if (rc != 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot start the worker thread of non-blocking "
                       "calls: %s", strerror(rc));
-        c->async = NULL;
         free(q->spare);
         pthread_cond_destroy(&q->idle);
         pthread_cond_destroy(&q->queued);
@@ -259,6 +259,8 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
         free(q);
         return GPURING_ERR_SYSTEM;
     }
+    /* seen by other MPI threads' passes (gpuring_comm_async_step) only once whole */
+    __atomic_store_n(&c->async, q, __ATOMIC_RELEASE);
     return GPURING_OK;
 }
 
@@ -402,7 +404,7 @@ gpuring_status_t gpuring_async_submit(gpuring_comm_t *c, gpuring_plane_t plane,
 
 int gpuring_comm_async_step(gpuring_comm_t *c)
 {
-    return c->async != NULL ? async_step(c, 1) : -1;
+    return __atomic_load_n(&c->async, __ATOMIC_ACQUIRE) != NULL ? async_step(c, 1) : -1;
 }
 
 void gpuring_async_destroy(gpuring_comm_t *c)

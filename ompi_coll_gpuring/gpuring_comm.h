@@ -194,8 +194,11 @@ void gpuring_comm_destroy(gpuring_comm_t *comm);
  * plane).  GPURING_ERR_NOT_SUPPORTED: such calls fall back, on every rank
  * alike (no CUDA in this build, or the plane failed on some rank: logged).
  * GPURING_ERR_INVALID: this rank's device buffers are on another GPU than
- * the plane's (logged) -- a rank-local condition, so an error rather than a
- * fallback that would leave the other ranks waiting in gpuring.
+ * the plane's (logged; the plane's GPU made current) -- a rank-local
+ * condition, so the caller abandons the call on the plane
+ * (gpuring_comm_abandon): the other ranks, which run it, fail at once rather
+ * than wait, and the call is numbered on every rank alike.  Any other error:
+ * the plane's GPU cannot be made current (the call is abandoned as well).
  */
 gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t plane,
                                           int ordinal);

@@ -467,6 +467,8 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
         GPURING_ERROR(GPURING_SUBSYS_COLL, "device buffers on GPU %d, but this communicator's "
                       "device connections are on GPU %d: keep each rank's buffers of one "
                       "communicator on one GPU", ordinal, c->dev.ordinal);
+        /* the plane's GPU current: the caller abandons the call on its connections */
+        (void)gpuring_device_use(c->dev.ordinal);
         return GPURING_ERR_INVALID;
     }
     if (!gpuring_device_built()) {

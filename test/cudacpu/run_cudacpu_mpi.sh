@@ -86,6 +86,8 @@
 #   nolaunch_*      one rank's kernel does not launch: it abandons the call
 #                   (FIFO over IPC and net, LL direct; the direct allreduce's
 #                   agreement) and its peers fail at once
+#   othergpu_np3    one rank's call on another GPU's buffers than its device
+#                   connections': it abandons the call, its peers fail at once
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -526,6 +528,11 @@ failure_case nolaunch_vnodes_np3 3 4 "$GAVE_UP_REPORT" \
 failure_case nolaunch_direct_np3 3 4 "$GAVE_UP_REPORT" \
     "coll_gpuring_wait_timeout 60" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
+# one rank's call on buffers of another GPU than the one its device connections were
+# made on (mismatch_check othergpu, two GPUs): it cannot run the call there and
+# abandons it, so that its peers fail at once and the call is numbered everywhere
+failure_case othergpu_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
+    -x CUDACPU_DEVICES=2 "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device othergpu
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

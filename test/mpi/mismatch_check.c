@@ -39,6 +39,15 @@
  *   nolaunch  the last rank's kernels of more than one thread per block do not
  *             launch (CUDACPU_FAIL_LAUNCH, as too many registers would):
  *             MPI_ERR_OTHER ("a CUDA operation failed").
+ *   othergpu  (CUDACPU_DEVICES=2, or a machine of 2 GPUs) the last rank's failing
+ *             call passes buffers of another GPU than its earlier calls, on
+ *             which its device connections were made: MPI_ERR_ARG (and its
+ *             peers must be told, not left to wait for a call it never made).
+ *   nothread  (host or device buffers) the last rank cannot start a thread of
+ *             gpuring's (GPURING_TEST_FAIL_THREAD, read by test/mpi/fail_thread.c,
+ *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):
+ *             with "iallreduce", the worker thread of non-blocking calls, so
+ *             the rank cannot queue the call: MPI_ERR_OTHER.
  *
  * With "allgather", the mismatched (or failing) call is an MPI_Allgather of COUNT
  * ints (the last rank COUNT + EXTRA) received as a datatype with holes (an int
@@ -46,8 +55,13 @@
  * last rank cannot get the device memory to pack into: it gives up on the call
  * before the call has moved anything, and its peers must be told.
  *
- * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...] [type|allgather]
- *                       [device] [nomem|nolaunch]
+ * With "iallreduce", the call is an MPI_Iallreduce completed by MPI_Wait (on a
+ * fresh communicator, so its first non-blocking call: the worker starts there);
+ * the call after it is made, and the communicator freed, before that MPI_Wait.
+ *
+ * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
+ *                       [type|allgather|iallreduce] [device] [nomem|nolaunch|othergpu|
+ *                       nothread]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -79,13 +93,19 @@ static int err_class(int rc)
 static const struct fault {
     const char *arg, *env;
     int cls;
+    int device; /* the CUDA CPU runtime's: device buffers only */
 } faults[] = {
-    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM},
-    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER},
+    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1},
+    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1},
+    {"othergpu", NULL, MPI_ERR_ARG, 1},
+    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0},
 };
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
+static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
+static int *later_out;            /* iallreduce: the output of the call after it */
+static int *other_in, *other_out; /* othergpu, the last rank: buffers on another GPU */
 static MPI_Datatype strided;      /* an int every 8 bytes */
 static const char *label = "";    /* the call's, in the report */
 
@@ -99,6 +119,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     double t0;
+    int *cin = in, *cout = out; /* the failing call's buffers */
 
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -112,27 +133,42 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         }
     }
     MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
-    if (fault != NULL && rank == size - 1) setenv(fault->env, "1", 1);
+    if (fault != NULL && fault->env != NULL && rank == size - 1) setenv(fault->env, "1", 1);
+    if (other_in != NULL) { /* othergpu: this rank's call on another GPU's buffers */
+        cin = other_in;
+        cout = other_out;
+    }
     t0 = MPI_Wtime();
     if (allgather) {
-        o.rc = MPI_Allgather(in, mine, MPI_INT, out, mine, strided, comm);
+        o.rc = MPI_Allgather(cin, mine, MPI_INT, cout, mine, strided, comm);
+    } else if (iallreduce) {
+        MPI_Request req = MPI_REQUEST_NULL;
+
+        /* the call after it, and the communicator freed, before the wait: the request
+         * outlives the communicator's handle (MPI allows it) */
+        o.rc = MPI_Iallreduce(cin, cout, mine, type, MPI_SUM, comm, &req);
+        o.later_cls = err_class(MPI_Allreduce(in, later_out, count, MPI_INT, MPI_SUM, comm));
+        MPI_Comm_free(&comm);
+        if (o.rc == MPI_SUCCESS) o.rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
     } else if (nomem && by_type) { /* float: the ordered gather's scratch memory */
-        o.rc = MPI_Allreduce(in, out, mine, MPI_FLOAT, MPI_SUM, comm);
+        o.rc = MPI_Allreduce(cin, cout, mine, MPI_FLOAT, MPI_SUM, comm);
     } else if (nomem) {
-        o.rc = MPI_Allreduce((char *)in + 1, (char *)out + 1, mine, type, MPI_SUM, comm);
+        o.rc = MPI_Allreduce((char *)cin + 1, (char *)cout + 1, mine, type, MPI_SUM, comm);
     } else {
-        o.rc = MPI_Allreduce(in, out, mine, type, MPI_SUM, comm);
+        o.rc = MPI_Allreduce(cin, cout, mine, type, MPI_SUM, comm);
     }
     o.elapsed = MPI_Wtime() - t0;
-    if (fault != NULL) unsetenv(fault->env);
+    if (fault != NULL && fault->env != NULL) unsetenv(fault->env);
     o.cls = err_class(o.rc);
     if (o.rc != MPI_SUCCESS) {
         MPI_Error_string(o.rc, msg, &len);
         o.named = strstr(msg, "gpuring") != NULL;
         if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, label, msg);
     }
-    o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
-    MPI_Comm_free(&comm);
+    if (!iallreduce) {
+        o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+        MPI_Comm_free(&comm);
+    }
     return o;
 }
 
@@ -157,20 +193,27 @@ int main(int argc, char **argv)
     for (int a = 3; a < argc; a++) {
         by_type |= strcmp(argv[a], "type") == 0;
         allgather |= strcmp(argv[a], "allgather") == 0;
+        iallreduce |= strcmp(argv[a], "iallreduce") == 0;
         device |= strcmp(argv[a], "device") == 0;
         for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
             if (strcmp(argv[a], faults[f].arg) == 0) fault = &faults[f];
     }
     nomem = fault == &faults[0];
-    if ((fault != NULL && !device) || (allgather && by_type)) {
+    if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
+        (allgather && iallreduce)) {
         if (rank == 0) {
-            fprintf(stderr, "mismatch_check: %s\n", allgather && by_type
-                    ? "allgather copies bytes: no type to mismatch" : "a fault needs device");
+            fprintf(stderr, "mismatch_check: %s\n",
+                    allgather && by_type ? "allgather copies bytes: no type to mismatch"
+                    : allgather          ? "allgather or iallreduce, not both"
+                                         : "this fault needs device");
         }
         MPI_Finalize();
         return 2;
     }
-    label = by_type ? " type" : allgather ? " allgather" : "";
+    label = by_type ? " type" : allgather ? " allgather" : iallreduce ? " iallreduce" : "";
+    /* Open MPI 4.1 hands a failed non-blocking collective's error to MPI_COMM_WORLD's
+     * handler, whatever its communicator (5.0 to the communicator's) */
+    if (iallreduce) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Type_create_resized(MPI_INT, 0, 8, &strided);
     MPI_Type_commit(&strided);
     list = strdup(argv[2]);
@@ -182,8 +225,9 @@ int main(int argc, char **argv)
     }
     free(list);
     /* (the allgather's: every rank's ints, one every 8 bytes) */
-    outbytes = allgather ? (size_t)8 * (size_t)size * (size_t)maxcount
-                         : sizeof(int) * (size_t)maxcount;
+    outbytes = allgather    ? (size_t)8 * (size_t)size * (size_t)maxcount
+               : iallreduce ? 2 * sizeof(int) * (size_t)maxcount /* and the later call's */
+                            : sizeof(int) * (size_t)maxcount;
     hin = malloc(sizeof(int) * (size_t)maxcount);
     hout = malloc(outbytes);
     for (int i = 0; i < maxcount; i++) hin[i] = rank + i;
@@ -200,6 +244,21 @@ int main(int argc, char **argv)
     } else {
         in = hin;
         out = hout;
+    }
+    later_out = out + maxcount;
+    if (fault != NULL && strcmp(fault->arg, "othergpu") == 0 && rank == size - 1) {
+        int ndev = 0;
+
+        if (cu.get_device_count(&ndev) != 0 || ndev < 2 ||
+            cu.set_device((cu.device + 1) % ndev) != 0 ||
+            cu.malloc_((void **)&other_in, sizeof(int) * (size_t)maxcount) != 0 ||
+            cu.malloc_((void **)&other_out, sizeof(int) * (size_t)maxcount) != 0 ||
+            cu.memcpy_(other_in, hin, sizeof(int) * (size_t)maxcount, TEST_CUDA_H2D) != 0 ||
+            cu.set_device(cu.device) != 0) {
+            fprintf(stderr, "rank %d: othergpu: no second GPU (%d) or its buffers\n", rank,
+                    ndev);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
     }
 
     for (int k = 0; k < ncases; k++) {
@@ -282,6 +341,8 @@ int main(int argc, char **argv)
     if (device) {
         cu.free_(in);
         cu.free_(out);
+        if (other_in != NULL) cu.free_(other_in);
+        if (other_out != NULL) cu.free_(other_out);
     }
     free(hin);
     free(hout);

@@ -81,6 +81,7 @@ BASE=(--oversubscribe)
 NPASS=0
 NFAIL=0
 FIRST_RANK_ENV=
+PRELOAD=
 FAKE_HOSTS=
 FALLBACK_WHY=
 FAILED_NAMES=()
@@ -132,6 +133,11 @@ run_case() {
         # wrapper, not an MPMD ':' command line (Open MPI 5.0.7's mpirun crashes on those)
         wrap=(/bin/sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}" = 0 ]; then export "$0"; fi; exec "$@"'
               "$FIRST_RANK_ENV")
+    elif [ -n "$PRELOAD" ]; then
+        # one more object preloaded into every rank (after any already there: a
+        # sanitizer's runtime must come first)
+        wrap=(/bin/sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0"; export LD_PRELOAD; exec "$@"'
+              "$PRELOAD")
     elif [ -n "$FAKE_HOSTS" ]; then
         # every rank a host of its own: a UTS namespace with its own host name, so
         # gpuring (and UCX) see peers on other hosts -- real NET connections, UCX
@@ -234,6 +240,13 @@ run_case() {
                 # a rank names the peer whose step was of another call, with both sizes
                 if ! grep -qE "\[gpuring rank [0-9]+\].*[a-z_]+ mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes" "$log"; then
                     fail "$name" "no mismatch report naming peer, channel, step and sizes" "$log"
+                    return
+                fi
+                ;;
+            gaveup)
+                # a rank names the peer that gave up on the call before it started
+                if ! grep -qE "\[gpuring rank [0-9]+\].*[a-z_]+ abandoned: rank [0-9]+ gave up on the call" "$log"; then
+                    fail "$name" "no report of a rank that gave up on the call" "$log"
                     return
                 fi
                 ;;
@@ -387,7 +400,7 @@ run_case() {
         fi
         local nerr
         nerr=$(grep -ciE '\[gpuring rank [0-9]+\].*(error|warn)' "$log")
-        if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $nerr != 0 ]]; then
+        if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $checks != *gaveup* && $nerr != 0 ]]; then
             # a healthy run logs no gpuring warning: a fallback would hide a bug
             fail "$name" "$nerr gpuring error/warn lines" "$log"
             return
@@ -617,6 +630,16 @@ if [ $ACTIVE = 1 ]; then
     # ... an MPI_Allgather of a larger count, into a datatype with holes (packed)
     run_case "mismatch_allgather_np3_rpn1" 3 1 ready,mismatch "coll_gpuring_wait_timeout 60" \
         mismatch_check 20 "$MISMATCH_COUNTS" allgather
+    # the last rank cannot start the worker thread of non-blocking calls (its
+    # pthread_create fails, as at a pids limit): it abandons its MPI_Iallreduce to the
+    # peers, which fail at once, not at the timeout; on shm and net connections
+    PRELOAD="$BINDIR/fail_thread.so" run_case "nothread_iallreduce_np3_rpn0" 3 0 ready,gaveup \
+        "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
+    PRELOAD="$BINDIR/fail_thread.so" run_case "nothread_iallreduce_np3_rpn1" 3 1 ready,gaveup \
+        "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
+    # ... and MPI_Iallreduce of a larger count on the last rank is caught as a mismatch
+    run_case "mismatch_iallreduce_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60" \
+        mismatch_check 20 "$MISMATCH_COUNTS" iallreduce
     run_case "mismatch_np4_rpn2" 4 2 ready,mismatch \
         "coll_gpuring_wait_timeout 60 coll_gpuring_algorithm tree" \
         mismatch_check 20 "$MISMATCH_COUNTS"

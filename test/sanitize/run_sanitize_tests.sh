@@ -87,7 +87,7 @@ if [ -f "$top/test/sanitize/host/.libs/mca_coll_gpuring.so" ]; then
     GPURING_MCA_ARGS="--mca mca_base_component_path $top/test/sanitize/host/.libs:$pkglibdir \
 --mca coll_gpuring_host_buffers 1 --mca coll_gpuring_verbose 3 $SAN_X" \
     GPURING_TEST_LOGDIR=$logs/host GPURING_CHURN_N=100 \
-    GPURING_TEST_FILTER="^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|device_colls_nonblocking_np2_rpn0|${persistent}churn_np2_rpn0|churn_np2_rpn1|colls_np3_rpn1|iallreduce_np4_rpn2|timeout_nonblocking_np3_rpn1|mix_np3_rpn1|allreduce_hosts_np3_rpn0|mismatch_refused_np5_rpn1)\$" \
+    GPURING_TEST_FILTER="^(allreduce_reduced_np2_rpn0|allreduce_reduced_np4_rpn2|allreduce_slot4k_np2_rpn1|tree_np4_rpn2|timeout_np3_rpn1|threads_np3_rpn1|device_colls_np3_rpn1|device_colls_nonblocking_np2_rpn0|${persistent}churn_np2_rpn0|churn_np2_rpn1|colls_np3_rpn1|iallreduce_np4_rpn2|timeout_nonblocking_np3_rpn1|mix_np3_rpn1|allreduce_hosts_np3_rpn0|mismatch_refused_np5_rpn1|mismatch_iallreduce_np3_rpn0)\$" \
         runner host "$here/../mpi/run_mpi_tests.sh"
 else
     echo "FAIL host: test/sanitize/host/.libs/mca_coll_gpuring.so not built"
@@ -97,7 +97,7 @@ if [ -f "$top/test/sanitize/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
     CUDACPU_FLAVOR_DIR=$top/test/sanitize/cudacpu CUDACPU_MPI_LOGDIR=$logs/cudacpu \
     CUDACPU_MPIRUN_ARGS=$SAN_X CUDACPU_FIBER_ORDERS=forward \
     CUDACPU_CASE_TYPES=int8,int16,int32,int64,float,double \
-    CUDACPU_MPI_CASES="direct_np2 direct_ll_np3 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn timeout_direct_ll_np3 own_ctx_np3 colls_managed_np3 nomem_bounce_np3 nolaunch_direct_np3 mismatch_refused_vnodes_np5 nomem_refused_vnodes_np5" \
+    CUDACPU_MPI_CASES="direct_np2 direct_ll_np3 fifo_np3 ll_tree_vnodes_np4 mix_np3 churn timeout_direct_ll_np3 own_ctx_np3 colls_managed_np3 nomem_bounce_np3 nolaunch_direct_np3 othergpu_np3 mismatch_refused_vnodes_np5 nomem_refused_vnodes_np5" \
         runner cudacpu "$here/../cudacpu/run_cudacpu_mpi.sh"
 else
     echo "INFO cudacpu: skipped (no CUDA toolkit at configure: the sanitizer's CPU-runtime flavor is built with it only)"
