@@ -325,17 +325,23 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     /* a kernel told to abort may still be leaving: it must be gone before its FIFOs are */
     if (gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout) != GPURING_OK) {
         GPURING_WARN(GPURING_SUBSYS_KERNEL, "a kernel of this communicator still runs %.0f s "
-                     "after its call failed: its connections' memory is kept", c->cfg.wait_timeout);
+                     "after its call failed: the communicator's memory and connections are "
+                     "kept", c->cfg.wait_timeout);
         c->nconns = 0;
         busy = 1;
     }
     gpuring_conns_destroy(c);
     gpuring_direct_destroy(c, busy);
-    if (!busy) { /* else kept too: a free would wait for the kernel (cudaFree: the device) */
-        gpuring_device_free_ordered(c->dev.scratch, c->dev.stream);
-        gpuring_device_free_ordered(c->dev.bounce, c->dev.stream);
-        gpuring_device_free(c->dev.rings);
+    if (busy) {
+        /* the rest is kept whole too: a free would wait for the kernel (cudaFree: the
+         * device), the proxy still drives the net ends (registered, pointing into
+         * c->conns), and their receives stay posted under the uid, still claimed */
+        if (c->dev.ordinal >= 0) gpuring_device_restore(app);
+        return;
     }
+    gpuring_device_free_ordered(c->dev.scratch, c->dev.stream);
+    gpuring_device_free_ordered(c->dev.bounce, c->dev.stream);
+    gpuring_device_free(c->dev.rings);
     gpuring_device_event_destroy(c->dev.event);
     for (int k = 0; k < GPURING_COMM_ORDER_EVENTS; k++)
         gpuring_device_event_destroy(c->dev.order_events[k]);

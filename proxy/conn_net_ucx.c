@@ -18,8 +18,10 @@
  * credit in flight, always the latest value.  A batch is half the window
  * (the sender still has half the window while the credit travels); a credit
  * also goes as soon as every step the sender was allowed has landed (it may
- * be waiting for the credit), and at once while the communicator is torn
- * down (its sender's teardown waits for the last one).  Once the executor
+ * be waiting for the credit), at once while the communicator is torn down
+ * (its sender's teardown waits for the last one), and when the process is
+ * idle (the progress thread's nap: so that a sender's teardown need not wait
+ * for this rank to tear down too).  Once the executor
  * refused the connection (gpuring_conn_refuse: its call failed) a credit
  * carries GPURING_NET_CREDIT_REFUSED, and the sender's pass sets its own
  * ctrl->refused from it: a sender waiting for a slot fails at once.
@@ -326,7 +328,8 @@ static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
     if (!net->refused && net_refusing(net)) return 1;
     if (head <= net->credited) return 0;
     return head - net->credited >= GPURING_NET_CREDIT_BATCH ||
-           net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining;
+           net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining ||
+           net->settling;
 }
 
 static int recv_progress(gpuring_net_conn_t *net, int closing)
@@ -483,11 +486,13 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
         if (len > 0) buf[0] = '\0';
         return;
     }
+    if (net->detached) { /* (the proxy, finalized, is gone: its lock too) */
+        snprintf(buf, len, "proxy: the connection is detached (the proxy was finalized)");
+        return;
+    }
     if (!gpuring_proxy_lock_for_report(net->proxy, "describing a connection", buf, len))
         return;
-    if (net->detached) {
-        snprintf(buf, len, "proxy: the connection is detached (the proxy was finalized)");
-    } else if (net->dir == GPURING_CONN_SEND) {
+    if (net->dir == GPURING_CONN_SEND) {
         const uint64_t tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
 
         net_op_describe(net, step, op, sizeof(op));
@@ -537,6 +542,20 @@ void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
         (void)gpuring_net_conn_progress(net); /* the owed credit, now */
     }
     pthread_cond_signal(&proxy->cond); /* the thread finishes what is in flight */
+}
+
+void gpuring_net_conns_settle(gpuring_proxy_t *proxy)
+{
+    gpuring_net_conn_t *net;
+
+    for (net = proxy->conns; net != NULL; net = net->next) {
+        if (net->dir != GPURING_CONN_RECV || !net->connected || net->detached ||
+            net->credit.busy || GPURING_LOAD_ACQUIRE(&net->ctrl->head) <= net->credited)
+            continue;
+        net->settling = 1;
+        (void)gpuring_net_conn_progress(net); /* receives for the released slots, the credit */
+        net->settling = 0;
+    }
 }
 
 /* ---- create / connect -------------------------------------------------------------- */
@@ -775,7 +794,7 @@ int gpuring_net_conn_detach(gpuring_net_conn_t *net)
     cancel_all(net, 1);
     gpuring_spin_init(&spin, 1.0);
     while ((left = ops_outstanding(net)) > 0) {
-        if (ucp_worker_progress(proxy->worker) == 0 && gpuring_spin_tick(&spin) != GPURING_OK)
+        if (gpuring_proxy_poll_tick(proxy, &spin) != GPURING_OK)
             break;
     }
     release_done(net);

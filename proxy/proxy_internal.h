@@ -111,6 +111,7 @@ typedef struct gpuring_net_conn {
     int stuck;      /* ... with UCX operations unfinished: its memory is kept to the exit */
     int failed;     /* a UCX operation failed: counters are frozen */
     int draining;   /* its communicator is being torn down: credits go at once */
+    int settling;   /* the process is idle (gpuring_net_conns_settle): a credit owed goes */
     int abandoned;  /* its communicator failed: teardown waits for no credit */
     double abandon_flush_s; /* abandoned send end: how long teardown may wait for the
                                steps already in its FIFO (the abort step) to go out */
@@ -225,6 +226,16 @@ struct gpuring_proxy {
 /* Record the first async failure (later ones are only logged).  Any lock. */
 void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const char *fmt,
                              ...) __attribute__((format(printf, 3, 4)));
+/* One poll of the worker in a bounded wait (lock held): the wait's clock ticks
+ * whether or not the poll moved anything, so that a worker kept busy by other
+ * traffic cannot make the wait endless. */
+static inline gpuring_status_t gpuring_proxy_poll_tick(gpuring_proxy_t *proxy,
+                                                       gpuring_spin_t *spin)
+{
+    (void)ucp_worker_progress(proxy->worker);
+    return gpuring_spin_tick(spin);
+}
+
 /* The cached endpoint to a peer process, created on first use.  Lock held. */
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
                                       int same_host, const void *addr, size_t addr_len,
@@ -270,6 +281,11 @@ int gpuring_net_conn_progress(gpuring_net_conn_t *net);
 /* Credits of every connection of communicator comm_uid go at once from now
  * on (it is being torn down: its peers wait for them).  Lock held. */
 void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid);
+/* No operation is on and nothing moves (the progress thread, about to nap):
+ * every credit owed goes now, due or not, so that a peer's teardown, which
+ * waits for the last credit of its sends, never waits for this rank's own
+ * teardown (MPI_Comm_free is local in practice).  Lock held. */
+void gpuring_net_conns_settle(gpuring_proxy_t *proxy);
 /* Finalize with the connection still registered: cancel what can be
  * cancelled and mark it detached; the UCX operations left unfinished (then
  * it is stuck: UCX is not torn down, its memory kept).  Lock held, thread

@@ -100,8 +100,11 @@ static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                       pe->peer_rank, ucs_status_string(status));
         return;
     }
+    /* (endpoints are the process's, shared by its communicators: the rank is the
+     * peer's in the communicator that first connected to it) */
     gpuring_proxy_set_error(pe->proxy, GPURING_ERR_NET,
-                            "net endpoint to rank %d (peer key %#llx) failed: %s",
+                            "net endpoint to the process that was rank %d of the first "
+                            "communicator to connect to it (peer key %#llx) failed: %s",
                             pe->peer_rank, (unsigned long long)pe->peer_key,
                             ucs_status_string(status));
 }
@@ -187,7 +190,7 @@ static void proxy_ep_warm_finish(gpuring_proxy_ep_t *pe)
         ucp_request_cancel(proxy->worker, pe->warm_recv);
     gpuring_spin_init(&spin, proxy->wait_timeout);
     while (ucp_request_check_status(pe->warm_recv) == UCS_INPROGRESS) {
-        if (ucp_worker_progress(proxy->worker) == 0 && gpuring_spin_tick(&spin) != GPURING_OK) {
+        if (gpuring_proxy_poll_tick(proxy, &spin) != GPURING_OK) {
             GPURING_WARN(GPURING_SUBSYS_NET, "cancelling the warm-up receive for rank %d "
                          "timed out", pe->peer_rank);
             return; /* leaked with its endpoint: UCX may still write warm_buf */
@@ -312,8 +315,7 @@ static int proxy_close_eps(gpuring_proxy_t *proxy)
         if (UCS_PTR_IS_PTR(req)) {
             gpuring_spin_init(&spin, proxy->wait_timeout);
             while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-                if (ucp_worker_progress(proxy->worker) == 0 &&
-                    gpuring_spin_tick(&spin) != GPURING_OK) {
+                if (gpuring_proxy_poll_tick(proxy, &spin) != GPURING_OK) {
                     GPURING_WARN(GPURING_SUBSYS_NET,
                                  "closing the endpoint to rank %d timed out", pe->peer_rank);
                     break;
@@ -785,6 +787,10 @@ static void *proxy_main(void *arg)
             gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else {
             busy = 0;
+            /* idle: the credits owed go before the nap (a peer's teardown waits for
+             * them; the thread passes here only after a backstop interval without an
+             * executor's pass, so a loop of calls never pays for it) */
+            gpuring_net_conns_settle(proxy);
             proxy->sleeps++;
             /* active_begin (an operation only this thread moves) signals this
              * sleep (napping) under the lock: no lost wakeup; active_end's

@@ -18,7 +18,13 @@
  * threads and shm.  The verdict is gathered with MPI_Gather; rank 0 prints
  * `N passed, N failed`; the exit code is non-zero if anything failed.
  *
- * Options: -n N (communicators, default 1000), -q quiet, -d device buffers
+ * With -l SEC, one more case: a communicator with one MPI_Allreduce on it,
+ * freed by the last rank SEC seconds after the others: their MPI_Comm_free
+ * must not wait for it (each must return within SEC / 2).  Over net
+ * connections a send end's teardown waits for the receiver's last credit,
+ * which the receiver must not hold back until its own teardown.
+ *
+ * Options: -n N (communicators, default 1000), -q quiet, -l SEC, -d device buffers
  * (libcudart, dlopen'ed: a GPU or the CUDA CPU runtime, whose device memory
  * segments in /dev/shm, "cudacpu*", are counted too: every communicator then
  * makes and frees its device connections).
@@ -105,12 +111,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int device = 0;
-    while ((opt = getopt(argc, argv, "n:qd")) != -1) {
+    double lag = 0.0;
+    while ((opt = getopt(argc, argv, "n:ql:d")) != -1) {
         if (opt == 'n') n = atoi(optarg);
         else if (opt == 'q') quiet = 1;
+        else if (opt == 'l') lag = atof(optarg);
         else if (opt == 'd') device = 1;
         else {
-            if (!rank) fprintf(stderr, "usage: comm_churn [-n communicators] [-q] [-d]\n");
+            if (!rank) fprintf(stderr, "usage: comm_churn [-n communicators] [-q] [-l sec] [-d]\n");
             MPI_Finalize();
             return 2;
         }
@@ -141,7 +149,7 @@ int main(int argc, char **argv)
     res_t before = measure();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    unsigned char *fail = calloc((size_t)n + 3, 1);
+    unsigned char *fail = calloc((size_t)n + 4, 1);
     int printed = 0;
     double t0 = MPI_Wtime();
     for (int it = 0; it < n; it++) {
@@ -183,6 +191,24 @@ int main(int argc, char **argv)
     }
     double t_loop = MPI_Wtime() - t0;
 
+    /* -l: the last rank frees a used communicator `lag` seconds after the others */
+    if (lag > 0) {
+        MPI_Comm c;
+        int s[COUNT] = {1, 2, 3, 4, 5}, r[COUNT + 1];
+        double took;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        churn_allreduce(s, r, c);
+        if (rank == size - 1) usleep((useconds_t)(lag * 1e6));
+        took = MPI_Wtime();
+        MPI_Comm_free(&c);
+        took = MPI_Wtime() - took;
+        fail[n + 3] = rank != size - 1 && took > lag / 2;
+        if (fail[n + 3])
+            fprintf(stderr, "rank %d: MPI_Comm_free took %.2f s, waiting for rank %d, which "
+                    "freed the communicator %.2f s later\n", rank, took, size - 1, lag);
+    }
+
     /* final counts, with a grace period for asynchronous release */
     res_t after;
     double tg = MPI_Wtime();
@@ -203,18 +229,19 @@ int main(int argc, char **argv)
            (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
     fflush(stdout);
 
-    int ncases = n + 3;
+    int ncases = n + 3 + (lag > 0);
     unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
     MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
     if (rank == 0) {
         int npass = 0, nfail = 0;
-        static const char *res_names[3] = {"fds", "threads", "gpuring shm entries"};
+        static const char *res_names[4] = {"fds", "threads", "gpuring shm entries",
+                                           "MPI_Comm_free's time: it waited for a peer"};
         for (int k = 0; k < ncases; k++) {
             int f = 0;
             for (int r = 0; r < size; r++) f |= all[(size_t)r * ncases + k];
             if (f) {
-                if (k >= n) printf("FAILED case: %s grew\n", res_names[k - n]);
+                if (k >= n) printf("FAILED case: %s%s\n", res_names[k - n], k < n + 3 ? " grew" : "");
                 else if (nfail < 20) printf("FAILED case: allreduce on communicator %d\n", k);
                 nfail++;
             } else {
