@@ -1036,6 +1036,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
             release_done(net);
             gpuring_proxy_adopt_orphan(proxy, net);
             gpuring_proxy_unlock(proxy);
+            st = GPURING_ERR_TIMEOUT; /* the caller's other ends wait no more */
             goto out_clear;
         }
     }
