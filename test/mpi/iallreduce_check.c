@@ -14,6 +14,8 @@
  *                it waits, bounded by a deadline): the call must progress
  *                without the caller polling; then MPI_Wait
  *   inplace      MPI_IN_PLACE calls in flight together
+ *   freed        calls in flight on a communicator the caller frees before
+ *                waiting for them (MPI allows it: they complete normally)
  *   p2p          a call in flight while its caller receives a large message
  *                from a rank that starts the call only after sending it
  *   stream (-d)  the default stream's order: call A, then copies queued on
@@ -503,6 +505,35 @@ static void case_inplace(MPI_Comm comm, unsigned seed)
     for (int k = 0; k < 4; k++) call_check(&c[k], rc, n, "inplace");
 }
 
+/* freed: calls in flight on a fresh communicator (set up by a blocking call), which
+ * the caller frees before it waits for them */
+static void case_freed(unsigned seed)
+{
+    call_t c[3];
+    MPI_Request reqs[3];
+    MPI_Comm comm;
+    int32_t one = 1;
+    int r, n, rc;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (skipped(comm) ||
+        MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm) != MPI_SUCCESS) {
+        MPI_Comm_free(&comm);
+        return;
+    }
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    for (int k = 0; k < 3; k++) {
+        call_init(&c[k], (kind_t)(k % K_N), g_counts[(k + 4) % NREQ], 0, seed + k, r, n);
+        if (call_start(&c[k], comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+        reqs[k] = c[k].req;
+    }
+    MPI_Comm_free(&comm);
+    rc = MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE);
+    for (int k = 0; k < 3; k++) call_check(&c[k], rc, n, "freed");
+}
+
 /* p2p: a call in flight while its caller receives a large message whose sender
  * starts the same call only after sending it (a valid program: the call may
  * not hold up the receive).  Even rank e receives from e+1, which sends after
@@ -628,6 +659,7 @@ int main(int argc, char **argv)
         case_inplace(comms[2], seed + 500);
         case_p2p(comms[0], seed + 600);
         case_stream(comms[0], seed + 700);
+        case_freed(seed + 800);
     }
 
     counts[0] = g_passed;
