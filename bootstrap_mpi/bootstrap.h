@@ -27,6 +27,11 @@ typedef struct gpuring_bootstrap {
     void *ctx;
     int rank;
     int size;
+    /* an exchange failed (a member did not join in time, or MPI failed): the
+     * members may have made different numbers of exchanges since -- the
+     * component below matches non-blocking collectives by their order -- so no
+     * later outcome is agreed (set by gpuring_bootstrap_allgather) */
+    int failed;
 } gpuring_bootstrap_t;
 
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,

@@ -363,13 +363,39 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
                                             &c->addr_stride);
 }
 
-/* Tree connections at the plane's first tree call; on failure every rank stays on rings. */
+/*
+ * A plane's ring or tree connections failed (`what`).  Where every rank agreed on
+ * the failure, all go on alike without them: GPURING_ERR_NOT_SUPPORTED.  Where an
+ * exchange itself failed -- a rank more than coll_gpuring_wait_timeout late, an MPI
+ * error -- the ranks may have made different numbers of exchanges through the
+ * component below and seen different outcomes, so nothing that follows can be
+ * agreed: the communicator is broken (each rank's call fails, the late one's at its
+ * own timeout), GPURING_ERR_BROKEN.
+ */
+static gpuring_status_t comm_connect_failed(gpuring_comm_t *c, gpuring_plane_t plane,
+                                            const char *what, const char *without)
+{
+    if (!c->boot.failed) {
+        GPURING_WARN(GPURING_SUBSYS_INIT, "%s connections failed (%s buffers): %s", what,
+                     gpuring_comm_plane_name(plane), without);
+        return GPURING_ERR_NOT_SUPPORTED;
+    }
+    __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    GPURING_ERROR(GPURING_SUBSYS_INIT, "%s connections (%s buffers): an exchange with the "
+                  "other ranks failed (logged above: a rank more than "
+                  "coll_gpuring_wait_timeout late?), so the ranks can no longer agree: the "
+                  "communicator cannot be used by gpuring any more", what,
+                  gpuring_comm_plane_name(plane));
+    return GPURING_ERR_BROKEN;
+}
+
+/* Tree connections at the plane's first tree call; on a failure every rank agreed on,
+ * every rank stays on rings (else the communicator is broken: the call fails). */
 int gpuring_conns_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane)
 {
     if (c->tree_state[plane] == 0 &&
         comm_plane_connect(c, plane, 0, GPURING_OK) != GPURING_OK) {
-        GPURING_WARN(GPURING_SUBSYS_INIT, "tree connections failed (%s buffers): rings "
-                     "only from now on", gpuring_comm_plane_name(plane));
+        (void)comm_connect_failed(c, plane, "tree", "rings only from now on");
     }
     return c->tree_state[plane] > 0;
 }
@@ -393,9 +419,9 @@ static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
     if (c->ring_state[GPURING_PLANE_HOST] < 0) return GPURING_ERR_NOT_SUPPORTED;
     if (c->ring_state[GPURING_PLANE_HOST] > 0) return GPURING_OK;
     if (comm_plane_connect(c, GPURING_PLANE_HOST, 1, GPURING_OK) != GPURING_OK) {
-        GPURING_WARN(GPURING_SUBSYS_INIT, "host connections failed: host buffers on this "
-                     "communicator go to the component below");
-        return GPURING_ERR_NOT_SUPPORTED;
+        return comm_connect_failed(c, GPURING_PLANE_HOST, "host",
+                                   "host buffers on this communicator go to the component "
+                                   "below");
     }
     return GPURING_OK;
 }
@@ -492,14 +518,15 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
         local_st = GPURING_ERR_INVALID; /* the exchange failed: so does the connection */
     }
     if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
-        GPURING_WARN(GPURING_SUBSYS_INIT, "device connections failed: device buffers on this "
-                     "communicator go to the component below");
-        return GPURING_ERR_NOT_SUPPORTED;
+        return comm_connect_failed(c, GPURING_PLANE_DEVICE, "device",
+                                   "device buffers on this communicator go to the component "
+                                   "below");
     }
     return GPURING_OK;
 }
 
 gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *c, gpuring_plane_t plane, int ordinal)
 {
+    if (c->boot.failed) return GPURING_ERR_BROKEN; /* (logged where it failed) */
     return plane == GPURING_PLANE_HOST ? comm_host_ready(c) : comm_device_ready(c, ordinal);
 }

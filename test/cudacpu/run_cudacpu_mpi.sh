@@ -88,6 +88,8 @@
 #                   agreement) and its peers fail at once
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
 #                   connections': it abandons the call, its peers fail at once
+#   late_connect_np3  one rank more than the wait timeout late to the call that
+#                   connects the device plane: every rank fails it, none falls back
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -533,6 +535,14 @@ failure_case nolaunch_direct_np3 3 4 "$GAVE_UP_REPORT" \
 # abandons it, so that its peers fail at once and the call is numbered everywhere
 failure_case othergpu_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
     -x CUDACPU_DEVICES=2 "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device othergpu
+# the communicator's first device call made by one rank more than the wait timeout
+# late (mismatch_check late): the device plane's exchanges time out on the others,
+# then on it; every rank fails the call and refuses the next (no fallback: the ranks
+# made different numbers of exchanges through the component below)
+failure_case late_connect_np3 3 3 \
+    'device connections \(device buffers\): an exchange with the other ranks failed' \
+    "coll_gpuring_wait_timeout 2 coll_gpuring_host_buffers 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device late
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run
 # unchanged through test/cudacpu/run: direct and FIFO paths

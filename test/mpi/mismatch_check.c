@@ -43,6 +43,13 @@
  *             call passes buffers of another GPU than its earlier calls, on
  *             which its device connections were made: MPI_ERR_ARG (and its
  *             peers must be told, not left to wait for a call it never made).
+ *   late      (device buffers, coll_gpuring_host_buffers 1, a wait timeout under
+ *             LATE_SEC) the communicator's setup call is on host buffers, and
+ *             the last rank makes the failing call, the first on device buffers
+ *             (which connects the device plane), LATE_SEC late: the others'
+ *             exchanges time out, the last rank's then too.  Every rank must fail
+ *             (none may fall back: the ranks made different numbers of exchanges
+ *             through the component below, which matches them by order).
  *   nothread  (host or device buffers) the last rank cannot start a thread of
  *             gpuring's (GPURING_TEST_FAIL_THREAD, read by test/mpi/fail_thread.c,
  *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):
@@ -68,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test/cuda_dl.h"
 
@@ -98,6 +106,7 @@ static const struct fault {
     {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1},
     {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1},
     {"othergpu", NULL, MPI_ERR_ARG, 1},
+    {"late", NULL, MPI_ERR_OTHER, 1},
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0},
 };
 static const struct fault *fault; /* the argument's; NULL: none */
@@ -106,6 +115,8 @@ static int allgather;             /* the call is an MPI_Allgather into a strided
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
 static int *later_out;            /* iallreduce: the output of the call after it */
 static int *other_in, *other_out; /* othergpu, the last rank: buffers on another GPU */
+static int *host_in, *host_out;   /* late: the setup call's host buffers */
+#define LATE_SEC 5
 static MPI_Datatype strided;      /* an int every 8 bytes */
 static const char *label = "";    /* the call's, in the report */
 
@@ -132,7 +143,12 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
             mine = count + extra;
         }
     }
-    MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
+    if (host_in != NULL) { /* late: set up on host buffers, then the last rank is late */
+        MPI_Allreduce(host_in, host_out, count, MPI_INT, MPI_SUM, comm);
+        if (rank == size - 1) sleep(LATE_SEC);
+    } else {
+        MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
+    }
     if (fault != NULL && fault->env != NULL && rank == size - 1) setenv(fault->env, "1", 1);
     if (other_in != NULL) { /* othergpu: this rank's call on another GPU's buffers */
         cin = other_in;
@@ -246,6 +262,10 @@ int main(int argc, char **argv)
         out = hout;
     }
     later_out = out + maxcount;
+    if (fault != NULL && strcmp(fault->arg, "late") == 0) {
+        host_in = hin;
+        host_out = hout;
+    }
     if (fault != NULL && strcmp(fault->arg, "othergpu") == 0 && rank == size - 1) {
         int ndev = 0;
 
@@ -269,6 +289,9 @@ int main(int argc, char **argv)
 
         MPI_Gather(&o, (int)sizeof(o), MPI_BYTE, all, (int)sizeof(o), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
+        /* (below gpuring: the next case starts together, however late one rank was in
+         * this one -- its setup's exchanges, on MPI_COMM_WORLD, time out too) */
+        MPI_Barrier(MPI_COMM_WORLD);
         for (int r = 0; rank == 0 && r < size; r++) {
             const outcome_t *x = &all[r];
             const char *why = NULL;
