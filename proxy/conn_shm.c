@@ -5,7 +5,9 @@
  * slots) and publishes its name; the sender maps it.  Both executors then
  * read and write the same counters and slots: no thread in between.  The
  * name is unlinked as soon as every sender has mapped it, so nothing is left
- * in /dev/shm even if the job dies later.
+ * in /dev/shm even if the job dies later.  Its pages are allocated when it is
+ * made: a full /dev/shm fails the connection (every rank falls back), not a
+ * later step's first write to a slot (SIGBUS).
  */
 #include "proxy/conn.h"
 
@@ -17,18 +19,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The segment's size, its pages allocated now: tmpfs takes any size, and a page it
+ * cannot give later, when a step first writes it, kills the process (SIGBUS).  0, or
+ * -1 with *err_p. */
+static int conn_shm_reserve(int fd, size_t len, int *err_p)
+{
+    int rc;
+
+    if (ftruncate(fd, (off_t)len) != 0) {
+        *err_p = errno;
+        return -1;
+    }
+    rc = posix_fallocate(fd, 0, (off_t)len);
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) { /* (no fallocate there: as before) */
+        *err_p = rc;
+        return -1;
+    }
+    return 0;
+}
+
 static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, void **base_p)
 {
     int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
     void *base;
+    int err = 0;
 
     if (fd < 0) {
         GPURING_ERROR(GPURING_SUBSYS_PROXY, "shm_open(%s) failed: %s", name, strerror(errno));
         return GPURING_ERR_SYSTEM;
     }
-    if (create && ftruncate(fd, (off_t)len) != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_PROXY, "ftruncate(%s, %zu) failed: %s (is /dev/shm full?)",
-                      name, len, strerror(errno));
+    if (create && conn_shm_reserve(fd, len, &err) != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "cannot reserve %zu bytes of shared memory for "
+                      "%s: %s (is /dev/shm full? a container's is 64 MiB unless --shm-size "
+                      "says otherwise)", len, name, strerror(err));
         close(fd);
         shm_unlink(name);
         return GPURING_ERR_SYSTEM;

@@ -51,7 +51,7 @@
  *             (none may fall back: the ranks made different numbers of exchanges
  *             through the component below, which matches them by order).
  *   nothread  (host or device buffers) the last rank cannot start a thread of
- *             gpuring's (GPURING_TEST_FAIL_THREAD, read by test/mpi/fail_thread.c,
+ *             gpuring's (GPURING_TEST_FAIL_THREAD, read by test/mpi/fail_inject.c,
  *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):
  *             with "iallreduce", the worker thread of non-blocking calls, so
  *             the rank cannot queue the call: MPI_ERR_OTHER.

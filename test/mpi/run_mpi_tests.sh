@@ -82,6 +82,7 @@ NPASS=0
 NFAIL=0
 FIRST_RANK_ENV=
 PRELOAD=
+PRELOAD_ENV=
 FAKE_HOSTS=
 FALLBACK_WHY=
 FAILED_NAMES=()
@@ -135,9 +136,9 @@ run_case() {
               "$FIRST_RANK_ENV")
     elif [ -n "$PRELOAD" ]; then
         # one more object preloaded into every rank (after any already there: a
-        # sanitizer's runtime must come first)
-        wrap=(/bin/sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0"; export LD_PRELOAD; exec "$@"'
-              "$PRELOAD")
+        # sanitizer's runtime must come first), and PRELOAD_ENV (VAR=value) set
+        wrap=(/bin/sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0"; export LD_PRELOAD; [ -z "$1" ] || export "$1"; shift; exec "$@"'
+              "$PRELOAD" "${PRELOAD_ENV:-}")
     elif [ -n "$FAKE_HOSTS" ]; then
         # every rank a host of its own: a UTS namespace with its own host name, so
         # gpuring (and UCX) see peers on other hosts -- real NET connections, UCX
@@ -633,10 +634,17 @@ if [ $ACTIVE = 1 ]; then
     # the last rank cannot start the worker thread of non-blocking calls (its
     # pthread_create fails, as at a pids limit): it abandons its MPI_Iallreduce to the
     # peers, which fail at once, not at the timeout; on shm and net connections
-    PRELOAD="$BINDIR/fail_thread.so" run_case "nothread_iallreduce_np3_rpn0" 3 0 ready,gaveup \
+    PRELOAD="$BINDIR/fail_inject.so" run_case "nothread_iallreduce_np3_rpn0" 3 0 ready,gaveup \
         "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
-    PRELOAD="$BINDIR/fail_thread.so" run_case "nothread_iallreduce_np3_rpn1" 3 1 ready,gaveup \
+    PRELOAD="$BINDIR/fail_inject.so" run_case "nothread_iallreduce_np3_rpn1" 3 1 ready,gaveup \
         "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
+    # /dev/shm full on one rank (fail_inject.so: posix_fallocate of its segments fails
+    # with ENOSPC): the host connections fail on every rank alike and every call goes
+    # below with the right result, where a step's first write to a page tmpfs could not
+    # give used to kill the rank (SIGBUS)
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_SHM=1 \
+        FALLBACK_WHY="no host connections" run_case "shmfull_np3_rpn0" 3 0 fallback "" \
+        allreduce_check -m world,dup -c 1,17,4099 -t int,float -o sum,max
     # ... and MPI_Iallreduce of a larger count on the last rank is caught as a mismatch
     run_case "mismatch_iallreduce_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60" \
         mismatch_check 20 "$MISMATCH_COUNTS" iallreduce

@@ -1,0 +1,73 @@
+/*
+ * fail_inject.c -- LD_PRELOADed into a test's ranks: failures of the system
+ * calls gpuring makes that a test cannot otherwise bring about, each while an
+ * environment variable says so (every other call goes through):
+ *   GPURING_TEST_FAIL_THREAD set: pthread_create fails with EAGAIN (as at a
+ *       cgroup's pids limit or RLIMIT_NPROC) for a thread whose start routine
+ *       lies in gpuring's component (an object whose path names
+ *       mca_coll_gpuring).  mismatch_check's "nothread" fault sets it on one
+ *       rank around one call.
+ *   GPURING_TEST_FAIL_SHM=R (a world rank, OMPI_COMM_WORLD_RANK): on that
+ *       rank, posix_fallocate of a gpuring segment in /dev/shm fails with
+ *       ENOSPC (as in a container whose /dev/shm is full).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* the next definition of `name` (the real one), looked up once */
+static void *next_fn(void **cache, const char *name)
+{
+    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+
+    if (fn == NULL) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                   void *arg)
+{
+    static void *cache;
+    create_fn next;
+    Dl_info info;
+
+    *(void **)&next = next_fn(&cache, "pthread_create");
+    if (next == NULL) return EAGAIN;
+    if (getenv("GPURING_TEST_FAIL_THREAD") != NULL && dladdr((void *)start, &info) != 0 &&
+        info.dli_fname != NULL && strstr(info.dli_fname, "mca_coll_gpuring") != NULL)
+        return EAGAIN;
+    return next(thread, attr, start, arg);
+}
+
+typedef int (*fallocate_fn)(int, off_t, off_t);
+
+int posix_fallocate(int fd, off_t offset, off_t len)
+{
+    static void *cache;
+    const char *rank = getenv("GPURING_TEST_FAIL_SHM"), *me = getenv("OMPI_COMM_WORLD_RANK");
+    fallocate_fn next;
+    char link[64], path[256];
+    ssize_t n;
+
+    *(void **)&next = next_fn(&cache, "posix_fallocate");
+    if (rank != NULL && me != NULL && strcmp(rank, me) == 0) {
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, path, sizeof(path) - 1);
+        if (n > 0) {
+            path[n] = '\0';
+            if (strncmp(path, "/dev/shm/gpuring-", 17) == 0) return ENOSPC;
+        }
+    }
+    return next != NULL ? next(fd, offset, len) : ENOSYS;
+}
