@@ -345,8 +345,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (plane == GPURING_PLANE_DEVICE) app = gpuring_device_save();
     ready = gpuring_comm_plane_ready(gcomm, plane, device);
     GPURING_PROF_MARK(GPURING_PROF_DEVICE);
-    /* the plane is set up on every rank, but this rank's buffers cannot take it (another
-     * GPU's memory): its peers run the call, so it abandons it as one it cannot start */
+    /* the plane cannot run this rank's call though its peers' may (its buffers are
+     * another GPU's memory; or the communicator broke in the plane's exchanges): it
+     * abandons the call as one it cannot start, and its peers are told */
     if (ready != GPURING_OK && ready != GPURING_ERR_NOT_SUPPORTED && fail == GPURING_OK)
         fail = ready;
     if (ready == GPURING_ERR_NOT_SUPPORTED) {

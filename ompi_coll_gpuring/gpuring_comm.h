@@ -197,8 +197,12 @@ void gpuring_comm_destroy(gpuring_comm_t *comm);
  * the plane's (logged; the plane's GPU made current) -- a rank-local
  * condition, so the caller abandons the call on the plane
  * (gpuring_comm_abandon): the other ranks, which run it, fail at once rather
- * than wait, and the call is numbered on every rank alike.  Any other error:
- * the plane's GPU cannot be made current (the call is abandoned as well).
+ * than wait, and the call is numbered on every rank alike.
+ * GPURING_ERR_BROKEN: an exchange of the communicator's through the component
+ * below failed (a rank late past the wait timeout: logged), here or earlier,
+ * so no rank can fall back in step with the others; the communicator is broken
+ * and the call fails.  Any other error: the plane's GPU cannot be made current.
+ * The caller abandons the call on every error but GPURING_ERR_NOT_SUPPORTED.
  */
 gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t plane,
                                           int ordinal);

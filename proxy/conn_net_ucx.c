@@ -549,10 +549,8 @@ void gpuring_net_conns_settle(gpuring_proxy_t *proxy)
     gpuring_net_conn_t *net;
 
     for (net = proxy->conns; net != NULL; net = net->next) {
-        if (net->dir != GPURING_CONN_RECV || !net->connected || net->detached ||
-            net->credit.busy || GPURING_LOAD_ACQUIRE(&net->ctrl->head) <= net->credited)
-            continue;
-        net->settling = 1;
+        if (net->dir != GPURING_CONN_RECV) continue;
+        net->settling = 1; /* (credit_due: any credit owed) */
         (void)gpuring_net_conn_progress(net); /* receives for the released slots, the credit */
         net->settling = 0;
     }

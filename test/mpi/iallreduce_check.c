@@ -288,6 +288,26 @@ static int skipped(MPI_Comm comm)
 
 static const size_t g_counts[NREQ] = {1, 17, 4099, 0, 65537, 3, 1000, 262147};
 
+/* m calls started back to back on comm (this rank r of n), into c and reqs: call k of
+ * kind k % K_N and count g_counts[(k + shift) % NREQ], in place or not; a start that
+ * fails ends the run */
+static void calls_start(call_t *c, MPI_Request *reqs, int m, int shift, int inplace,
+                        unsigned seed, MPI_Comm comm, int r, int n)
+{
+    for (int k = 0; k < m; k++) {
+        int rc;
+
+        call_init(&c[k], (kind_t)(k % K_N), g_counts[(k + shift) % NREQ], inplace, seed + k,
+                  r, n);
+        rc = call_start(&c[k], comm);
+        if (rc != MPI_SUCCESS) {
+            fprintf(stderr, "FAILED rank %d: MPI_Iallreduce returned %d\n", g_rank, rc);
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        }
+        reqs[k] = c[k].req;
+    }
+}
+
 /* outstanding: NREQ calls in flight, completed by `how` (0 waitall, 1 testall, 2 waitany). */
 static void case_outstanding(MPI_Comm comm, int how, unsigned seed)
 {
@@ -300,15 +320,7 @@ static void case_outstanding(MPI_Comm comm, int how, unsigned seed)
     if (skipped(comm)) return;
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
-    for (int k = 0; k < NREQ; k++) {
-        call_init(&c[k], (kind_t)(k % K_N), g_counts[k], 0, seed + k, r, n);
-        rc = call_start(&c[k], comm);
-        if (rc != MPI_SUCCESS) {
-            fprintf(stderr, "FAILED rank %d: MPI_Iallreduce returned %d\n", g_rank, rc);
-            MPI_Abort(MPI_COMM_WORLD, 4);
-        }
-        reqs[k] = c[k].req;
-    }
+    calls_start(c, reqs, NREQ, 0, 0, seed, comm, r, n);
     if (how == 0) {
         MPI_Status st[NREQ];
 
@@ -496,11 +508,7 @@ static void case_inplace(MPI_Comm comm, unsigned seed)
     if (skipped(comm)) return;
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
-    for (int k = 0; k < 4; k++) {
-        call_init(&c[k], (kind_t)(k % K_N), g_counts[(k + 2) % NREQ], 1, seed + k, r, n);
-        if (call_start(&c[k], comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
-        reqs[k] = c[k].req;
-    }
+    calls_start(c, reqs, 4, 2, 1, seed, comm, r, n);
     rc = MPI_Waitall(4, reqs, MPI_STATUSES_IGNORE);
     for (int k = 0; k < 4; k++) call_check(&c[k], rc, n, "inplace");
 }
@@ -517,18 +525,19 @@ static void case_freed(unsigned seed)
 
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    if (skipped(comm) ||
-        MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm) != MPI_SUCCESS) {
+    if (skipped(comm)) {
+        MPI_Comm_free(&comm);
+        return;
+    }
+    if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm) != MPI_SUCCESS) {
+        fprintf(stderr, "FAILED rank %d freed: the blocking call before it failed\n", g_rank);
+        g_failed++;
         MPI_Comm_free(&comm);
         return;
     }
     MPI_Comm_rank(comm, &r);
     MPI_Comm_size(comm, &n);
-    for (int k = 0; k < 3; k++) {
-        call_init(&c[k], (kind_t)(k % K_N), g_counts[(k + 4) % NREQ], 0, seed + k, r, n);
-        if (call_start(&c[k], comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
-        reqs[k] = c[k].req;
-    }
+    calls_start(c, reqs, 3, 4, 0, seed, comm, r, n);
     MPI_Comm_free(&comm);
     rc = MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE);
     for (int k = 0; k < 3; k++) call_check(&c[k], rc, n, "freed");
