@@ -65,14 +65,14 @@
  * The proxy, while NET connections are in use: the waiting host thread runs
  * its passes (the kernel's steps go out without a hand-off to the progress
  * thread, which backs off while passes run; GPU-direct slots stay the
- * thread's: gpuring_proxy_progress declines them) and polls its failure
- * report.  Weak references: test/gpu/test_exec_cuda links this file
+ * thread's: gpuring_proxy_progress declines them) and polls the call's NET
+ * connections for a failure (exec_host.c).  Weak references: test/gpu/test_exec_cuda links this file
  * without the proxy (and never sets args->proxy); in the component they
  * resolve to proxy/proxy_thread.c's definitions (proxy/proxy.h).
  */
 extern "C" int gpuring_proxy_progress(struct gpuring_proxy *proxy) __attribute__((weak));
-extern "C" gpuring_status_t gpuring_proxy_error(struct gpuring_proxy *proxy, char *msg,
-                                                size_t len) __attribute__((weak));
+extern "C" gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *args, char *msg,
+                                                   size_t len) __attribute__((weak));
 
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
 /* a wait every thread runs (an LL pair's) reads the host's flag after as many polls,
@@ -1611,14 +1611,17 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
 /*
  * Poll the stream until it is idle, `timeout` passes without progress
  * (*stop_p = GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
- * or an abandoned one (*stop_p = exec_cuda_stopped's), or the proxy, when
- * there is one, reports a failure (*stop_p = its status, logged): NET peers
- * never answer then.  With a proxy, every poll also runs one of its passes.
+ * or an abandoned one (*stop_p = exec_cuda_stopped's), or, where the call has
+ * a proxy (a->proxy), one of its NET connections failed (*stop_p = its
+ * status, logged): those peers never answer then.  With a proxy, every poll
+ * also runs one of its passes.
  */
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
-                                  int nchannels, double timeout, struct gpuring_proxy *proxy,
+                                  int nchannels, double timeout, const gpuring_exec_args_t *a,
                                   gpuring_status_t *stop_p)
 {
+    struct gpuring_proxy *proxy = a != NULL ? a->proxy : NULL;
+
     gpuring_spin_t spin;
     uint64_t seen = exec_cuda_progress_sum(st, nchannels);
 
@@ -1638,9 +1641,9 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
             gpuring_spin_init(&spin, timeout);
             continue;
         }
-        if (proxy != NULL && gpuring_proxy_error != NULL) {
+        if (proxy != NULL && gpuring_exec_net_error != NULL) {
             char msg[256];
-            *stop_p = gpuring_proxy_error(proxy, msg, sizeof(msg));
+            *stop_p = gpuring_exec_net_error(a, msg, sizeof(msg));
             if (*stop_p != GPURING_OK) {
                 GPURING_ERROR(GPURING_SUBSYS_KERNEL, "call aborted: %s", msg);
                 return cudaErrorNotReady;
@@ -1660,11 +1663,11 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
  * far would end that wait at once): *exited_p 0 if it did not leave.  The stream's status.
  */
 static cudaError_t exec_cuda_watch(cudaStream_t stream, exec_cuda_status_t *st, int n,
-                                   double timeout, struct gpuring_proxy *proxy,
+                                   double timeout, const gpuring_exec_args_t *a,
                                    gpuring_status_t *stop_p, int *exited_p)
 {
     gpuring_status_t abort_stop;
-    cudaError_t err = exec_cuda_poll(stream, st, n, timeout, proxy, stop_p);
+    cudaError_t err = exec_cuda_poll(stream, st, n, timeout, a, stop_p);
 
     GPURING_PROF_MARK(GPURING_PROF_RUN);
     *exited_p = 1;
@@ -1723,7 +1726,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
 
-    err = exec_cuda_watch(stream, st, a->nchannels, a->timeout, a->proxy, &stop, &exited);
+    err = exec_cuda_watch(stream, st, a->nchannels, a->timeout, a, &stop, &exited);
     rc = stop;
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_cuda)");
@@ -1766,13 +1769,14 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
  */
 static gpuring_status_t exec_cuda_abandon_launch(const void *fn, unsigned blocks,
                                                  void **params, cudaStream_t stream,
-                                                 struct gpuring_proxy *proxy)
+                                                 const gpuring_exec_args_t *a)
 {
+    struct gpuring_proxy *proxy = a != NULL ? a->proxy : NULL;
     gpuring_status_t stop;
     cudaError_t err = cudaLaunchKernel(fn, dim3(blocks), dim3(1), params, 0, stream);
 
     if (err == cudaSuccess) {
-        err = exec_cuda_poll(stream, NULL, (int)blocks, EXEC_CUDA_ABORT_WAIT_SEC, proxy, &stop);
+        err = exec_cuda_poll(stream, NULL, (int)blocks, EXEC_CUDA_ABORT_WAIT_SEC, a, &stop);
         if (proxy != NULL && gpuring_proxy_progress != NULL) (void)gpuring_proxy_progress(proxy);
     }
     if (err == cudaErrorNotReady) {
@@ -1811,7 +1815,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
     }
     GPURING_CHECK(exec_cuda_ready());
     return exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
-                                    (unsigned)a->nchannels, params, stream, a->proxy);
+                                    (unsigned)a->nchannels, params, stream, a);
 }
 
 /* ---- host: the direct allreduce ------------------------------------------------------ */

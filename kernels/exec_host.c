@@ -565,6 +565,23 @@ static void exec_unland(gpuring_exec_args_t *a)
     }
 }
 
+gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *a, char *msg, size_t len)
+{
+    for (int c = 0; c < a->nchannels; c++) {
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            const gpuring_conn_t *ends[2] = {a->channels[c].send[i], a->channels[c].recv[i]};
+
+            for (int e = 0; e < 2; e++) {
+                gpuring_status_t st;
+
+                if (ends[e] == NULL || ends[e]->type != GPURING_CONN_NET) continue;
+                if ((st = gpuring_conn_net_error(ends[e], msg, len)) != GPURING_OK) return st;
+            }
+        }
+    }
+    return GPURING_OK;
+}
+
 /* The end of a call, however it ended: its streamed output stores before the
  * caller's, and a failed call's abandon steps.  Returns 1 (ended). */
 static int exec_host_end(gpuring_exec_args_t *a)
@@ -592,9 +609,9 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
 
         /* move the NET steps ourselves (a pass covers every communicator's connections:
          * what it moves may be another call's, so it tells the caller's spin only, not
-         * this call's idle clock); is the proxy in trouble? */
+         * this call's idle clock); has a connection of this call failed? */
         *moved_p = gpuring_proxy_progress(a->proxy);
-        if ((a->status = gpuring_proxy_error(a->proxy, msg, sizeof(msg))) != GPURING_OK) {
+        if ((a->status = gpuring_exec_net_error(a, msg, sizeof(msg))) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s aborted: %s", gpuring_exec_coll_name(a),
                           msg);
             return exec_host_end(a);

@@ -150,6 +150,11 @@ gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *args);
  * does, for a caller whose call fails before its executor moved a step. */
 void gpuring_exec_host_abandon(gpuring_exec_args_t *args);
 
+/* Has a NET connection of the call's channels failed (proxy.h:
+ * gpuring_conn_net_error)?  Its status and message (the first such
+ * connection's); GPURING_OK if none.  The CUDA executor asks it too. */
+gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *args, char *msg, size_t len);
+
 /* The channels' operations alone, for a caller that drives many executors
  * from one thread (the simulation): progress until *done_p or a failure
  * (args->status); returns 1 if any operation ran. */

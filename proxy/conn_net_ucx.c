@@ -38,6 +38,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,61 @@ static void data_param(gpuring_net_op_t *op, ucp_request_param_t *param)
     param->memory_type = op->net->device >= 0 ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 }
 
+/* ---- failures ---------------------------------------------------------------- */
+
+/* Record the connection's first failure (what follows is mostly its echo) for the
+ * executors that use it (gpuring_conn_net_error) and the proxy's record.  The first
+ * failure seen over an endpoint is an error line; the rest (every send to a dead peer
+ * fails, on each of its connections) debug lines.  Lock held. */
+static void net_fail(gpuring_net_conn_t *net, gpuring_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void net_fail(gpuring_net_conn_t *net, gpuring_status_t st, const char *fmt, ...)
+{
+    char msg[sizeof(net->err_msg)];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (__atomic_load_n(&net->err, __ATOMIC_RELAXED) == GPURING_OK) {
+        memcpy(net->err_msg, msg, sizeof(msg));
+        __atomic_store_n(&net->err, (int)(st == GPURING_OK ? GPURING_ERR_NET : st),
+                         __ATOMIC_RELEASE);
+        gpuring_proxy_note_failure(net->proxy, st, msg);
+    }
+    if (net->pe != NULL && !net->pe->reported) {
+        net->pe->reported = 1;
+        GPURING_ERROR(GPURING_SUBSYS_NET, "%s", msg);
+    } else {
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "%s (after an earlier failure)", msg);
+    }
+}
+
+gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, size_t len)
+{
+    const gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
+    gpuring_status_t st;
+
+    if (msg != NULL && len > 0) msg[0] = '\0';
+    /* (detached: the proxy and its endpoints are gone; the connection did not fail) */
+    if (net == NULL || net->detached) return GPURING_OK;
+    st = (gpuring_status_t)__atomic_load_n(&net->err, __ATOMIC_ACQUIRE);
+    if (st != GPURING_OK) {
+        if (msg != NULL && len > 0) snprintf(msg, len, "%s", net->err_msg);
+        return st;
+    }
+    if (net->pe == NULL || !__atomic_load_n(&net->pe->failed, __ATOMIC_ACQUIRE))
+        return GPURING_OK;
+    if (msg != NULL && len > 0)
+        snprintf(msg, len, "net %s rank %d channel %d: the endpoint to that process failed: %s",
+                 net->dir == GPURING_CONN_SEND ? "send to" : "recv from", net->peer,
+                 net->channel, ucs_status_string(net->pe->fail_status));
+    return GPURING_ERR_NET;
+}
+
 /* ---- completion callbacks (lock held: they run inside progress/cancel) ---- */
 
-/* Record a finished operation; a failure (not a cancel) is the async error. */
+/* Record a finished operation; a failure (not a cancel) is the connection's. */
 static void net_op_finish(gpuring_net_op_t *op, ucs_status_t status, const char *what)
 {
     gpuring_net_conn_t *net = op->net;
@@ -77,10 +130,9 @@ static void net_op_finish(gpuring_net_op_t *op, ucs_status_t status, const char 
     op->status = status;
     op->done = 1;
     if (status != UCS_OK && status != UCS_ERR_CANCELED)
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
-                                "net %s rank %d channel %d step %llu failed: %s", what,
-                                net->peer, net->channel, (unsigned long long)op->step,
-                                ucs_status_string(status));
+        net_fail(net, GPURING_ERR_NET, "net %s rank %d channel %d step %llu failed: %s", what,
+                 net->peer, net->channel, (unsigned long long)op->step,
+                 ucs_status_string(status));
 }
 
 static void net_send_cb(void *request, ucs_status_t status, void *user_data)
@@ -139,10 +191,9 @@ static void op_posted(gpuring_net_op_t *op, ucs_status_ptr_t ret, const char *wh
     } else if (UCS_PTR_IS_ERR(ret)) {
         op->status = UCS_PTR_STATUS(ret);
         op->done = 1;
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_NET,
-                                "net %s rank %d channel %d step %llu failed: %s", what, net->peer,
-                                net->channel, (unsigned long long)op->step,
-                                ucs_status_string(op->status));
+        net_fail(net, GPURING_ERR_NET, "net %s rank %d channel %d step %llu failed: %s", what,
+                 net->peer, net->channel, (unsigned long long)op->step,
+                 ucs_status_string(op->status));
     } else {
         op->req = ret; /* the callback may already have run: it only sets done */
     }
@@ -156,11 +207,9 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
     ucp_request_param_t param;
 
     if (bytes > net->slot_bytes) {
-        gpuring_proxy_set_error(net->proxy, GPURING_ERR_INVALID,
-                                "net send to rank %d channel %d step %llu: %zu bytes exceed "
-                                "the %zu byte slot",
-                                net->peer, net->channel, (unsigned long long)step, bytes,
-                                net->slot_bytes);
+        net_fail(net, GPURING_ERR_INVALID,
+                 "net send to rank %d channel %d step %llu: %zu bytes exceed the %zu byte slot",
+                 net->peer, net->channel, (unsigned long long)step, bytes, net->slot_bytes);
         bytes = net->slot_bytes;
     }
     data_param(op, &param);
@@ -359,10 +408,10 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
         /* the NIC's writes into device slots, visible to the kernel before the tail */
         if (gpuring_device_use(net->device) != GPURING_OK ||
             gpuring_device_flush_remote_writes() != GPURING_OK) {
-            gpuring_proxy_set_error(net->proxy, GPURING_ERR_CUDA,
-                                    "net recv from rank %d channel %d: cannot flush GPUDirect "
-                                    "RDMA writes on GPU %d",
-                                    net->peer, net->channel, net->device);
+            net_fail(net, GPURING_ERR_CUDA,
+                     "net recv from rank %d channel %d: cannot flush GPUDirect RDMA writes on "
+                     "GPU %d",
+                     net->peer, net->channel, net->device);
             net->failed = 1;
         }
     }
@@ -713,11 +762,12 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
 
     gpuring_proxy_lock(proxy, "connecting");
     st = gpuring_proxy_get_ep(proxy, peer_key, peer_same_host, peer_addr, peer_addr_len,
-                              net->peer, &net->ep);
+                              net->peer, &net->pe);
     if (st != GPURING_OK) {
         gpuring_proxy_unlock(proxy);
         return st;
     }
+    net->ep = net->pe->ep;
     net->connected = 1;
     if (net->dir == GPURING_CONN_RECV) {
         for (; net->posted < GPURING_NSTEPS; net->posted++) post_data_recv(net, net->posted);
@@ -812,7 +862,7 @@ static int drained(gpuring_net_conn_t *net)
 {
     int give_up_remote;
 
-    give_up_remote = net->failed || gpuring_proxy_error(net->proxy, NULL, 0) != GPURING_OK;
+    give_up_remote = net->failed || gpuring_conn_net_error(net->conn, NULL, 0) != GPURING_OK;
     /* abandoned: no credit is waited for (what is in flight is cancelled), but a
      * send end's steps already in its FIFO -- the abort step -- go out first, and a
      * recv end's refusal */

@@ -16,9 +16,10 @@
  *              s + 1; when the executor advances ctrl->head it sends the new
  *              head to the sender as a credit.
  * The thread spins (with sched_yield) while any operation is active or any
- * connection has work pending, and sleeps otherwise.  A failure (UCX error,
- * endpoint error) is recorded as the proxy's async error, which executors
- * poll in their waits and report.
+ * connection has work pending, and sleeps otherwise.  A failure is
+ * recorded where it happened: a UCX operation's on its connection, an
+ * endpoint's (a dead peer) on the endpoint; executors poll their call's
+ * connections in their waits (gpuring_conn_net_error) and report it.
  *
  * A waiting host executor may run the same pass itself
  * (gpuring_proxy_progress: a trylock, never a wait): a step then goes out
@@ -244,8 +245,22 @@ int gpuring_proxy_progress(gpuring_proxy_t *proxy);
 int gpuring_proxy_post(gpuring_proxy_t *proxy);
 
 /*
- * The first failure the thread saw, with a message naming the peer and step;
- * GPURING_OK if none.  msg may be NULL.
+ * Has this NET connection failed?  Its own first failure (a UCX operation of
+ * it that failed, a step larger than its slot, a flush of its GPU-direct
+ * writes), or its endpoint's (UCX found the peer process gone: every
+ * connection to that process fails), with a message naming the peer rank,
+ * channel and step; GPURING_OK if neither, or if conn is not NET.  A failure
+ * is confined to the calls that use the connection: the process's other
+ * communicators, and its connections to other processes, go on.  No lock (an
+ * executor asks it while it waits).  msg may be NULL.
+ */
+gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, size_t len);
+
+/*
+ * The first failure of any of the proxy's connections or endpoints (an
+ * endpoint's only if an operation was active), with its message; GPURING_OK
+ * if none.  For reports and tests: a call asks its own connections
+ * (gpuring_conn_net_error).  msg may be NULL.
  */
 gpuring_status_t gpuring_proxy_error(gpuring_proxy_t *proxy, char *msg, size_t len);
 

@@ -11,8 +11,12 @@
  * are only called with the lock held, so they see the same rule.  The lock
  * is held by the thread for a pass, by a waiting executor for a pass
  * (gpuring_proxy_progress, trylock), or by create/connect/destroy.
- * The async error has its own small lock (proxy->err_lock), always taken
- * after proxy->lock when both are held.
+ * A failure is the connection's (net->err) or its endpoint's (pe->failed):
+ * written under the lock, read by executors without it (acquire loads,
+ * gpuring_conn_net_error), so that a failure fails the calls that use that
+ * connection or endpoint and no other.  The proxy's record of the first
+ * failure (gpuring_proxy_error) has its own small lock (proxy->err_lock),
+ * always taken after proxy->lock when both are held.
  */
 #ifndef GPURING_PROXY_INTERNAL_H
 #define GPURING_PROXY_INTERNAL_H
@@ -110,6 +114,9 @@ typedef struct gpuring_net_conn {
     int detached;   /* the proxy was finalized under it: touch no UCX */
     int stuck;      /* ... with UCX operations unfinished: its memory is kept to the exit */
     int failed;     /* a UCX operation failed: counters are frozen */
+    int err;        /* atomic (release after err_msg): the connection's first failure, a
+                       gpuring_status_t (GPURING_OK: none; net_fail) */
+    char err_msg[200];
     int draining;   /* its communicator is being torn down: credits go at once */
     int settling;   /* the process is idle (gpuring_net_conns_settle): a credit owed goes */
     int abandoned;  /* its communicator failed: teardown waits for no credit */
@@ -134,7 +141,8 @@ typedef struct gpuring_net_conn {
     int device;     /* GPU-direct: the slots' device ordinal; -1: host slots */
     int flush;      /* GPU-direct: flush RDMA writes before publishing tail */
     gpuring_fifo_ctrl_t *ctrl;
-    ucp_ep_h ep; /* cached per peer process, not owned */
+    struct gpuring_proxy_ep *pe; /* the peer process's cached endpoint, not owned */
+    ucp_ep_h ep;                 /* pe->ep */
 
     uint64_t sent;        /* steps handed to UCX */
     uint64_t done;        /* steps whose send completed, in order (= ctrl->head) */
@@ -167,7 +175,10 @@ typedef struct gpuring_proxy_ep {
     uint64_t peer_key;
     int peer_rank; /* rank named when it was created, for messages */
     ucp_ep_h ep;
-    int failed;
+    int failed;              /* atomic (release after fail_status): UCX reported it failed;
+                                every connection over it has failed (gpuring_conn_net_error) */
+    ucs_status_t fail_status;
+    int reported;        /* a failure over it was logged as an error (the rest: debug) */
     int detects_failure; /* created with UCP_ERR_HANDLING_MODE_PEER */
     void *warm_recv;     /* the warm-up receive while in flight (proxy_ep_warm_up) */
     char warm_buf[GPURING_NET_WARMUP_BYTES]; /* where it lands */
@@ -216,16 +227,17 @@ struct gpuring_proxy {
     uint64_t polls;  /* ucp_worker_progress calls of the passes (under the lock) */
     uint64_t sleeps;
 
-    int err_set; /* atomic fast path for gpuring_proxy_error */
+    /* the first failure on any connection or endpoint (gpuring_proxy_error) */
+    int err_set; /* atomic fast path */
     pthread_mutex_t err_lock;
     gpuring_status_t err_status;
     char err_msg[256];
 };
 
 /* proxy_thread.c ----------------------------------------------------------- */
-/* Record the first async failure (later ones are only logged).  Any lock. */
-void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const char *fmt,
-                             ...) __attribute__((format(printf, 3, 4)));
+/* Note a failure of a connection or an endpoint in the proxy's record
+ * (gpuring_proxy_error: the first one is kept).  Logs nothing.  Any lock. */
+void gpuring_proxy_note_failure(gpuring_proxy_t *proxy, gpuring_status_t st, const char *msg);
 /* One poll of the worker in a bounded wait (lock held): the wait's clock ticks
  * whether or not the poll moved anything, so that a worker kept busy by other
  * traffic cannot make the wait endless. */
@@ -236,10 +248,11 @@ static inline gpuring_status_t gpuring_proxy_poll_tick(gpuring_proxy_t *proxy,
     return gpuring_spin_tick(spin);
 }
 
-/* The cached endpoint to a peer process, created on first use.  Lock held. */
+/* The cached endpoint to a peer process, created on first use (a failed one stays:
+ * the connections made over it fail at once).  Lock held. */
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
                                       int same_host, const void *addr, size_t addr_len,
-                                      int peer_rank, ucp_ep_h *ep_p);
+                                      int peer_rank, gpuring_proxy_ep_t **pe_p);
 /* Add / remove a connection from the thread's list.  Lock held. */
 void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);

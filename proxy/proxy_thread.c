@@ -1,6 +1,6 @@
 /*
  * proxy_thread.c -- the process's proxy: the UCX context and worker, the
- * endpoint cache, the async error, and the progress thread that drives every
+ * endpoint cache, the failure record, and the progress thread that drives every
  * registered NET connection (the per-connection work is in conn_net_ucx.c).
  *
  * The thread holds proxy->lock for one progress pass (every connection, then
@@ -39,34 +39,17 @@
 static pthread_mutex_t proxy_singleton_lock = PTHREAD_MUTEX_INITIALIZER;
 static gpuring_proxy_t *proxy_singleton;
 
-/* ---- async error ---------------------------------------------------------- */
+/* ---- the failure record --------------------------------------------------------- */
 
-void gpuring_proxy_set_error(gpuring_proxy_t *proxy, gpuring_status_t st, const char *fmt,
-                             ...)
+void gpuring_proxy_note_failure(gpuring_proxy_t *proxy, gpuring_status_t st, const char *msg)
 {
-    char msg[sizeof(proxy->err_msg)];
-    va_list ap;
-
-    int first = 0;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-
     pthread_mutex_lock(&proxy->err_lock);
     if (proxy->err_status == GPURING_OK) {
         proxy->err_status = (st == GPURING_OK) ? GPURING_ERR_NET : st;
-        memcpy(proxy->err_msg, msg, sizeof(msg));
+        snprintf(proxy->err_msg, sizeof(proxy->err_msg), "%s", msg);
         __atomic_store_n(&proxy->err_set, 1, __ATOMIC_RELEASE);
-        first = 1;
     }
     pthread_mutex_unlock(&proxy->err_lock);
-    /* what follows the first failure is mostly its echo (every send to a dead
-     * peer fails): only the first is an error line */
-    if (first)
-        GPURING_ERROR(GPURING_SUBSYS_NET, "%s", msg);
-    else
-        GPURING_DEBUG(GPURING_SUBSYS_NET, "%s (after an earlier failure)", msg);
 }
 
 gpuring_status_t gpuring_proxy_error(gpuring_proxy_t *proxy, char *msg, size_t len)
@@ -89,24 +72,26 @@ gpuring_status_t gpuring_proxy_error(gpuring_proxy_t *proxy, char *msg, size_t l
 static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     gpuring_proxy_ep_t *pe = arg;
+    char msg[224];
 
     (void)ep;
-    pe->failed = 1;
-    if (__atomic_load_n(&pe->proxy->active, __ATOMIC_ACQUIRE) == 0) {
-        /* no operation needs it now: most likely the peer finished and exited
-         * (MPI_Finalize). An operation that needs it later fails on its own:
-         * its sends error out, or its wait times out naming the peer. */
-        GPURING_DEBUG(GPURING_SUBSYS_NET, "net endpoint to rank %d closed while idle: %s",
-                      pe->peer_rank, ucs_status_string(status));
-        return;
-    }
+    pe->fail_status = status;
+    __atomic_store_n(&pe->failed, 1, __ATOMIC_RELEASE); /* (its connections' calls fail) */
     /* (endpoints are the process's, shared by its communicators: the rank is the
      * peer's in the communicator that first connected to it) */
-    gpuring_proxy_set_error(pe->proxy, GPURING_ERR_NET,
-                            "net endpoint to the process that was rank %d of the first "
-                            "communicator to connect to it (peer key %#llx) failed: %s",
-                            pe->peer_rank, (unsigned long long)pe->peer_key,
-                            ucs_status_string(status));
+    snprintf(msg, sizeof(msg),
+             "net endpoint to the process that was rank %d of the first communicator to "
+             "connect to it (peer key %#llx) failed: %s",
+             pe->peer_rank, (unsigned long long)pe->peer_key, ucs_status_string(status));
+    if (__atomic_load_n(&pe->proxy->active, __ATOMIC_ACQUIRE) == 0) {
+        /* no operation needs it now: most likely the peer finished and exited
+         * (MPI_Finalize). A call that needs it later fails at once, naming it. */
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "%s (while idle)", msg);
+        return;
+    }
+    gpuring_proxy_note_failure(pe->proxy, GPURING_ERR_NET, msg);
+    if (!pe->reported) GPURING_ERROR(GPURING_SUBSYS_NET, "%s", msg);
+    pe->reported = 1;
 }
 
 /* The transports of an endpoint's lanes, from ucp_ep_print_info: the
@@ -220,7 +205,7 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
 
 gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
                                       int same_host, const void *addr, size_t addr_len,
-                                      int peer_rank, ucp_ep_h *ep_p)
+                                      int peer_rank, gpuring_proxy_ep_t **pe_p)
 {
     gpuring_proxy_ep_t *pe;
     ucp_ep_params_t params;
@@ -232,7 +217,7 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
 
     for (pe = proxy->eps; pe != NULL; pe = pe->next) {
         if (pe->peer_key == peer_key) {
-            *ep_p = pe->ep;
+            *pe_p = pe;
             return GPURING_OK;
         }
     }
@@ -287,7 +272,7 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
     proxy_ep_warm_up(pe);
     pe->next = proxy->eps;
     proxy->eps = pe;
-    *ep_p = pe->ep;
+    *pe_p = pe;
     return GPURING_OK;
 }
 

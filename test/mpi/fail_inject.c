@@ -10,6 +10,11 @@
  *   GPURING_TEST_FAIL_SHM=R (a world rank, OMPI_COMM_WORLD_RANK): on that
  *       rank, posix_fallocate of a gpuring segment in /dev/shm fails with
  *       ENOSPC (as in a container whose /dev/shm is full).
+ *   GPURING_TEST_FAIL_NET set: ucp_tag_send_nbx called from gpuring's
+ *       component fails at once with UCS_ERR_IO_ERROR (as a transfer over a
+ *       broken link does).  The endpoint itself stays sound: only the
+ *       connections that send then fail.  mismatch_check's "netfail" fault
+ *       sets it on one rank around one call.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <ucp/api/ucp.h>
 
 /* the next definition of `name` (the real one), looked up once */
 static void *next_fn(void **cache, const char *name)
@@ -70,4 +77,23 @@ int posix_fallocate(int fd, off_t offset, off_t len)
         }
     }
     return next != NULL ? next(fd, offset, len) : ENOSYS;
+}
+
+typedef ucs_status_ptr_t (*tag_send_fn)(ucp_ep_h, const void *, size_t, ucp_tag_t,
+                                        const ucp_request_param_t *);
+
+ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count, ucp_tag_t tag,
+                                  const ucp_request_param_t *param)
+{
+    static void *cache;
+    tag_send_fn next;
+    Dl_info info;
+
+    *(void **)&next = next_fn(&cache, "ucp_tag_send_nbx");
+    if (next == NULL) return UCS_STATUS_PTR(UCS_ERR_NO_ELEM);
+    if (getenv("GPURING_TEST_FAIL_NET") != NULL &&
+        dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
+        strstr(info.dli_fname, "mca_coll_gpuring") != NULL)
+        return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
+    return next(ep, buffer, count, tag, param);
 }

@@ -55,6 +55,15 @@
  *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):
  *             with "iallreduce", the worker thread of non-blocking calls, so
  *             the rank cannot queue the call: MPI_ERR_OTHER.
+ *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
+ *             LIMIT) every UCX send of the last rank's gpuring fails
+ *             (GPURING_TEST_FAIL_NET, read by test/mpi/fail_inject.c) during
+ *             the failing call: its connections of that communicator fail,
+ *             and so does its call (MPI_ERR_OTHER); it cannot tell its peers
+ *             (every way to them is a failed send), which time out.  The new
+ *             communicator at the end runs over the same UCX endpoints, and
+ *             must work on every rank: a failure is its connection's, not
+ *             the process's.
  *
  * With "allgather", the mismatched (or failing) call is an MPI_Allgather of COUNT
  * ints (the last rank COUNT + EXTRA) received as a datatype with holes (an int
@@ -68,7 +77,7 @@
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce] [device] [nomem|nolaunch|othergpu|
- *                       nothread]
+ *                       late|nothread|netfail]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -108,6 +117,7 @@ static const struct fault {
     {"othergpu", NULL, MPI_ERR_ARG, 1},
     {"late", NULL, MPI_ERR_OTHER, 1},
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0},
+    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0},
 };
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */

@@ -244,6 +244,13 @@ run_case() {
                     return
                 fi
                 ;;
+            netfail)
+                # the rank whose UCX sends failed names the connection: peer, channel
+                if ! grep -qE "\[gpuring rank [0-9]+\].*aborted: net (credit )?send to rank [0-9]+ channel [0-9]+ step [0-9]+ failed: " "$log"; then
+                    fail "$name" "no report of the failed net send naming peer and channel" "$log"
+                    return
+                fi
+                ;;
             gaveup)
                 # a rank names the peer that gave up on the call before it started
                 if ! grep -qE "\[gpuring rank [0-9]+\].*[a-z_]+ abandoned: rank [0-9]+ gave up on the call" "$log"; then
@@ -638,6 +645,12 @@ if [ $ACTIVE = 1 ]; then
         "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
     PRELOAD="$BINDIR/fail_inject.so" run_case "nothread_iallreduce_np3_rpn1" 3 1 ready,gaveup \
         "coll_gpuring_wait_timeout 60" mismatch_check 20 7:1,131072:1 iallreduce nothread
+    # every UCX send of the last rank's gpuring fails during one call (fail_inject.so):
+    # that communicator fails on every rank (the peers, never told, time out), and a
+    # new communicator over the same UCX endpoints works on every rank: the failure is
+    # the connections', not the process's
+    PRELOAD="$BINDIR/fail_inject.so" run_case "netfail_np3_rpn1" 3 1 ready,netfail,timeout \
+        "coll_gpuring_wait_timeout 3" mismatch_check 20 7:1,131072:1 netfail
     # /dev/shm full on one rank (fail_inject.so: posix_fallocate of its segments fails
     # with ENOSPC): the host connections fail on every rank alike and every call goes
     # below with the right result, where a step's first write to a page tmpfs could not

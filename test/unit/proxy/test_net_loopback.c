@@ -155,7 +155,7 @@ static int verify(const xfer_t *x, const char *buf, uint64_t s, size_t n)
     return 1;
 }
 
-/* Timed wait for *ctr > target, watching the proxy's async error. */
+/* Timed wait for *ctr > target, watching the connection's failure (as an executor). */
 static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const char *what)
 {
     gpuring_spin_t spin;
@@ -164,7 +164,7 @@ static gpuring_status_t wait_gt(xfer_t *x, uint64_t *ctr, uint64_t target, const
     gpuring_spin_init(&spin, x->timeout > 0 ? x->timeout : WAIT_TIMEOUT);
     while (GPURING_LOAD_ACQUIRE(ctr) <= target) {
         if (x->drive) (void)gpuring_proxy_progress(x->proxy);
-        st = gpuring_proxy_error(x->proxy, x->msg, sizeof(x->msg));
+        st = gpuring_conn_net_error(x->conn, x->msg, sizeof(x->msg));
         if (st != GPURING_OK) return st;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             snprintf(x->msg, sizeof(x->msg), "timed out waiting for %s > %llu (at %llu)", what,
@@ -562,16 +562,17 @@ static void *lock_holder_main(void *arg)
     return NULL;
 }
 
-/* The "proxy lock held: thread" warnings, as a log sink sees them. */
-static char held_lines[4096];
+/* The log lines that contain capture_want, as a log sink sees them. */
+static const char *capture_want;
+static char captured[4096];
 
-static void held_sink(int level, const char *line)
+static void capture_sink(int level, const char *line)
 {
-    size_t n = strlen(held_lines);
+    size_t n = strlen(captured);
 
     (void)level;
-    if (strstr(line, "proxy lock held: thread") != NULL)
-        snprintf(held_lines + n, sizeof(held_lines) - n, "%s\n", line);
+    if (strstr(line, capture_want) != NULL)
+        snprintf(captured + n, sizeof(captured) - n, "%s\n", line);
 }
 
 /* A stall report that finds the proxy lock held past its second names the
@@ -590,23 +591,25 @@ static void test_lock_held(gpuring_proxy_t *proxy)
     if (p.recv.net == NULL) return;
     EXPECT(pthread_create(&th, NULL, lock_holder_main, &h) == 0, "holder thread");
     while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
-    lc.sink = held_sink;
+    capture_want = "proxy lock held: thread";
+    captured[0] = '\0';
+    lc.sink = capture_sink;
     lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
     lc.mask |= GPURING_SUBSYS_NET;
     gpuring_log_set(&lc);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     gpuring_log_set(&saved);
-    printf("lock held: %s\n%s", desc, held_lines);
+    printf("lock held: %s\n%s", desc, captured);
     snprintf(want, sizeof(want), "by thread %d, in a test's hold; that thread: state S", h.tid);
     EXPECT(strstr(desc, "proxy: its lock was held for a second (no pass ended)") != NULL &&
                strstr(desc, want) != NULL,
            "the holder named: %s", desc);
     snprintf(want, sizeof(want), "proxy lock held: thread %d (", h.tid);
-    EXPECT(strstr(held_lines, want) != NULL && strstr(held_lines, ", the holder: state S") != NULL,
-           "the holder's thread listed: %s", held_lines);
+    EXPECT(strstr(captured, want) != NULL && strstr(captured, ", the holder: state S") != NULL,
+           "the holder's thread listed: %s", captured);
     snprintf(want, sizeof(want), "proxy lock held: thread %d (", (int)syscall(SYS_gettid));
-    EXPECT(strstr(held_lines, want) != NULL && strstr(held_lines, "state R") != NULL,
-           "the reporting thread listed too: %s", held_lines);
+    EXPECT(strstr(captured, want) != NULL && strstr(captured, "state R") != NULL,
+           "the reporting thread listed too: %s", captured);
     pthread_join(th, NULL);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     EXPECT(strstr(desc, "receives posted below step 8, landed 0") != NULL,
@@ -1416,7 +1419,7 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 2.0};
     gpuring_proxy_t *proxy = *proxy_p;
-    pair_t p, q;
+    pair_t p, q, other;
     char msg[256];
     int ok;
 
@@ -1434,23 +1437,34 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     ok = run_pairs(proxy, &q, 1, quick ? 200 : 2000, 0, 1, NULL);
     EXPECT(ok, "transfer through the second proxy");
 
-    /* an oversized step: the proxy records an error naming the step */
+    /* an oversized step: its connection fails, naming the step; the proxy records
+     * it; another connection (to the same process, over the same endpoint) goes on */
+    EXPECT(pair_create(proxy, &other, 0, 4096, 62, 2, 3) == GPURING_OK, "pair_create");
     gpuring_proxy_active_begin(proxy, 0);
     q.send.slots[0] = 1;
     gpuring_conn_post(&q.send, 4097, 0);
     {
         gpuring_spin_t spin;
         gpuring_spin_init(&spin, WAIT_TIMEOUT);
-        while (gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_OK &&
+        while (gpuring_conn_net_error(&q.send, msg, sizeof(msg)) == GPURING_OK &&
                gpuring_spin_tick(&spin) == GPURING_OK)
             ;
     }
     gpuring_proxy_active_end(proxy);
-    EXPECT(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
+    EXPECT(gpuring_conn_net_error(&q.send, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
               strstr(msg, "step") != NULL,
-          "oversized step reported: '%s'", msg);
+          "oversized step reported on its connection: '%s'", msg);
     printf("error message: %s\n", msg);
+    EXPECT(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
+               strstr(msg, "step") != NULL,
+           "... and in the proxy's record: '%s'", msg);
+    EXPECT(gpuring_conn_net_error(&q.recv, NULL, 0) == GPURING_OK &&
+               gpuring_conn_net_error(&other.send, NULL, 0) == GPURING_OK,
+           "the failure is the connection's alone");
+    EXPECT(run_pairs(proxy, &other, 1, quick ? 100 : 1000, 0, 1, NULL),
+           "another connection still moves every step after it");
     pair_destroy(proxy, &q);
+    pair_destroy(proxy, &other);
 }
 
 /* ---- two processes: a real peer worker, then a peer that dies ------------------------ */
@@ -1572,6 +1586,7 @@ static void test_two_process(int same_host)
     gpuring_proxy_t *proxy;
     gpuring_conn_t conn;
     gpuring_conn_handle_t h;
+    pair_t live;
     xfer_t xs = {.nsteps = TWO_PROC_STEPS, .seed = 77, .size_mode = 0, .touch_all = 1};
     char result = 9, msg[256] = "";
     int sv[2], status = 0, ok, maps0, maps1;
@@ -1579,6 +1594,7 @@ static void test_two_process(int same_host)
     double t0;
     gpuring_status_t st;
 
+    memset(&live, 0, sizeof(live));
     fflush(stdout);
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
         EXPECT(0, "socketpair");
@@ -1637,7 +1653,10 @@ static void test_two_process(int same_host)
         printf("two processes: %d steps of 0..64 KiB in %.2f s\n", TWO_PROC_STEPS,
                gpuring_time_sec() - t0);
 
-        /* the peer dies; the next sends must end in an async error, not a hang */
+        /* another connection, to this process itself: a peer that lives on */
+        EXPECT(pair_create(proxy, &live, 0, 4096, 200, 10, 11) == GPURING_OK,
+               "a connection to another process");
+        /* the peer dies; the next sends must end in a failure, not a hang */
         unit_write_all(sv[0], &result, 1);
         waitpid(pid, &status, 0);
         pid = -1;
@@ -1662,13 +1681,25 @@ static void test_two_process(int same_host)
             printf("dead peer: not detected with UCX_TLS=%s; the wait timed out instead\n",
                    getenv("UCX_TLS"));
         } else {
+            char conn_msg[256];
+
             EXPECT(st == GPURING_ERR_NET && strstr(msg, "rank 1") != NULL,
                   "dead peer reported (%s): '%s'", gpuring_status_str(xs.st), msg);
+            EXPECT(gpuring_conn_net_error(&conn, conn_msg, sizeof(conn_msg)) == GPURING_ERR_NET &&
+                       strstr(conn_msg, "rank 1") != NULL,
+                   "... on its connection: '%s'", conn_msg);
+            /* the failure is that peer's: a connection to another process goes on */
+            EXPECT(gpuring_conn_net_error(&live.send, NULL, 0) == GPURING_OK &&
+                       gpuring_conn_net_error(&live.recv, NULL, 0) == GPURING_OK,
+                   "a connection to another process has not failed");
+            EXPECT(run_pairs(proxy, &live, 1, quick ? 100 : 1000, 0, 1, NULL),
+                   "a connection to another process moves every step after the death");
         }
         printf("dead peer: sender stopped after %.2f s with '%s', proxy error '%s'\n",
                gpuring_time_sec() - t0, gpuring_status_str(xs.st), msg);
     }
     t0 = gpuring_time_sec();
+    pair_destroy(proxy, &live);
     gpuring_conn_net_destroy(proxy, &conn);
     gpuring_proxy_finalize();
     EXPECT(gpuring_time_sec() - t0 < 10.0, "teardown with a dead peer took %.1f s",
