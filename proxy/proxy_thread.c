@@ -16,6 +16,7 @@
  * thread hand-off, and the thread competes for no core (or for no lock).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -746,7 +747,7 @@ static void *proxy_main(void *arg)
 
     __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
     gpuring_proxy_lock(proxy, "the progress thread's pass");
-    while (!proxy->stop) {
+    while (!__atomic_load_n(&proxy->stop, __ATOMIC_ACQUIRE)) {
         uint64_t tries = __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED);
         int flags;
 
@@ -781,7 +782,8 @@ static void *proxy_main(void *arg)
              * sleep (napping) under the lock: no lost wakeup; active_end's
              * hand-off signals either sleep, under the lock too */
             __atomic_store_n(&proxy->napping, 1, __ATOMIC_SEQ_CST);
-            if (!proxy->stop && __atomic_load_n(&proxy->active, __ATOMIC_SEQ_CST) == 0)
+            if (!__atomic_load_n(&proxy->stop, __ATOMIC_ACQUIRE) &&
+                __atomic_load_n(&proxy->active, __ATOMIC_SEQ_CST) == 0)
                 proxy_timed_wait(proxy, GPURING_PROXY_SLEEP_NS);
             __atomic_store_n(&proxy->napping, 0, __ATOMIC_RELAXED);
         }
@@ -792,19 +794,47 @@ static void *proxy_main(void *arg)
 
 /* ---- create / finalize ------------------------------------------------------------ */
 
+/* Stop the progress thread, waiting at most the wait timeout (its pass, which holds
+ * the lock, may be stuck in UCX: in the kernel on a dead peer's shared memory, say).
+ * 1 if it ended; 0 if not: it may still run UCX and take the lock, so nothing it uses
+ * may go, nor the code it runs (this object is pinned against dlclose). */
+static int proxy_stop_thread(gpuring_proxy_t *proxy)
+{
+    struct timespec deadline;
+    char what[512] = "";
+    Dl_info self;
+    int locked;
+
+    if (!proxy->thread_started) return 1;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)(proxy->wait_timeout > 1.0 ? proxy->wait_timeout : 1.0);
+    /* under the lock where it can be had: the signal then cannot fall between the
+     * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
+    locked = pthread_mutex_timedlock(&proxy->lock, &deadline) == 0;
+    __atomic_store_n(&proxy->stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_signal(&proxy->cond);
+    if (locked) pthread_mutex_unlock(&proxy->lock);
+    if (pthread_timedjoin_np(proxy->thread, NULL, &deadline) == 0) {
+        proxy->thread_started = 0;
+        return 1;
+    }
+    gpuring_proxy_describe_thread(proxy, what, sizeof(what));
+    GPURING_WARN(GPURING_SUBSYS_PROXY,
+                 "the proxy's progress thread did not stop within %.0f s (a pass that does "
+                 "not end: %s): UCX and the proxy are left to the process's exit",
+                 proxy->wait_timeout > 1.0 ? proxy->wait_timeout : 1.0,
+                 what[0] == ';' ? what + 2 : what);
+    if (dladdr((void *)proxy_main, &self) != 0 && self.dli_fname != NULL)
+        (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+
 static void proxy_destroy(gpuring_proxy_t *proxy)
 {
     gpuring_net_conn_t *net;
     int stuck = 0; /* a connection left with UCX operations unfinished */
 
-    if (proxy->thread_started) {
-        gpuring_proxy_lock(proxy, "stopping the progress thread");
-        proxy->stop = 1;
-        pthread_cond_signal(&proxy->cond);
-        gpuring_proxy_unlock(proxy);
-        pthread_join(proxy->thread, NULL);
-        proxy->thread_started = 0;
-    }
+    if (!proxy_stop_thread(proxy)) return; /* (its memory, the thread's, stays) */
 
     gpuring_proxy_lock(proxy, "finalizing");
     while ((net = proxy->conns) != NULL) {

@@ -548,6 +548,7 @@ typedef struct lock_holder {
     gpuring_proxy_t *proxy;
     int tid;
     int holding; /* atomic */
+    int hold_ms; /* 0: 1600 */
 } lock_holder_t;
 
 static void *lock_holder_main(void *arg)
@@ -557,7 +558,7 @@ static void *lock_holder_main(void *arg)
     h->tid = (int)syscall(SYS_gettid);
     gpuring_proxy_lock(h->proxy, "a test's hold");
     __atomic_store_n(&h->holding, 1, __ATOMIC_RELEASE);
-    usleep(1600 * 1000);
+    usleep((h->hold_ms > 0 ? h->hold_ms : 1600) * 1000);
     gpuring_proxy_unlock(h->proxy);
     return NULL;
 }
@@ -1852,6 +1853,72 @@ static void test_unland_in_flight(void)
     free(seen);
 }
 
+/*
+ * Finalize while a pass never ends (here: a thread that holds the proxy lock for
+ * 3 s, as a pass stuck in UCX would): finalize returns after the wait timeout (1 s)
+ * with a warning naming the progress thread, instead of waiting for the pass.  In a
+ * process of its own (the proxy it leaves to the exit keeps UCX's threads and fds);
+ * its exit status is the result.
+ */
+static int stuck_finalize_main(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 1.0};
+    gpuring_log_config_t lc = gpuring_log_config;
+    lock_holder_t h = {.hold_ms = 3000};
+    gpuring_proxy_t *proxy, *again;
+    pthread_t th;
+    double t0, took;
+    pair_t p;
+
+    if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
+    if (pair_create(proxy, &p, 0, 4096, 90, 0, 1) != GPURING_OK) return 3;
+    if (!run_pairs(proxy, &p, 1, 50, 0, 1, NULL)) return 4;
+    pair_destroy(proxy, &p);
+    h.proxy = proxy;
+    if (pthread_create(&th, NULL, lock_holder_main, &h) != 0) return 5;
+    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    capture_want = "did not stop within";
+    captured[0] = '\0';
+    lc.sink = capture_sink;
+    lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
+    lc.mask |= GPURING_SUBSYS_PROXY;
+    gpuring_log_set(&lc);
+    t0 = gpuring_time_sec();
+    gpuring_proxy_finalize();
+    took = gpuring_time_sec() - t0;
+    printf("stuck finalize: returned after %.2f s: %s", took, captured);
+    EXPECT(took > 0.9 && took < 2.5, "finalize with a pass that does not end returned after "
+           "the wait timeout (%.2f s; the pass holds the lock for 3 s)", took);
+    EXPECT(strstr(captured, "the proxy's progress thread did not stop within 1 s") != NULL &&
+               strstr(captured, "its thread") != NULL,
+           "... with a warning naming the thread: %s", captured);
+    pthread_join(th, NULL);
+    /* a new proxy works (the old one's thread ends on its own once the pass does) */
+    EXPECT(gpuring_proxy_get(&cfg, &again) == GPURING_OK && again != proxy, "a new proxy");
+    EXPECT(pair_create(again, &p, 0, 4096, 91, 0, 1) == GPURING_OK &&
+               run_pairs(again, &p, 1, 50, 0, 1, NULL),
+           "... that moves steps");
+    pair_destroy(again, &p);
+    gpuring_proxy_finalize();
+    return unit_failed == 0 ? 0 : 1;
+}
+
+static void test_stuck_finalize(void)
+{
+    int status = -1;
+    pid_t pid;
+
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_net_loopback", "--stuck-finalize", (char *)NULL);
+        _exit(127);
+    }
+    EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+               WEXITSTATUS(status) == 0,
+           "finalize with a stuck pass, in a process of its own (status 0x%x)", status);
+}
+
 int main(int argc, char **argv)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 5.0};
@@ -1872,6 +1939,8 @@ int main(int argc, char **argv)
         _exit(child_main(atoi(argv[2]), atoi(argv[3])));
     if (argc == 3 && strcmp(argv[1], "--unland-child") == 0)
         _exit(unland_child_main(atoi(argv[2])));
+    if (argc == 2 && strcmp(argv[1], "--stuck-finalize") == 0)
+        _exit(stuck_finalize_main());
 
     test_tcp_only(); /* opens and closes UCT's memory domains: before the counts */
     /* first, while this process has no UCX context of its own */
@@ -1879,6 +1948,7 @@ int main(int argc, char **argv)
         test_two_process(0);
         test_two_process(1);
         test_unland_in_flight();
+        test_stuck_finalize();
     }
     /* counted from here: the dead same-host peer above leaves operations UCX
      * never finishes, so that proxy left its UCX context (threads, fds) alive
