@@ -90,10 +90,20 @@ static inline int exec_op_ready(const gpuring_exec_args_t *a, const gpuring_exec
 }
 
 /* Operation `s` cannot run: does it wait for a slot whose receiver gave up on the
- * call (gpuring_conn_refused)?  GPURING_ERR_REMOTE, logged, if so. */
-static gpuring_status_t exec_op_refused(const gpuring_exec_args_t *a,
-                                        gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+ * call (gpuring_conn_refused), or for a step whose sender gave up with its FIFO full
+ * (gpuring_conn_abandoned)?  GPURING_ERR_REMOTE, logged, if so. */
+static gpuring_status_t exec_op_given_up(const gpuring_exec_args_t *a,
+                                         gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
+    EXEC_FOR_PEERS(s->recv_mask, i) {
+        const gpuring_conn_t *r = ch->recv[i];
+
+        if (!gpuring_conn_abandoned(r) || exec_landed(a, r)) continue; /* (in this order) */
+        gpuring_conn_report_check(r, (int)(ch - a->channels), GPURING_ERR_REMOTE, 0, 0,
+                                  a->count, gpuring_type_name(a->type),
+                                  gpuring_exec_coll_name(a), "", ch->send, GPURING_MAX_PEERS);
+        return GPURING_ERR_REMOTE;
+    }
     EXEC_FOR_PEERS(s->send_mask, i) {
         gpuring_conn_t *w = ch->send[i];
 
@@ -387,9 +397,9 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
  * step) and those it receives from (refused: one waiting for a slot this
  * rank will not free fails at once; a NET end's proxy sends it on).  A NET
  * send end whose slots are all in flight (their completions not in yet)
- * goes to the proxy, which posts the step once one completes.  (A full shm
- * one has a receiver that is not reading it: stuck elsewhere, it learns of
- * the failure there.) */
+ * goes to the proxy, which posts the step once one completes; a full shm
+ * one is marked abandoned (its receiver fails once it has read every step
+ * in it). */
 void gpuring_exec_host_abandon(gpuring_exec_args_t *a)
 {
     int posted = 0;
@@ -410,6 +420,8 @@ void gpuring_exec_host_abandon(gpuring_exec_args_t *a)
             } else if (w->type == GPURING_CONN_NET) {
                 gpuring_conn_net_abort_later(w);
                 posted = 1;
+            } else {
+                gpuring_conn_abandon_full(w);
             }
         }
     }
@@ -528,10 +540,10 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                 }
             }
             if (!exec_op_ready(a, ch, s)) {
-                const gpuring_status_t refused = exec_op_refused(a, ch, s);
+                const gpuring_status_t given_up = exec_op_given_up(a, ch, s);
 
-                if (refused == GPURING_OK) break;
-                a->status = refused;
+                if (given_up == GPURING_OK) break;
+                a->status = given_up;
                 *done_p = 0;
                 return progressed;
             }

@@ -63,13 +63,19 @@ typedef enum {
  * head's line: never set again or cleared, as its communicator is done): a
  * sender waiting for a free slot the receiver will never give fails at
  * once instead of at its timeout (gpuring_conn_refused; a NET receiver's
- * proxy carries it to the sender's ctrl in a credit message).  The ctrl
+ * proxy carries it to the sender's ctrl in a credit message).  A sender
+ * that gave up while every slot was taken (no room for its abandon step)
+ * sets `abandoned` instead (gpuring_conn_abandon_full, on tail's line, which
+ * the receiver reads anyway): the receiver, once it has read every step
+ * posted, fails at once (SHM; a NET end's proxy posts the abandon step once
+ * a slot frees).  The ctrl
  * lives here, not in the transport, so a GPU kernel writing the FIFO records
  * it the same way.
  */
 typedef struct gpuring_fifo_ctrl {
     uint64_t tail;
-    char pad0[GPURING_CACHELINE - sizeof(uint64_t)];
+    uint64_t abandoned; /* the sender gave up with no slot free (gpuring_conn_abandon_full) */
+    char pad0[GPURING_CACHELINE - 2 * sizeof(uint64_t)];
     uint64_t head;
     uint64_t refused;
     char pad1[GPURING_CACHELINE - 2 * sizeof(uint64_t)];
@@ -388,6 +394,22 @@ static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
     }
     gpuring_conn_post(conn, 0, GPURING_CALL_ABORT);
     return 1;
+}
+
+/* Sender giving up on a call with every slot taken (gpuring_conn_post_abort
+ * found none free), on an end whose FIFO the receiver reads directly (SHM):
+ * never cleared, as its communicator is done. */
+static inline void gpuring_conn_abandon_full(gpuring_conn_t *conn)
+{
+    GPURING_STORE_RELEASE(&conn->ctrl->abandoned, 1);
+}
+
+/* Receiver waiting for step conn->step: did the sender give up with its FIFO full?
+ * Asked before looking for the step once more: a sender marks it after its last
+ * step, so a step not seen after a yes never comes. */
+static inline int gpuring_conn_abandoned(const gpuring_conn_t *conn)
+{
+    return GPURING_LOAD_ACQUIRE(&conn->ctrl->abandoned) != 0;
 }
 
 /* Receiver giving up on a call (its communicator failed): its senders learn

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/exec_host.h"
 #include "test/unit/unit_test.h"
@@ -378,6 +379,94 @@ static void check_unconnected_peer(void)
            "a program naming unconnected peers fails as a planning bug");
 }
 
+/*
+ * A sender that gives up with its FIFO full: a 3-rank ring broadcast over shm, whose
+ * root runs 8 steps ahead of its next rank (the next rank starts 1 s late) and gives
+ * up on the call after 0.3 s without a free slot -- no room for its abandon step.  The
+ * next rank, whose timeout is 20 s, must read the 8 steps, pass them on, and fail at
+ * once when it waits for the 9th (the FIFO's `abandoned`), not at its timeout; so must
+ * the last rank (the abandon step its sender then posts).
+ */
+typedef struct late_rank {
+    gpuring_exec_args_t a;
+    gpuring_exec_channel_t ch;
+    double delay, took;
+} late_rank_t;
+
+static void *late_rank_main(void *arg)
+{
+    late_rank_t *l = arg;
+    double t0;
+
+    usleep((useconds_t)(l->delay * 1e6));
+    t0 = gpuring_time_sec();
+    (void)gpuring_exec_host_run(&l->a);
+    l->took = gpuring_time_sec() - t0;
+    return NULL;
+}
+
+static void check_abandon_full_fifo(void)
+{
+    enum { N = 3, COUNT = 4096, CHUNK = 16 }; /* 256 steps */
+    gpuring_conn_t sendc[N], recvc[N];
+    late_rank_t l[N];
+    int32_t *buf[N];
+    pthread_t th[N];
+
+    memset(l, 0, sizeof(l));
+    for (int r = 0; r < N; r++) {
+        gpuring_conn_handle_t h;
+        const int next = (r + 1) % N;
+
+        buf[r] = calloc(COUNT, sizeof(int32_t));
+        if (gpuring_conn_shm_recv_create(&recvc[next], r, 0, CHUNK * sizeof(int32_t), 7, &h) !=
+                GPURING_OK ||
+            gpuring_conn_shm_send_connect(&sendc[r], next, 0, &h) != GPURING_OK) {
+            EXPECT(0, "connection setup");
+            return;
+        }
+        gpuring_conn_shm_unlink(&recvc[next]);
+    }
+    for (int r = 0; r < N; r++) {
+        for (int e = 0; e < COUNT; e++) buf[r][e] = r == 0 ? e : -1;
+        gpuring_bcast_prog_init(&l[r].ch.prog, 0, COUNT, CHUNK, N, r, 0);
+        l[r].ch.send[0] = &sendc[r];
+        l[r].ch.recv[0] = &recvc[r];
+        l[r].a = (gpuring_exec_args_t){.sendbuf = buf[r], .recvbuf = buf[r], .count = COUNT,
+                                       .type = GPURING_TYPE_INT32, .op = GPURING_OP_SUM,
+                                       .nchannels = 1, .channels = &l[r].ch,
+                                       .timeout = r == 0 ? 0.3 : 20.0, .call = 5,
+                                       .coll = "broadcast"};
+        l[r].delay = r == 1 ? 1.0 : 0.0;
+    }
+    for (int r = 0; r < N; r++) pthread_create(&th[r], NULL, late_rank_main, &l[r]);
+    for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+    EXPECT(l[0].a.status == GPURING_ERR_TIMEOUT && sendc[0].step == GPURING_NSTEPS,
+           "full FIFO: the root gave up after its timeout with %llu steps posted (%s)",
+           (unsigned long long)sendc[0].step, gpuring_status_str(l[0].a.status));
+    EXPECT(l[1].a.status == GPURING_ERR_REMOTE && recvc[1].step == GPURING_NSTEPS &&
+               l[1].took < 5.0,
+           "full FIFO: the next rank read the %d steps, then failed at once as told "
+           "(%s after %.2f s, at step %llu)",
+           GPURING_NSTEPS, gpuring_status_str(l[1].a.status), l[1].took,
+           (unsigned long long)recvc[1].step);
+    EXPECT(l[2].a.status == GPURING_ERR_REMOTE && l[2].took < 6.0,
+           "full FIFO: the last rank failed as told (%s after %.2f s)",
+           gpuring_status_str(l[2].a.status), l[2].took);
+    for (int e = 0; e < GPURING_NSTEPS * CHUNK; e++) {
+        if (buf[1][e] != e || buf[2][e] != e) {
+            EXPECT(0, "full FIFO: the steps read before the failure are the root's (element "
+                   "%d: %d, %d)", e, buf[1][e], buf[2][e]);
+            break;
+        }
+    }
+    for (int r = 0; r < N; r++) {
+        gpuring_conn_shm_destroy(&sendc[r]);
+        gpuring_conn_shm_destroy(&recvc[r]);
+        free(buf[r]);
+    }
+}
+
 int main(void)
 {
     static const size_t ccounts[] = {1, 2, 7, 33, 1000, 4099};
@@ -408,6 +497,7 @@ int main(void)
     }
     for (int n = 2; n <= MAXR; n++) check_gather_program(n, 17);
     check_unconnected_peer();
+    check_abandon_full_fifo();
     for (int n = 2; n <= 5; n++) {
         for (int nch = 1; nch <= MAXC; nch++) {
             run_ring(n, nch, 1, 16, 0, 1, 0);
