@@ -623,7 +623,8 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
          * what it moves may be another call's, so it tells the caller's spin only, not
          * this call's idle clock); has a connection of this call failed? */
         *moved_p = gpuring_proxy_progress(a->proxy);
-        if ((a->status = gpuring_exec_net_error(a, msg, sizeof(msg))) != GPURING_OK) {
+        if (a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0 && /* (as often as the clock) */
+            (a->status = gpuring_exec_net_error(a, msg, sizeof(msg))) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s aborted: %s", gpuring_exec_coll_name(a),
                           msg);
             return exec_host_end(a);

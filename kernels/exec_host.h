@@ -28,11 +28,13 @@
  * count and call id): a step of another call fails the call with
  * GPURING_ERR_MISMATCH, one its sender abandoned with GPURING_ERR_REMOTE.  A
  * call that fails here for any reason (those, a timeout, a NET error) posts
- * an abandon step on every send connection with a free slot and refuses
- * every recv connection (proxy/conn.h), so the ranks waiting for a step
- * from this one, or for a slot it would free, fail at once and pass it on,
- * instead of timing out; a channel waiting for a slot its receiver refused
- * fails with GPURING_ERR_REMOTE.
+ * an abandon step on every send connection with a free slot (a full SHM one
+ * is marked abandoned instead; a full NET one's proxy posts it later) and
+ * refuses every recv connection (proxy/conn.h), so the ranks waiting for a
+ * step from this one, or for a slot it would free, fail at once and pass it
+ * on, instead of timing out; a channel waiting for a slot its receiver
+ * refused, or for a step from a sender that marked its FIFO abandoned, fails
+ * with GPURING_ERR_REMOTE.
  */
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H

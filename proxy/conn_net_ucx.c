@@ -104,7 +104,7 @@ gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, s
     gpuring_status_t st;
 
     if (msg != NULL && len > 0) msg[0] = '\0';
-    /* (detached: the proxy and its endpoints are gone; the connection did not fail) */
+    /* (detached: the proxy and its endpoints are gone, and no call uses it any more) */
     if (net == NULL || net->detached) return GPURING_OK;
     st = (gpuring_status_t)__atomic_load_n(&net->err, __ATOMIC_ACQUIRE);
     if (st != GPURING_OK) {

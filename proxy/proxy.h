@@ -248,8 +248,9 @@ int gpuring_proxy_post(gpuring_proxy_t *proxy);
  * Has this NET connection failed?  Its own first failure (a UCX operation of
  * it that failed, a step larger than its slot, a flush of its GPU-direct
  * writes), or its endpoint's (UCX found the peer process gone: every
- * connection to that process fails), with a message naming the peer rank,
- * channel and step; GPURING_OK if neither, or if conn is not NET.  A failure
+ * connection to that process fails), with a message naming the peer rank
+ * and channel (and the step, for an operation's); GPURING_OK if neither, or
+ * if conn is not NET or its proxy was finalized.  A failure
  * is confined to the calls that use the connection: the process's other
  * communicators, and its connections to other processes, go on.  No lock (an
  * executor asks it while it waits).  msg may be NULL.

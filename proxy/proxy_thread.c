@@ -76,8 +76,10 @@ static void proxy_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     char msg[224];
 
     (void)ep;
-    pe->fail_status = status;
-    __atomic_store_n(&pe->failed, 1, __ATOMIC_RELEASE); /* (its connections' calls fail) */
+    if (!pe->failed) { /* (the first status: readers may have it) */
+        pe->fail_status = status;
+        __atomic_store_n(&pe->failed, 1, __ATOMIC_RELEASE); /* its connections' calls fail */
+    }
     /* (endpoints are the process's, shared by its communicators: the rank is the
      * peer's in the communicator that first connected to it) */
     snprintf(msg, sizeof(msg),
@@ -834,7 +836,15 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     gpuring_net_conn_t *net;
     int stuck = 0; /* a connection left with UCX operations unfinished */
 
-    if (!proxy_stop_thread(proxy)) return; /* (its memory, the thread's, stays) */
+    if (!proxy_stop_thread(proxy)) {
+        /* the proxy's memory stays the thread's; a connection still registered is
+         * left to it too: its teardown touches no UCX and frees nothing */
+        for (net = proxy->conns; net != NULL; net = net->next) {
+            net->stuck = 1;
+            __atomic_store_n(&net->detached, 1, __ATOMIC_RELEASE);
+        }
+        return;
+    }
 
     gpuring_proxy_lock(proxy, "finalizing");
     while ((net = proxy->conns) != NULL) {

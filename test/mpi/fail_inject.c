@@ -10,11 +10,12 @@
  *   GPURING_TEST_FAIL_SHM=R (a world rank, OMPI_COMM_WORLD_RANK): on that
  *       rank, posix_fallocate of a gpuring segment in /dev/shm fails with
  *       ENOSPC (as in a container whose /dev/shm is full).
- *   GPURING_TEST_FAIL_NET set: ucp_tag_send_nbx called from gpuring's
+ *   GPURING_TEST_FAIL_NET=1: ucp_tag_send_nbx called from gpuring's
  *       component fails at once with UCS_ERR_IO_ERROR (as a transfer over a
  *       broken link does).  The endpoint itself stays sound: only the
  *       connections that send then fail.  mismatch_check's "netfail" fault
- *       sets it on one rank around one call.
+ *       sets it to 1 on one rank around one call, and to 0 before MPI_Init
+ *       (every thread of gpuring's reads it: see mismatch_check's `valued`).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -88,10 +89,11 @@ ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count,
     static void *cache;
     tag_send_fn next;
     Dl_info info;
+    const char *on = getenv("GPURING_TEST_FAIL_NET");
 
     *(void **)&next = next_fn(&cache, "ucp_tag_send_nbx");
     if (next == NULL) return UCS_STATUS_PTR(UCS_ERR_NO_ELEM);
-    if (getenv("GPURING_TEST_FAIL_NET") != NULL &&
+    if (on != NULL && strcmp(on, "1") == 0 &&
         dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
         strstr(info.dli_fname, "mca_coll_gpuring") != NULL)
         return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);

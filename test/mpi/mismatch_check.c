@@ -57,7 +57,7 @@
  *             the rank cannot queue the call: MPI_ERR_OTHER.
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
- *             (GPURING_TEST_FAIL_NET, read by test/mpi/fail_inject.c) during
+ *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
  *             the failing call: its connections of that communicator fail,
  *             and so does its call (MPI_ERR_OTHER); it cannot tell its peers
  *             (every way to them is a failed send), which time out.  The new
@@ -111,13 +111,16 @@ static const struct fault {
     const char *arg, *env;
     int cls;
     int device; /* the CUDA CPU runtime's: device buffers only */
+    int valued; /* env is read as =1 by gpuring's threads at any time: it is set to 0
+                   before any thread starts, then only overwritten (a setenv that adds
+                   a variable may move the environment under a concurrent getenv) */
 } faults[] = {
-    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1},
-    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1},
-    {"othergpu", NULL, MPI_ERR_ARG, 1},
-    {"late", NULL, MPI_ERR_OTHER, 1},
-    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0},
-    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0},
+    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0},
+    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0},
+    {"othergpu", NULL, MPI_ERR_ARG, 1, 0},
+    {"late", NULL, MPI_ERR_OTHER, 1, 0},
+    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0},
+    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1},
 };
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
@@ -184,7 +187,12 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(cin, cout, mine, type, MPI_SUM, comm);
     }
     o.elapsed = MPI_Wtime() - t0;
-    if (fault != NULL && fault->env != NULL) unsetenv(fault->env);
+    if (fault != NULL && fault->env != NULL) {
+        if (fault->valued)
+            setenv(fault->env, "0", 1);
+        else
+            unsetenv(fault->env);
+    }
     o.cls = err_class(o.rc);
     if (o.rc != MPI_SUCCESS) {
         MPI_Error_string(o.rc, msg, &len);
@@ -207,6 +215,10 @@ int main(int argc, char **argv)
     int *in, *out, *hin, *hout;
     size_t outbytes;
 
+    for (int a = 3; a < argc; a++) /* (before MPI_Init starts any thread) */
+        for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
+            if (strcmp(argv[a], faults[f].arg) == 0 && faults[f].valued)
+                setenv(faults[f].env, "0", 1);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -381,7 +381,7 @@ static void check_unconnected_peer(void)
 
 /*
  * A sender that gives up with its FIFO full: a 3-rank ring broadcast over shm, whose
- * root runs 8 steps ahead of its next rank (the next rank starts 1 s late) and gives
+ * root runs 8 steps ahead of its next rank (the next rank starts 2 s late) and gives
  * up on the call after 0.3 s without a free slot -- no room for its abandon step.  The
  * next rank, whose timeout is 20 s, must read the 8 steps, pass them on, and fail at
  * once when it waits for the 9th (the FIFO's `abandoned`), not at its timeout; so must
@@ -437,7 +437,7 @@ static void check_abandon_full_fifo(void)
                                        .nchannels = 1, .channels = &l[r].ch,
                                        .timeout = r == 0 ? 0.3 : 20.0, .call = 5,
                                        .coll = "broadcast"};
-        l[r].delay = r == 1 ? 1.0 : 0.0;
+        l[r].delay = r == 1 ? 2.0 : 0.0;
     }
     for (int r = 0; r < N; r++) pthread_create(&th[r], NULL, late_rank_main, &l[r]);
     for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
@@ -450,7 +450,7 @@ static void check_abandon_full_fifo(void)
            "(%s after %.2f s, at step %llu)",
            GPURING_NSTEPS, gpuring_status_str(l[1].a.status), l[1].took,
            (unsigned long long)recvc[1].step);
-    EXPECT(l[2].a.status == GPURING_ERR_REMOTE && l[2].took < 6.0,
+    EXPECT(l[2].a.status == GPURING_ERR_REMOTE && l[2].took < 7.0,
            "full FIFO: the last rank failed as told (%s after %.2f s)",
            gpuring_status_str(l[2].a.status), l[2].took);
     for (int e = 0; e < GPURING_NSTEPS * CHUNK; e++) {
