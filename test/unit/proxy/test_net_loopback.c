@@ -243,6 +243,19 @@ static void *receiver_main(void *arg)
     return NULL;
 }
 
+static int run_pairs(gpuring_proxy_t *proxy, pair_t *pairs, int npairs, uint64_t nsteps,
+                     int size_mode, int touch_all, double *secs);
+
+/* After a failure elsewhere (`after`), pair p has not failed and moves every step. */
+static void expect_goes_on(gpuring_proxy_t *proxy, pair_t *p, const char *after)
+{
+    EXPECT(gpuring_conn_net_error(&p->send, NULL, 0) == GPURING_OK &&
+               gpuring_conn_net_error(&p->recv, NULL, 0) == GPURING_OK,
+           "after %s, a connection has not failed", after);
+    EXPECT(run_pairs(proxy, p, 1, quick ? 100 : 1000, 0, 1, NULL),
+           "after %s, a connection moves every step", after);
+}
+
 /* Run transfers over npairs pairs concurrently, one thread per end. */
 static int run_pairs(gpuring_proxy_t *proxy, pair_t *pairs, int npairs, uint64_t nsteps,
                      int size_mode, int touch_all, double *secs)
@@ -576,6 +589,20 @@ static void capture_sink(int level, const char *line)
         snprintf(captured + n, sizeof(captured) - n, "%s\n", line);
 }
 
+/* From now on, the warnings (and worse) of subsystems `mask` that contain `want` go
+ * to `captured` (the caller saved gpuring_log_config, to set it back). */
+static void capture_start(const char *want, unsigned mask)
+{
+    gpuring_log_config_t lc = gpuring_log_config;
+
+    capture_want = want;
+    captured[0] = '\0';
+    lc.sink = capture_sink;
+    lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
+    lc.mask |= mask;
+    gpuring_log_set(&lc);
+}
+
 /* A stall report that finds the proxy lock held past its second names the
  * holder, what it does there, and what its thread does in the kernel (a pass
  * that does not end: CI's rare vnodes_np4 stall); and, once, every thread
@@ -583,7 +610,7 @@ static void capture_sink(int level, const char *line)
 static void test_lock_held(gpuring_proxy_t *proxy)
 {
     lock_holder_t h = {.proxy = proxy};
-    gpuring_log_config_t saved = gpuring_log_config, lc = gpuring_log_config;
+    gpuring_log_config_t saved = gpuring_log_config;
     char desc[768], want[96];
     pthread_t th;
     pair_t p;
@@ -592,12 +619,7 @@ static void test_lock_held(gpuring_proxy_t *proxy)
     if (p.recv.net == NULL) return;
     EXPECT(pthread_create(&th, NULL, lock_holder_main, &h) == 0, "holder thread");
     while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
-    capture_want = "proxy lock held: thread";
-    captured[0] = '\0';
-    lc.sink = capture_sink;
-    lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
-    lc.mask |= GPURING_SUBSYS_NET;
-    gpuring_log_set(&lc);
+    capture_start("proxy lock held: thread", GPURING_SUBSYS_NET);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     gpuring_log_set(&saved);
     printf("lock held: %s\n%s", desc, captured);
@@ -1459,11 +1481,9 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     EXPECT(gpuring_proxy_error(proxy, msg, sizeof(msg)) == GPURING_ERR_INVALID &&
                strstr(msg, "step") != NULL,
            "... and in the proxy's record: '%s'", msg);
-    EXPECT(gpuring_conn_net_error(&q.recv, NULL, 0) == GPURING_OK &&
-               gpuring_conn_net_error(&other.send, NULL, 0) == GPURING_OK,
-           "the failure is the connection's alone");
-    EXPECT(run_pairs(proxy, &other, 1, quick ? 100 : 1000, 0, 1, NULL),
-           "another connection still moves every step after it");
+    EXPECT(gpuring_conn_net_error(&q.recv, NULL, 0) == GPURING_OK,
+           "the failure is the send end's alone");
+    expect_goes_on(proxy, &other, "an oversized step on another");
     pair_destroy(proxy, &q);
     pair_destroy(proxy, &other);
 }
@@ -1690,11 +1710,7 @@ static void test_two_process(int same_host)
                        strstr(conn_msg, "rank 1") != NULL,
                    "... on its connection: '%s'", conn_msg);
             /* the failure is that peer's: a connection to another process goes on */
-            EXPECT(gpuring_conn_net_error(&live.send, NULL, 0) == GPURING_OK &&
-                       gpuring_conn_net_error(&live.recv, NULL, 0) == GPURING_OK,
-                   "a connection to another process has not failed");
-            EXPECT(run_pairs(proxy, &live, 1, quick ? 100 : 1000, 0, 1, NULL),
-                   "a connection to another process moves every step after the death");
+            expect_goes_on(proxy, &live, "a peer's death");
         }
         printf("dead peer: sender stopped after %.2f s with '%s', proxy error '%s'\n",
                gpuring_time_sec() - t0, gpuring_status_str(xs.st), msg);
@@ -1863,7 +1879,6 @@ static void test_unland_in_flight(void)
 static int stuck_finalize_main(void)
 {
     gpuring_proxy_config_t cfg = {.wait_timeout = 1.0};
-    gpuring_log_config_t lc = gpuring_log_config;
     lock_holder_t h = {.hold_ms = 3000};
     gpuring_proxy_t *proxy, *again;
     pthread_t th;
@@ -1877,12 +1892,7 @@ static int stuck_finalize_main(void)
     h.proxy = proxy;
     if (pthread_create(&th, NULL, lock_holder_main, &h) != 0) return 5;
     while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
-    capture_want = "did not stop within";
-    captured[0] = '\0';
-    lc.sink = capture_sink;
-    lc.level = GPURING_LOG_WARN > lc.level ? GPURING_LOG_WARN : lc.level;
-    lc.mask |= GPURING_SUBSYS_PROXY;
-    gpuring_log_set(&lc);
+    capture_start("did not stop within", GPURING_SUBSYS_PROXY);
     t0 = gpuring_time_sec();
     gpuring_proxy_finalize();
     took = gpuring_time_sec() - t0;
