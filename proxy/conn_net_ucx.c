@@ -98,9 +98,9 @@ static void net_fail(gpuring_net_conn_t *net, gpuring_status_t st, const char *f
     }
 }
 
-gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, size_t len)
+/* gpuring_conn_net_error of the connection's NET state (NULL: none). */
+static gpuring_status_t net_error(const gpuring_net_conn_t *net, char *msg, size_t len)
 {
-    const gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     gpuring_status_t st;
 
     if (msg != NULL && len > 0) msg[0] = '\0';
@@ -118,6 +118,11 @@ gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, s
                  net->dir == GPURING_CONN_SEND ? "send to" : "recv from", net->peer,
                  net->channel, ucs_status_string(net->pe->fail_status));
     return GPURING_ERR_NET;
+}
+
+gpuring_status_t gpuring_conn_net_error(const gpuring_conn_t *conn, char *msg, size_t len)
+{
+    return net_error(conn != NULL ? conn->net : NULL, msg, len);
 }
 
 /* ---- completion callbacks (lock held: they run inside progress/cancel) ---- */
@@ -216,7 +221,7 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
     param.cb.send = net_send_cb;
     op_begin(op, step);
     op_posted(op,
-              ucp_tag_send_nbx(net->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
+              ucp_tag_send_nbx(net->pe->ep, net->slots + (size_t)slot * net->slot_bytes, bytes,
                                gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_DATA,
                                                net->remote_net_id,
                                                gpuring_net_data_field(step,
@@ -292,7 +297,7 @@ static void post_credit_send(gpuring_net_conn_t *net, uint64_t head)
     param.user_data = op;
     op_begin(op, head);
     op_posted(op,
-              ucp_tag_send_nbx(net->ep, &net->credit_buf, sizeof(net->credit_buf),
+              ucp_tag_send_nbx(net->pe->ep, &net->credit_buf, sizeof(net->credit_buf),
                                gpuring_net_tag(net->comm_uid, GPURING_TAG_KIND_CREDIT,
                                                net->remote_net_id, head),
                                &param),
@@ -767,7 +772,6 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
         gpuring_proxy_unlock(proxy);
         return st;
     }
-    net->ep = net->pe->ep;
     net->connected = 1;
     if (net->dir == GPURING_CONN_RECV) {
         for (; net->posted < GPURING_NSTEPS; net->posted++) post_data_recv(net, net->posted);
@@ -862,7 +866,7 @@ static int drained(gpuring_net_conn_t *net)
 {
     int give_up_remote;
 
-    give_up_remote = net->failed || gpuring_conn_net_error(net->conn, NULL, 0) != GPURING_OK;
+    give_up_remote = net->failed || net_error(net, NULL, 0) != GPURING_OK;
     /* abandoned: no credit is waited for (what is in flight is cancelled), but a
      * send end's steps already in its FIFO -- the abort step -- go out first, and a
      * recv end's refusal */

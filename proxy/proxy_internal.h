@@ -142,7 +142,6 @@ typedef struct gpuring_net_conn {
     int flush;      /* GPU-direct: flush RDMA writes before publishing tail */
     gpuring_fifo_ctrl_t *ctrl;
     struct gpuring_proxy_ep *pe; /* the peer process's cached endpoint, not owned */
-    ucp_ep_h ep;                 /* pe->ep */
 
     uint64_t sent;        /* steps handed to UCX */
     uint64_t done;        /* steps whose send completed, in order (= ctrl->head) */

@@ -802,6 +802,7 @@ static void *proxy_main(void *arg)
  * may go, nor the code it runs (this object is pinned against dlclose). */
 static int proxy_stop_thread(gpuring_proxy_t *proxy)
 {
+    const double limit = GPURING_MAX(proxy->wait_timeout, 1.0);
     struct timespec deadline;
     char what[512] = "";
     Dl_info self;
@@ -809,7 +810,7 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
 
     if (!proxy->thread_started) return 1;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)(proxy->wait_timeout > 1.0 ? proxy->wait_timeout : 1.0);
+    deadline.tv_sec += (time_t)limit;
     /* under the lock where it can be had: the signal then cannot fall between the
      * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
     locked = pthread_mutex_timedlock(&proxy->lock, &deadline) == 0;
@@ -823,8 +824,7 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
     gpuring_proxy_describe_thread(proxy, what, sizeof(what));
     GPURING_WARN(GPURING_SUBSYS_PROXY,
                  "the proxy's progress thread did not stop within %.0f s (a pass that does "
-                 "not end: %s): UCX and the proxy are left to the process's exit",
-                 proxy->wait_timeout > 1.0 ? proxy->wait_timeout : 1.0,
+                 "not end: %s): UCX and the proxy are left to the process's exit", limit,
                  what[0] == ';' ? what + 2 : what);
     if (dladdr((void *)proxy_main, &self) != 0 && self.dli_fname != NULL)
         (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);

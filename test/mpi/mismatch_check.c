@@ -215,10 +215,10 @@ int main(int argc, char **argv)
     int *in, *out, *hin, *hout;
     size_t outbytes;
 
-    for (int a = 3; a < argc; a++) /* (before MPI_Init starts any thread) */
+    for (int a = 3; a < argc; a++)
         for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
-            if (strcmp(argv[a], faults[f].arg) == 0 && faults[f].valued)
-                setenv(faults[f].env, "0", 1);
+            if (strcmp(argv[a], faults[f].arg) == 0) fault = &faults[f];
+    if (fault != NULL && fault->valued) setenv(fault->env, "0", 1); /* before any thread */
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -233,8 +233,6 @@ int main(int argc, char **argv)
         allgather |= strcmp(argv[a], "allgather") == 0;
         iallreduce |= strcmp(argv[a], "iallreduce") == 0;
         device |= strcmp(argv[a], "device") == 0;
-        for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++)
-            if (strcmp(argv[a], faults[f].arg) == 0) fault = &faults[f];
     }
     nomem = fault == &faults[0];
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||

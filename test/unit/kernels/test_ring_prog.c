@@ -61,6 +61,23 @@ static void check_program(int n, size_t count, size_t chunk, int slices)
 }
 
 /* ---- n threads running the executor over shm connections ------------------- */
+
+/* A shm connection on `channel` from rank `sender` (its end *send) to rank `receiver`
+ * (its end *recv), slots of slot_bytes; its name unlinked.  0, or -1 (counted as a
+ * failed check). */
+static int shm_link(gpuring_conn_t *send, int sender, gpuring_conn_t *recv, int receiver,
+                    int channel, size_t slot_bytes, int id)
+{
+    gpuring_conn_handle_t h;
+
+    if (gpuring_conn_shm_recv_create(recv, sender, channel, slot_bytes, id, &h) != GPURING_OK ||
+        gpuring_conn_shm_send_connect(send, receiver, channel, &h) != GPURING_OK) {
+        EXPECT(0, "connection setup");
+        return -1;
+    }
+    gpuring_conn_shm_unlink(recv);
+    return 0;
+}
 typedef struct rank_ctx {
     int rank, n, nch;
     size_t count, chunk;
@@ -124,13 +141,8 @@ static void run_ring(int n, int nch, size_t count, size_t chunk, int in_place, i
             int ix = c % 2 ? n - 1 - r : r;
             int next_ix = (ix + 1) % n;
             int next = c % 2 ? n - 1 - next_ix : next_ix;
-            gpuring_conn_handle_t h;
-            if (gpuring_conn_shm_recv_create(&ranks[next].recvc[c], r, c, slot, 7, &h) != GPURING_OK ||
-                gpuring_conn_shm_send_connect(&ranks[r].sendc[c], next, c, &h) != GPURING_OK) {
-                EXPECT(0, "connection setup");
+            if (shm_link(&ranks[r].sendc[c], r, &ranks[next].recvc[c], next, c, slot, 7) != 0)
                 return;
-            }
-            gpuring_conn_shm_unlink(&ranks[next].recvc[c]);
         }
     }
     for (int iter = 0; iter < reuse; iter++) {
@@ -193,14 +205,9 @@ static void run_gather_ordered_float(int n, size_t count, int in_place)
     }
     for (int r = 0; r < n; r++) {
         int next = (r + 1) % n;
-        gpuring_conn_handle_t h;
-        if (gpuring_conn_shm_recv_create(&ranks[next].recvc[0], r, 0, count * sizeof(float), 9,
-                                         &h) != GPURING_OK ||
-            gpuring_conn_shm_send_connect(&ranks[r].sendc[0], next, 0, &h) != GPURING_OK) {
-            EXPECT(0, "connection setup");
+        if (shm_link(&ranks[r].sendc[0], r, &ranks[next].recvc[0], next, 0,
+                     count * sizeof(float), 9) != 0)
             return;
-        }
-        gpuring_conn_shm_unlink(&ranks[next].recvc[0]);
     }
     for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, rank_main, &ranks[r]);
     for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
@@ -415,17 +422,11 @@ static void check_abandon_full_fifo(void)
 
     memset(l, 0, sizeof(l));
     for (int r = 0; r < N; r++) {
-        gpuring_conn_handle_t h;
         const int next = (r + 1) % N;
 
         buf[r] = calloc(COUNT, sizeof(int32_t));
-        if (gpuring_conn_shm_recv_create(&recvc[next], r, 0, CHUNK * sizeof(int32_t), 7, &h) !=
-                GPURING_OK ||
-            gpuring_conn_shm_send_connect(&sendc[r], next, 0, &h) != GPURING_OK) {
-            EXPECT(0, "connection setup");
+        if (shm_link(&sendc[r], r, &recvc[next], next, 0, CHUNK * sizeof(int32_t), 7) != 0)
             return;
-        }
-        gpuring_conn_shm_unlink(&recvc[next]);
     }
     for (int r = 0; r < N; r++) {
         for (int e = 0; e < COUNT; e++) buf[r][e] = r == 0 ? e : -1;

@@ -522,11 +522,11 @@ static void test_lost_step(gpuring_proxy_t *proxy)
     EXPECT(pair_create(proxy, &p, 0, 4096, uid, 0, 1) == GPURING_OK, "create a pair");
     if (p.recv.net == NULL) return;
     gpuring_proxy_active_begin(proxy, 0);
-    EXPECT(raw_send(proxy, p.send.net->ep,
+    EXPECT(raw_send(proxy, p.send.net->pe->ep,
                     gpuring_net_tag(uid, GPURING_TAG_KIND_DATA, p.send.net->remote_net_id,
                                     gpuring_net_data_field(1, step_call(1))),
                     data, sizeof(data)) &&
-               raw_send(proxy, p.send.net->ep, foreign, other, sizeof(other)),
+               raw_send(proxy, p.send.net->pe->ep, foreign, other, sizeof(other)),
            "step 1 and a message of another comm sent around the FIFO");
     gpuring_spin_init(&spin, WAIT_TIMEOUT);
     while (!landed && gpuring_spin_tick(&spin) == GPURING_OK) {
