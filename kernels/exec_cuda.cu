@@ -66,13 +66,15 @@
  * its passes (the kernel's steps go out without a hand-off to the progress
  * thread, which backs off while passes run; GPU-direct slots stay the
  * thread's: gpuring_proxy_progress declines them) and polls the call's NET
- * connections for a failure (exec_host.c).  Weak references: test/gpu/test_exec_cuda links this file
+ * connections for a failure (exec_host.c); a failed call's NET send end
+ * with every slot taken is handed to it (gpuring_conn_net_abort_later).  Weak references: test/gpu/test_exec_cuda links this file
  * without the proxy (and never sets args->proxy); in the component they
  * resolve to proxy/proxy_thread.c's definitions (proxy/proxy.h).
  */
 extern "C" int gpuring_proxy_progress(struct gpuring_proxy *proxy) __attribute__((weak));
 extern "C" gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *args, char *msg,
                                                    size_t len) __attribute__((weak));
+extern "C" void gpuring_conn_net_abort_later(gpuring_conn_t *conn) __attribute__((weak));
 
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
 /* a wait every thread runs (an LL pair's) reads the host's flag after as many polls,
@@ -250,13 +252,39 @@ static __device__ bool exec_refused(const exec_cuda_chan_t *ch, const gpuring_st
     return false;
 }
 
+/* Has recv i's step rstep landed: its LL header (units in hdr), or tail past it? */
+static __device__ __forceinline__ bool exec_recv_landed(const exec_cuda_desc_t &d,
+                                                        const exec_cuda_chan_t *ch, int i,
+                                                        uint64_t rstep, uint64_t *hdr)
+{
+    if (!exec_ll(d, ch->recv[i])) return ch->recv[i].ctrl->tail > rstep;
+    return exec_ll_landed(exec_ll_row(ch->recv[i], rstep), gpuring_ll_flag(rstep), hdr);
+}
+
+/* A recv waiting on connection i whose sender gave up with every slot taken
+ * (proxy/conn.h: abandoned), and whose step is not there at a second look
+ * after the mark was seen (the sender marks after its last step): recorded as
+ * a stop the host reports; false otherwise. */
+static __device__ bool exec_abandoned(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                                      int i, uint64_t rstep, exec_cuda_status_t *st, int c)
+{
+    uint64_t hdr[2];
+
+    if (!ch->recv[i].ctrl->abandoned) return false;
+    __threadfence_system(); /* acquire: the mark, then the second look */
+    if (exec_recv_landed(d, ch, i, rstep, hdr)) return false;
+    st->wait[c] = (EXEC_STOP_ABANDONED << 8) | (unsigned)i;
+    return true;
+}
+
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
  * is recorded), a step received is not one of this call's `bytes`-byte
- * steps of call d.call, or a send's receiver refused the call (exec_refused,
- * looked at as often as the host's abort, while any of the op's waits lasts;
- * both recorded as a stop the host reports).  A recv waits for tail (simple)
- * or its LL header; a send for head (both).
+ * steps of call d.call, a send's receiver refused the call (exec_refused)
+ * or a recv's sender gave up with its FIFO full (exec_abandoned) -- these
+ * two looked at as often as the host's abort, while any of the op's waits
+ * lasts; all recorded as a stop the host reports.  A recv waits for tail
+ * (simple) or its LL header; a send for head (both).
  */
 static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
                                 const gpuring_step_t &s, const uint64_t *rstep,
@@ -269,13 +297,12 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
 
     EXEC_FOR_PEERS(s.recv_mask, i) {
         const bool ll = exec_ll(d, ch->recv[i]);
-        const volatile uint64_t *row = ll ? exec_ll_row(ch->recv[i], rstep[i]) : NULL;
-        const uint32_t flag = gpuring_ll_flag(rstep[i]);
 
-        while (ll ? !exec_ll_landed(row, flag, hdr[i]) : ch->recv[i].ctrl->tail <= rstep[i]) {
+        while (!exec_recv_landed(d, ch, i, rstep[i], hdr[i])) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS != 0) continue;
-            if (exec_refused(ch, s, sstep, st, c)) return 0;
+            if (exec_refused(ch, s, sstep, st, c) || exec_abandoned(d, ch, i, rstep[i], st, c))
+                return 0;
             if (st->abort) {
                 st->seen[c] = ll ? EXEC_SEEN_FLAGS(hdr[i][0], hdr[i][1]) : ch->recv[i].ctrl->tail;
                 st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
@@ -364,7 +391,10 @@ static __device__ void exec_publish(const exec_cuda_desc_t &d, const exec_cuda_c
 
 /* The channel gives up on the call: an abandon step (proxy/conn.h) on every send
  * connection it has with a free slot, so the peers fail at once, not at their timeout;
- * in both protocols, as gpuring_conn_post_abort; and every recv connection refused
+ * in both protocols, as gpuring_conn_post_abort; one with every slot taken marked
+ * abandoned instead (gpuring_conn_abandon_full: its receiver reads what is there,
+ * then fails; a NET end's proxy posts the step once a slot frees,
+ * exec_cuda_net_abort_later); and every recv connection refused
  * (gpuring_conn_refuse), for peers waiting for a slot. */
 static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
 {
@@ -372,7 +402,12 @@ static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
         volatile gpuring_fifo_ctrl_t *ctrl = ch->send[i].ctrl;
 
         if (ch->recv[i].ctrl != NULL) ch->recv[i].ctrl->refused = 1; /* orders nothing */
-        if (ctrl == NULL || ctrl->head + GPURING_NSTEPS <= sstep[i]) continue;
+        if (ctrl == NULL) continue;
+        if (ctrl->head + GPURING_NSTEPS <= sstep[i]) {
+            __threadfence_system(); /* release: after the last step's tail */
+            ctrl->abandoned = 1;
+            continue;
+        }
         if (ch->send[i].ll != NULL) {
             exec_ll_header(exec_ll_row(ch->send[i], sstep[i]), 0, GPURING_CALL_ABORT,
                            gpuring_ll_flag(sstep[i]));
@@ -1679,6 +1714,26 @@ static cudaError_t exec_cuda_watch(cudaStream_t stream, exec_cuda_status_t *st, 
     return err;
 }
 
+/*
+ * A failed call's kernel (or abandon kernel) has left: each NET send end it
+ * marked abandoned (every slot taken, no room for the abort step: exec_abandon)
+ * goes to the proxy, which posts the step once a send completes, as the host
+ * executor's do (gpuring_conn_net_abort_later; the step is conn->step, accounted
+ * by now).  Its receiver then fails at once, not at its timeout.
+ */
+static void exec_cuda_net_abort_later(const gpuring_exec_args_t *a)
+{
+    if (gpuring_conn_net_abort_later == NULL) return; /* no proxy linked: no NET ends */
+    for (int c = 0; c < a->nchannels; c++) {
+        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+            gpuring_conn_t *w = a->channels[c].send[i];
+
+            if (w != NULL && w->type == GPURING_CONN_NET && gpuring_conn_abandoned(w))
+                gpuring_conn_net_abort_later(w);
+        }
+    }
+}
+
 extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, void *stream_v)
 {
     cudaStream_t stream = (cudaStream_t)stream_v;
@@ -1755,6 +1810,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
          * this rank's, its own channels' abandoned steps are what its peers see */
         if (rc == GPURING_OK) rc = stopped;
     }
+    if (rc != GPURING_OK && exited) exec_cuda_net_abort_later(a);
     exec_cuda_status_give("exec_cuda", ix, exited);
     return rc;
 }
@@ -1814,8 +1870,12 @@ extern "C" gpuring_status_t gpuring_exec_cuda_abandon(const gpuring_exec_args_t 
         }
     }
     GPURING_CHECK(exec_cuda_ready());
-    return exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
-                                    (unsigned)a->nchannels, params, stream, a);
+    GPURING_CHECK(exec_cuda_abandon_launch(GPURING_DEV_KERNEL(exec_cuda_abandon_kernel),
+                                           (unsigned)a->nchannels, params, stream, a));
+    /* (still queued behind the application's work: a full NET end's step is left to
+     * its receiver's timeout) */
+    if (cudaStreamQuery(stream) == cudaSuccess) exec_cuda_net_abort_later(a);
+    return GPURING_OK;
 }
 
 /* ---- host: the direct allreduce ------------------------------------------------------ */

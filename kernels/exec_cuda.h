@@ -55,7 +55,12 @@ extern "C" {
  * On return (any status) every used connection's `step` and every
  * channel's `next_op` say how far the kernel got, as after the host
  * executor.  After anything but GPURING_OK the FIFOs' state is the peers'
- * business (an aborted collective: tear the connections down).
+ * business (an aborted collective: tear the connections down).  A channel
+ * that stops tells its peers as the host executor does (exec_host.h): an
+ * abandon step on every send connection with a free slot (one with every
+ * slot taken marked abandoned, proxy/conn.h; a NET one handed to its proxy),
+ * every recv connection refused; a recv whose sender marked its FIFO
+ * abandoned reads what is there, then stops: GPURING_ERR_REMOTE, logged.
  *
  * Returns GPURING_OK, GPURING_ERR_INVALID (bad arguments, NULL or shared
  * connection, a NET end not mapped for the device, no scratch for a FOLD,
@@ -72,7 +77,8 @@ gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *args, void *st
  * (no memory for a copy it needed, a copy that failed; gpuring_exec_cuda_run
  * itself, where its kernel does not launch): a one-thread block per
  * channel posts an abandon step (proxy/conn.h) on each of the channel's send
- * connections and refuses its recv connections, as the kernel does when it
+ * connections (or marks a full one abandoned) and refuses its recv
+ * connections, as the kernel does when it
  * stops, so that the peers fail at
  * once rather than at their timeout.  Waits for it up to a second (queued
  * behind the application's work the call waits for, it posts when that ends);

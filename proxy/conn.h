@@ -67,8 +67,8 @@ typedef enum {
  * that gave up while every slot was taken (no room for its abandon step)
  * sets `abandoned` instead (gpuring_conn_abandon_full, on tail's line, which
  * the receiver reads anyway): the receiver, once it has read every step
- * posted, fails at once (SHM; a NET end's proxy posts the abandon step once
- * a slot frees).  The ctrl
+ * posted, fails at once (SHM and CUDA IPC, both executors; a NET end's proxy
+ * posts the abandon step once a slot frees).  The ctrl
  * lives here, not in the transport, so a GPU kernel writing the FIFO records
  * it the same way.
  */
@@ -397,8 +397,9 @@ static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
 }
 
 /* Sender giving up on a call with every slot taken (gpuring_conn_post_abort
- * found none free), on an end whose FIFO the receiver reads directly (SHM):
- * never cleared, as its communicator is done. */
+ * found none free), on an end whose FIFO the receiver reads directly (SHM; the
+ * CUDA executor marks every end so, exec_cuda.cu's exec_abandon, and hands a
+ * marked NET one to its proxy): never cleared, as its communicator is done. */
 static inline void gpuring_conn_abandon_full(gpuring_conn_t *conn)
 {
     GPURING_STORE_RELEASE(&conn->ctrl->abandoned, 1);

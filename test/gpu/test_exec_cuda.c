@@ -48,6 +48,11 @@
  * timeout: one rank is never launched, every other one must return within
  * its timeout + 2 s: GPURING_ERR_TIMEOUT, or GPURING_ERR_REMOTE when a peer
  * timed out first and abandoned the call to it; at least one times out.
+ * And a sender that times out with its FIFO full (a chain bcast whose
+ * second rank starts late): the late receiver reads the steps posted, then
+ * fails at once, as does the rank after it; over a NET end, the sender's
+ * executor hands it to the proxy, which posts the abandon step once a slot
+ * frees (test_abandon_full).
  *
  * Without a usable GPU: "SKIP: no CUDA device (reason)", exit 77.
  * Otherwise the last line is "N passed, N failed".  GPURING_TEST_SEED sets
@@ -98,7 +103,8 @@ typedef struct t_rank {
     cudaStream_t stream;
     void *d_in, *d_out, *d_scratch;
     gpuring_status_t st;
-    double secs;
+    double delay; /* seconds its call starts late (test_abandon_full) */
+    double secs;  /* its call's, from its start */
 } t_rank_t;
 
 static t_rank_t ranks[T_MAXR];
@@ -269,12 +275,17 @@ static void setup_channels(const t_cfg_t *cfg)
 static void *rank_main(void *arg)
 {
     t_rank_t *x = arg;
-    double t0 = now_sec();
+    double t0;
 
     if (cudaSetDevice(0) != cudaSuccess) {
         x->st = GPURING_ERR_CUDA;
         return NULL;
     }
+    if (x->delay > 0)
+        nanosleep(&(struct timespec){.tv_sec = (time_t)x->delay,
+                                     .tv_nsec = (long)((x->delay - (time_t)x->delay) * 1e9)},
+                  NULL);
+    t0 = now_sec();
     x->st = gpuring_exec_cuda_run(&x->args, x->stream);
     x->secs = now_sec() - t0;
     return NULL;
@@ -1065,7 +1076,9 @@ static void coll_check(const t_ccfg_t *cfg, int pass)
     }
 }
 
-static void run_coll(const t_ccfg_t *cfg)
+/* Fresh FIFOs, the ring's ranks on the device, every rank's input (h_in[]) and
+ * their reduction (h_ref). */
+static void coll_reset(const t_ccfg_t *cfg)
 {
     t_cfg_t inputs = {.n = cfg->n, .type = cfg->type, .op = cfg->op,
                       .count = ccfg_in_elems(cfg)};
@@ -1076,7 +1089,12 @@ static void run_coll(const t_ccfg_t *cfg)
     }
     TEST_CUDA(cudaMemcpy(d_ring_ranks, h_ring_ranks, sizeof(h_ring_ranks),
                          cudaMemcpyHostToDevice));
-    make_inputs(&inputs); /* h_in[], and their reduction in h_ref */
+    make_inputs(&inputs);
+}
+
+static void run_coll(const t_ccfg_t *cfg)
+{
+    coll_reset(cfg);
     for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
         coll_setup_channels(cfg);
         coll_upload(cfg);
@@ -1095,7 +1113,6 @@ static void test_colls(void)
     };
     unsigned long idx = 0;
 
-    TEST_CUDA(cudaMalloc((void **)&d_ring_ranks, sizeof(h_ring_ranks)));
     for (int coll = 0; coll < C_COUNT; coll++) {
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             const int n = ns[ni], roots[] = { 0, n - 1, n / 2 };
@@ -1123,7 +1140,6 @@ static void test_colls(void)
         printf("%s done: %lu passed, %lu failed so far\n", t_coll_name[coll], unit_passed,
                unit_failed);
     }
-    TEST_CUDA(cudaFree(d_ring_ranks));
 }
 
 /* ---- error paths ----------------------------------------------------------------------- */
@@ -1287,6 +1303,88 @@ static void test_mismatch(int ll, int count_too)
     TEST_CUDA(cudaDeviceSynchronize());
 }
 
+/*
+ * test_abandon_full's stand-in for the proxy (proxy/proxy.h; exec_cuda.cu calls
+ * it through a weak reference, which the component resolves to
+ * proxy/conn_net_ucx.c's): the NET send ends handed to it, and their step then.
+ */
+static gpuring_conn_t *t_handed[T_MAXR];
+static uint64_t t_handed_step[T_MAXR];
+static int t_nhanded;
+
+void gpuring_conn_net_abort_later(gpuring_conn_t *conn);
+void gpuring_conn_net_abort_later(gpuring_conn_t *conn)
+{
+    const int k = __atomic_fetch_add(&t_nhanded, 1, __ATOMIC_RELAXED);
+
+    if (k >= T_MAXR) return;
+    t_handed[k] = conn;
+    t_handed_step[k] = conn->step;
+}
+
+/*
+ * A sender that gives up with every slot of its FIFO taken (its receiver is
+ * late) marks the FIFO abandoned (proxy/conn.h): the receiver, once it runs,
+ * reads the steps that are there and then fails at once (GPURING_ERR_REMOTE),
+ * and so does the rank after it, told by its abandon -- neither waits for its
+ * timeout.  A chain bcast of 3 ranks from rank 0, more than GPURING_NSTEPS
+ * steps: the root posts GPURING_NSTEPS of them and times out after
+ * T_ABANDON_ROOT_SEC; rank 1 starts T_ABANDON_LATE_SEC late.  With `net`, the
+ * root's connection to rank 1 is a NET end mapped for the device (simple
+ * protocol): the root's executor must hand it, marked, to the proxy at the
+ * step it stopped at (gpuring_conn_net_abort_later), once and no other.
+ */
+#define T_ABANDON_ROOT_SEC 0.3
+#define T_ABANDON_LATE_SEC 2.0
+static void test_abandon_full(int ll, int net)
+{
+    const t_ccfg_t cfg = {.coll = C_BCAST, .n = 3, .nch = 1, .root = 0, .ll = ll && !net,
+                          .type = GPURING_TYPE_INT32, .op = GPURING_OP_SUM,
+                          .count = 256 * (GPURING_NSTEPS + 12), .chunk = 256};
+    const size_t es = gpuring_type_size(cfg.type);
+    char what[64];
+
+    snprintf(what, sizeof(what), "abandoned full FIFO (%s%s)", cfg.ll ? "LL" : "simple",
+             net ? ", NET end" : "");
+    coll_reset(&cfg);
+    coll_setup_channels(&cfg);
+    if (net) {
+        ranks[0].ring_send[0].type = GPURING_CONN_NET;
+        ranks[0].ring_send[0].mapped_host = ring_fifo[0][1].host;
+        ranks[1].ring_recv[0].type = GPURING_CONN_NET;
+        ranks[1].ring_recv[0].mapped_host = ring_fifo[0][1].host;
+    }
+    coll_upload(&cfg);
+    ranks[0].args.timeout = T_ABANDON_ROOT_SEC;
+    ranks[1].delay = T_ABANDON_LATE_SEC;
+    t_nhanded = 0;
+    run_ranks(&(t_cfg_t){.n = cfg.n, .skip_rank = -1});
+    ranks[1].delay = 0;
+    unit_result(ranks[0].st == GPURING_ERR_TIMEOUT, "%s: the root returned %s, want %s", what,
+                gpuring_status_str(ranks[0].st), gpuring_status_str(GPURING_ERR_TIMEOUT));
+    if (net) {
+        unit_result(t_nhanded == 1 && t_handed[0] == &ranks[0].ring_send[0] &&
+                        t_handed_step[0] == GPURING_NSTEPS,
+                    "%s: %d ends handed to the proxy, want the root's send end at step %d "
+                    "(the first: %s, at step %llu)", what, t_nhanded, GPURING_NSTEPS,
+                    t_nhanded == 0 ? "none" : t_handed[0] == &ranks[0].ring_send[0] ? "it"
+                                                                                   : "another",
+                    t_nhanded == 0 ? 0ull : (unsigned long long)t_handed_step[0]);
+    }
+    for (int r = 1; r < cfg.n; r++) {
+        /* rank 2 waits for rank 1 from the start */
+        const double limit = 1.5 + (r == 2 ? T_ABANDON_LATE_SEC : 0);
+
+        unit_result(ranks[r].st == GPURING_ERR_REMOTE, "%s: rank %d returned %s, want %s", what,
+                    r, gpuring_status_str(ranks[r].st), gpuring_status_str(GPURING_ERR_REMOTE));
+        unit_result(ranks[r].secs < limit, "%s: rank %d took %.2f s, want < %.1f", what, r,
+                    ranks[r].secs, limit);
+        /* the steps the root posted before it gave up are read, and passed on */
+        coll_expect(what, r, ccfg_out(&cfg, r), h_in[0], GPURING_NSTEPS * cfg.chunk, es);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
 int main(void)
 {
     static const int ns[] = { 2, 3, 4, 5, 8 };
@@ -1330,6 +1428,7 @@ int main(void)
         h_in[r] = malloc(T_MAXCOUNT * 4);
         if (h_in[r] == NULL) gpu_test_exit();
     }
+    TEST_CUDA(cudaMalloc((void **)&d_ring_ranks, sizeof(h_ring_ranks)));
     h_ref = malloc(T_MAXCOUNT * 4);
     h_out = malloc(T_MAXCOUNT * 4);
     if (h_ref == NULL || h_out == NULL) gpu_test_exit();
@@ -1373,7 +1472,9 @@ int main(void)
         test_mismatch(ll, 0);
         test_mismatch(ll, 1);
         test_timeout(ll);
+        test_abandon_full(ll, 0);
     }
+    test_abandon_full(0, 1);
     /* and after the timeout, a normal run still works */
     {
         t_cfg_t cfg = {.algo = T_TREE, .n = 8, .nch = 3, .type = GPURING_TYPE_INT32,
