@@ -111,6 +111,14 @@ static gpuring_status_t net_error(const gpuring_net_conn_t *net, char *msg, size
         if (msg != NULL && len > 0) snprintf(msg, len, "%s", net->err_msg);
         return st;
     }
+    if (net->proxy != NULL && __atomic_load_n(&net->proxy->stuck, __ATOMIC_ACQUIRE)) {
+        if (msg != NULL && len > 0)
+            snprintf(msg, len, "net %s rank %d channel %d: the proxy is stuck (a pass that does "
+                     "not end holds its lock; logged above)",
+                     net->dir == GPURING_CONN_SEND ? "send to" : "recv from", net->peer,
+                     net->channel);
+        return GPURING_ERR_TIMEOUT;
+    }
     if (net->pe == NULL || !__atomic_load_n(&net->pe->failed, __ATOMIC_ACQUIRE))
         return GPURING_OK;
     if (msg != NULL && len > 0)
@@ -765,7 +773,7 @@ gpuring_status_t gpuring_conn_net_connect(gpuring_proxy_t *proxy, gpuring_conn_t
     }
     net->remote_net_id = remote->net_id;
 
-    gpuring_proxy_lock(proxy, "connecting");
+    if (!gpuring_proxy_lock_within(proxy, "connecting")) return GPURING_ERR_TIMEOUT;
     st = gpuring_proxy_get_ep(proxy, peer_key, peer_same_host, peer_addr, peer_addr_len,
                               net->peer, &net->pe);
     if (st != GPURING_OK) {
@@ -896,7 +904,8 @@ void gpuring_conn_net_reland(gpuring_conn_t *conn)
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
 
     if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
-    gpuring_proxy_lock(net->proxy, "reposting receives (reland)");
+    /* (not had: the steps land in their slots, as posted) */
+    if (!gpuring_proxy_lock_within(net->proxy, "reposting receives (reland)")) return;
     for (uint64_t step = net->landed; step < net->posted && !net->failed; step++) {
         const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
         gpuring_net_op_t *op = &net->data[slot];
@@ -929,6 +938,14 @@ static gpuring_net_op_t *unland_pending(gpuring_net_conn_t *net)
     return NULL;
 }
 
+/* Unland without the lock (the proxy is stuck): nothing cancelled, said once. */
+static void unland_stuck(const gpuring_net_conn_t *net)
+{
+    GPURING_WARN(GPURING_SUBSYS_NET, "net recv conn from rank %d channel %d: the failed call's "
+                 "receives into its output cannot be cancelled (the proxy is stuck): one still "
+                 "posted may write there after the call returned", net->peer, net->channel);
+}
+
 void gpuring_conn_net_unland(gpuring_conn_t *conn)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
@@ -938,7 +955,10 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
 
     if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
     proxy = net->proxy;
-    gpuring_proxy_lock(proxy, "cancelling receives (unland)");
+    if (!gpuring_proxy_lock_within(proxy, "cancelling receives (unland)")) {
+        unland_stuck(net);
+        return;
+    }
     for (int i = 0; i < GPURING_NSTEPS; i++) {
         op = &net->data[i];
         net->ctrl->land_step[i] = 0; /* asks not posted yet stay unposted */
@@ -950,7 +970,11 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
      * call returns after it (the lock let go between polls: the proxy thread's passes) */
     gpuring_spin_init(&spin, proxy->wait_timeout);
     for (;;) {
-        gpuring_proxy_lock(proxy, "waiting for receives into a failed call's output (unland)");
+        if (!gpuring_proxy_lock_within(proxy, "waiting for receives into a failed call's "
+                                              "output (unland)")) {
+            unland_stuck(net);
+            return;
+        }
         ucp_worker_progress(proxy->worker);
         op = unland_pending(net);
         if (op != NULL && gpuring_spin_tick(&spin) != GPURING_OK) {
@@ -1000,7 +1024,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         goto out_free;
     }
 
-    gpuring_proxy_lock(proxy, "a connection's teardown");
+    if (!gpuring_proxy_lock_within(proxy, "a connection's teardown")) goto out_stuck;
     gpuring_proxy_deregister(proxy, net);
     net->draining = 1;
     /* the communicator's other connections owe their peers the last credits */
@@ -1011,7 +1035,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
      * send end's queued steps, for its flush time) */
     gpuring_spin_init(&spin, net->abandoned ? net->abandon_flush_s : proxy->wait_timeout);
     for (;;) {
-        gpuring_proxy_lock(proxy, "a connection's teardown (its last steps and credits)");
+        if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (its last steps and "
+                                              "credits)"))
+            goto out_stuck;
         if (net->dir == GPURING_CONN_SEND)
             send_progress(net, 0); /* keeps the credit receive posted */
         else
@@ -1059,7 +1085,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     /* cancel the pre-posted receives (and, after a timeout or a failure, whatever is left;
      * a refused send end's sends too) */
     if (net->abandoned || (net->dir == GPURING_CONN_SEND && net->refused)) ok = 0;
-    gpuring_proxy_lock(proxy, "a connection's teardown (cancelling)");
+    if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (cancelling)")) goto out_stuck;
     gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
     if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,
@@ -1072,7 +1098,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     for (;;) {
         int left;
 
-        gpuring_proxy_lock(proxy, "a connection's teardown (its cancelled operations)");
+        if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (its cancelled "
+                                              "operations)"))
+            goto out_stuck;
         ucp_worker_progress(proxy->worker);
         left = ops_outstanding(net);
         if (left == 0) release_done(net);
@@ -1084,7 +1112,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                          "net %s conn to rank %d channel %d: %d UCX operations did not finish; "
                          "its memory is kept until the proxy finalizes",
                          dir_str(net->dir), net->peer, net->channel, left);
-            gpuring_proxy_lock(proxy, "a connection's teardown (keeping its memory)");
+            if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (keeping its "
+                                                  "memory)"))
+                goto out_stuck;
             release_done(net);
             gpuring_proxy_adopt_orphan(proxy, net);
             gpuring_proxy_unlock(proxy);
@@ -1102,6 +1132,12 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
 
 out_free:
     gpuring_net_conn_free(net);
+    goto out_clear;
+out_stuck:
+    /* the proxy is stuck (logged): its pass, or UCX once it goes on, may still touch
+     * the connection -- still registered, or with operations in flight -- so its
+     * memory is left, and the caller's other ends wait no more */
+    st = GPURING_ERR_TIMEOUT;
 out_clear:
     conn->net = NULL;
     conn->slots = NULL;

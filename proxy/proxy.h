@@ -138,7 +138,11 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
  * Deregister and free.  Waits, bounded by the wait timeout, for posted sends
  * and owed credits to complete; cancels pre-posted receives.  GPURING_OK, or
  * GPURING_ERR_TIMEOUT when that wait ran out (the peer is gone or stuck: its
- * communicator's other connections should be abandoned, not waited for).
+ * communicator's other connections should be abandoned, not waited for), or
+ * when the proxy is stuck (its lock not had within the wait timeout: the
+ * connection's memory is left to the proxy, which closes it at finalize if
+ * it is still registered then).  Setup, teardown, a call's end and connect
+ * wait for the proxy's lock so, bounded (gpuring_proxy_lock_within).
  */
 gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
 /*
@@ -249,7 +253,9 @@ int gpuring_proxy_post(gpuring_proxy_t *proxy);
  * it that failed, a step larger than its slot, a flush of its GPU-direct
  * writes), or its endpoint's (UCX found the peer process gone: every
  * connection to that process fails), with a message naming the peer rank
- * and channel (and the step, for an operation's); GPURING_OK if neither, or
+ * and channel (and the step, for an operation's); GPURING_ERR_TIMEOUT while
+ * the proxy is stuck (a pass that does not end holds its lock past the wait
+ * timeout: every connection waits for it); GPURING_OK if none, or
  * if conn is not NET or its proxy was finalized.  A failure
  * is confined to the calls that use the connection: the process's other
  * communicators, and its connections to other processes, go on.  No lock (an

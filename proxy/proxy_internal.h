@@ -197,6 +197,8 @@ struct gpuring_proxy {
                       * leaves the passes to them while it changes (proxy_main) */
     int handoff;     /* under the lock: an operation ended with work left: the
                       * thread's from now on (gpuring_proxy_active_end) */
+    int stuck;       /* atomic: a wait for the lock ran out (gpuring_proxy_lock_within);
+                      * cleared when the lock is next taken */
     double wait_timeout;
     gpuring_proxy_peer_failure_t peer_failure;
 
@@ -268,6 +270,17 @@ int gpuring_proxy_trylock(gpuring_proxy_t *proxy, const char *doing); /* 1: take
 void gpuring_proxy_unlock(gpuring_proxy_t *proxy);
 void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing,
                          const gpuring_net_conn_t *net);
+/*
+ * Take the lock where the caller is not the progress thread's pass (a
+ * connection's setup or teardown, a call's end, finalize): waits at most the
+ * wait timeout (0: forever), and not at all while the proxy is stuck.  1:
+ * taken.  0: the proxy is stuck -- a pass that does not end holds the lock
+ * (inside UCX) -- logged once, naming the holder and what its thread does;
+ * the caller leaves its work undone, keeping whatever UCX may still touch.
+ * Calls over the proxy's connections fail meanwhile (gpuring_conn_net_error);
+ * the next taking of the lock ends the state.
+ */
+int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing);
 /* Take the lock for a report, waiting at most a second; 1: taken.  0: the
  * holder did not let go, and buf says who holds it, what it does there, and
  * what its thread is doing in the kernel (from /proc). */

@@ -194,7 +194,7 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
     gpuring_proxy_ep_t *pe;
     gpuring_status_t st = GPURING_ERR_INVALID;
 
-    gpuring_proxy_lock(proxy, "describing an endpoint");
+    if (!gpuring_proxy_lock_within(proxy, "describing an endpoint")) return GPURING_ERR_TIMEOUT;
     for (pe = proxy->eps; pe != NULL; pe = pe->next) {
         if (pe->peer_key != peer_key) continue;
         if (detects_failure_p != NULL) *detects_failure_p = pe->detects_failure;
@@ -355,7 +355,7 @@ void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
 
 void gpuring_proxy_wake(gpuring_proxy_t *proxy)
 {
-    gpuring_proxy_lock(proxy, "waking the progress thread");
+    if (!gpuring_proxy_lock_within(proxy, "waking the progress thread")) return;
     pthread_cond_signal(&proxy->cond);
     gpuring_proxy_unlock(proxy);
 }
@@ -383,6 +383,12 @@ static void proxy_held(gpuring_proxy_t *proxy, const char *doing)
 {
     __atomic_store_n(&proxy->holder, proxy_thread_id(), __ATOMIC_RELAXED);
     gpuring_proxy_doing(proxy, doing, NULL);
+    /* the lock was free: whatever held it past the wait timeout has ended */
+    if (__atomic_load_n(&proxy->stuck, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&proxy->stuck, 0, __ATOMIC_RELEASE);
+        GPURING_WARN(GPURING_SUBSYS_NET, "proxy: its lock is free again (the pass that held it "
+                     "ended): its connections are progressed again");
+    }
 }
 
 void gpuring_proxy_lock(gpuring_proxy_t *proxy, const char *doing)
@@ -513,44 +519,90 @@ static void proxy_log_threads(int holder)
     close(fd);
 }
 
+/* Who holds the lock and what it does there, for a report: it has been held for
+ * `held` ("a second"), and passes ended meanwhile or not (passes0: the count when
+ * the wait began). */
+static void proxy_describe_holder(gpuring_proxy_t *proxy, const char *held, uint64_t passes0,
+                                  char *buf, size_t len)
+{
+    const int tid = __atomic_load_n(&proxy->holder, __ATOMIC_RELAXED);
+    const char *what = __atomic_load_n(&proxy->doing, __ATOMIC_RELAXED);
+    const int peer = __atomic_load_n(&proxy->doing_peer, __ATOMIC_RELAXED);
+    const int send = __atomic_load_n(&proxy->doing_dir, __ATOMIC_RELAXED) == GPURING_CONN_SEND;
+    const char *who = tid == __atomic_load_n(&proxy->thread_tid, __ATOMIC_RELAXED)
+                          ? "the progress thread"
+                      : tid == proxy_thread_id() ? "this thread"
+                                                 : "thread";
+    char where[96] = "", task[256] = "";
+
+    if (peer >= 0)
+        snprintf(where, sizeof(where), " (the %s connection %s rank %d channel %d)",
+                 send ? "send" : "recv", send ? "to" : "from", peer,
+                 __atomic_load_n(&proxy->doing_channel, __ATOMIC_RELAXED));
+    if (tid > 0) proxy_task_describe(tid, task, sizeof(task));
+    snprintf(buf, len, "proxy: its lock was held for %s (%s) by %s %d, in %s%s; that thread: %s",
+             held,
+             __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED) == passes0
+                 ? "no pass ended" : "passes ended, the lock never free",
+             who, tid, what != NULL ? what : "?", where, task[0] != '\0' ? task : "unknown");
+}
+
 int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
                                   size_t len)
 {
     const double until = gpuring_time_sec() + 1.0;
     const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
-    const char *what, *who;
-    char where[96], task[256];
-    int tid, peer;
 
     while (!gpuring_proxy_trylock(proxy, doing)) {
         if (gpuring_time_sec() <= until) {
             sched_yield();
             continue;
         }
-        tid = __atomic_load_n(&proxy->holder, __ATOMIC_RELAXED);
-        what = __atomic_load_n(&proxy->doing, __ATOMIC_RELAXED);
-        peer = __atomic_load_n(&proxy->doing_peer, __ATOMIC_RELAXED);
-        where[0] = task[0] = '\0';
-        if (peer >= 0)
-            snprintf(where, sizeof(where), " (the %s connection %s rank %d channel %d)",
-                     __atomic_load_n(&proxy->doing_dir, __ATOMIC_RELAXED) == GPURING_CONN_SEND
-                         ? "send" : "recv",
-                     __atomic_load_n(&proxy->doing_dir, __ATOMIC_RELAXED) == GPURING_CONN_SEND
-                         ? "to" : "from",
-                     peer, __atomic_load_n(&proxy->doing_channel, __ATOMIC_RELAXED));
-        if (tid > 0) proxy_task_describe(tid, task, sizeof(task));
-        who = tid == __atomic_load_n(&proxy->thread_tid, __ATOMIC_RELAXED) ? "the progress thread"
-              : tid == proxy_thread_id()                                    ? "this thread"
-                                                                            : "thread";
-        snprintf(buf, len, "proxy: its lock was held for a second (%s) by %s %d, in %s%s; "
-                 "that thread: %s",
-                 __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED) == passes0
-                     ? "no pass ended" : "passes ended, the lock never free",
-                 who, tid, what != NULL ? what : "?", where, task[0] != '\0' ? task : "unknown");
-        proxy_log_threads(tid);
+        proxy_describe_holder(proxy, "a second", passes0, buf, len);
+        proxy_log_threads(__atomic_load_n(&proxy->holder, __ATOMIC_RELAXED));
         return 0;
     }
     return 1;
+}
+
+int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
+{
+    const double limit = proxy->wait_timeout;
+    const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    struct timespec deadline;
+    char held[48], why[512];
+
+    if (gpuring_proxy_trylock(proxy, doing)) return 1;
+    if (limit <= 0) { /* wait_timeout 0: waits are not bounded */
+        gpuring_proxy_lock(proxy, doing);
+        return 1;
+    }
+    if (__atomic_load_n(&proxy->stuck, __ATOMIC_ACQUIRE)) {
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "proxy stuck: %s is left undone", doing);
+        return 0;
+    }
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)limit;
+    deadline.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&proxy->lock, &deadline) == 0) {
+        proxy_held(proxy, doing);
+        return 1;
+    }
+    snprintf(held, sizeof(held), "%.0f s, the wait timeout", limit);
+    proxy_describe_holder(proxy, held, passes0, why, sizeof(why));
+    if (__atomic_exchange_n(&proxy->stuck, 1, __ATOMIC_ACQ_REL)) {
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "%s: %s is left undone", why, doing);
+        return 0;
+    }
+    GPURING_ERROR(GPURING_SUBSYS_NET, "%s.  Its net connections are stuck until that ends: %s "
+                  "is left undone (what UCX may still touch is kept), and calls over them fail",
+                  why, doing);
+    proxy_log_threads(__atomic_load_n(&proxy->holder, __ATOMIC_RELAXED));
+    return 0;
 }
 
 void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len)
@@ -705,8 +757,9 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
      * waiting for a credit, a credit owed -- perhaps released after its last
      * pass) goes to the thread at once, not at its next backstop look (a peer
      * may be waiting for it).  Under the lock: the thread decides to sleep
-     * holding it, so the signal is never lost. */
-    gpuring_proxy_lock(proxy, "an operation's last pass");
+     * holding it, so the signal is never lost.  (Not had: the proxy is stuck,
+     * and the operation's work waits for whatever holds it.) */
+    if (!gpuring_proxy_lock_within(proxy, "an operation's last pass")) return;
     passes = proxy->passes;
     /* the worker only where something is left: a call whose sends UCX finished
      * at once (small ones, credits) ends without a poll of every transport */
@@ -796,16 +849,25 @@ static void *proxy_main(void *arg)
 
 /* ---- create / finalize ------------------------------------------------------------ */
 
+/* A thread of the proxy's (its progress thread, or a caller's pass) may run on
+ * in this object's code after finalize: pin the object against dlclose. */
+static void proxy_pin_code(void)
+{
+    Dl_info self;
+
+    if (dladdr((void *)proxy_main, &self) != 0 && self.dli_fname != NULL)
+        (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 /* Stop the progress thread, waiting at most the wait timeout (its pass, which holds
  * the lock, may be stuck in UCX: in the kernel on a dead peer's shared memory, say).
  * 1 if it ended; 0 if not: it may still run UCX and take the lock, so nothing it uses
- * may go, nor the code it runs (this object is pinned against dlclose). */
+ * may go, nor the code it runs (proxy_pin_code). */
 static int proxy_stop_thread(gpuring_proxy_t *proxy)
 {
     const double limit = GPURING_MAX(proxy->wait_timeout, 1.0);
     struct timespec deadline;
     char what[512] = "";
-    Dl_info self;
     int locked;
 
     if (!proxy->thread_started) return 1;
@@ -826,8 +888,7 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
                  "the proxy's progress thread did not stop within %.0f s (a pass that does "
                  "not end: %s): UCX and the proxy are left to the process's exit", limit,
                  what[0] == ';' ? what + 2 : what);
-    if (dladdr((void *)proxy_main, &self) != 0 && self.dli_fname != NULL)
-        (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    proxy_pin_code();
     return 0;
 }
 
@@ -836,9 +897,11 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     gpuring_net_conn_t *net;
     int stuck = 0; /* a connection left with UCX operations unfinished */
 
-    if (!proxy_stop_thread(proxy)) {
-        /* the proxy's memory stays the thread's; a connection still registered is
-         * left to it too: its teardown touches no UCX and frees nothing */
+    if (!proxy_stop_thread(proxy) || !gpuring_proxy_lock_within(proxy, "finalizing")) {
+        /* the proxy's memory stays the stuck pass's (the thread's, or a caller's that
+         * holds the lock); a connection still registered is left to it too: its
+         * teardown touches no UCX and frees nothing */
+        proxy_pin_code();
         for (net = proxy->conns; net != NULL; net = net->next) {
             net->stuck = 1;
             __atomic_store_n(&net->detached, 1, __ATOMIC_RELEASE);
@@ -846,7 +909,6 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
         return;
     }
 
-    gpuring_proxy_lock(proxy, "finalizing");
     while ((net = proxy->conns) != NULL) {
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "proxy finalized with the %s connection to rank %d channel %d still open",
@@ -1064,8 +1126,8 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
     pthread_mutex_lock(&proxy_singleton_lock);
     if (proxy_singleton == NULL) {
         st = proxy_create(cfg, &proxy_singleton);
-    } else if (cfg != NULL) {
-        gpuring_proxy_lock(proxy_singleton, "taking new settings");
+    } else if (cfg != NULL &&
+               gpuring_proxy_lock_within(proxy_singleton, "taking new settings")) {
         /* the latest setting wins (endpoints keep the mode they were made with) */
         if (cfg->wait_timeout > 0) proxy_singleton->wait_timeout = cfg->wait_timeout;
         proxy_singleton->peer_failure = cfg->peer_failure;

@@ -1913,7 +1913,88 @@ static int stuck_finalize_main(void)
     return unit_failed == 0 ? 0 : 1;
 }
 
-static void test_stuck_finalize(void)
+/*
+ * A pass that does not end (a thread holding the proxy lock for 3 s) while a
+ * communicator is torn down: the teardown's wait for the lock runs out after the
+ * wait timeout (1 s), with one error naming the holder, and leaves the connection
+ * (still registered) to the proxy.  The proxy is then stuck: a connection's error
+ * says so, and every later wait for the lock -- the other end's teardown, a call's
+ * end, a connect -- returns at once, its work left undone.  Once the holder lets
+ * go, the next taking of the lock ends the state (a warning): a new pair connects
+ * and moves steps, and finalize closes the connections left registered.  In a
+ * process of its own, as stuck_finalize_main.
+ */
+static int stuck_teardown_main(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 1.0};
+    lock_holder_t h = {.hold_ms = 3000};
+    gpuring_proxy_t *proxy;
+    char msg[256], want[128];
+    pthread_t th;
+    double t0, took;
+    pair_t p, q;
+    gpuring_status_t st;
+
+    if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
+    if (pair_create(proxy, &p, 0, 4096, 92, 0, 1) != GPURING_OK) return 3;
+    if (!run_pairs(proxy, &p, 1, 50, 0, 1, NULL)) return 4;
+    h.proxy = proxy;
+    if (pthread_create(&th, NULL, lock_holder_main, &h) != 0) return 5;
+    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+
+    capture_start("proxy", GPURING_SUBSYS_NET);
+    t0 = gpuring_time_sec();
+    st = gpuring_conn_net_destroy(proxy, &p.send);
+    took = gpuring_time_sec() - t0;
+    printf("stuck teardown: returned %s after %.2f s: %s", gpuring_status_str(st), took,
+           captured);
+    EXPECT(st == GPURING_ERR_TIMEOUT && took > 0.9 && took < 2.5,
+           "a teardown while a pass holds the lock returns GPURING_ERR_TIMEOUT after the "
+           "wait timeout (%s after %.2f s; the pass holds the lock for 3 s)",
+           gpuring_status_str(st), took);
+    snprintf(want, sizeof(want), "its lock was held for 1 s, the wait timeout (no pass ended) "
+             "by thread %d, in a test's hold", h.tid);
+    EXPECT(strstr(captured, want) != NULL &&
+               strstr(captured, "a connection's teardown is left undone") != NULL,
+           "... with an error naming the holder and what was left: %s", captured);
+
+    EXPECT(gpuring_conn_net_error(&p.recv, msg, sizeof(msg)) == GPURING_ERR_TIMEOUT &&
+               strstr(msg, "the proxy is stuck") != NULL,
+           "the other end's error says the proxy is stuck: %s", msg);
+    t0 = gpuring_time_sec();
+    st = gpuring_conn_net_destroy(proxy, &p.recv);
+    gpuring_proxy_active_begin(proxy, 1);
+    gpuring_proxy_active_end(proxy);
+    memset(&q, 0, sizeof(q));
+    EXPECT(pair_create(proxy, &q, 0, 4096, 93, 0, 1) == GPURING_ERR_TIMEOUT &&
+               q.send.net == NULL && q.recv.net == NULL,
+           "a connect while the proxy is stuck fails");
+    took = gpuring_time_sec() - t0;
+    EXPECT(st == GPURING_ERR_TIMEOUT && took < 0.5,
+           "then the other end's teardown, a call's end and a connect return at once "
+           "(%s, %.2f s in all)", gpuring_status_str(st), took);
+
+    captured[0] = '\0'; /* (before the holder lets go: the next taker says so) */
+    pthread_join(th, NULL);
+    EXPECT(pair_create(proxy, &q, 0, 4096, 94, 0, 1) == GPURING_OK &&
+               run_pairs(proxy, &q, 1, 50, 0, 1, NULL),
+           "once the holder let go, a new pair connects and moves steps");
+    EXPECT(strstr(captured, "proxy: its lock is free again") != NULL &&
+               gpuring_conn_net_error(&q.recv, NULL, 0) == GPURING_OK,
+           "... the stuck state ended, said once: %s", captured);
+    pair_destroy(proxy, &q);
+    captured[0] = '\0';
+    gpuring_proxy_finalize();
+    EXPECT(strstr(captured, "proxy finalized with the send connection to rank 0 channel 0 "
+                            "still open") != NULL &&
+               strstr(captured, "proxy finalized with the recv connection") != NULL,
+           "finalize closes the two ends left registered: %s", captured);
+    return unit_failed == 0 ? 0 : 1;
+}
+
+/* Run this program again as `flag` (a scenario in a process of its own): its exit
+ * status is the result. */
+static void run_child(const char *flag, const char *what)
 {
     int status = -1;
     pid_t pid;
@@ -1921,12 +2002,12 @@ static void test_stuck_finalize(void)
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
-        execl("/proc/self/exe", "test_net_loopback", "--stuck-finalize", (char *)NULL);
+        execl("/proc/self/exe", "test_net_loopback", flag, (char *)NULL);
         _exit(127);
     }
     EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
                WEXITSTATUS(status) == 0,
-           "finalize with a stuck pass, in a process of its own (status 0x%x)", status);
+           "%s, in a process of its own (status 0x%x)", what, status);
 }
 
 int main(int argc, char **argv)
@@ -1951,6 +2032,8 @@ int main(int argc, char **argv)
         _exit(unland_child_main(atoi(argv[2])));
     if (argc == 2 && strcmp(argv[1], "--stuck-finalize") == 0)
         _exit(stuck_finalize_main());
+    if (argc == 2 && strcmp(argv[1], "--stuck-teardown") == 0)
+        _exit(stuck_teardown_main());
 
     test_tcp_only(); /* opens and closes UCT's memory domains: before the counts */
     /* first, while this process has no UCX context of its own */
@@ -1958,7 +2041,8 @@ int main(int argc, char **argv)
         test_two_process(0);
         test_two_process(1);
         test_unland_in_flight();
-        test_stuck_finalize();
+        run_child("--stuck-finalize", "finalize with a stuck pass");
+        run_child("--stuck-teardown", "teardown with a stuck pass");
     }
     /* counted from here: the dead same-host peer above leaves operations UCX
      * never finishes, so that proxy left its UCX context (threads, fds) alive
