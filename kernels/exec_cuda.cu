@@ -67,9 +67,10 @@
  * thread, which backs off while passes run; GPU-direct slots stay the
  * thread's: gpuring_proxy_progress declines them) and polls the call's NET
  * connections for a failure (exec_host.c); a failed call's NET send end
- * with every slot taken is handed to it (gpuring_conn_net_abort_later).  Weak references: test/gpu/test_exec_cuda links this file
- * without the proxy (and never sets args->proxy); in the component they
- * resolve to proxy/proxy_thread.c's definitions (proxy/proxy.h).
+ * with every slot taken is handed to it (gpuring_conn_net_abort_later).
+ * Weak references: test/gpu/test_exec_cuda links this file without the
+ * proxy (and never sets args->proxy; it stands in for the hand-over); in
+ * the component they resolve to the proxy's definitions (proxy/proxy.h).
  */
 extern "C" int gpuring_proxy_progress(struct gpuring_proxy *proxy) __attribute__((weak));
 extern "C" gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *args, char *msg,
@@ -1727,9 +1728,11 @@ static void exec_cuda_net_abort_later(const gpuring_exec_args_t *a)
     for (int c = 0; c < a->nchannels; c++) {
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
             gpuring_conn_t *w = a->channels[c].send[i];
+            const gpuring_fifo_ctrl_t *host; /* the ctrl's host view: w->ctrl is the GPU's */
 
-            if (w != NULL && w->type == GPURING_CONN_NET && gpuring_conn_abandoned(w))
-                gpuring_conn_net_abort_later(w);
+            if (w == NULL || w->type != GPURING_CONN_NET || w->mapped_host == NULL) continue;
+            host = (const gpuring_fifo_ctrl_t *)w->mapped_host;
+            if (GPURING_LOAD_ACQUIRE(&host->abandoned)) gpuring_conn_net_abort_later(w);
         }
     }
 }

@@ -398,8 +398,9 @@ static inline int gpuring_conn_post_abort(gpuring_conn_t *conn)
 
 /* Sender giving up on a call with every slot taken (gpuring_conn_post_abort
  * found none free), on an end whose FIFO the receiver reads directly (SHM; the
- * CUDA executor marks every end so, exec_cuda.cu's exec_abandon, and hands a
- * marked NET one to its proxy): never cleared, as its communicator is done. */
+ * CUDA executor marks any end it finds full so, exec_cuda.cu's exec_abandon,
+ * and hands a marked NET one to its proxy): never cleared, as its communicator
+ * is done. */
 static inline void gpuring_conn_abandon_full(gpuring_conn_t *conn)
 {
     GPURING_STORE_RELEASE(&conn->ctrl->abandoned, 1);

@@ -68,6 +68,21 @@ static void data_param(gpuring_net_op_t *op, ucp_request_param_t *param)
     param->memory_type = op->net->device >= 0 ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 }
 
+/* The abort step handed over (gpuring_conn_net_abort_later) into the FIFO once a
+ * slot frees, as gpuring_conn_post_abort posts it, through the host view of the
+ * ctrl (the executor's gpuring_conn_t may be gone by now, and a GPU's sees the
+ * device view); 1 if posted. */
+static int net_post_abort(gpuring_net_conn_t *net)
+{
+    const uint64_t step = net->abort_step;
+
+    if (GPURING_LOAD_ACQUIRE(&net->ctrl->head) + GPURING_NSTEPS <= step) return 0;
+    net->ctrl->size[step % GPURING_NSTEPS] = 0;
+    net->ctrl->call[step % GPURING_NSTEPS] = GPURING_CALL_ABORT & GPURING_CALL_MASK;
+    GPURING_STORE_RELEASE(&net->ctrl->tail, step + 1);
+    return 1;
+}
+
 /* ---- failures ---------------------------------------------------------------- */
 
 /* Record the connection's first failure (what follows is mostly its echo) for the
@@ -357,10 +372,10 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     }
 
     /* an abort step the executor could not post (gpuring_conn_net_abort_later):
-     * the connection is the proxy's now, conn->step included; a receiver that
-     * refused the call needs none (and frees no slot for it) */
+     * the connection is the proxy's now; a receiver that refused the call needs
+     * none (and frees no slot for it) */
     if (__atomic_load_n(&net->abort_due, __ATOMIC_ACQUIRE) && !net->failed &&
-        (net->refused || gpuring_conn_post_abort(net->conn)))
+        (net->refused || net_post_abort(net)))
         __atomic_store_n(&net->abort_due, 0, __ATOMIC_RELAXED);
     tail = GPURING_LOAD_ACQUIRE(&net->ctrl->tail);
     net->seen_tail = tail;
@@ -718,7 +733,6 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     }
 
     net->proxy = proxy;
-    net->conn = conn;
     net->dir = dir;
     net->peer = peer;
     net->channel = channel;
@@ -955,13 +969,16 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
 
     if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
     proxy = net->proxy;
+    /* asks not posted yet stay unposted (no lock: the executor writes them so too,
+     * and a stuck proxy must not post them when it goes on) */
+    for (int i = 0; i < GPURING_NSTEPS; i++)
+        __atomic_store_n(&net->ctrl->land_step[i], 0, __ATOMIC_RELEASE);
     if (!gpuring_proxy_lock_within(proxy, "cancelling receives (unland)")) {
         unland_stuck(net);
         return;
     }
     for (int i = 0; i < GPURING_NSTEPS; i++) {
         op = &net->data[i];
-        net->ctrl->land_step[i] = 0; /* asks not posted yet stay unposted */
         if (op->busy && !op->done && op->at != NULL && op->req != NULL)
             ucp_request_cancel(proxy->worker, op->req);
     }
@@ -1001,8 +1018,10 @@ void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)
 
 void gpuring_conn_net_abort_later(gpuring_conn_t *conn)
 {
-    if (conn != NULL && conn->net != NULL && conn->net->dir == GPURING_CONN_SEND)
+    if (conn != NULL && conn->net != NULL && conn->net->dir == GPURING_CONN_SEND) {
+        conn->net->abort_step = conn->step;
         __atomic_store_n(&conn->net->abort_due, 1, __ATOMIC_RELEASE);
+    }
 }
 
 gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn)
@@ -1135,8 +1154,10 @@ out_free:
     goto out_clear;
 out_stuck:
     /* the proxy is stuck (logged): its pass, or UCX once it goes on, may still touch
-     * the connection -- still registered, or with operations in flight -- so its
-     * memory is left, and the caller's other ends wait no more */
+     * the connection -- still registered (finalize closes it), or with operations
+     * in flight (UCX then stays to the exit) -- so its memory is left, and the
+     * caller's other ends wait no more */
+    if (!net->registered) __atomic_store_n(&proxy->leaked, 1, __ATOMIC_RELEASE);
     st = GPURING_ERR_TIMEOUT;
 out_clear:
     conn->net = NULL;

@@ -107,7 +107,6 @@ typedef struct gpuring_net_op {
 /* ---- the NET state of one connection (conn->net) ------------------------- */
 typedef struct gpuring_net_conn {
     gpuring_proxy_t *proxy;
-    gpuring_conn_t *conn;
     struct gpuring_net_conn *next, *prev; /* proxy->conns or proxy->orphans */
     int registered; /* on proxy->conns, progressed by the thread */
     int connected;  /* connect() ran: ep set, receives posted */
@@ -122,8 +121,10 @@ typedef struct gpuring_net_conn {
     int abandoned;  /* its communicator failed: teardown waits for no credit */
     double abandon_flush_s; /* abandoned send end: how long teardown may wait for the
                                steps already in its FIFO (the abort step) to go out */
-    int abort_due;  /* atomic; send end: the executor's abort step found every slot
-                       busy, and handed the connection over (gpuring_conn_net_abort_later) */
+    int abort_due;  /* atomic (release after abort_step); send end: the executor's abort
+                       step found every slot busy, and handed the connection over
+                       (gpuring_conn_net_abort_later) */
+    uint64_t abort_step; /* ... the step that abort step is (its conn's step then) */
     int refused;    /* send end: the receiver gave up (a refusal credit came; ctrl->refused
                        is set); recv end: this end's refusal went out */
 
@@ -199,7 +200,10 @@ struct gpuring_proxy {
                       * thread's from now on (gpuring_proxy_active_end) */
     int stuck;       /* atomic: a wait for the lock ran out (gpuring_proxy_lock_within);
                       * cleared when the lock is next taken */
+    int leaked;      /* atomic: a teardown left a connection with UCX operations in
+                      * flight outside every list (stuck): UCX stays to the exit */
     double wait_timeout;
+    uint64_t wait_timeout_ms; /* atomic: the same, for waits that read it unlocked */
     gpuring_proxy_peer_failure_t peer_failure;
 
     ucp_context_h context;
@@ -273,8 +277,9 @@ void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing,
 /*
  * Take the lock where the caller is not the progress thread's pass (a
  * connection's setup or teardown, a call's end, finalize): waits at most the
- * wait timeout (0: forever), and not at all while the proxy is stuck.  1:
- * taken.  0: the proxy is stuck -- a pass that does not end holds the lock
+ * wait timeout with no pass ending (a lock passes keep taking is waited for
+ * again), and not at all while the proxy is stuck.  1: taken.  0: the proxy
+ * is stuck -- a pass that does not end holds the lock
  * (inside UCX) -- logged once, naming the holder and what its thread does;
  * the caller leaves its work undone, keeping whatever UCX may still touch.
  * Calls over the proxy's connections fail meanwhile (gpuring_conn_net_error);

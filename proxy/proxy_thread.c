@@ -567,37 +567,41 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
 
 int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
 {
-    const double limit = proxy->wait_timeout;
-    const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    const double limit = __atomic_load_n(&proxy->wait_timeout_ms, __ATOMIC_RELAXED) / 1e3;
+    uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
     struct timespec deadline;
     char held[48], why[512];
 
     if (gpuring_proxy_trylock(proxy, doing)) return 1;
-    if (limit <= 0) { /* wait_timeout 0: waits are not bounded */
-        gpuring_proxy_lock(proxy, doing);
-        return 1;
-    }
     if (__atomic_load_n(&proxy->stuck, __ATOMIC_ACQUIRE)) {
         GPURING_DEBUG(GPURING_SUBSYS_NET, "proxy stuck: %s is left undone", doing);
         return 0;
     }
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)limit;
-    deadline.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
+    for (;;) {
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += (time_t)limit;
+        deadline.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        if (pthread_mutex_timedlock(&proxy->lock, &deadline) == 0) {
+            proxy_held(proxy, doing);
+            return 1;
+        }
+        /* passes ended meanwhile: the lock is alive, only never free when this
+         * looked (the mutex is not fair) -- wait again */
+        const uint64_t passes = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+        if (passes == passes0) break;
+        passes0 = passes;
     }
-    if (pthread_mutex_timedlock(&proxy->lock, &deadline) == 0) {
-        proxy_held(proxy, doing);
-        return 1;
-    }
-    snprintf(held, sizeof(held), "%.0f s, the wait timeout", limit);
+    snprintf(held, sizeof(held), "%g s, the wait timeout", limit);
     proxy_describe_holder(proxy, held, passes0, why, sizeof(why));
     if (__atomic_exchange_n(&proxy->stuck, 1, __ATOMIC_ACQ_REL)) {
         GPURING_DEBUG(GPURING_SUBSYS_NET, "%s: %s is left undone", why, doing);
         return 0;
     }
+    if (gpuring_proxy_trylock(proxy, doing)) return 1; /* it ended just now (proxy_held: cleared) */
     GPURING_ERROR(GPURING_SUBSYS_NET, "%s.  Its net connections are stuck until that ends: %s "
                   "is left undone (what UCX may still touch is kept), and calls over them fail",
                   why, doing);
@@ -849,6 +853,13 @@ static void *proxy_main(void *arg)
 
 /* ---- create / finalize ------------------------------------------------------------ */
 
+/* proxy->wait_timeout, and its copy in ms that lock_within reads unlocked */
+static void proxy_set_wait_timeout(gpuring_proxy_t *proxy, double seconds)
+{
+    proxy->wait_timeout = seconds;
+    __atomic_store_n(&proxy->wait_timeout_ms, (uint64_t)(seconds * 1e3), __ATOMIC_RELAXED);
+}
+
 /* A thread of the proxy's (its progress thread, or a caller's pass) may run on
  * in this object's code after finalize: pin the object against dlclose. */
 static void proxy_pin_code(void)
@@ -920,7 +931,7 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
     gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);
-    if (proxy->orphans != NULL || stuck) {
+    if (proxy->orphans != NULL || stuck || __atomic_load_n(&proxy->leaked, __ATOMIC_ACQUIRE)) {
         /* UCX operations to a peer that died unseen (no failure detection on
          * the endpoint) never finish -- nor may a forced close of its endpoint --
          * and UCX cannot be torn down under them
@@ -1019,8 +1030,8 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     proxy = calloc(1, sizeof(*proxy));
     if (proxy == NULL) return GPURING_ERR_NO_MEMORY;
     proxy->device = proxy->thread_device = -1;
-    proxy->wait_timeout =
-        (cfg != NULL && cfg->wait_timeout > 0) ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT;
+    proxy_set_wait_timeout(proxy, (cfg != NULL && cfg->wait_timeout > 0)
+                                      ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT);
     if (cfg != NULL) proxy->peer_failure = cfg->peer_failure;
     pthread_mutex_init(&proxy->lock, NULL);
     pthread_mutex_init(&proxy->err_lock, NULL);
@@ -1126,12 +1137,16 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
     pthread_mutex_lock(&proxy_singleton_lock);
     if (proxy_singleton == NULL) {
         st = proxy_create(cfg, &proxy_singleton);
-    } else if (cfg != NULL &&
-               gpuring_proxy_lock_within(proxy_singleton, "taking new settings")) {
+    } else if (cfg != NULL) {
         /* the latest setting wins (endpoints keep the mode they were made with) */
-        if (cfg->wait_timeout > 0) proxy_singleton->wait_timeout = cfg->wait_timeout;
-        proxy_singleton->peer_failure = cfg->peer_failure;
-        gpuring_proxy_unlock(proxy_singleton);
+        if (!gpuring_proxy_lock_within(proxy_singleton, "taking new settings")) {
+            GPURING_WARN(GPURING_SUBSYS_NET, "proxy stuck: the new communicator's settings "
+                         "(wait timeout, peer failure detection) are not taken");
+        } else {
+            if (cfg->wait_timeout > 0) proxy_set_wait_timeout(proxy_singleton, cfg->wait_timeout);
+            proxy_singleton->peer_failure = cfg->peer_failure;
+            gpuring_proxy_unlock(proxy_singleton);
+        }
     }
     if (st == GPURING_OK) *proxy_p = proxy_singleton;
     pthread_mutex_unlock(&proxy_singleton_lock);

@@ -103,8 +103,9 @@ typedef struct t_rank {
     cudaStream_t stream;
     void *d_in, *d_out, *d_scratch;
     gpuring_status_t st;
-    double delay; /* seconds its call starts late (test_abandon_full) */
-    double secs;  /* its call's, from its start */
+    const int *start_after; /* its call starts once this is set (test_abandon_full) */
+    int done;               /* atomic: its call returned */
+    double secs, end;       /* its call's, from its start; when it returned */
 } t_rank_t;
 
 static t_rank_t ranks[T_MAXR];
@@ -281,13 +282,13 @@ static void *rank_main(void *arg)
         x->st = GPURING_ERR_CUDA;
         return NULL;
     }
-    if (x->delay > 0)
-        nanosleep(&(struct timespec){.tv_sec = (time_t)x->delay,
-                                     .tv_nsec = (long)((x->delay - (time_t)x->delay) * 1e9)},
-                  NULL);
+    while (x->start_after != NULL && !__atomic_load_n(x->start_after, __ATOMIC_ACQUIRE))
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     t0 = now_sec();
     x->st = gpuring_exec_cuda_run(&x->args, x->stream);
-    x->secs = now_sec() - t0;
+    x->end = now_sec();
+    x->secs = x->end - t0;
+    __atomic_store_n(&x->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -297,6 +298,7 @@ static void run_ranks(const t_cfg_t *cfg)
     pthread_t th[T_MAXR];
 
     for (int r = 0; r < cfg->n; r++) {
+        ranks[r].done = 0;
         if (r == cfg->skip_rank) continue;
         if (pthread_create(&th[r], NULL, rank_main, &ranks[r]) != 0) {
             unit_result(0, "pthread_create");
@@ -1327,15 +1329,16 @@ void gpuring_conn_net_abort_later(gpuring_conn_t *conn)
  * late) marks the FIFO abandoned (proxy/conn.h): the receiver, once it runs,
  * reads the steps that are there and then fails at once (GPURING_ERR_REMOTE),
  * and so does the rank after it, told by its abandon -- neither waits for its
- * timeout.  A chain bcast of 3 ranks from rank 0, more than GPURING_NSTEPS
- * steps: the root posts GPURING_NSTEPS of them and times out after
- * T_ABANDON_ROOT_SEC; rank 1 starts T_ABANDON_LATE_SEC late.  With `net`, the
- * root's connection to rank 1 is a NET end mapped for the device (simple
- * protocol): the root's executor must hand it, marked, to the proxy at the
- * step it stopped at (gpuring_conn_net_abort_later), once and no other.
+ * timeout (T_TIMEOUT).  A chain bcast of 3 ranks from rank 0, more than
+ * GPURING_NSTEPS steps: the root posts GPURING_NSTEPS of them and times out
+ * after T_ABANDON_ROOT_SEC; rank 1 starts once the root returned.  With
+ * `net`, the root's connection to rank 1 is a NET end mapped for the device
+ * (simple protocol): the root's executor must hand it, marked, to the proxy
+ * at the step it stopped at (gpuring_conn_net_abort_later), once and no
+ * other; without, it hands none.
  */
-#define T_ABANDON_ROOT_SEC 0.3
-#define T_ABANDON_LATE_SEC 2.0
+#define T_ABANDON_ROOT_SEC 1.0
+#define T_ABANDON_PROMPT_SEC 1.5
 static void test_abandon_full(int ll, int net)
 {
     const t_ccfg_t cfg = {.coll = C_BCAST, .n = 3, .nch = 1, .root = 0, .ll = ll && !net,
@@ -1356,29 +1359,30 @@ static void test_abandon_full(int ll, int net)
     }
     coll_upload(&cfg);
     ranks[0].args.timeout = T_ABANDON_ROOT_SEC;
-    ranks[1].delay = T_ABANDON_LATE_SEC;
+    ranks[1].start_after = &ranks[0].done;
     t_nhanded = 0;
     run_ranks(&(t_cfg_t){.n = cfg.n, .skip_rank = -1});
-    ranks[1].delay = 0;
+    ranks[1].start_after = NULL;
     unit_result(ranks[0].st == GPURING_ERR_TIMEOUT, "%s: the root returned %s, want %s", what,
                 gpuring_status_str(ranks[0].st), gpuring_status_str(GPURING_ERR_TIMEOUT));
-    if (net) {
-        unit_result(t_nhanded == 1 && t_handed[0] == &ranks[0].ring_send[0] &&
-                        t_handed_step[0] == GPURING_NSTEPS,
-                    "%s: %d ends handed to the proxy, want the root's send end at step %d "
-                    "(the first: %s, at step %llu)", what, t_nhanded, GPURING_NSTEPS,
-                    t_nhanded == 0 ? "none" : t_handed[0] == &ranks[0].ring_send[0] ? "it"
-                                                                                   : "another",
-                    t_nhanded == 0 ? 0ull : (unsigned long long)t_handed_step[0]);
-    }
+    unit_result(net ? t_nhanded == 1 && t_handed[0] == &ranks[0].ring_send[0] &&
+                          t_handed_step[0] == GPURING_NSTEPS
+                    : t_nhanded == 0,
+                "%s: %d ends handed to the proxy, want %s (the first: %s, at step %llu)", what,
+                t_nhanded, net ? "the root's send end at step 8" : "none",
+                t_nhanded == 0                               ? "none"
+                : t_handed[0] == &ranks[0].ring_send[0] ? "it"
+                                                             : "another",
+                t_nhanded == 0 ? 0ull : (unsigned long long)t_handed_step[0]);
     for (int r = 1; r < cfg.n; r++) {
-        /* rank 2 waits for rank 1 from the start */
-        const double limit = 1.5 + (r == 2 ? T_ABANDON_LATE_SEC : 0);
+        /* rank 1 from its start, rank 2 (waiting from the start) from rank 1's end */
+        const double took = r == 1 ? ranks[1].secs : ranks[2].end - ranks[1].end;
 
         unit_result(ranks[r].st == GPURING_ERR_REMOTE, "%s: rank %d returned %s, want %s", what,
                     r, gpuring_status_str(ranks[r].st), gpuring_status_str(GPURING_ERR_REMOTE));
-        unit_result(ranks[r].secs < limit, "%s: rank %d took %.2f s, want < %.1f", what, r,
-                    ranks[r].secs, limit);
+        unit_result(took < T_ABANDON_PROMPT_SEC, "%s: rank %d took %.2f s %s, want < %.1f", what,
+                    r, took, r == 1 ? "from its start" : "after rank 1 returned",
+                    T_ABANDON_PROMPT_SEC);
         /* the steps the root posted before it gave up are read, and passed on */
         coll_expect(what, r, ccfg_out(&cfg, r), h_in[0], GPURING_NSTEPS * cfg.chunk, es);
     }
