@@ -476,6 +476,10 @@ gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, i
                                                const gpuring_conn_handle_t *remote);
 /* Receiver, once every sender mapped (after a bootstrap agreement): unlink the name. */
 void gpuring_conn_shm_unlink(gpuring_conn_t *conn);
+/* Remove the segments in /dev/shm that processes of gpuring's in this pid
+ * namespace, now gone, never unlinked (killed while connecting); the first
+ * gpuring_conn_shm_recv_create of a process does.  How many were removed. */
+int gpuring_conn_shm_sweep(void);
 void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
 
 /* ---- CUDA (proxy/conn_cuda.c; conn_cuda_none.c refuses without the toolkit) ---- */

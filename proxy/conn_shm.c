@@ -7,13 +7,19 @@
  * name is unlinked as soon as every sender has mapped it, so nothing is left
  * in /dev/shm even if the job dies later.  Its pages are allocated when it is
  * made: a full /dev/shm fails the connection (every rank falls back), not a
- * later step's first write to a slot (SIGBUS).
+ * later step's first write to a slot (SIGBUS).  A process killed before then
+ * (an MPI_Abort while a communicator connects) leaves its segments: the name
+ * says whose (pid namespace, pid), and the next process of gpuring's on the
+ * node to create one removes them (gpuring_conn_shm_sweep).
  */
 #include "proxy/conn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -67,16 +73,59 @@ static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, v
     return GPURING_OK;
 }
 
+/* This process's pid namespace (its inode), which every segment name carries: a
+ * pid means something only there.  0 if unknown. */
+static unsigned long long conn_shm_pid_ns(void)
+{
+    struct stat st;
+
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+int gpuring_conn_shm_sweep(void)
+{
+    const unsigned long long ns = conn_shm_pid_ns();
+    char prefix[48], name[sizeof(((struct dirent *)0)->d_name) + 1];
+    struct dirent *e;
+    int removed = 0;
+    DIR *d;
+
+    if (ns == 0) return 0; /* whose a pid is cannot be told */
+    d = opendir("/dev/shm");
+    if (d == NULL) return 0;
+    snprintf(prefix, sizeof(prefix), "gpuring-%llu-", ns);
+    while ((e = readdir(d)) != NULL) {
+        const size_t n = strlen(prefix);
+        char *end;
+        long pid;
+
+        if (strncmp(e->d_name, prefix, n) != 0) continue;
+        pid = strtol(e->d_name + n, &end, 10);
+        if (end == e->d_name + n || *end != '-' || pid <= 0 || (pid_t)pid == getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to ask) */
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        if (shm_unlink(name) == 0) removed++;
+    }
+    closedir(d);
+    if (removed > 0)
+        GPURING_INFO(GPURING_SUBSYS_PROXY, "removed %d shared-memory segments from /dev/shm "
+                     "left by processes of gpuring's that were killed while connecting",
+                     removed);
+    return removed;
+}
+
 gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,
                                               size_t slot_bytes, uint64_t comm_uid,
                                               gpuring_conn_handle_t *handle_p)
 {
     static unsigned seq; /* segments this process created: names stay unique */
+    static int swept;
     size_t len = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot_bytes);
     char name[GPURING_SHM_NAME_MAX];
     void *base;
 
-    snprintf(name, sizeof(name), "/gpuring-%d-%llu-%u", (int)getpid(),
+    if (!__atomic_exchange_n(&swept, 1, __ATOMIC_RELAXED)) (void)gpuring_conn_shm_sweep();
+    snprintf(name, sizeof(name), "/gpuring-%llu-%d-%llu-%u", conn_shm_pid_ns(), (int)getpid(),
              (unsigned long long)comm_uid, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
     GPURING_CHECK(conn_shm_map(name, 1, len, &base));
     /* a fresh segment reads as zeros: tail = head = 0 */

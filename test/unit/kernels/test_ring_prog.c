@@ -9,10 +9,15 @@
  * receives and every one but the last sends, and with chunks above one
  * alignment step every block starts on the alignment grid.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernels/exec_host.h"
@@ -468,6 +473,58 @@ static void check_abandon_full_fifo(void)
     }
 }
 
+/* Is /dev/shm segment `name` there? */
+static int shm_there(const char *name)
+{
+    int fd = shm_open(name, O_RDONLY, 0);
+
+    if (fd < 0) return errno != ENOENT;
+    close(fd);
+    return 1;
+}
+
+/*
+ * Segments a process of gpuring's left in /dev/shm when it was killed while
+ * connecting (named /gpuring-<pid namespace>-<pid>-...) go at the next sweep
+ * (gpuring_conn_shm_sweep, which a process's first shm connection runs): a
+ * dead pid's in this pid namespace only -- never a live process's, nor those
+ * of another namespace, where the pid means another process.
+ */
+static void check_shm_sweep(void)
+{
+    const char *what[3] = {"a dead process's", "a live process's", "another namespace's"};
+    char names[3][64];
+    struct stat st;
+    pid_t dead = fork();
+    int removed;
+
+    if (dead == 0) _exit(0);
+    unit_result(dead > 0 && waitpid(dead, NULL, 0) == dead, "a process that exits");
+    if (stat("/proc/self/ns/pid", &st) != 0) {
+        printf("shm sweep: no /proc/self/ns/pid: skipped\n");
+        return;
+    }
+    snprintf(names[0], sizeof(names[0]), "/gpuring-%llu-%d-7-0", (unsigned long long)st.st_ino,
+             (int)dead);
+    snprintf(names[1], sizeof(names[1]), "/gpuring-%llu-%d-7-0", (unsigned long long)st.st_ino,
+             (int)getppid());
+    snprintf(names[2], sizeof(names[2]), "/gpuring-%llu-%d-7-0",
+             (unsigned long long)st.st_ino + 1, (int)dead);
+    for (int k = 0; k < 3; k++) {
+        int fd = shm_open(names[k], O_RDWR | O_CREAT | O_EXCL, 0600);
+
+        unit_result(fd >= 0, "shm sweep: create %s: %s", names[k], strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    removed = gpuring_conn_shm_sweep();
+    unit_result(removed >= 1 && !shm_there(names[0]),
+                "shm sweep: %s segment removed (%d removed in all)", what[0], removed);
+    for (int k = 1; k < 3; k++) {
+        unit_result(shm_there(names[k]), "shm sweep: %s segment kept", what[k]);
+        shm_unlink(names[k]);
+    }
+}
+
 int main(void)
 {
     static const size_t ccounts[] = {1, 2, 7, 33, 1000, 4099};
@@ -499,6 +556,7 @@ int main(void)
     for (int n = 2; n <= MAXR; n++) check_gather_program(n, 17);
     check_unconnected_peer();
     check_abandon_full_fifo();
+    check_shm_sweep();
     for (int n = 2; n <= 5; n++) {
         for (int nch = 1; nch <= MAXC; nch++) {
             run_ring(n, nch, 1, 16, 0, 1, 0);
