@@ -595,13 +595,14 @@ int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
         if (passes == passes0) break;
         passes0 = passes;
     }
+    if (gpuring_proxy_trylock(proxy, doing)) return 1; /* it ended just now */
     snprintf(held, sizeof(held), "%g s, the wait timeout", limit);
     proxy_describe_holder(proxy, held, passes0, why, sizeof(why));
+    /* (a lock freed between that look and this store: the next taker clears it) */
     if (__atomic_exchange_n(&proxy->stuck, 1, __ATOMIC_ACQ_REL)) {
         GPURING_DEBUG(GPURING_SUBSYS_NET, "%s: %s is left undone", why, doing);
         return 0;
     }
-    if (gpuring_proxy_trylock(proxy, doing)) return 1; /* it ended just now (proxy_held: cleared) */
     GPURING_ERROR(GPURING_SUBSYS_NET, "%s.  Its net connections are stuck until that ends: %s "
                   "is left undone (what UCX may still touch is kept), and calls over them fail",
                   why, doing);
