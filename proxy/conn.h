@@ -168,13 +168,21 @@ static inline int gpuring_conn_slot_free(gpuring_conn_t *conn)
     return conn->head_seen + GPURING_NSTEPS > conn->step;
 }
 
+/* Publish step `step` of a FIFO with this ctrl: its byte count and call id, then
+ * tail past it (release). */
+static inline void gpuring_fifo_post(gpuring_fifo_ctrl_t *ctrl, uint64_t step, size_t bytes,
+                                     uint64_t call)
+{
+    ctrl->size[step % GPURING_NSTEPS] = bytes;
+    ctrl->call[step % GPURING_NSTEPS] = call & GPURING_CALL_MASK;
+    GPURING_STORE_RELEASE(&ctrl->tail, step + 1);
+}
+
 /* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step of call
  * `call` (gpuring_call_id): post it. */
 static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes, uint64_t call)
 {
-    conn->ctrl->size[conn->step % GPURING_NSTEPS] = bytes;
-    conn->ctrl->call[conn->step % GPURING_NSTEPS] = call & GPURING_CALL_MASK;
-    GPURING_STORE_RELEASE(&conn->ctrl->tail, ++conn->step);
+    gpuring_fifo_post(conn->ctrl, conn->step++, bytes, call);
 }
 
 /*

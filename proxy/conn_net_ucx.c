@@ -77,9 +77,7 @@ static int net_post_abort(gpuring_net_conn_t *net)
     const uint64_t step = net->abort_step;
 
     if (GPURING_LOAD_ACQUIRE(&net->ctrl->head) + GPURING_NSTEPS <= step) return 0;
-    net->ctrl->size[step % GPURING_NSTEPS] = 0;
-    net->ctrl->call[step % GPURING_NSTEPS] = GPURING_CALL_ABORT & GPURING_CALL_MASK;
-    GPURING_STORE_RELEASE(&net->ctrl->tail, step + 1);
+    gpuring_fifo_post(net->ctrl, step, 0, GPURING_CALL_ABORT);
     return 1;
 }
 

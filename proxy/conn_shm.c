@@ -77,9 +77,12 @@ static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, v
  * pid means something only there.  0 if unknown. */
 static unsigned long long conn_shm_pid_ns(void)
 {
+    static unsigned long long ns; /* looked up once (0 again if unknown) */
     struct stat st;
 
-    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+    if (ns == 0 && stat("/proc/self/ns/pid", &st) == 0)
+        __atomic_store_n(&ns, (unsigned long long)st.st_ino, __ATOMIC_RELAXED);
+    return __atomic_load_n(&ns, __ATOMIC_RELAXED);
 }
 
 int gpuring_conn_shm_sweep(void)
@@ -88,14 +91,14 @@ int gpuring_conn_shm_sweep(void)
     char prefix[48], name[sizeof(((struct dirent *)0)->d_name) + 1];
     struct dirent *e;
     int removed = 0;
+    size_t n;
     DIR *d;
 
     if (ns == 0) return 0; /* whose a pid is cannot be told */
     d = opendir("/dev/shm");
     if (d == NULL) return 0;
-    snprintf(prefix, sizeof(prefix), "gpuring-%llu-", ns);
+    n = (size_t)snprintf(prefix, sizeof(prefix), "gpuring-%llu-", ns);
     while ((e = readdir(d)) != NULL) {
-        const size_t n = strlen(prefix);
         char *end;
         long pid;
 

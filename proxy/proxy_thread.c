@@ -565,6 +565,18 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
     return 1;
 }
 
+/* CLOCK_REALTIME `seconds` from now, as pthread's timed waits take it. */
+static void proxy_deadline(double seconds, struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)seconds;
+    ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
 {
     const double limit = __atomic_load_n(&proxy->wait_timeout_ms, __ATOMIC_RELAXED) / 1e3;
@@ -578,13 +590,7 @@ int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
         return 0;
     }
     for (;;) {
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += (time_t)limit;
-        deadline.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        proxy_deadline(limit, &deadline);
         if (pthread_mutex_timedlock(&proxy->lock, &deadline) == 0) {
             proxy_held(proxy, doing);
             return 1;
@@ -883,8 +889,7 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
     int locked;
 
     if (!proxy->thread_started) return 1;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)limit;
+    proxy_deadline(limit, &deadline);
     /* under the lock where it can be had: the signal then cannot fall between the
      * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
     locked = pthread_mutex_timedlock(&proxy->lock, &deadline) == 0;
