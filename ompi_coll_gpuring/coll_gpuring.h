@@ -146,11 +146,22 @@ typedef enum {
                                        every call fails */
 } mca_coll_gpuring_comm_state_t;
 
+/* Whether the ranks share the parameters that decide which calls gpuring takes
+ * and how its ranks meet (mca_coll_gpuring_params_agree). */
+typedef enum {
+    MCA_COLL_GPURING_PARAMS_UNSEEN, /* agreed at the communicator's first call */
+    MCA_COLL_GPURING_PARAMS_ALIKE,
+    MCA_COLL_GPURING_PARAMS_DIFFER, /* every rank saw it: every call falls back */
+    MCA_COLL_GPURING_PARAMS_FAILED, /* the exchange failed (a member never joined):
+                                       every call fails, as after a setup timeout */
+} mca_coll_gpuring_params_t;
+
 typedef struct mca_coll_gpuring_module {
     mca_coll_base_module_t super;
     struct ompi_communicator_t *comm;
     mca_coll_gpuring_prev_t prev;
     mca_coll_gpuring_comm_state_t state;
+    mca_coll_gpuring_params_t params;
     gpuring_comm_t *gcomm;
     mca_coll_gpuring_stage_area_t stage;
     void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
@@ -166,6 +177,11 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
 /* The ready gpuring communicator, set up on first use; NULL: fall back, or
  * fail the call when module->state is MCA_COLL_GPURING_COMM_FAILED. */
 gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
+/* Collective, at the communicator's first call that reaches gpuring, before any
+ * decision of a rank's own: do all ranks give the parameters that decide which
+ * calls gpuring takes, and how, the same values (a difference is logged, naming
+ * a rank and the parameter)?  The result, also kept in module->params. */
+mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 
 /*
@@ -206,9 +222,12 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                               const mca_coll_gpuring_call_t *call);
 /* Whether memory of buf's kind goes below on this rank whatever the call (host buffers
  * under coll_gpuring_host_buffers 0, managed memory, ...): call_run's first check, made
- * before a call packs its elements into bytes of that kind (the reason logged).  0 with
- * coll_gpuring_agree_memory on: call_run's agreement decides, on every rank. */
-int mca_coll_gpuring_kind_declined(gpuring_coll_kind_t coll, const void *buf);
+ * before a (blocking) call packs its elements into bytes of that kind (the reason
+ * logged); the communicator's first such call agrees on the parameters first, as
+ * call_run would.  0 with coll_gpuring_agree_memory on: call_run's agreement decides,
+ * on every rank. */
+int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
+                                   const void *buf);
 /* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error. */
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
                                  struct ompi_communicator_t *comm, gpuring_status_t st);
@@ -248,8 +267,9 @@ typedef struct mca_coll_gpuring_packed {
     char *host;  /* the packed bytes in host memory */
     int pooled;  /* .bytes from the GPU's stream-ordered pool (gpuring_devcopy_alloc) */
 } mca_coll_gpuring_packed_t;
-int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
-                          size_t count, struct ompi_datatype_t *dt, int in);
+int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_t *p,
+                          gpuring_coll_kind_t coll, void *buf, size_t count,
+                          struct ompi_datatype_t *dt, int in);
 void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
                                     mca_coll_gpuring_call_t *call);
 int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);

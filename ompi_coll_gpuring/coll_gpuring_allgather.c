@@ -37,7 +37,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
      * too in place: this rank's block is there) */
     c.recvbuf = mca_coll_gpuring_contiguous(rbuf, (size_t)rcount * n, rdtype);
     if (c.recvbuf == NULL) {
-        rc = mca_coll_gpuring_pack(&out, c.coll, rbuf, (size_t)rcount * n, rdtype,
+        rc = mca_coll_gpuring_pack(m, &out, c.coll, rbuf, (size_t)rcount * n, rdtype,
                                    sbuf == MPI_IN_PLACE);
         if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
         c.recvbuf = mca_coll_gpuring_packed_bytes(&out, &c);
@@ -48,7 +48,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     } else {
         c.sendbuf = mca_coll_gpuring_contiguous(sbuf, (size_t)scount, sdtype);
         if (c.sendbuf == NULL) {
-            rc = mca_coll_gpuring_pack(&in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
+            rc = mca_coll_gpuring_pack(m, &in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
             if (MCA_COLL_GPURING_FELL_BACK(rc)) {
                 (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
                 goto fallback;

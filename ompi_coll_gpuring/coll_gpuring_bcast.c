@@ -23,7 +23,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     if (c.count == 0) return OMPI_SUCCESS;
     c.recvbuf = mca_coll_gpuring_contiguous(buf, (size_t)count, dtype);
     if (c.recvbuf == NULL) {
-        rc = mca_coll_gpuring_pack(&packed, c.coll, buf, (size_t)count, dtype, at_root);
+        rc = mca_coll_gpuring_pack(m, &packed, c.coll, buf, (size_t)count, dtype, at_root);
         if (MCA_COLL_GPURING_FELL_BACK(rc)) goto fallback;
         c.recvbuf = mca_coll_gpuring_packed_bytes(&packed, &c);
     }

@@ -1,12 +1,14 @@
 /*
  * coll_gpuring_entry.c -- what every MPI entry point of gpuring shares
  * (coll_gpuring_<coll>.c): MPI types and ops to gpuring's, the plane of the
- * buffers' memory, the coll_gpuring_agree_memory agreement, the lazy
- * communicator setup, the plane's connections, the call (with the
- * application's GPU given back), the error report, and the counts of calls
- * handed to the component below.
+ * buffers' memory, the parameters' agreement at the communicator's first
+ * call, the coll_gpuring_agree_memory agreement, the lazy communicator
+ * setup, the plane's connections, the call (with the application's GPU given
+ * back), the error report, and the counts of calls handed to the component
+ * below.
  *
  * Every check depends only on arguments MPI requires to match across ranks,
+ * on parameters the ranks have found alike (mca_coll_gpuring_params_agree),
  * and on the memory kind, which CUDA-aware MPI users keep alike on every
  * rank -- or which the ranks agree on first (coll_gpuring_agree_memory) --
  * so all ranks take the same path.  The way below stages device buffers
@@ -211,11 +213,28 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
     return -1;
 }
 
-int mca_coll_gpuring_kind_declined(gpuring_coll_kind_t coll, const void *buf)
+/* The communicator's ranks have different parameters: every call falls back. */
+static void entry_params_differ(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll)
+{
+    mca_coll_gpuring_log_fallback("%s fallback: comm %s's ranks have different coll_gpuring "
+                                  "parameters", gpuring_coll_names[coll], m->comm->c_name);
+}
+
+int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
+                                   const void *buf)
 {
     const char *why = NULL;
     int device, host;
 
+    switch (mca_coll_gpuring_params_agree(m)) {
+    case MCA_COLL_GPURING_PARAMS_DIFFER:
+        entry_params_differ(m, coll);
+        return 1;
+    case MCA_COLL_GPURING_PARAMS_ALIKE:
+        break;
+    default:
+        return 0; /* the agreement failed: call_run fails the call */
+    }
     if (mca_coll_gpuring_component.agree_memory ||
         entry_plane(buf, NULL, &device, &why, &host) >= 0)
         return 0;
@@ -232,6 +251,38 @@ static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communic
     return m->prev.allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, comm,
                              m->prev.allreduce_module) == OMPI_SUCCESS &&
            v[0] == -v[1];
+}
+
+/* A non-blocking call's communicator setup failed: what may have held it up. */
+static void entry_setup_hint(struct ompi_communicator_t *comm)
+{
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "comm %s's setup was made by a non-blocking call "
+                  "(MPI_Iallreduce, rank %d), and it waits for every rank to make that call: a "
+                  "rank held up in point-to-point traffic that this rank serves only after "
+                  "starting the call cannot join it.  Make a blocking collective on the "
+                  "communicator first, or set coll_gpuring_nonblocking_setup=0",
+                  comm->c_name, ompi_comm_rank(comm));
+}
+
+/* The communicator's first call that reaches gpuring: its ranks' parameters
+ * agree (mca_coll_gpuring_params_agree) before any rank decides anything by its
+ * own.  OMPI_SUCCESS: they do; `fallback` where they differ; the MPI error where
+ * the agreement failed (logged). */
+static int entry_params_alike(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
+                              const mca_coll_gpuring_call_t *c, int fallback)
+{
+    const int first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN;
+
+    switch (mca_coll_gpuring_params_agree(m)) {
+    case MCA_COLL_GPURING_PARAMS_ALIKE:
+        return OMPI_SUCCESS;
+    case MCA_COLL_GPURING_PARAMS_DIFFER:
+        entry_params_differ(m, c->coll);
+        return fallback;
+    default:
+        if (c->request != NULL && first) entry_setup_hint(comm);
+        return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* logged there */
+    }
 }
 
 /* The call on the plane's connections (gpuring_comm.h); a non-blocking one
@@ -262,17 +313,6 @@ static gpuring_status_t entry_call(gpuring_comm_t *gcomm, gpuring_plane_t plane,
     }
 }
 
-/* A non-blocking call's communicator setup failed: what may have held it up. */
-static void entry_setup_hint(struct ompi_communicator_t *comm)
-{
-    GPURING_ERROR(GPURING_SUBSYS_COLL, "comm %s's setup was made by a non-blocking call "
-                  "(MPI_Iallreduce, rank %d), and it waits for every rank to make that call: a "
-                  "rank held up in point-to-point traffic that this rank serves only after "
-                  "starting the call cannot join it.  Make a blocking collective on the "
-                  "communicator first, or set coll_gpuring_nonblocking_setup=0",
-                  comm->c_name, ompi_comm_rank(comm));
-}
-
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *c)
 {
@@ -287,13 +327,32 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
+    /* a non-blocking call that would make the communicator's setup (whose first
+     * step is the parameters' agreement), with coll_gpuring_nonblocking_setup off:
+     * the state is every rank's alike (device buffers go below staged where that
+     * component cannot read them) */
+    defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (mca_coll_gpuring_component.agree_memory && c->request != NULL) {
         /* agreeing is an exchange that waits for every rank: the call would not return
          * until all had made it, which MPI does not allow a non-blocking call */
         plane = -1;
         why = "a non-blocking call cannot agree on the kind of memory without waiting for "
               "every rank (coll_gpuring_agree_memory 1)";
-    } else if (mca_coll_gpuring_component.agree_memory && !entry_planes_agree(m, comm, plane)) {
+    } else if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
+        if (plane >= 0) {
+            mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
+                                          "non-blocking call does not set it up "
+                                          "(coll_gpuring_nonblocking_setup 0): its first "
+                                          "blocking gpuring call will", name, comm->c_name);
+            return fallback;
+        }
+    } else if (m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
+        /* before any decision by this rank's own parameters */
+        int rc = entry_params_alike(m, comm, c, fallback);
+        if (rc != OMPI_SUCCESS) return rc;
+    }
+    if (plane >= 0 && mca_coll_gpuring_component.agree_memory &&
+        !entry_planes_agree(m, comm, plane)) {
         plane = -1;
         why = "ranks passed different kinds of memory (host on some, device on others) or "
               "not all can run it";
@@ -301,17 +360,6 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     GPURING_PROF_MARK(GPURING_PROF_MEMKIND);
     if (plane < 0) {
         mca_coll_gpuring_log_fallback("%s fallback: %s", name, why);
-        return fallback;
-    }
-    /* a non-blocking call that would make the communicator's setup, with
-     * coll_gpuring_nonblocking_setup off: the state is every rank's alike (device
-     * buffers go below staged where that component cannot read them) */
-    defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
-    if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
-        mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
-                                      "non-blocking call does not set it up "
-                                      "(coll_gpuring_nonblocking_setup 0): its first "
-                                      "blocking gpuring call will", name, comm->c_name);
         return fallback;
     }
     was_new = m->state == MCA_COLL_GPURING_COMM_NEW;

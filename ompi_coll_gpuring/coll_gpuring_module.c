@@ -23,6 +23,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     m->comm = NULL;
     memset(&m->prev, 0, sizeof(m->prev));
     m->state = MCA_COLL_GPURING_COMM_NEW;
+    m->params = MCA_COLL_GPURING_PARAMS_UNSEEN;
     m->gcomm = NULL;
     memset(&m->stage, 0, sizeof(m->stage));
     m->boot_area = NULL;
@@ -218,9 +219,11 @@ static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char 
 /*
  * The setup exchanges (and the direct allreduce's agreements) are the
  * component below's MPI_Iallgather, waited for at most
- * coll_gpuring_wait_timeout: a member that never makes the call produces an
- * error on the others, not a hang.  A timed-out exchange stays in flight, so
- * it works on a copy of the data that is left to it.
+ * coll_gpuring_wait_timeout (0: without a bound): a member that never makes
+ * the call produces an error on the others, not a hang.  The same
+ * collective on every rank whatever its own timeout, so that the timeout may
+ * differ between ranks.  A timed-out exchange stays in flight, so it works on
+ * a copy of the data that is left to it.
  */
 static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
 {
@@ -233,14 +236,13 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
 
     if (bytes > INT_MAX) return GPURING_ERR_INVALID;
     /* the area is kept for the next exchange (the direct allreduce makes some per call) */
-    if (timeout > 0 && m->prev.iallgather != NULL &&
-        m->boot_area_bytes < bytes * (size_t)(size + 1)) {
+    if (m->prev.iallgather != NULL && m->boot_area_bytes < bytes * (size_t)(size + 1)) {
         free(m->boot_area);
         m->boot_area_bytes = bytes * (size_t)(size + 1);
         m->boot_area = malloc(m->boot_area_bytes);
         if (m->boot_area == NULL) m->boot_area_bytes = 0;
     }
-    area = timeout > 0 && m->prev.iallgather != NULL ? m->boot_area : NULL;
+    area = m->prev.iallgather != NULL ? m->boot_area : NULL;
     if (area == NULL) {
         return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
                                                         (int)bytes, MPI_BYTE, m->comm,
@@ -258,7 +260,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
             /* a completed request reports its error once and is freed */
             return gpuring_boot_status(m, rc, "MPI_Iallgather");
         }
-        if (!done && gpuring_time_sec() > deadline) {
+        if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (an allgather of %zu bytes "
                           "through the component below) timed out after %d s: some rank of "
@@ -276,6 +278,170 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
     .allgather = gpuring_boot_allgather,
 };
+
+/* ---- the parameters every rank must share -------------------------------- */
+/*
+ * Which calls gpuring takes (host_buffers, managed_buffers, agree_memory,
+ * nonblocking_setup, direct, direct_ll_size) and how its ranks meet in them
+ * (the rest: the exchanges' sizes, the programs, the FIFOs' slots) must be
+ * the same on every rank: a rank whose call went below while another's set
+ * up gpuring, or ran another program, would wait for it.  The others are each
+ * rank's own: logging, wait_timeout, the stream sizes, UCX's thresholds and
+ * failure detection, zero copy, where NET slots live, the IPC cache, staging.
+ */
+static const char *const params_names[] = {
+    "host_buffers", "managed_buffers", "agree_memory", "nonblocking_setup", "direct",
+    "direct_ll_size", "algorithm", "protocol", "nchannels", "device_nchannels",
+    "channels_per_call", "chunk_size", "slot_size", "ranks_per_node", "topo_xml",
+};
+#define PARAMS_N (sizeof(params_names) / sizeof(params_names[0]))
+
+static uint64_t params_hash(const void *p, size_t bytes)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* This rank's values, in params_names' order (strings as their parsed value, the
+ * topology file as its name's hash). */
+static void params_values(int64_t v[PARAMS_N])
+{
+    const mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    const char *xml = c->topo_xml != NULL ? c->topo_xml : "";
+    int i = 0;
+
+    v[i++] = c->host_buffers;
+    v[i++] = c->managed_buffers;
+    v[i++] = c->agree_memory;
+    v[i++] = c->nonblocking_setup;
+    v[i++] = c->direct;
+    v[i++] = (int64_t)c->direct_ll_size;
+    v[i++] = gpuring_algo_from_name(c->algorithm);
+    v[i++] = gpuring_proto_from_name(c->protocol);
+    v[i++] = c->nchannels;
+    v[i++] = c->device_nchannels;
+    v[i++] = c->channels_per_call;
+    v[i++] = (int64_t)c->chunk_size;
+    v[i++] = (int64_t)c->slot_size;
+    v[i++] = c->ranks_per_node;
+    v[i++] = (int64_t)(params_hash(xml, strlen(xml)) >> 1);
+}
+
+/* Is parameter k a string (its value sent as a number that names nothing)? */
+static int params_is_string(size_t k)
+{
+    return strcmp(params_names[k], "algorithm") == 0 ||
+           strcmp(params_names[k], "protocol") == 0 || strcmp(params_names[k], "topo_xml") == 0;
+}
+
+/* Parameter k's value on this rank, as its user gave it. */
+static const char *params_value_str(size_t k, const int64_t v[PARAMS_N], char *buf,
+                                    size_t len)
+{
+    const mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    const char *str = strcmp(params_names[k], "algorithm") == 0  ? c->algorithm
+                      : strcmp(params_names[k], "protocol") == 0 ? c->protocol
+                                                                  : c->topo_xml;
+
+    if (params_is_string(k)) snprintf(buf, len, "'%s'", str != NULL ? str : "");
+    else snprintf(buf, len, "%lld", (long long)v[k]);
+    return buf;
+}
+
+/* The first parameter in which b differs from a. */
+static size_t params_first_diff(const int64_t *a, const int64_t *b)
+{
+    size_t k = 0;
+
+    while (k < PARAMS_N - 1 && a[k] == b[k]) k++;
+    return k;
+}
+
+/* The ranks' values differ (`all`: every rank's, rank by rank): rank 0 says so
+ * as a warning (once per process, then at info level: the parameters are the
+ * process's, alike on all its communicators) naming the first rank that
+ * differs from it and the parameter; each rank that differs, at info level,
+ * its own value. */
+static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
+{
+    static int warned;
+    const int me = ompi_comm_rank(m->comm), n = ompi_comm_size(m->comm);
+    int first = -1, ndiff = 0;
+    char mine[80], other[40];
+    size_t k;
+
+    for (int r = 1; r < n; r++) {
+        if (memcmp(all + (size_t)r * PARAMS_N, all, PARAMS_N * sizeof(int64_t)) == 0) continue;
+        ndiff++;
+        if (first < 0) first = r;
+    }
+    if (first < 0) return; /* (only where two hashes collide) */
+    if (me == 0) {
+        const int warn = !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED);
+
+        k = params_first_diff(all, all + (size_t)first * PARAMS_N);
+        if (params_is_string(k)) snprintf(other, sizeof(other), "another value");
+        else snprintf(other, sizeof(other), "%lld", (long long)all[(size_t)first * PARAMS_N + k]);
+        GPURING_LOG(warn ? GPURING_LOG_WARN : GPURING_LOG_INFO, GPURING_SUBSYS_INIT,
+                    "comm %s: the ranks' coll_gpuring parameters differ: coll_gpuring_%s is "
+                    "%s on rank %d of the communicator, %s on this rank (its rank 0); %d of "
+                    "its %d ranks differ from rank 0.  Every rank hands all of the "
+                    "communicator's collectives to the component below: give every rank the "
+                    "same coll_gpuring parameters", m->comm->c_name, params_names[k], other,
+                    first, params_value_str(k, all, mine, sizeof(mine)), ndiff, n);
+    } else if (memcmp(all + (size_t)me * PARAMS_N, all, PARAMS_N * sizeof(int64_t)) != 0) {
+        k = params_first_diff(all, all + (size_t)me * PARAMS_N);
+        GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: this rank (%d of the communicator) has "
+                     "coll_gpuring_%s %s, unlike its rank 0: gpuring hands the communicator's "
+                     "collectives to the component below", m->comm->c_name, me,
+                     params_names[k],
+                     params_value_str(k, all + (size_t)me * PARAMS_N, mine, sizeof(mine)));
+    }
+}
+
+mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
+{
+    const int n = ompi_comm_size(m->comm);
+    int64_t mine[PARAMS_N], *all = NULL;
+    uint64_t h, *hashes = NULL;
+    gpuring_status_t st = GPURING_ERR_NO_MEMORY;
+
+    if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return m->params;
+    if (n == 1) return m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
+    params_values(mine);
+    h = params_hash(mine, sizeof(mine));
+    /* the hashes first (8 bytes a rank); every value only where they differ */
+    hashes = malloc((size_t)n * sizeof(*hashes));
+    if (hashes != NULL) st = gpuring_boot_allgather(m, &h, hashes, sizeof(h));
+    m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
+    for (int r = 0; st == GPURING_OK && r < n; r++) {
+        if (hashes[r] != h) m->params = MCA_COLL_GPURING_PARAMS_DIFFER;
+    }
+    if (st == GPURING_OK && m->params == MCA_COLL_GPURING_PARAMS_DIFFER) {
+        st = GPURING_ERR_NO_MEMORY;
+        all = malloc((size_t)n * sizeof(mine));
+        if (all != NULL) st = gpuring_boot_allgather(m, mine, all, sizeof(mine));
+        if (st == GPURING_OK) params_report(m, all);
+    }
+    if (st != GPURING_OK) {
+        /* a local failure skips the exchange: the others then time out in it */
+        GPURING_ERROR(GPURING_SUBSYS_INIT,
+                      "comm %s: gpuring's agreement on its parameters failed (%s): %s; this "
+                      "call and every later one on the communicator fail", m->comm->c_name,
+                      gpuring_status_str(st),
+                      st == GPURING_ERR_NO_MEMORY
+                          ? "no memory for it"
+                          : "a rank did not join it -- it made another call, or Open MPI "
+                            "did not select coll gpuring for it (coll_gpuring_priority, a "
+                            "--mca coll list), or the call is MPI_Iallreduce and its "
+                            "coll_gpuring_nonblocking_setup or agree_memory differs");
+        m->params = MCA_COLL_GPURING_PARAMS_FAILED;
+    }
+    free(hashes);
+    free(all);
+    return m->params;
+}
 
 /* The communicator's first gpuring call sets it up (collective: every rank
  * calls it at the same call). */

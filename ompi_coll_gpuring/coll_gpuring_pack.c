@@ -85,8 +85,9 @@ static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
     memset(p, 0, sizeof(*p));
 }
 
-int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll, void *buf,
-                          size_t count, struct ompi_datatype_t *dt, int in)
+int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_t *p,
+                          gpuring_coll_kind_t coll, void *buf, size_t count,
+                          struct ompi_datatype_t *dt, int in)
 {
     mca_coll_gpuring_stage_buf_t span;
     const char *why = "no memory";
@@ -107,7 +108,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_packed_t *p, gpuring_coll_kind_t coll
     first = span.dir != 0 ? mca_coll_gpuring_at(buf, span.lo) : buf;
     /* packed bytes that call_run would hand below (it tells from their kind, which is
      * the elements'): the component below takes the elements as they are */
-    if (mca_coll_gpuring_kind_declined(coll, first)) return MCA_COLL_GPURING_FALLBACK;
+    if (mca_coll_gpuring_kind_declined(m, coll, first)) return MCA_COLL_GPURING_FALLBACK;
     if (span.dir != 0 && pack_on_device(gpuring_mem_kind(first, &device))) {
         p->device = device;
         p->lo = span.lo;

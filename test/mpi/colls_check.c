@@ -22,7 +22,9 @@
  * -d (buffers in device memory, through libcudart: the CPU CUDA runtime in
  * CI), -U (with -d: managed memory, cudaMallocManaged), -A (byte-misaligned buffers: rank r's input sits r % 4 bytes and its
  * output (r + 1) % 4 bytes off the allocation, so no element size above 1
- * divides their addresses on most ranks), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
+ * divides their addresses on most ranks), -B (each communicator's first collective is
+ * an MPI_Bcast of each rank's own datatype of one signature, rank 0's with holes,
+ * so that it packs the elements first and the others do not), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
  * when a check failed on any rank.
  */
 #include <mpi.h>
@@ -435,6 +437,8 @@ static void check_ag_layouts(MPI_Comm comm, size_t nints, int inplace, int cs)
 }
 
 /* ---- the sweep -------------------------------------------------------------------- */
+static int g_bcast_first; /* -B */
+
 static void sweep(MPI_Comm comm, int full, size_t large)
 {
     static const size_t counts[] = {0, 1, 7, 33, 1000};
@@ -444,6 +448,11 @@ static void sweep(MPI_Comm comm, int full, size_t large)
     int32_t one = 1;
 
     MPI_Comm_size(comm, &n);
+    if (g_bcast_first) {
+        /* rank r's layout is (r + cs) % LAY_N: rank 0's the one with holes */
+        cs = LAY_GAP;
+        check_bcast_layouts(comm, 28, 0, cs);
+    }
     /* one allreduce: the communicator's setup shows in the log as for allreduce */
     MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm);
     /* reductions: every type x op (fast: the first count of each pair, a few pairs) */
@@ -529,7 +538,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    while ((opt = getopt(argc, argv, "s:L:fdUAq")) != -1) {
+    while ((opt = getopt(argc, argv, "s:L:fdUABq")) != -1) {
         switch (opt) {
         case 's': g_seed = atoi(optarg); break;
         case 'L': large = strtoul(optarg, NULL, 0); break;
@@ -537,9 +546,10 @@ int main(int argc, char **argv)
         case 'd': g_device = 1; break;
         case 'U': g_mem = TEST_CUDA_MANAGED; break;
         case 'A': shift_in = (size_t)g_rank % 4, shift_out = (size_t)(g_rank + 1) % 4; break;
+        case 'B': g_bcast_first = 1; break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-B] [-q]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }

@@ -81,6 +81,7 @@ BASE=(--oversubscribe)
 NPASS=0
 NFAIL=0
 FIRST_RANK_ENV=
+PARAMS_DIFFER=
 PRELOAD=
 PRELOAD_ENV=
 FAKE_HOSTS=
@@ -398,6 +399,18 @@ run_case() {
                 # one rank's failure must make every rank fall back
                 need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
                 ;;
+            paramsdiffer)
+                # rank 0 (given another PARAMS_DIFFER than the others) warns, naming rank 1
+                # and the parameter; rank 1 says what it has
+                if ! grep -qE "\[gpuring rank 0\] warn [^ ]+: comm MPI_COMM_WORLD: the ranks' coll_gpuring parameters differ: coll_gpuring_$PARAMS_DIFFER is .* on rank 1 of the communicator, .* on this rank \\(its rank 0\\); $((np - 1)) of its $np ranks differ from rank 0" "$log"; then
+                    fail "$name" "no warning from rank 0 naming rank 1's coll_gpuring_$PARAMS_DIFFER" "$log"
+                    return
+                fi
+                if ! grep -qE "\[gpuring rank 1\] comm MPI_COMM_WORLD: this rank \(1 of the communicator\) has coll_gpuring_$PARAMS_DIFFER .*, unlike its rank 0" "$log"; then
+                    fail "$name" "rank 1 did not say its coll_gpuring_$PARAMS_DIFFER differs" "$log"
+                    return
+                fi
+                ;;
             esac
         done
         local fb
@@ -708,6 +721,28 @@ if [ $ACTIVE = 1 ]; then
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
+    # rank 0 given other coll_gpuring parameters than the rest: one that decides which
+    # calls gpuring takes (host buffers), one that decides how (the algorithm; a string),
+    # one that sizes the setup's exchanges (channels): every rank sees the difference at
+    # the communicator's first call and hands its collectives below, results right (not
+    # a hang until the wait timeout); colls_check -B makes that first call a bcast
+    # whose elements rank 0 alone packs first (the agreement comes before that
+    # decision too)
+    PDIFF=(allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world,dup,split -s "$SEED" -q "${XARG[@]}")
+    PARAMS_DIFFER=host_buffers FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_host_buffers=0" \
+        FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
+        run_case "params_differ_host_np3_rpn1" 3 1 fallback,paramsdiffer "" "${PDIFF[@]}"
+    PARAMS_DIFFER=algorithm FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_algorithm=tree" \
+        FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
+        run_case "params_differ_algorithm_np4_rpn2" 4 2 fallback,paramsdiffer "" "${PDIFF[@]}"
+    PARAMS_DIFFER=host_buffers FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_host_buffers=0" \
+        run_case "params_differ_colls_np3_rpn0" 3 0 paramsdiffer "" colls_check -B -s "$SEED" -q
+    PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
+        run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}"
+    # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
+    # setup's exchanges are still the others'): every call runs in gpuring
+    FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_wait_timeout=0" \
+        run_case "params_own_timeout_np3_rpn1" 3 1 ready,allcalls "" "${PDIFF[@]}"
 fi
 
 # --- MPI_THREAD_MULTIPLE: 4 threads per rank make their communicators' first calls at
