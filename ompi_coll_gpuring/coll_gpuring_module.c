@@ -223,7 +223,8 @@ static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char 
  * the call produces an error on the others, not a hang.  The same
  * collective on every rank whatever its own timeout, so that the timeout may
  * differ between ranks.  A timed-out exchange stays in flight, so it works on
- * a copy of the data that is left to it.
+ * a copy of the data that is left to it (with no memory for the copy, on the
+ * caller's buffers, without the timeout).
  */
 static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
 {
@@ -242,16 +243,27 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
         m->boot_area = malloc(m->boot_area_bytes);
         if (m->boot_area == NULL) m->boot_area_bytes = 0;
     }
-    area = m->prev.iallgather != NULL ? m->boot_area : NULL;
-    if (area == NULL) {
+    if (m->prev.iallgather == NULL) {
         return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
                                                         (int)bytes, MPI_BYTE, m->comm,
                                                         m->prev.allgather_module),
                                    "MPI_Allgather");
     }
-    memcpy(area, sbuf, bytes);
-    rc = m->prev.iallgather(area, (int)bytes, MPI_BYTE, area + bytes, (int)bytes, MPI_BYTE,
-                            m->comm, &req, m->prev.iallgather_module);
+    area = m->boot_area;
+    if (area == NULL) {
+        /* no memory for the copy: the same exchange as the others' (a blocking
+         * allgather would not match theirs), on the caller's buffers, which it
+         * may write until it completes -- so without the timeout */
+        GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: no memory for a copy of gpuring's "
+                     "setup exchange (%zu bytes): it waits without coll_gpuring_wait_timeout",
+                     m->comm->c_name, bytes * (size_t)(size + 1));
+        timeout = 0;
+    } else {
+        memcpy(area, sbuf, bytes);
+    }
+    rc = m->prev.iallgather(area != NULL ? area : sbuf, (int)bytes, MPI_BYTE,
+                            area != NULL ? area + bytes : rbuf, (int)bytes, MPI_BYTE, m->comm,
+                            &req, m->prev.iallgather_module);
     if (rc != OMPI_SUCCESS) return gpuring_boot_status(m, rc, "MPI_Iallgather");
     deadline = gpuring_time_sec() + timeout;
     while (!done) {
@@ -271,7 +283,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
             return GPURING_ERR_TIMEOUT;
         }
     }
-    memcpy(rbuf, area + bytes, bytes * (size_t)size);
+    if (area != NULL) memcpy(rbuf, area + bytes, bytes * (size_t)size);
     return GPURING_OK;
 }
 

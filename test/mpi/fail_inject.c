@@ -16,6 +16,12 @@
  *       connections that send then fail.  mismatch_check's "netfail" fault
  *       sets it to 1 on one rank around one call, and to 0 before MPI_Init
  *       (every thread of gpuring's reads it: see mismatch_check's `valued`).
+ *   GPURING_TEST_FAIL_MALLOC=R:N: on world rank R, the first malloc of
+ *       exactly N bytes called from gpuring's component after MPI_Init
+ *       (MPI_Init_thread) returned gives NULL (as when memory runs out at that
+ *       moment); every other goes through.  (Before: the CUDA runtime linked
+ *       into the component registers its kernels as it loads, and does not
+ *       check its allocations.)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -98,4 +104,55 @@ ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count,
         strstr(info.dli_fname, "mca_coll_gpuring") != NULL)
         return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
     return next(ep, buffer, count, tag, param);
+}
+
+/* MPI_Init and MPI_Init_thread have returned: GPURING_TEST_FAIL_MALLOC applies */
+static int malloc_armed;
+
+typedef int (*init_fn)(int *, char ***);
+typedef int (*init_thread_fn)(int *, char ***, int, int *);
+
+int MPI_Init(int *argc, char ***argv)
+{
+    static void *cache;
+    init_fn next;
+    int rc;
+
+    *(void **)&next = next_fn(&cache, "MPI_Init");
+    rc = next(argc, argv);
+    __atomic_store_n(&malloc_armed, 1, __ATOMIC_RELEASE);
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    static void *cache;
+    init_thread_fn next;
+    int rc;
+
+    *(void **)&next = next_fn(&cache, "MPI_Init_thread");
+    rc = next(argc, argv, required, provided);
+    __atomic_store_n(&malloc_armed, 1, __ATOMIC_RELEASE);
+    return rc;
+}
+
+/* glibc's own: looking the next malloc up with dlsym could itself allocate */
+extern void *__libc_malloc(size_t size);
+
+void *malloc(size_t size)
+{
+    static int failed;
+    const char *spec = getenv("GPURING_TEST_FAIL_MALLOC"), *me, *colon;
+    Dl_info info;
+
+    if (spec != NULL && __atomic_load_n(&malloc_armed, __ATOMIC_ACQUIRE) &&
+        (colon = strchr(spec, ':')) != NULL &&
+        (size_t)strtoull(colon + 1, NULL, 10) == size &&
+        (me = getenv("OMPI_COMM_WORLD_RANK")) != NULL &&
+        strncmp(spec, me, (size_t)(colon - spec)) == 0 && me[colon - spec] == '\0' &&
+        dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
+        strstr(info.dli_fname, "mca_coll_gpuring") != NULL &&
+        !__atomic_exchange_n(&failed, 1, __ATOMIC_RELAXED))
+        return NULL;
+    return __libc_malloc(size);
 }

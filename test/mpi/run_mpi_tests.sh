@@ -399,6 +399,15 @@ run_case() {
                 # one rank's failure must make every rank fall back
                 need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
                 ;;
+            bootnomem)
+                # rank 1 had no memory for the copy of the communicator's first exchange
+                # and made it on the caller's buffers (the others' exchange, not a
+                # blocking allgather that would not match it)
+                if ! grep -qE "\[gpuring rank 1\] warn [^ ]+: comm MPI_COMM_WORLD: no memory for a copy of gpuring's setup exchange" "$log"; then
+                    fail "$name" "rank 1 did not report the copy it had no memory for" "$log"
+                    return
+                fi
+                ;;
             paramsdiffer)
                 # rank 0 (given another PARAMS_DIFFER than the others) warns, naming rank 1
                 # and the parameter; rank 1 says what it has
@@ -421,7 +430,7 @@ run_case() {
         fi
         local nerr
         nerr=$(grep -ciE '\[gpuring rank [0-9]+\].*(error|warn)' "$log")
-        if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $checks != *gaveup* && $nerr != 0 ]]; then
+        if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $checks != *gaveup* && $checks != *bootnomem* && $nerr != 0 ]]; then
             # a healthy run logs no gpuring warning: a fallback would hide a bug
             fail "$name" "$nerr gpuring error/warn lines" "$log"
             return
@@ -739,6 +748,11 @@ if [ $ACTIVE = 1 ]; then
         run_case "params_differ_colls_np3_rpn0" 3 0 paramsdiffer "" colls_check -B -s "$SEED" -q
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}"
+    # rank 1 without memory for the copy of the first exchange (the parameters' hashes,
+    # 8 B from each of 3 ranks and its own: 32 B): it joins the others' exchange all the
+    # same, on the caller's buffers, and every call runs in gpuring
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:32 \
+        run_case "boot_nomem_np3_rpn1" 3 1 ready,allcalls,bootnomem "" "${PDIFF[@]}"
     # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
     # setup's exchanges are still the others'): every call runs in gpuring
     FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_wait_timeout=0" \
