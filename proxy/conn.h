@@ -209,7 +209,9 @@ static inline void gpuring_conn_land_at(gpuring_conn_t *conn, uint64_t step, voi
 
     conn->ctrl->land[slot] = (uint64_t)(uintptr_t)dst;
     conn->ctrl->land_bytes[slot] = bytes;
-    conn->ctrl->land_step[slot] = step + 1;
+    /* last, released: the proxy that reads this step's ask (conn_net_ucx.c's net_asked)
+     * then reads its address and size too */
+    __atomic_store_n(&conn->ctrl->land_step[slot], step + 1, __ATOMIC_RELEASE);
 }
 
 /* Receiver, once step conn->step landed: where its bytes are. */

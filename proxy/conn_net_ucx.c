@@ -251,6 +251,16 @@ static void post_data_send(gpuring_net_conn_t *net, uint64_t step)
               "send to");
 }
 
+/* Has the executor asked for step `step` in its output, in at most `cap` bytes
+ * (conn.h: zero copy)?  Its address and size are then read after the ask. */
+static int net_asked(const gpuring_net_conn_t *net, uint64_t step, size_t cap)
+{
+    const unsigned slot = (unsigned)(step % GPURING_NSTEPS);
+
+    return __atomic_load_n(&net->ctrl->land_step[slot], __ATOMIC_ACQUIRE) == step + 1 &&
+           net->ctrl->land_bytes[slot] <= cap;
+}
+
 static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
 {
     unsigned slot = (unsigned)(step % GPURING_NSTEPS);
@@ -264,7 +274,7 @@ static void post_data_recv(gpuring_net_conn_t *net, uint64_t step)
     param.cb.recv = net_recv_cb;
     op_begin(op, step);
     op->cap = net->slot_bytes;
-    if (net->ctrl->land_step[slot] == step + 1 && net->ctrl->land_bytes[slot] <= op->cap) {
+    if (net_asked(net, step, op->cap)) {
         /* the executor asked for this step in its output (conn.h: zero copy) */
         op->at = (char *)(uintptr_t)net->ctrl->land[slot];
         op->cap = (size_t)net->ctrl->land_bytes[slot];
@@ -923,7 +933,7 @@ void gpuring_conn_net_reland(gpuring_conn_t *conn)
         gpuring_net_op_t *op = &net->data[slot];
 
         if (!op->busy || op->done || op->at != NULL || op->req == NULL ||
-            net->ctrl->land_step[slot] != step + 1 || net->ctrl->land_bytes[slot] > op->cap)
+            !net_asked(net, step, op->cap))
             continue;
         /* unmatched: no progress runs under the lock, so nothing matches it before
          * it is posted again (matched already: it lands in its slot, as posted) */
