@@ -565,10 +565,11 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
     return 1;
 }
 
-/* CLOCK_REALTIME `seconds` from now, as pthread's timed waits take it. */
+/* CLOCK_MONOTONIC `seconds` from now, for pthread's clock waits (a step of the
+ * wall clock neither ends them early nor makes them last). */
 static void proxy_deadline(double seconds, struct timespec *ts)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
+    clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += (time_t)seconds;
     ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
     if (ts->tv_nsec >= 1000000000L) {
@@ -591,7 +592,7 @@ int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
     }
     for (;;) {
         proxy_deadline(limit, &deadline);
-        if (pthread_mutex_timedlock(&proxy->lock, &deadline) == 0) {
+        if (pthread_mutex_clocklock(&proxy->lock, CLOCK_MONOTONIC, &deadline) == 0) {
             proxy_held(proxy, doing);
             return 1;
         }
@@ -892,11 +893,11 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
     proxy_deadline(limit, &deadline);
     /* under the lock where it can be had: the signal then cannot fall between the
      * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
-    locked = pthread_mutex_timedlock(&proxy->lock, &deadline) == 0;
+    locked = pthread_mutex_clocklock(&proxy->lock, CLOCK_MONOTONIC, &deadline) == 0;
     __atomic_store_n(&proxy->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&proxy->cond);
     if (locked) pthread_mutex_unlock(&proxy->lock);
-    if (pthread_timedjoin_np(proxy->thread, NULL, &deadline) == 0) {
+    if (pthread_clockjoin_np(proxy->thread, NULL, CLOCK_MONOTONIC, &deadline) == 0) {
         proxy->thread_started = 0;
         return 1;
     }
