@@ -327,31 +327,32 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
-    /* a non-blocking call that would make the communicator's setup (whose first
-     * step is the parameters' agreement), with coll_gpuring_nonblocking_setup off:
-     * the state is every rank's alike (device buffers go below staged where that
-     * component cannot read them) */
+    /* A non-blocking call goes below without waiting for any other rank where this
+     * rank hands it below anyway (its buffers' kind), where agreeing on the kind
+     * of memory would wait (coll_gpuring_agree_memory), and where it would make the
+     * communicator's setup, whose first step is the parameters' agreement, with
+     * coll_gpuring_nonblocking_setup off.  These rest on parameters the ranks are
+     * trusted to share before they agree (README); all else waits for the agreement. */
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
-    if (mca_coll_gpuring_component.agree_memory && c->request != NULL) {
-        /* agreeing is an exchange that waits for every rank: the call would not return
-         * until all had made it, which MPI does not allow a non-blocking call */
+    if (c->request != NULL && mca_coll_gpuring_component.agree_memory) {
         plane = -1;
         why = "a non-blocking call cannot agree on the kind of memory without waiting for "
               "every rank (coll_gpuring_agree_memory 1)";
-    } else if (defer && m->state == MCA_COLL_GPURING_COMM_NEW) {
-        if (plane >= 0) {
-            mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
-                                          "non-blocking call does not set it up "
-                                          "(coll_gpuring_nonblocking_setup 0): its first "
-                                          "blocking gpuring call will", name, comm->c_name);
-            return fallback;
-        }
-    } else if (m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
+    } else if (c->request != NULL && plane >= 0 && defer &&
+               m->state == MCA_COLL_GPURING_COMM_NEW) {
+        mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
+                                      "non-blocking call does not set it up "
+                                      "(coll_gpuring_nonblocking_setup 0): its first "
+                                      "blocking gpuring call will", name, comm->c_name);
+        return fallback;
+    } else if ((c->request == NULL || plane >= 0) &&
+               m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
         /* before any decision by this rank's own parameters */
         int rc = entry_params_alike(m, comm, c, fallback);
         if (rc != OMPI_SUCCESS) return rc;
     }
-    if (plane >= 0 && mca_coll_gpuring_component.agree_memory &&
+    /* (a blocking call: every rank agrees, whatever its own plane) */
+    if (c->request == NULL && mca_coll_gpuring_component.agree_memory &&
         !entry_planes_agree(m, comm, plane)) {
         plane = -1;
         why = "ranks passed different kinds of memory (host on some, device on others) or "

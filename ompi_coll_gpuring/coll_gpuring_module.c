@@ -423,18 +423,24 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
     if (n == 1) return m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
     params_values(mine);
     h = params_hash(mine, sizeof(mine));
-    /* the hashes first (8 bytes a rank); every value only where they differ */
+    /* the hashes first (8 bytes a rank); every value only where they differ (the
+     * memory for both first: no rank may leave the second exchange for want of it) */
     hashes = malloc((size_t)n * sizeof(*hashes));
-    if (hashes != NULL) st = gpuring_boot_allgather(m, &h, hashes, sizeof(h));
+    all = malloc((size_t)n * sizeof(mine));
+    if (hashes != NULL && all != NULL) st = gpuring_boot_allgather(m, &h, hashes, sizeof(h));
     m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
     for (int r = 0; st == GPURING_OK && r < n; r++) {
         if (hashes[r] != h) m->params = MCA_COLL_GPURING_PARAMS_DIFFER;
     }
     if (st == GPURING_OK && m->params == MCA_COLL_GPURING_PARAMS_DIFFER) {
-        st = GPURING_ERR_NO_MEMORY;
-        all = malloc((size_t)n * sizeof(mine));
-        if (all != NULL) st = gpuring_boot_allgather(m, mine, all, sizeof(mine));
-        if (st == GPURING_OK) params_report(m, all);
+        /* every rank knows it already: the values only name the difference */
+        if (gpuring_boot_allgather(m, mine, all, sizeof(mine)) == GPURING_OK)
+            params_report(m, all);
+        else
+            GPURING_WARN(GPURING_SUBSYS_INIT, "comm %s: the ranks' coll_gpuring parameters "
+                         "differ (which, this rank could not learn): every rank hands the "
+                         "communicator's collectives to the component below",
+                         m->comm->c_name);
     }
     if (st != GPURING_OK) {
         /* a local failure skips the exchange: the others then time out in it */

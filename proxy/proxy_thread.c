@@ -565,11 +565,23 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
     return 1;
 }
 
-/* CLOCK_MONOTONIC `seconds` from now, for pthread's clock waits (a step of the
- * wall clock neither ends them early nor makes them last). */
+/* The clock of the bounded waits for the lock and for the thread's end: the
+ * monotonic one (a step of the wall clock neither ends them early nor makes them
+ * last), or the wall clock where the C library has no such waits (glibc < 2.31). */
+#if defined(HAVE_PTHREAD_MUTEX_CLOCKLOCK) && defined(HAVE_PTHREAD_CLOCKJOIN_NP)
+#define PROXY_CLOCK CLOCK_MONOTONIC
+#define proxy_lock_until(_p, _ts) pthread_mutex_clocklock(&(_p)->lock, PROXY_CLOCK, (_ts))
+#define proxy_join_until(_p, _ts) pthread_clockjoin_np((_p)->thread, NULL, PROXY_CLOCK, (_ts))
+#else
+#define PROXY_CLOCK CLOCK_REALTIME
+#define proxy_lock_until(_p, _ts) pthread_mutex_timedlock(&(_p)->lock, (_ts))
+#define proxy_join_until(_p, _ts) pthread_timedjoin_np((_p)->thread, NULL, (_ts))
+#endif
+
+/* PROXY_CLOCK `seconds` from now. */
 static void proxy_deadline(double seconds, struct timespec *ts)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
+    clock_gettime(PROXY_CLOCK, ts);
     ts->tv_sec += (time_t)seconds;
     ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
     if (ts->tv_nsec >= 1000000000L) {
@@ -592,7 +604,7 @@ int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
     }
     for (;;) {
         proxy_deadline(limit, &deadline);
-        if (pthread_mutex_clocklock(&proxy->lock, CLOCK_MONOTONIC, &deadline) == 0) {
+        if (proxy_lock_until(proxy, &deadline) == 0) {
             proxy_held(proxy, doing);
             return 1;
         }
@@ -893,11 +905,11 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
     proxy_deadline(limit, &deadline);
     /* under the lock where it can be had: the signal then cannot fall between the
      * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
-    locked = pthread_mutex_clocklock(&proxy->lock, CLOCK_MONOTONIC, &deadline) == 0;
+    locked = proxy_lock_until(proxy, &deadline) == 0;
     __atomic_store_n(&proxy->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&proxy->cond);
     if (locked) pthread_mutex_unlock(&proxy->lock);
-    if (pthread_clockjoin_np(proxy->thread, NULL, CLOCK_MONOTONIC, &deadline) == 0) {
+    if (proxy_join_until(proxy, &deadline) == 0) {
         proxy->thread_started = 0;
         return 1;
     }

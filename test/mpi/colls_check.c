@@ -24,7 +24,8 @@
  * output (r + 1) % 4 bytes off the allocation, so no element size above 1
  * divides their addresses on most ranks), -B (each communicator's first collective is
  * an MPI_Bcast of each rank's own datatype of one signature, rank 0's with holes,
- * so that it packs the elements first and the others do not), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
+ * so that it packs the elements first and the others do not; the last rank the
+ * root), -q (quiet).  Rank 0 prints `N passed, N failed`; exit code non-zero
  * when a check failed on any rank.
  */
 #include <mpi.h>
@@ -449,9 +450,10 @@ static void sweep(MPI_Comm comm, int full, size_t large)
 
     MPI_Comm_size(comm, &n);
     if (g_bcast_first) {
-        /* rank r's layout is (r + cs) % LAY_N: rank 0's the one with holes */
+        /* rank r's layout is (r + cs) % LAY_N: rank 0's the one with holes; it
+         * receives (a root would return once its message left, agreed or not) */
         cs = LAY_GAP;
-        check_bcast_layouts(comm, 28, 0, cs);
+        check_bcast_layouts(comm, 28, n - 1, cs);
     }
     /* one allreduce: the communicator's setup shows in the log as for allreduce */
     MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, comm);
