@@ -266,7 +266,7 @@ static void entry_setup_hint(struct ompi_communicator_t *comm)
 
 /* The communicator's first call that reaches gpuring: its ranks' parameters
  * agree (mca_coll_gpuring_params_agree) before any rank decides anything by its
- * own.  OMPI_SUCCESS: they do; `fallback` where they differ; the MPI error where
+ * own (a blocking call; call_run says what a non-blocking one decides first).  OMPI_SUCCESS: they do; `fallback` where they differ; the MPI error where
  * the agreement failed (logged). */
 static int entry_params_alike(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *c, int fallback)

@@ -453,7 +453,8 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
                           : "a rank did not join it -- it made another call, or Open MPI "
                             "did not select coll gpuring for it (coll_gpuring_priority, a "
                             "--mca coll list), or the call is MPI_Iallreduce and its "
-                            "coll_gpuring_nonblocking_setup or agree_memory differs");
+                            "coll_gpuring_host_buffers, managed_buffers, agree_memory or "
+                            "nonblocking_setup differs");
         m->params = MCA_COLL_GPURING_PARAMS_FAILED;
     }
     free(hashes);
