@@ -236,6 +236,50 @@ int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatyp
                                    struct ompi_op_t *op, gpuring_type_t *type_p,
                                    gpuring_op_t *op_p);
 
+/*
+ * coll_gpuring_stage.c: a call's buffers on the way to the component below.
+ * Each buffer is described by the bytes the call touches in it and whether
+ * it is read (IN) or written (OUT); stage_in copies those of them that are
+ * device memory into host memory (unless the component below reads device
+ * memory itself) and gives every buffer the pointer to pass below in
+ * `host`; stage_out copies the written ones back after a successful call.
+ */
+enum { MCA_COLL_GPURING_STAGE_IN = 1, MCA_COLL_GPURING_STAGE_OUT = 2,
+       MCA_COLL_GPURING_STAGE_INOUT = 3 };
+/* Part of a span in one memory: [buf + lo, buf + lo + bytes) */
+typedef struct mca_coll_gpuring_piece {
+    ptrdiff_t lo;
+    size_t bytes;
+    uintptr_t alloc; /* the device allocation's start; 0: host memory */
+} mca_coll_gpuring_piece_t;
+/* The datatype and counts a span was made from, for a walk of its blocks. */
+typedef struct mca_coll_gpuring_shape {
+    int form;                              /* 0: count of dt; 1: the v form; 2: the w form */
+    size_t count;
+    const int *counts;                     /* v, w */
+    const void *displs;                    /* v: int extents; w: int or MPI_Aint bytes */
+    int n, aint;
+    struct ompi_datatype_t *dt;            /* plain, v */
+    struct ompi_datatype_t *const *types;  /* w */
+} mca_coll_gpuring_shape_t;
+typedef struct mca_coll_gpuring_stage_buf {
+    void *buf;        /* as the application passed it */
+    ptrdiff_t lo;     /* the call touches [buf + lo, buf + lo + bytes) */
+    size_t bytes;     /* 0: nothing (or buf is MPI_IN_PLACE / not significant here) */
+    int dir;          /* MCA_COLL_GPURING_STAGE_*; 0: not touched on this rank */
+    int holes;        /* written, but perhaps not every byte of the span */
+    int device;       /* set by stage_in: the span is device memory (all or part of it) */
+    void *host;       /* what the component below gets */
+    void *staged;     /* the host copy of the span; NULL: not staged */
+    mca_coll_gpuring_shape_t shape; /* valid while the call that made the span runs */
+    /* blocks in several allocations (MPI_BOTTOM with absolute addresses): the span's
+     * pieces, each in one device allocation or in host memory, copied one by one into
+     * a host image of the whole span of its own (mmap'd: only its pieces' pages are
+     * ever touched); npieces 0: the span is one piece */
+    int npieces;
+    mca_coll_gpuring_piece_t *pieces;
+} mca_coll_gpuring_stage_buf_t;
+
 /* coll_gpuring_pack.c: the calls gpuring runs as a copy of bytes, by their type
  * signature's bytes (the same on every rank), whatever each rank's datatype. */
 size_t mca_coll_gpuring_signature_bytes(struct ompi_datatype_t *dt, size_t count);
@@ -261,9 +305,8 @@ typedef struct mca_coll_gpuring_packed {
     size_t count;
     struct ompi_datatype_t *dt;
     int device;  /* the GPU of buf's memory; -1: host memory */
-    char *image; /* device memory: a host copy of buf's span [lo, lo + span) */
-    ptrdiff_t lo;
-    size_t span;
+    mca_coll_gpuring_stage_buf_t span; /* the bytes the elements span, their pieces */
+    char *image; /* device memory, or pieces: a host image of the span */
     char *host;  /* the packed bytes in host memory */
     int pooled;  /* .bytes from the GPU's stream-ordered pool (gpuring_devcopy_alloc) */
 } mca_coll_gpuring_packed_t;
@@ -337,26 +380,7 @@ void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st);
 void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req);
 void mca_coll_gpuring_request_finalize(void);
 
-/*
- * coll_gpuring_stage.c: a call's buffers on the way to the component below.
- * Each buffer is described by the bytes the call touches in it and whether
- * it is read (IN) or written (OUT); stage_in copies those of them that are
- * device memory into host memory (unless the component below reads device
- * memory itself) and gives every buffer the pointer to pass below in
- * `host`; stage_out copies the written ones back after a successful call.
- */
-enum { MCA_COLL_GPURING_STAGE_IN = 1, MCA_COLL_GPURING_STAGE_OUT = 2,
-       MCA_COLL_GPURING_STAGE_INOUT = 3 };
-typedef struct mca_coll_gpuring_stage_buf {
-    void *buf;        /* as the application passed it */
-    ptrdiff_t lo;     /* the call touches [buf + lo, buf + lo + bytes) */
-    size_t bytes;     /* 0: nothing (or buf is MPI_IN_PLACE / not significant here) */
-    int dir;          /* MCA_COLL_GPURING_STAGE_*; 0: not touched on this rank */
-    int holes;        /* written, but perhaps not every byte of the span */
-    int device;       /* set by stage_in: the span is device memory */
-    void *host;       /* what the component below gets */
-    void *staged;     /* the host copy of the span; NULL: not staged */
-} mca_coll_gpuring_stage_buf_t;
+/* coll_gpuring_stage.c, continued */
 
 /* A datatype's name for the log (derived ones may have none). */
 const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt);
@@ -380,6 +404,22 @@ void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *
 void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
                                    const int *counts, const void *displs, int aint,
                                    struct ompi_datatype_t *const *types, int n);
+/* Whether the span holds device memory (b->device): its first byte's kind, the
+ * last's too for a datatype with holes.  Where its blocks lie in several allocations
+ * (or in host and device memory), its pieces (b->pieces, walked from its shape).  0,
+ * or -1 with *why_p where the pieces cannot be told. */
+int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
+/* A pieced span's host image (b->bytes of address space, its pages touched only where
+ * pieces are copied), NULL where it cannot be mapped; span_release gives it back and
+ * frees the pieces (image NULL: the pieces only). */
+void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b);
+void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image);
+/* Copy the span's bytes into its host image, or back out of it: one copy, or one per
+ * piece (`pinned`: the image is page-locked; of a span in one piece only). */
+gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_t *b,
+                                               void *image, int pinned, const char **why_p);
+gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
+                                                 void *image, int pinned, const char **why_p);
 /* 1 when the component below is handed device buffers as they are. */
 int mca_coll_gpuring_below_reads_device(void);
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,

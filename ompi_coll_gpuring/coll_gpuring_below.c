@@ -17,7 +17,8 @@
  * its group MPI_PROC_NULL: see below_peers and below_is_root/below_is_member.
  *  - MPI_Reduce_local, where Open MPI makes it through MPI_COMM_SELF's module
  *    (5.0): staged as a blocking call.
- * Host buffers cost one memory-kind check per buffer, none in a process
+ * Host buffers cost one memory-kind check per buffer (two for a datatype with
+ * holes: its span's first and last bytes), none in a process
  * without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
  */

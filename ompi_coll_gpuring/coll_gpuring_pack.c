@@ -80,16 +80,24 @@ static int pack_on_device(gpuring_mem_kind_t kind)
 static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
 {
     if (p->device >= 0 && !keep_device) gpuring_devcopy_free(p->bytes, p->pooled);
-    free(p->image);
+    if (p->span.npieces == 0) free(p->image);
+    mca_coll_gpuring_span_release(&p->span, p->image);
     free(p->host);
     memset(p, 0, sizeof(*p));
+}
+
+/* Where the convertor finds the elements: in the host image of their span where they
+ * have one, else at p->buf itself */
+static void *pack_elements(const mca_coll_gpuring_packed_t *p)
+{
+    return p->image != NULL ? mca_coll_gpuring_at(p->image, -p->span.lo) : p->buf;
 }
 
 int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_t *p,
                           gpuring_coll_kind_t coll, void *buf, size_t count,
                           struct ompi_datatype_t *dt, int in)
 {
-    mca_coll_gpuring_stage_buf_t span;
+    mca_coll_gpuring_stage_buf_t *span = &p->span;
     const char *why = "no memory";
     gpuring_status_t fail = GPURING_ERR_NO_MEMORY;
     void *first;
@@ -102,32 +110,34 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
     p->device = -1;
     p->len = mca_coll_gpuring_signature_bytes(dt, count);
     /* the bytes the elements span (holes included), and whose memory they are */
-    mca_coll_gpuring_stage_span(&span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
+    mca_coll_gpuring_stage_span(span, buf, MCA_COLL_GPURING_STAGE_INOUT, count, dt);
     /* the elements' memory (no span: the process has no device memory, buf is host
      * memory) */
-    first = span.dir != 0 ? mca_coll_gpuring_at(buf, span.lo) : buf;
+    first = span->dir != 0 ? mca_coll_gpuring_at(buf, span->lo) : buf;
     /* packed bytes that call_run would hand below (it tells from their kind, which is
      * the elements'): the component below takes the elements as they are */
     if (mca_coll_gpuring_kind_declined(m, coll, first)) return MCA_COLL_GPURING_FALLBACK;
-    if (span.dir != 0 && pack_on_device(gpuring_mem_kind(first, &device))) {
-        p->device = device;
-        p->lo = span.lo;
-        p->span = span.bytes;
+    if (span->dir != 0 && pack_on_device(gpuring_mem_kind(first, &device))) p->device = device;
+    /* blocks in several allocations (MPI_BOTTOM with absolute addresses): in pieces */
+    if (span->dir != 0 && mca_coll_gpuring_span_classify(span, &why) != 0) {
+        fail = GPURING_ERR_INVALID;
+        goto fail;
     }
     p->host = malloc(p->len);
     if (p->host == NULL) goto fail;
+    if (p->device >= 0 || span->npieces > 0) {
+        /* a host image of the span: packed from, and unpacked into with its holes kept */
+        p->image = span->npieces > 0 ? mca_coll_gpuring_span_image_new(span)
+                                     : malloc(span->bytes);
+        if (p->image == NULL) goto fail;
+        fail = mca_coll_gpuring_span_copy_in(span, p->image, 0, &why);
+        if (fail != GPURING_OK) goto fail;
+    }
+    if (in && pack_convert(1, dt, count, pack_elements(p), p->host, p->len) != OMPI_SUCCESS)
+        goto bad;
     if (p->device < 0) {
-        if (in && pack_convert(1, dt, count, buf, p->host, p->len) != OMPI_SUCCESS) goto bad;
         p->bytes = p->host;
     } else {
-        /* a host image of the span: packed from, and unpacked into with its holes kept */
-        p->image = malloc(p->span);
-        if (p->image == NULL) goto fail;
-        fail = gpuring_devcopy(p->image, first, p->span, 0, &why);
-        if (fail != GPURING_OK) goto fail;
-        if (in && pack_convert(1, dt, count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
-                               p->len) != OMPI_SUCCESS)
-            goto bad;
         fail = gpuring_devcopy_alloc(first, p->len, &p->bytes, &p->pooled, &why);
         if (fail != GPURING_OK) goto fail;
         why = "cannot copy the packed bytes to the device";
@@ -171,17 +181,13 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc)
     int rc = OMPI_SUCCESS;
 
     if (p->bytes == NULL) return OMPI_SUCCESS;
-    if (out && p->device < 0) {
-        rc = pack_convert(0, p->dt, p->count, p->buf, p->host, p->len);
-    } else if (out) {
-        void *at = mca_coll_gpuring_at(p->buf, p->lo);
-
-        if (gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK ||
-            pack_convert(0, p->dt, p->count, mca_coll_gpuring_at(p->image, -p->lo), p->host,
-                         p->len) != OMPI_SUCCESS ||
-            gpuring_devcopy_back(at, p->image, p->span, 0, &why) != GPURING_OK)
-            rc = OMPI_ERROR;
-    }
+    if (out && ((p->device >= 0 &&
+                 gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK) ||
+                pack_convert(0, p->dt, p->count, pack_elements(p), p->host, p->len) !=
+                    OMPI_SUCCESS ||
+                (p->image != NULL &&
+                 mca_coll_gpuring_span_copy_back(&p->span, p->image, 0, &why) != GPURING_OK)))
+        rc = OMPI_ERROR;
     if (rc != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot unpack %zu bytes received into %zu elements "
                       "of datatype %s at %p: %s", p->len, p->count,

@@ -5,7 +5,9 @@
  * the bytes the call touches in each (the span of its datatype and counts);
  * those in device memory are copied into host memory -- one area per
  * communicator for blocking calls (page-locked when the driver allows), an
- * area of its own for a non-blocking call -- the component below runs on the
+ * area of its own for a non-blocking call; a span whose blocks lie in several
+ * allocations (MPI_BOTTOM with absolute addresses) allocation by allocation
+ * into a host image of its own -- the component below runs on the
  * host copies, and what it wrote is copied back: when the call returns, or
  * when a non-blocking call's request completes.  Copies go through the
  * application's CUDA driver (kernels/devcopy.h), so staging works whether or
@@ -22,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "opal/datatype/opal_convertor.h"
 
 #include "kernels/devcopy.h"
 #include "kernels/memkind.h"
@@ -106,6 +110,9 @@ static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int
     b->holes = 0;
     b->host = (void *)buf;
     b->staged = NULL;
+    memset(&b->shape, 0, sizeof(b->shape));
+    b->npieces = 0;
+    b->pieces = NULL;
 }
 
 /* Widen [*lo, *hi) by count elements of dt starting `at` bytes from buf. */
@@ -150,6 +157,7 @@ void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *bu
     stage_buf_hull(b, lo, hi, empty);
     b->holes = count > INT32_MAX ||
                !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)(count ? count : 1));
+    b->shape = (mca_coll_gpuring_shape_t){.form = 0, .count = count, .dt = dt};
 }
 
 void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
@@ -167,6 +175,8 @@ void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *
     }
     stage_buf_hull(b, lo, hi, empty);
     b->holes = 1; /* blocks need not tile their hull */
+    b->shape = (mca_coll_gpuring_shape_t){
+        .form = 1, .counts = counts, .displs = displs, .n = n, .dt = dt};
 }
 
 void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
@@ -185,15 +195,220 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
     }
     stage_buf_hull(b, lo, hi, empty);
     b->holes = 1;
+    b->shape = (mca_coll_gpuring_shape_t){
+        .form = 2, .counts = counts, .displs = displs, .n = n, .aint = aint, .types = types};
+}
+
+/* ---- pieces: a span over several allocations ---------------------------------------- */
+
+/* The walk of a span's blocks, in the order its datatype lists them. */
+typedef struct {
+    mca_coll_gpuring_stage_buf_t *b;
+    int cap;
+    int cur;                  /* the piece of the device allocation `range`; -1: none */
+    gpuring_mem_range_t range;
+    int host;                 /* the last host piece; -1: none */
+    const char *why;
+} stage_walk_t;
+
+/* The block [at, at + len) into its piece: that of its device allocation, or the last
+ * host piece where the block meets it, else a new one. */
+static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
+{
+    mca_coll_gpuring_stage_buf_t *b = w->b;
+    ptrdiff_t lo = (ptrdiff_t)(at - (uintptr_t)b->buf);
+    mca_coll_gpuring_piece_t *p;
+    int k;
+
+    if (len == 0) return 0;
+    if (w->cur >= 0 && at >= w->range.base && at - w->range.base < w->range.bytes &&
+        len <= w->range.bytes - (at - w->range.base)) {
+        k = w->cur;
+    } else if (gpuring_mem_range((const void *)at, &w->range) == 0) {
+        if (len > w->range.bytes - (at - w->range.base)) {
+            w->why = "a block runs past the end of its device allocation";
+            return -1;
+        }
+        for (k = 0; k < b->npieces && b->pieces[k].alloc != w->range.base; k++) continue;
+        w->cur = k;
+    } else {
+        w->cur = -1;
+        k = w->host >= 0 && lo >= b->pieces[w->host].lo &&
+                    lo <= b->pieces[w->host].lo + (ptrdiff_t)b->pieces[w->host].bytes
+                ? w->host
+                : b->npieces;
+        w->host = k;
+    }
+    if (k == b->npieces) {
+        if (k == w->cap) {
+            int cap = w->cap ? 2 * w->cap : 8;
+            p = realloc(b->pieces, (size_t)cap * sizeof(*p));
+            if (p == NULL) {
+                w->why = "no memory";
+                return -1;
+            }
+            b->pieces = p;
+            w->cap = cap;
+        }
+        b->pieces[k] = (mca_coll_gpuring_piece_t){
+            .lo = lo, .bytes = len, .alloc = w->cur >= 0 ? w->range.base : 0};
+        b->npieces++;
+        return 0;
+    }
+    p = &b->pieces[k];
+    if (lo + (ptrdiff_t)len > p->lo + (ptrdiff_t)p->bytes)
+        p->bytes = (size_t)(lo + (ptrdiff_t)len - p->lo);
+    if (lo < p->lo) {
+        p->bytes += (size_t)(p->lo - lo);
+        p->lo = lo;
+    }
+    return 0;
+}
+
+/* count elements of dt at base, block by block (Open MPI's convertor lists them) */
+static int stage_walk_type(stage_walk_t *w, const void *base, size_t count,
+                           struct ompi_datatype_t *dt)
+{
+    opal_convertor_t conv;
+    int32_t done = 0;
+    int rc = 0;
+
+    if (count == 0) return 0;
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    if (opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &dt->super, count,
+                                                 base, 0, &conv) != OPAL_SUCCESS) {
+        w->why = "Open MPI's convertor failed";
+        rc = -1;
+    }
+    while (rc == 0 && !done) {
+        struct iovec iov[32];
+        uint32_t n = 32;
+        size_t len = 0;
+
+        done = opal_convertor_raw(&conv, iov, &n, &len);
+        if (done < 0) {
+            w->why = "Open MPI's convertor failed";
+            rc = -1;
+        }
+        for (uint32_t k = 0; rc == 0 && k < n; k++)
+            rc = stage_walk_block(w, (uintptr_t)iov[k].iov_base, iov[k].iov_len);
+    }
+    OBJ_DESTRUCT(&conv);
+    return rc;
+}
+
+/* b's pieces, from the blocks of the shape its span was made from */
+static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
+{
+    const mca_coll_gpuring_shape_t *sh = &b->shape;
+    stage_walk_t w = {.b = b, .cur = -1, .host = -1};
+    ptrdiff_t lb, extent;
+    int rc = 0;
+
+    if (sh->form == 0) {
+        rc = stage_walk_type(&w, b->buf, sh->count, sh->dt);
+    } else if (sh->form == 1) {
+        ompi_datatype_get_extent(sh->dt, &lb, &extent);
+        for (int i = 0; rc == 0 && i < sh->n; i++) {
+            if (sh->counts[i] > 0)
+                rc = stage_walk_type(
+                    &w, mca_coll_gpuring_at(b->buf, ((const int *)sh->displs)[i] * extent),
+                    (size_t)sh->counts[i], sh->dt);
+        }
+    } else {
+        for (int i = 0; rc == 0 && i < sh->n; i++) {
+            ptrdiff_t at = sh->aint ? (ptrdiff_t)((const MPI_Aint *)sh->displs)[i]
+                                    : (ptrdiff_t)((const int *)sh->displs)[i];
+            if (sh->counts[i] > 0)
+                rc = stage_walk_type(&w, mca_coll_gpuring_at(b->buf, at),
+                                     (size_t)sh->counts[i], sh->types[i]);
+        }
+    }
+    if (rc != 0) {
+        *why_p = w.why;
+        free(b->pieces);
+        b->pieces = NULL;
+        b->npieces = 0;
+    }
+    return rc;
+}
+
+int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
+{
+    void *first;
+    gpuring_mem_range_t r;
+
+    b->device = 0;
+    b->npieces = 0;
+    b->pieces = NULL;
+    if (b->dir == 0 || b->bytes == 0) return 0;
+    first = mca_coll_gpuring_at(b->buf, b->lo);
+    if (gpuring_mem_kind(first, NULL) == GPURING_MEM_DEVICE) {
+        b->device = 1;
+        /* one run, or blocks inside the allocation of the first: one piece */
+        if (!b->holes || (gpuring_mem_range(first, &r) == 0 &&
+                          b->bytes <= r.bytes - ((uintptr_t)first - r.base)))
+            return 0;
+    } else if (!b->holes || gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1),
+                                             NULL) != GPURING_MEM_DEVICE) {
+        return 0; /* host memory, as far as its first and last bytes tell */
+    }
+    b->device = 1;
+    return stage_walk(b, why_p);
+}
+
+void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
+{
+    void *p = mmap(NULL, b->bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
+{
+    if (b->npieces > 0 && image != NULL) munmap(image, b->bytes);
+    free(b->pieces);
+    b->pieces = NULL;
+    b->npieces = 0;
+}
+
+/* Copy the span's bytes at buf into its host image (back: from the image to buf): in
+ * one copy, or piece by piece. */
+static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, void *image,
+                                        int pinned, int back, const char **why_p)
+{
+    if (b->npieces == 0) {
+        void *at = mca_coll_gpuring_at(b->buf, b->lo);
+        return back ? gpuring_devcopy_back(at, image, b->bytes, pinned, why_p)
+                    : gpuring_devcopy(image, at, b->bytes, pinned, why_p);
+    }
+    for (int k = 0; k < b->npieces; k++) {
+        const mca_coll_gpuring_piece_t *p = &b->pieces[k];
+        char *at = mca_coll_gpuring_at(b->buf, p->lo), *in = (char *)image + (p->lo - b->lo);
+        gpuring_status_t st = GPURING_OK;
+
+        if (p->alloc == 0) memcpy(back ? at : in, back ? in : at, p->bytes);
+        else if (back) st = gpuring_devcopy_back(at, in, p->bytes, 0, why_p);
+        else st = gpuring_devcopy(in, at, p->bytes, 0, why_p);
+        if (st != GPURING_OK) return st;
+    }
+    return GPURING_OK;
+}
+
+gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_t *b,
+                                               void *image, int pinned, const char **why_p)
+{
+    return stage_span_copy(b, image, pinned, 0, why_p);
+}
+
+gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
+                                                 void *image, int pinned, const char **why_p)
+{
+    return stage_span_copy(b, image, pinned, 1, why_p);
 }
 
 /* ---- staging ---------------------------------------------------------------- */
-
-static int stage_is_device(const mca_coll_gpuring_stage_buf_t *b)
-{
-    return b->dir != 0 && b->bytes != 0 &&
-           gpuring_mem_kind(mca_coll_gpuring_at(b->buf, b->lo), NULL) == GPURING_MEM_DEVICE;
-}
 
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area)
 {
@@ -226,21 +441,56 @@ static int stage_area_reserve(mca_coll_gpuring_stage_area_t *area, size_t bytes,
     return OMPI_SUCCESS;
 }
 
-/* Which buffers are device memory (one driver query each: bufs[i].device), each
- * handed below as it is for now; the host bytes their spans take where they are to be
- * staged, 0 where nothing is (no device buffer, or the component below reads them). */
-static size_t stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n)
+/* Give back the images of pieced spans, and their pieces. */
+static void stage_release(mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        mca_coll_gpuring_span_release(&bufs[i], bufs[i].staged);
+        if (bufs[i].staged != NULL) bufs[i].host = bufs[i].buf;
+        bufs[i].staged = NULL;
+    }
+}
 
+/* Which buffers are device memory (one driver query each, a few more for a datatype
+ * with holes: bufs[i].device), each handed below as it is for now.  1 where any is to
+ * be staged, with *total_p the host bytes the area must hold for the spans in one
+ * piece (a pieced span gets an image of its own); 0 where none is (no device buffer,
+ * or the component below reads them); -1 where a span's pieces cannot be told (logged). */
+static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpuring_coll_t coll,
+                      const char *comm, size_t *total_p)
+{
+    int any = 0;
+
+    *total_p = 0;
     for (int i = 0; i < n; i++) {
         bufs[i].staged = NULL;
         bufs[i].host = bufs[i].buf;
-        bufs[i].device = stage_is_device(&bufs[i]);
-        if (bufs[i].device)
-            total += GPURING_DIV_UP(bufs[i].bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+        bufs[i].device = 0;
+        bufs[i].npieces = 0;
+        bufs[i].pieces = NULL;
     }
-    return total > 0 && !mca_coll_gpuring_below_reads_device() ? total : 0;
+    for (int i = 0; i < n; i++) {
+        mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+        const char *why = NULL;
+
+        if (mca_coll_gpuring_span_classify(b, &why) != 0) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL,
+                          "%s on comm %s: cannot stage the %zu bytes at %p its datatype spans "
+                          "(blocks in several allocations): %s",
+                          mca_coll_gpuring_coll_name(coll), comm, b->bytes,
+                          mca_coll_gpuring_at(b->buf, b->lo), why);
+            stage_release(bufs, n);
+            return -1;
+        }
+        any |= b->device;
+        if (b->device && b->npieces == 0)
+            *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+    }
+    if (any && mca_coll_gpuring_below_reads_device()) {
+        stage_release(bufs, n);
+        return 0;
+    }
+    return any;
 }
 
 /* Copy what the call reads of the staged spans (its inputs, and written spans it may not
@@ -260,7 +510,8 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
          * application's earlier work on it (gpuring_devcopy_back's stream waits for none) */
         st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes
                  ? gpuring_devcopy_order(at, &why)
-                 : gpuring_devcopy(b->staged, at, b->bytes, area->pin != NULL, &why);
+                 : stage_span_copy(b, b->staged, b->npieces == 0 && area->pin != NULL, 0,
+                                   &why);
         if (st != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
@@ -272,8 +523,9 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
     return OMPI_SUCCESS;
 }
 
-/* Copy the device buffers' spans (stage_plan's `total` bytes) into `area`, each
- * buffer's .host pointing into its copy. */
+/* Copy the device buffers' spans into `area` (stage_plan's `total` bytes) or, pieced,
+ * into images of their own, each buffer's .host pointing into its copy; on failure
+ * (logged) the images are given back. */
 static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total,
                       mca_coll_gpuring_coll_t coll, const char *comm,
                       mca_coll_gpuring_stage_buf_t *bufs, int n)
@@ -282,25 +534,42 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
     size_t off = 0;
 
     for (int i = 0; i < n && near == NULL; i++) {
-        if (bufs[i].device) near = mca_coll_gpuring_at(bufs[i].buf, bufs[i].lo);
+        if (bufs[i].device && bufs[i].npieces == 0)
+            near = mca_coll_gpuring_at(bufs[i].buf, bufs[i].lo);
     }
     if (stage_area_reserve(area, total, pin, near) != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_COLL,
                       "%s on comm %s: cannot allocate %zu bytes of host memory to stage "
                       "its device buffers through", mca_coll_gpuring_coll_name(coll), comm,
                       total);
+        stage_release(bufs, n);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (!b->device) continue;
-        b->staged = (char *)area->host + off;
+        if (b->npieces > 0) {
+            b->staged = mca_coll_gpuring_span_image_new(b);
+            if (b->staged == NULL) {
+                GPURING_ERROR(GPURING_SUBSYS_COLL,
+                              "%s on comm %s: cannot map %zu bytes of address space for a "
+                              "host image of a datatype whose blocks lie in %d places",
+                              mca_coll_gpuring_coll_name(coll), comm, b->bytes, b->npieces);
+                stage_release(bufs, n);
+                return OMPI_ERR_OUT_OF_RESOURCE;
+            }
+        } else {
+            b->staged = (char *)area->host + off;
+            off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+        }
         b->host = mca_coll_gpuring_at(b->staged, -b->lo);
-        off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
     }
     /* (a written span the call may not fill keeps the device's bytes) */
-    if (stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) return OMPI_ERROR;
+    if (stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) {
+        stage_release(bufs, n);
+        return OMPI_ERROR;
+    }
     __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: %zu bytes of device buffers staged",
                   mca_coll_gpuring_coll_name(coll), comm, total);
@@ -317,8 +586,8 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (gpuring_devcopy_back(mca_coll_gpuring_at(b->buf, b->lo), b->staged, b->bytes,
-                                 area->pin != NULL, &why) != GPURING_OK) {
+        if (stage_span_copy(b, b->staged, b->npieces == 0 && area->pin != NULL, 1, &why) !=
+            GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "
                           "device memory at %p: %s", mca_coll_gpuring_coll_name(coll), comm,
@@ -333,9 +602,10 @@ int mca_coll_gpuring_stage_in_area(mca_coll_gpuring_stage_area_t *area, int pin,
                                    mca_coll_gpuring_coll_t coll, const char *comm,
                                    mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    size_t total = stage_plan(bufs, n);
+    size_t total;
+    int any = stage_plan(bufs, n, coll, comm, &total);
 
-    if (total == 0) return OMPI_SUCCESS;
+    if (any <= 0) return any < 0 ? OMPI_ERROR : OMPI_SUCCESS;
     return stage_fill(area, pin, total, coll, comm, bufs, n);
 }
 
@@ -343,8 +613,10 @@ int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
                                     mca_coll_gpuring_coll_t coll, const char *comm,
                                     mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
 {
-    if (rc != OMPI_SUCCESS) return rc; /* the component below reported it */
-    return stage_drain(area, coll, comm, bufs, n);
+    /* (a failed call's error is the component below's) */
+    if (rc == OMPI_SUCCESS) rc = stage_drain(area, coll, comm, bufs, n);
+    stage_release(bufs, n);
+    return rc;
 }
 
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
@@ -408,6 +680,7 @@ static mca_coll_gpuring_stage_nb_t *stage_persistent_find(ompi_request_t *req, i
 
 static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
 {
+    stage_release(nb->bufs, nb->n);
     mca_coll_gpuring_stage_area_free(&nb->area);
     nb->magic = 0;
     free(nb);
@@ -417,17 +690,22 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
-    size_t total = stage_plan(bufs, n);
+    size_t total;
+    int any = stage_plan(bufs, n, coll, m->comm->c_name, &total);
     mca_coll_gpuring_stage_nb_t *nb;
     int rc;
 
     *nb_p = NULL;
-    if (total == 0) return OMPI_SUCCESS;
-    if (n > STAGE_NB_MAX_BUFS) return OMPI_ERR_BAD_PARAM; /* no call has more */
+    if (any <= 0) return any < 0 ? OMPI_ERROR : OMPI_SUCCESS;
+    if (n > STAGE_NB_MAX_BUFS) { /* no call has more */
+        stage_release(bufs, n);
+        return OMPI_ERR_BAD_PARAM;
+    }
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
                       "buffers", mca_coll_gpuring_coll_name(coll), m->comm->c_name);
+        stage_release(bufs, n);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     nb->magic = STAGE_NB_MAGIC;

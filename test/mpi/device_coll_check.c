@@ -8,7 +8,9 @@
  * cannot touch, so a component that hands it to a non-CUDA-aware MPI
  * crashes here as it would on a GPU).
  *
- * A bcast at MPI_BOTTOM finds its device buffer through its datatype alone.
+ * A bcast at MPI_BOTTOM finds its device buffer through its datatype alone; a
+ * bcast, scatter and gather at MPI_BOTTOM on a datatype whose blocks lie in two
+ * device allocations and host memory read and write every block.
  * Every receive buffer sits between guard bytes, is filled with a sentinel
  * first, and is compared byte for byte with the expected image: the values
  * the call must write, the sentinel everywhere else (guards, holes of the
@@ -51,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GUARD 64            /* sentinel bytes either side of every buffer */
 #define SENTINEL 0xA5
@@ -376,6 +379,104 @@ static void case_bottom(ctx_t *c, size_t count, int root)
     dbuf_check(&b, what);
     MPI_Type_free(&abs);
     dbuf_free(&b);
+    free(v);
+}
+
+/* A datatype whose blocks lie in two device allocations with host memory in the
+ * middle (MPI_BOTTOM, absolute addresses: three blocks of count ints) as what a call
+ * reads and writes: MPI_Bcast (every communicator), MPI_Scatter into it and MPI_Gather
+ * from it (intra-communicators; the component below's calls, on a host image gpuring
+ * assembles block by block and copies back the same way).  One copy of the span,
+ * first byte to last, fails (it runs past an allocation's end) or takes in whatever
+ * lies between.  The host block comes from mmap, as a large malloc's does. */
+static void case_bottom_pieces(ctx_t *c, size_t count, int root)
+{
+    const size_t n3 = 3 * count, bytes = count * sizeof(int), hall = bytes + 2 * GUARD;
+    dbuf_t d[2], flat;
+    role_t ro = role_of(c, root);
+    unsigned char *h = mmap(NULL, hall, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                            -1, 0);
+    unsigned char *himg = malloc(hall);
+    int *v = malloc(n3 * sizeof(int)), len[3] = {(int)count, (int)count, (int)count};
+    int *all = malloc(n3 * sizeof(int) * (size_t)c->size);
+    MPI_Aint at[3];
+    MPI_Datatype abs;
+
+    if (h == MAP_FAILED || himg == NULL || v == NULL || all == NULL) die("out of memory");
+    dbuf_make(&d[0], bytes);
+    dbuf_make(&d[1], bytes);
+    at[0] = (MPI_Aint)(uintptr_t)dbuf_ptr(&d[0]);
+    at[1] = (MPI_Aint)(uintptr_t)(h + GUARD);
+    at[2] = (MPI_Aint)(uintptr_t)dbuf_ptr(&d[1]);
+    MPI_Type_create_hindexed(3, len, at, MPI_INT, &abs);
+    MPI_Type_commit(&abs);
+    memset(h, SENTINEL, hall);
+    memset(himg, SENTINEL, hall);
+    for (int call = 0; call < (c->inter ? 1 : 3); call++) {
+        /* 0 bcast: the root's values everywhere; 1 scatter: the root's block k to rank k;
+         * 2 gather: every rank's to the root */
+        int salt = 13 + call, rc;
+        int fill = call == 2 || (call == 0 && ro.is_root);
+        int get = call == 1 || (call == 0 && ro.member && !ro.is_root);
+        size_t off = call == 1 ? n3 * (size_t)c->rank : 0; /* scatter: this rank's block */
+
+        for (size_t j = 0; j < n3; j++) v[j] = val(call == 2 ? c->id : ro.root_id, off + j, salt);
+        if (fill) { /* the elements read: their values in all three blocks */
+            dbuf_load(&d[0], 0, v, bytes);
+            memcpy(h + GUARD, v + count, bytes);
+            memcpy(himg + GUARD, v + count, bytes);
+            dbuf_load(&d[1], 0, v + 2 * count, bytes);
+        } else if (get) { /* the elements written */
+            dbuf_expect(&d[0], 0, v, bytes);
+            memcpy(himg + GUARD, v + count, bytes);
+            dbuf_expect(&d[1], 0, v + 2 * count, bytes);
+        }
+        if (call == 0) {
+            WHAT("%s bcast at MPI_BOTTOM, blocks in 2 device allocations and host memory, "
+                 "count %zu root %d", c->name, count, root);
+            rc = COLL(Bcast, Ibcast, MPI_BOTTOM, 1, abs, ro.arg, c->comm);
+        } else {
+            const size_t fbytes = n3 * sizeof(int) * (size_t)c->size;
+
+            /* the root's flat buffer: rank r's block r */
+            dbuf_make(&flat, fbytes);
+            for (size_t j = 0; j < n3 * (size_t)c->size; j++)
+                all[j] = call == 1 ? val(root, j, salt) : val((int)(j / n3), j % n3, salt);
+            if (call == 1 && ro.is_root) dbuf_load(&flat, 0, all, fbytes);
+            if (call == 2 && ro.is_root) dbuf_expect(&flat, 0, all, fbytes);
+            WHAT("%s %s at MPI_BOTTOM, blocks in 2 device allocations and host memory, "
+                 "count %zu root %d", c->name, call == 1 ? "scatter into" : "gather from",
+                 count, root);
+            rc = call == 1 ? COLL(Scatter, Iscatter, dbuf_ptr(&flat), (int)n3, MPI_INT,
+                                  MPI_BOTTOM, 1, abs, root, c->comm)
+                           : COLL(Gather, Igather, MPI_BOTTOM, 1, abs, dbuf_ptr(&flat),
+                                  (int)n3, MPI_INT, root, c->comm);
+        }
+        expect_rc(rc, what);
+        dbuf_check(&d[0], what);
+        dbuf_check(&d[1], what);
+        checks++;
+        for (size_t i = 0; i < hall; i++) {
+            if (h[i] != himg[i]) {
+                failures++;
+                if (reports++ < MAX_REPORTS)
+                    fprintf(stderr, "FAIL rank %d: %s: byte %zd of the host block is 0x%02x, "
+                            "expected 0x%02x\n", world_rank, what, (ssize_t)i - GUARD, h[i],
+                            himg[i]);
+                break;
+            }
+        }
+        if (call > 0) {
+            dbuf_check(&flat, what);
+            dbuf_free(&flat);
+        }
+    }
+    MPI_Type_free(&abs);
+    dbuf_free(&d[0]);
+    dbuf_free(&d[1]);
+    munmap(h, hall);
+    free(himg);
+    free(all);
     free(v);
 }
 
@@ -835,6 +936,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
             case_bcast(c, n, root, 0);
             case_bcast(c, n, root, 1);
             if (n > 0) case_bottom(c, n, root);
+            if (n > 0) case_bottom_pieces(c, n, root);
             for (int ip = 0; ip < nip; ip++) {
                 case_reduce(c, RED_REDUCE, n, root, ip, 0);
                 case_gather(c, n, root, 0, 0, ip);
