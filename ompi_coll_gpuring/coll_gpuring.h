@@ -309,6 +309,7 @@ typedef struct mca_coll_gpuring_packed {
     char *image; /* device memory, or pieces: a host image of the span */
     char *host;  /* the packed bytes in host memory */
     int pooled;  /* .bytes from the GPU's stream-ordered pool (gpuring_devcopy_alloc) */
+    int pieced;  /* the elements lie in several allocations (kept when packing failed) */
 } mca_coll_gpuring_packed_t;
 int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_t *p,
                           gpuring_coll_kind_t coll, void *buf, size_t count,
@@ -316,6 +317,11 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
 void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
                                     mca_coll_gpuring_call_t *call);
 int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);
+/* The way below for a call on packed elements that fell back (before unpack): one that
+ * found host memory (MCA_COLL_GPURING_FALLBACK_HOST: the component below gets the
+ * elements as they are) goes the staged way (MCA_COLL_GPURING_FALLBACK) where its
+ * elements lie in several allocations, device memory among them. */
+int mca_coll_gpuring_packed_fallback(const mca_coll_gpuring_packed_t *p, int rc);
 /* A negative count, which only mpi_param_check 0 lets through: logged; MPI_ERR_COUNT. */
 int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
                                struct ompi_communicator_t *comm, int count);
@@ -404,10 +410,13 @@ void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *
 void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
                                    const int *counts, const void *displs, int aint,
                                    struct ompi_datatype_t *const *types, int n);
-/* Whether the span holds device memory (b->device): its first byte's kind, the
- * last's too for a datatype with holes.  Where its blocks lie in several allocations
- * (or in host and device memory), its pieces (b->pieces, walked from its shape).  0,
- * or -1 with *why_p where the pieces cannot be told. */
+/* Whether the span holds device memory (b->device), and where its blocks lie in
+ * several allocations (or in host and device memory) its pieces (b->pieces, walked
+ * from its shape): told by its first byte's kind, for a datatype with holes by whether
+ * the span leaves the allocation of its first byte (device or managed memory), or ends
+ * in device memory after a first byte in host memory (a datatype that starts and ends
+ * in host memory is taken as host memory).  0, or -1 with *why_p where the pieces
+ * cannot be told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* A pieced span's host image (b->bytes of address space, its pages touched only where
  * pieces are copied), NULL where it cannot be mapped; span_release gives it back and

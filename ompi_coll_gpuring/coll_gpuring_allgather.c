@@ -56,7 +56,8 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
             c.sendbuf = mca_coll_gpuring_packed_bytes(&in, &c);
         }
     }
-    rc = mca_coll_gpuring_call_run(m, comm, &c);
+    rc = mca_coll_gpuring_packed_fallback(
+        &in, mca_coll_gpuring_packed_fallback(&out, mca_coll_gpuring_call_run(m, comm, &c)));
     /* (a call abandoned for the other side's packing ran no kernel on these bytes) */
     kept = c.fail != GPURING_OK ? OMPI_SUCCESS : rc;
     (void)mca_coll_gpuring_unpack(&in, 0, kept);

@@ -28,7 +28,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
         c.recvbuf = mca_coll_gpuring_packed_bytes(&packed, &c);
     }
     c.sendbuf = c.recvbuf;
-    rc = mca_coll_gpuring_call_run(m, comm, &c);
+    rc = mca_coll_gpuring_packed_fallback(&packed, mca_coll_gpuring_call_run(m, comm, &c));
     urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root, rc);
     if (rc == OMPI_SUCCESS) rc = urc;
     if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;

@@ -101,7 +101,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
     const char *why = "no memory";
     gpuring_status_t fail = GPURING_ERR_NO_MEMORY;
     void *first;
-    int device = -1;
+    int device = -1, pieced;
 
     memset(p, 0, sizeof(*p));
     p->buf = buf;
@@ -123,6 +123,7 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
         fail = GPURING_ERR_INVALID;
         goto fail;
     }
+    p->pieced = span->npieces > 0;
     p->host = malloc(p->len);
     if (p->host == NULL) goto fail;
     if (p->device >= 0 || span->npieces > 0) {
@@ -161,10 +162,18 @@ fail:
      * elements' own where they would be packed into device memory (the same GPU and
      * context), this descriptor (host memory) where the bytes would be host memory */
     first = p->device >= 0 ? first : (void *)p;
+    /* (elements in host and device memory whose walk failed: pieced too) */
+    pieced = p->pieced || (span->dir != 0 && span->device && p->device < 0);
     pack_free(p, 0);
+    p->pieced = pieced;
     p->fail = fail;
     p->first = first;
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpuring_packed_fallback(const mca_coll_gpuring_packed_t *p, int rc)
+{
+    return rc == MCA_COLL_GPURING_FALLBACK_HOST && p->pieced ? MCA_COLL_GPURING_FALLBACK : rc;
 }
 
 void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,

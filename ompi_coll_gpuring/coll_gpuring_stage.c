@@ -34,6 +34,7 @@
 
 #define STAGE_ALIGN 64          /* each staged span starts on a cache line */
 #define STAGE_GROW (64 << 10)   /* the host area grows in these steps at least */
+#define STAGE_MAX_BUFS 2        /* no call has more buffers */
 
 static uint64_t stage_calls[MCA_COLL_GPURING_NCOLLS]; /* atomic */
 
@@ -208,37 +209,16 @@ typedef struct {
     int cur;                  /* the piece of the device allocation `range`; -1: none */
     gpuring_mem_range_t range;
     int host;                 /* the last host piece; -1: none */
+    int device;               /* a piece is device memory (not managed) */
     const char *why;
 } stage_walk_t;
 
-/* The block [at, at + len) into its piece: that of its device allocation, or the last
- * host piece where the block meets it, else a new one. */
-static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
+/* [lo, lo + len) of the span into piece k, or into a new one where k is npieces. */
+static int stage_walk_piece(stage_walk_t *w, int k, ptrdiff_t lo, size_t len, uintptr_t alloc)
 {
     mca_coll_gpuring_stage_buf_t *b = w->b;
-    ptrdiff_t lo = (ptrdiff_t)(at - (uintptr_t)b->buf);
     mca_coll_gpuring_piece_t *p;
-    int k;
 
-    if (len == 0) return 0;
-    if (w->cur >= 0 && at >= w->range.base && at - w->range.base < w->range.bytes &&
-        len <= w->range.bytes - (at - w->range.base)) {
-        k = w->cur;
-    } else if (gpuring_mem_range((const void *)at, &w->range) == 0) {
-        if (len > w->range.bytes - (at - w->range.base)) {
-            w->why = "a block runs past the end of its device allocation";
-            return -1;
-        }
-        for (k = 0; k < b->npieces && b->pieces[k].alloc != w->range.base; k++) continue;
-        w->cur = k;
-    } else {
-        w->cur = -1;
-        k = w->host >= 0 && lo >= b->pieces[w->host].lo &&
-                    lo <= b->pieces[w->host].lo + (ptrdiff_t)b->pieces[w->host].bytes
-                ? w->host
-                : b->npieces;
-        w->host = k;
-    }
     if (k == b->npieces) {
         if (k == w->cap) {
             int cap = w->cap ? 2 * w->cap : 8;
@@ -250,8 +230,7 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
             b->pieces = p;
             w->cap = cap;
         }
-        b->pieces[k] = (mca_coll_gpuring_piece_t){
-            .lo = lo, .bytes = len, .alloc = w->cur >= 0 ? w->range.base : 0};
+        b->pieces[k] = (mca_coll_gpuring_piece_t){.lo = lo, .bytes = len, .alloc = alloc};
         b->npieces++;
         return 0;
     }
@@ -261,6 +240,49 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
     if (lo < p->lo) {
         p->bytes += (size_t)(p->lo - lo);
         p->lo = lo;
+    }
+    return 0;
+}
+
+/* The block [at, at + len) into pieces: each part of it in one device allocation into
+ * that allocation's piece (a block may run on into the next mapping); host memory into
+ * the last host piece where the block meets it, else a new one. */
+static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
+{
+    mca_coll_gpuring_stage_buf_t *b = w->b;
+
+    while (len > 0) {
+        ptrdiff_t lo = (ptrdiff_t)(at - (uintptr_t)b->buf);
+        size_t part;
+        int k;
+
+        if (!(w->cur >= 0 && at >= w->range.base && at - w->range.base < w->range.bytes)) {
+            w->cur = -1;
+            if (gpuring_mem_range((const void *)at, &w->range) == 0) {
+                for (k = 0; k < b->npieces && b->pieces[k].alloc != w->range.base; k++)
+                    continue;
+                if (k == b->npieces && gpuring_mem_kind((const void *)at, NULL) ==
+                                           GPURING_MEM_DEVICE)
+                    w->device = 1;
+                w->cur = k;
+            } else if (gpuring_mem_kind((const void *)at, NULL) == GPURING_MEM_DEVICE) {
+                w->why = "the CUDA driver does not say which allocation a block's device "
+                         "memory belongs to";
+                return -1;
+            }
+        }
+        if (w->cur < 0) { /* host memory: the rest of the block */
+            const mca_coll_gpuring_piece_t *h = w->host >= 0 ? &b->pieces[w->host] : NULL;
+
+            k = h != NULL && lo >= h->lo && lo <= h->lo + (ptrdiff_t)h->bytes ? w->host
+                                                                               : b->npieces;
+            w->host = k;
+            return stage_walk_piece(w, k, lo, len, 0);
+        }
+        part = GPURING_MIN(len, w->range.bytes - (at - w->range.base));
+        if (stage_walk_piece(w, w->cur, lo, part, w->range.base) != 0) return -1;
+        at += part;
+        len -= part;
     }
     return 0;
 }
@@ -330,31 +352,41 @@ static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
         b->pieces = NULL;
         b->npieces = 0;
     }
+    b->device |= w.device;
     return rc;
 }
 
-int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
+/* Whether b's span holds device memory (b->device, as far as its first byte tells), and
+ * 1 where its blocks must be walked for pieces (which may show device memory too): a
+ * datatype with holes whose span leaves the allocation of its first byte (device or
+ * managed memory), or starts in host memory and ends in device memory. */
+static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
 {
-    void *first;
+    gpuring_mem_kind_t kind;
     gpuring_mem_range_t r;
+    void *first;
 
     b->device = 0;
     b->npieces = 0;
     b->pieces = NULL;
     if (b->dir == 0 || b->bytes == 0) return 0;
     first = mca_coll_gpuring_at(b->buf, b->lo);
-    if (gpuring_mem_kind(first, NULL) == GPURING_MEM_DEVICE) {
-        b->device = 1;
-        /* one run, or blocks inside the allocation of the first: one piece */
-        if (!b->holes || (gpuring_mem_range(first, &r) == 0 &&
-                          b->bytes <= r.bytes - ((uintptr_t)first - r.base)))
-            return 0;
-    } else if (!b->holes || gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1),
-                                             NULL) != GPURING_MEM_DEVICE) {
-        return 0; /* host memory, as far as its first and last bytes tell */
+    kind = gpuring_mem_kind(first, NULL);
+    if (kind == GPURING_MEM_DEVICE || kind == GPURING_MEM_MANAGED) {
+        b->device = kind == GPURING_MEM_DEVICE;
+        /* one run, blocks inside the allocation of the first, or an allocation the driver
+         * does not describe: one piece */
+        return b->holes && gpuring_mem_range(first, &r) == 0 &&
+               b->bytes > r.bytes - ((uintptr_t)first - r.base);
     }
-    b->device = 1;
-    return stage_walk(b, why_p);
+    /* host memory, as far as its first and last bytes tell */
+    return b->holes && gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1),
+                                        NULL) == GPURING_MEM_DEVICE;
+}
+
+int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
+{
+    return stage_span_kind(b) ? stage_walk(b, why_p) : 0;
 }
 
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
@@ -459,9 +491,10 @@ static void stage_release(mca_coll_gpuring_stage_buf_t *bufs, int n)
 static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpuring_coll_t coll,
                       const char *comm, size_t *total_p)
 {
-    int any = 0;
+    int any = 0, walk[STAGE_MAX_BUFS];
 
     *total_p = 0;
+    if (n > STAGE_MAX_BUFS) return -1; /* no call has more */
     for (int i = 0; i < n; i++) {
         bufs[i].staged = NULL;
         bufs[i].host = bufs[i].buf;
@@ -470,10 +503,16 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         bufs[i].pieces = NULL;
     }
     for (int i = 0; i < n; i++) {
+        walk[i] = stage_span_kind(&bufs[i]);
+        any |= bufs[i].device || walk[i];
+    }
+    if (!any || mca_coll_gpuring_below_reads_device()) return 0;
+    any = 0;
+    for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
         const char *why = NULL;
 
-        if (mca_coll_gpuring_span_classify(b, &why) != 0) {
+        if (walk[i] && stage_walk(b, &why) != 0) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot stage the %zu bytes at %p its datatype spans "
                           "(blocks in several allocations): %s",
@@ -482,13 +521,11 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
             stage_release(bufs, n);
             return -1;
         }
-        any |= b->device;
+        /* (managed and host memory only: the component below reads it as it is) */
+        if (!b->device) mca_coll_gpuring_span_release(b, NULL);
         if (b->device && b->npieces == 0)
             *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
-    }
-    if (any && mca_coll_gpuring_below_reads_device()) {
-        stage_release(bufs, n);
-        return 0;
+        any |= b->device;
     }
     return any;
 }
@@ -514,9 +551,10 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
                                    &why);
         if (st != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
-                          "%s on comm %s: cannot copy %zu bytes of device memory at %p to "
-                          "host memory: %s", mca_coll_gpuring_coll_name(coll), comm, b->bytes,
-                          at, why);
+                          "%s on comm %s: cannot copy the %zu bytes at %p its datatype spans "
+                          "(device memory%s) to host memory: %s",
+                          mca_coll_gpuring_coll_name(coll), comm, b->bytes, at,
+                          b->npieces > 0 ? ", in pieces" : "", why);
             return OMPI_ERROR;
         }
     }
@@ -532,6 +570,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
 {
     const void *near = NULL;
     size_t off = 0;
+    int pieced = 0;
 
     for (int i = 0; i < n && near == NULL; i++) {
         if (bufs[i].device && bufs[i].npieces == 0)
@@ -550,6 +589,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
 
         if (!b->device) continue;
         if (b->npieces > 0) {
+            pieced++;
             b->staged = mca_coll_gpuring_span_image_new(b);
             if (b->staged == NULL) {
                 GPURING_ERROR(GPURING_SUBSYS_COLL,
@@ -571,8 +611,9 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         return OMPI_ERROR;
     }
     __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
-    GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: %zu bytes of device buffers staged",
-                  mca_coll_gpuring_coll_name(coll), comm, total);
+    GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: device buffers staged: %zu bytes in "
+                  "the host area, %d spans in pieces", mca_coll_gpuring_coll_name(coll), comm,
+                  total, pieced);
     return OMPI_SUCCESS;
 }
 
@@ -634,7 +675,6 @@ int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_co
 /* ---- non-blocking calls ------------------------------------------------------------- */
 
 #define STAGE_NB_MAGIC 0x6770727374616765ull /* "gprstage" */
-#define STAGE_NB_MAX_BUFS 2
 
 /* A non-blocking call's staging, alive until its request completes; a persistent one's,
  * until its request is freed. */
@@ -643,7 +683,7 @@ struct mca_coll_gpuring_stage_nb {
     ompi_request_t *req;
     mca_coll_gpuring_coll_t coll;
     int n;
-    mca_coll_gpuring_stage_buf_t bufs[STAGE_NB_MAX_BUFS];
+    mca_coll_gpuring_stage_buf_t bufs[STAGE_MAX_BUFS];
     mca_coll_gpuring_stage_area_t area; /* its own: calls overlap (page-locked if persistent) */
     ompi_request_complete_fn_t prev_cb; /* the request's callback before ours, chained */
     void *prev_cb_data;
@@ -697,10 +737,6 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
 
     *nb_p = NULL;
     if (any <= 0) return any < 0 ? OMPI_ERROR : OMPI_SUCCESS;
-    if (n > STAGE_NB_MAX_BUFS) { /* no call has more */
-        stage_release(bufs, n);
-        return OMPI_ERR_BAD_PARAM;
-    }
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "

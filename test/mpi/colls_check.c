@@ -15,7 +15,8 @@
  * different send and receive types of the same bytes, a derived contiguous
  * type, and bcast and allgather with each rank's own datatype of one type
  * signature (int32, a contiguous type of 4 of them, an int32 every 8 bytes:
- * holes that must stay untouched).
+ * holes that must stay untouched), and bcast at MPI_BOTTOM of a datatype whose
+ * blocks lie in two allocations and host memory.
  *
  * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
  * -f (fast: fewer type x op pairs, for the LL and device cases),
@@ -33,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
@@ -437,6 +439,66 @@ static void check_ag_layouts(MPI_Comm comm, size_t nints, int inplace, int cs)
     free(want);
 }
 
+/* MPI_Bcast at MPI_BOTTOM of a datatype whose three blocks of nints int32 lie in two
+ * buffers of the run's memory (device memory with -d: two allocations) and in host
+ * memory (from mmap, as a large malloc's), in that order: the elements are packed from
+ * and unpacked into every block (with -d, gpuring's image of a span in pieces), every
+ * byte of each buffer checked */
+static void check_bcast_bottom(MPI_Comm comm, size_t nints, int root, int cs)
+{
+    const size_t bytes = nints * 4;
+    unsigned char *h = mmap(NULL, bytes + GUARD, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *want = malloc(3 * (bytes + GUARD));
+    void *d[2] = {buf_alloc(bytes), buf_alloc(bytes)};
+    int r, len[3] = {(int)nints, (int)nints, (int)nints};
+    MPI_Aint at[3] = {(MPI_Aint)(uintptr_t)d[0], (MPI_Aint)(uintptr_t)d[1], 0};
+    MPI_Datatype abs;
+    size_t bad = (size_t)-1;
+
+    MPI_Comm_rank(comm, &r);
+    if (h == MAP_FAILED || want == NULL) {
+        fprintf(stderr, "rank %d: no memory\n", g_rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    at[2] = (MPI_Aint)(uintptr_t)h;
+    /* want: the three blocks' images, each with its guard */
+    for (int k = 0; k < 3; k++) {
+        unsigned char *img = want + (size_t)k * (bytes + GUARD);
+
+        lay_blank(img, bytes);
+        for (size_t i = 0; i < nints; i++)
+            lay_put(img, LAY_INT, i, val(SUM, cs, root, (size_t)k * nints + i));
+    }
+    for (int k = 0; k < 3; k++) {
+        unsigned char *img = want + (size_t)k * (bytes + GUARD);
+
+        if (r == root) memcpy(h_out, img, bytes + GUARD);
+        else lay_blank(h_out, bytes);
+        if (k < 2) buf_put(d[k], h_out, bytes + GUARD);
+        else memcpy(h, h_out, bytes + GUARD);
+    }
+    MPI_Type_create_hindexed(3, len, at, MPI_INT32_T, &abs);
+    MPI_Type_commit(&abs);
+    MPI_Bcast(MPI_BOTTOM, 1, abs, root, comm);
+    for (int k = 0; k < 3 && bad == (size_t)-1; k++) {
+        const unsigned char *img = want + (size_t)k * (bytes + GUARD);
+
+        if (k < 2) buf_get(h_out, d[k], bytes + GUARD);
+        else memcpy(h_out, h, bytes + GUARD);
+        for (size_t i = 0; bad == (size_t)-1 && i < bytes + GUARD; i++)
+            if (h_out[i] != img[i]) bad = (size_t)k * (bytes + GUARD) + i;
+    }
+    verdict(bad == (size_t)-1, "bcast(MPI_BOTTOM, blocks in 2 buffers and host memory)", comm,
+            &types[T_INT32], -1, nints, root, 0, bad, bad == (size_t)-1 ? 0 : h_out[bad % (bytes + GUARD)],
+            bad == (size_t)-1 ? 0 : want[bad]);
+    MPI_Type_free(&abs);
+    buf_free(d[0]);
+    buf_free(d[1]);
+    munmap(h, bytes + GUARD);
+    free(want);
+}
+
 /* ---- the sweep -------------------------------------------------------------------- */
 static int g_bcast_first; /* -B */
 
@@ -511,6 +573,7 @@ static void sweep(MPI_Comm comm, int full, size_t large)
     /* per-rank datatypes of one signature, every root, in place or not */
     for (int root = 0; root < n; root++) check_bcast_layouts(comm, 28, root, ++cs);
     check_bcast_layouts(comm, 1000, n - 1, ++cs);
+    for (int root = 0; root < n; root++) check_bcast_bottom(comm, 1 + 33 * (size_t)root, root, ++cs);
     for (int ip = 0; ip < 2; ip++) {
         check_ag_layouts(comm, 4, ip, ++cs);
         check_ag_layouts(comm, 1000, ip, ++cs);
