@@ -150,6 +150,7 @@ typedef enum {
  * and how its ranks meet (mca_coll_gpuring_params_agree). */
 typedef enum {
     MCA_COLL_GPURING_PARAMS_UNSEEN, /* agreed at the communicator's first call */
+    MCA_COLL_GPURING_PARAMS_POSTED, /* its exchange is in flight (params_req) */
     MCA_COLL_GPURING_PARAMS_ALIKE,
     MCA_COLL_GPURING_PARAMS_DIFFER, /* every rank saw it: every call falls back */
     MCA_COLL_GPURING_PARAMS_FAILED, /* the exchange failed (a member never joined):
@@ -162,6 +163,8 @@ typedef struct mca_coll_gpuring_module {
     mca_coll_gpuring_prev_t prev;
     mca_coll_gpuring_comm_state_t state;
     mca_coll_gpuring_params_t params;
+    struct ompi_request_t *params_req; /* POSTED: the exchange (the component below's) */
+    int64_t *params_all;               /* its data: this rank's values, then every rank's */
     gpuring_comm_t *gcomm;
     mca_coll_gpuring_stage_area_t stage;
     void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
@@ -180,7 +183,12 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 /* Collective, at the communicator's first call that reaches gpuring, before any
  * decision of a rank's own: do all ranks give the parameters that decide which
  * calls gpuring takes, and how, the same values (a difference is logged, naming
- * a rank and the parameter)?  The result, also kept in module->params. */
+ * a rank and the parameter)?  The result, also kept in module->params.  params_post
+ * starts the exchange and waits for nothing (a non-blocking call that goes below
+ * makes it so, and leaves it to the next call that needs the answer: every rank
+ * started it at the same call); params_agree starts it where no call has, and waits
+ * for it (coll_gpuring_wait_timeout). */
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module);
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 

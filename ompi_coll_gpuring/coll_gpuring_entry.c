@@ -271,7 +271,8 @@ static void entry_setup_hint(struct ompi_communicator_t *comm)
 static int entry_params_alike(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *c, int fallback)
 {
-    const int first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN;
+    const int first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN ||
+                      m->params == MCA_COLL_GPURING_PARAMS_POSTED;
 
     switch (mca_coll_gpuring_params_agree(m)) {
     case MCA_COLL_GPURING_PARAMS_ALIKE:
@@ -330,9 +331,11 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     /* A non-blocking call goes below without waiting for any other rank where this
      * rank hands it below anyway (its buffers' kind), where agreeing on the kind
      * of memory would wait (coll_gpuring_agree_memory), and where it would make the
-     * communicator's setup, whose first step is the parameters' agreement, with
-     * coll_gpuring_nonblocking_setup off.  These rest on parameters the ranks are
-     * trusted to share before they agree (README); all else waits for the agreement. */
+     * communicator's setup with coll_gpuring_nonblocking_setup off.  It starts the
+     * parameters' agreement all the same, as every rank's first call does, and
+     * leaves it in flight; the next call that needs its answer waits for it (all
+     * else does: a blocking call, or a non-blocking one that runs in gpuring). */
+    if (c->request != NULL) mca_coll_gpuring_params_post(m);
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (c->request != NULL && mca_coll_gpuring_component.agree_memory) {
         plane = -1;

@@ -24,6 +24,8 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     memset(&m->prev, 0, sizeof(m->prev));
     m->state = MCA_COLL_GPURING_COMM_NEW;
     m->params = MCA_COLL_GPURING_PARAMS_UNSEEN;
+    m->params_req = NULL;
+    m->params_all = NULL;
     m->gcomm = NULL;
     memset(&m->stage, 0, sizeof(m->stage));
     m->boot_area = NULL;
@@ -33,6 +35,8 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
 static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
+    /* the parameters' exchange still in flight ends before the component below goes */
+    if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) (void)mca_coll_gpuring_params_agree(m);
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm);
         m->gcomm = NULL;
@@ -412,38 +416,12 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
     }
 }
 
-mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
+/* The exchange ended (st): ALIKE, DIFFER (reported) or FAILED (logged). */
+static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
 {
     const int n = ompi_comm_size(m->comm);
-    int64_t mine[PARAMS_N], *all = NULL;
-    uint64_t h, *hashes = NULL;
-    gpuring_status_t st = GPURING_ERR_NO_MEMORY;
 
-    if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return m->params;
-    if (n == 1) return m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
-    params_values(mine);
-    h = params_hash(mine, sizeof(mine));
-    /* the hashes first (8 bytes a rank); every value only where they differ (the
-     * memory for both first: no rank may leave the second exchange for want of it) */
-    hashes = malloc((size_t)n * sizeof(*hashes));
-    all = malloc((size_t)n * sizeof(mine));
-    if (hashes != NULL && all != NULL) st = gpuring_boot_allgather(m, &h, hashes, sizeof(h));
-    m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
-    for (int r = 0; st == GPURING_OK && r < n; r++) {
-        if (hashes[r] != h) m->params = MCA_COLL_GPURING_PARAMS_DIFFER;
-    }
-    if (st == GPURING_OK && m->params == MCA_COLL_GPURING_PARAMS_DIFFER) {
-        /* every rank knows it already: the values only name the difference */
-        if (gpuring_boot_allgather(m, mine, all, sizeof(mine)) == GPURING_OK)
-            params_report(m, all);
-        else
-            GPURING_WARN(GPURING_SUBSYS_INIT, "comm %s: the ranks' coll_gpuring parameters "
-                         "differ (which, this rank could not learn): every rank hands the "
-                         "communicator's collectives to the component below",
-                         m->comm->c_name);
-    }
     if (st != GPURING_OK) {
-        /* a local failure skips the exchange: the others then time out in it */
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "comm %s: gpuring's agreement on its parameters failed (%s): %s; this "
                       "call and every later one on the communicator fail", m->comm->c_name,
@@ -452,13 +430,88 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
                           ? "no memory for it"
                           : "a rank did not join it -- it made another call, or Open MPI "
                             "did not select coll gpuring for it (coll_gpuring_priority, a "
-                            "--mca coll list), or the call is MPI_Iallreduce and its "
-                            "coll_gpuring_host_buffers, managed_buffers, agree_memory or "
-                            "nonblocking_setup differs");
+                            "--mca coll list)");
         m->params = MCA_COLL_GPURING_PARAMS_FAILED;
+    } else {
+        const int64_t *all = m->params_all + PARAMS_N;
+
+        m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
+        for (int r = 1; r < n && m->params == MCA_COLL_GPURING_PARAMS_ALIKE; r++) {
+            if (memcmp(all + (size_t)r * PARAMS_N, all, PARAMS_N * sizeof(int64_t)) != 0)
+                m->params = MCA_COLL_GPURING_PARAMS_DIFFER;
+        }
+        if (m->params == MCA_COLL_GPURING_PARAMS_DIFFER) params_report(m, all);
     }
-    free(hashes);
-    free(all);
+    m->params_req = NULL;
+    free(m->params_all);
+    m->params_all = NULL;
+}
+
+/*
+ * The exchange is every rank's values (PARAMS_N of 8 bytes: one exchange, so that no
+ * rank waits in a second one that a rank which finishes the first at a later call
+ * would make only then), through the component below's MPI_Iallgather, which the
+ * call that posts it leaves in flight; without it, the blocking MPI_Allgather at once.
+ */
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
+{
+    const int n = ompi_comm_size(m->comm);
+    const size_t bytes = PARAMS_N * sizeof(int64_t);
+    int rc, done = 0;
+
+    if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) { /* progress; the answer if there */
+        rc = ompi_request_test(&m->params_req, &done, MPI_STATUS_IGNORE);
+        if (rc != OMPI_SUCCESS || done)
+            params_settle(m, gpuring_boot_status(m, rc, "MPI_Iallgather"));
+        return;
+    }
+    if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return;
+    if (n == 1) {
+        m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
+        return;
+    }
+    m->params_all = malloc(bytes * (size_t)(n + 1));
+    if (m->params_all == NULL) { /* a local failure skips the exchange: the others time out */
+        params_settle(m, GPURING_ERR_NO_MEMORY);
+        return;
+    }
+    params_values(m->params_all);
+    if (m->prev.iallgather == NULL) {
+        rc = m->prev.allgather(m->params_all, (int)bytes, MPI_BYTE, m->params_all + PARAMS_N,
+                               (int)bytes, MPI_BYTE, m->comm, m->prev.allgather_module);
+        params_settle(m, gpuring_boot_status(m, rc, "MPI_Allgather"));
+        return;
+    }
+    rc = m->prev.iallgather(m->params_all, (int)bytes, MPI_BYTE, m->params_all + PARAMS_N,
+                            (int)bytes, MPI_BYTE, m->comm, &m->params_req,
+                            m->prev.iallgather_module);
+    if (rc != OMPI_SUCCESS) {
+        params_settle(m, gpuring_boot_status(m, rc, "MPI_Iallgather"));
+        return;
+    }
+    m->params = MCA_COLL_GPURING_PARAMS_POSTED;
+}
+
+mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
+{
+    const int timeout = mca_coll_gpuring_component.wait_timeout;
+    const double deadline = gpuring_time_sec() + timeout;
+
+    mca_coll_gpuring_params_post(m);
+    while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
+        if (timeout > 0 && gpuring_time_sec() > deadline) {
+            GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
+                          "comm %s: gpuring's setup exchange (the agreement on its "
+                          "parameters: an allgather of %zu bytes through the component "
+                          "below) timed out after %d s: some rank of the communicator has not "
+                          "made this collective call (coll_gpuring_wait_timeout)",
+                          m->comm->c_name, PARAMS_N * sizeof(int64_t), timeout);
+            m->params_all = NULL; /* left to the request, which may still write it */
+            params_settle(m, GPURING_ERR_TIMEOUT);
+            break;
+        }
+        mca_coll_gpuring_params_post(m);
+    }
     return m->params;
 }
 

@@ -749,12 +749,13 @@ if [ $ACTIVE = 1 ]; then
     # whose elements rank 0 alone packs first, as a receiver (the agreement comes
     # before that decision too)
     PDIFF=(allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -s "$SEED" -q "${XARG[@]}")
-    # (host buffers: on MPI_COMM_WORLD alone, whose first call is a blocking one; a
-    # first MPI_Iallreduce -- Open MPI's own in MPI_Comm_dup, say -- goes below at once
-    # where this rank's host buffers do, without the agreement: README)
+    # (host buffers on dup and split communicators too: their parent's first call is
+    # Open MPI's own MPI_Iallreduce inside MPI_Comm_dup, which goes below at once on
+    # rank 0 -- its host buffers do -- and starts the agreement there without waiting
+    # for it, while the others wait for it and follow rank 0 below)
     PARAMS_DIFFER=host_buffers FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_host_buffers=0" \
         FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
-        run_case "params_differ_host_np3_rpn1" 3 1 fallback,paramsdiffer "" "${PDIFF[@]}" -m world
+        run_case "params_differ_host_np3_rpn1" 3 1 fallback,paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     PARAMS_DIFFER=algorithm FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_algorithm=tree" \
         FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
         run_case "params_differ_algorithm_np4_rpn2" 4 2 fallback,paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
@@ -762,10 +763,10 @@ if [ $ACTIVE = 1 ]; then
         run_case "params_differ_colls_np3_rpn0" 3 0 paramsdiffer "" colls_check -B -s "$SEED" -q
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
-    # rank 1 without memory for the copy of the first exchange (the parameters' hashes,
-    # 8 B from each of 3 ranks and its own: 32 B): it joins the others' exchange all the
-    # same, on the caller's buffers, and every call runs in gpuring
-    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:32 \
+    # rank 1 without memory for the copy of the setup's first exchange (its peer info,
+    # 48 B from each of 3 ranks and its own: 192 B): it joins the others' exchange all
+    # the same, on the caller's buffers, and every call runs in gpuring
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:192 \
         run_case "boot_nomem_np3_rpn1" 3 1 ready,allcalls,bootnomem "" "${PDIFF[@]}" -m world,dup,split
     # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
     # setup's exchanges are still the others'): every call runs in gpuring
