@@ -264,16 +264,15 @@ static void entry_setup_hint(struct ompi_communicator_t *comm)
                   comm->c_name, ompi_comm_rank(comm));
 }
 
-/* The communicator's first call that reaches gpuring: its ranks' parameters
- * agree (mca_coll_gpuring_params_agree) before any rank decides anything by its
- * own (a blocking call; call_run says what a non-blocking one decides first).  OMPI_SUCCESS: they do; `fallback` where they differ; the MPI error where
- * the agreement failed (logged). */
+/* The communicator's first call that needs the answer: its ranks' parameters agree
+ * (mca_coll_gpuring_params_agree) before any rank decides anything by its own (a
+ * blocking call; call_run says what a non-blocking one decides first).  OMPI_SUCCESS:
+ * they do; `fallback` where they differ; the MPI error where the agreement failed
+ * (logged; with the setup hint where this non-blocking call is the communicator's
+ * `first`). */
 static int entry_params_alike(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
-                              const mca_coll_gpuring_call_t *c, int fallback)
+                              const mca_coll_gpuring_call_t *c, int fallback, int first)
 {
-    const int first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN ||
-                      m->params == MCA_COLL_GPURING_PARAMS_POSTED;
-
     switch (mca_coll_gpuring_params_agree(m)) {
     case MCA_COLL_GPURING_PARAMS_ALIKE:
         return OMPI_SUCCESS;
@@ -323,7 +322,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     mca_coll_gpuring_request_t *req = NULL;
     gpuring_comm_t *gcomm;
     gpuring_status_t ready, st, fail = c->fail;
-    int plane, device, host, fallback, was_new, defer;
+    int plane, device, host, fallback, was_new, defer, first;
 
     GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
@@ -335,6 +334,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
      * parameters' agreement all the same, as every rank's first call does, and
      * leaves it in flight; the next call that needs its answer waits for it (all
      * else does: a blocking call, or a non-blocking one that runs in gpuring). */
+    first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN;
     if (c->request != NULL) mca_coll_gpuring_params_post(m);
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (c->request != NULL && mca_coll_gpuring_component.agree_memory) {
@@ -351,7 +351,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     } else if ((c->request == NULL || plane >= 0) &&
                m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
         /* before any decision by this rank's own parameters */
-        int rc = entry_params_alike(m, comm, c, fallback);
+        int rc = entry_params_alike(m, comm, c, fallback, first);
         if (rc != OMPI_SUCCESS) return rc;
     }
     /* (a blocking call: every rank agrees, whatever its own plane) */

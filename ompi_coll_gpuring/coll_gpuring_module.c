@@ -16,6 +16,7 @@
 #include "ompi/request/request.h"
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
+static void params_abandon(mca_coll_gpuring_module_t *m);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
 static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
@@ -35,8 +36,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
 static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
-    /* the parameters' exchange still in flight ends before the component below goes */
-    if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) (void)mca_coll_gpuring_params_agree(m);
+    params_abandon(m); /* before the component below goes */
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm);
         m->gcomm = NULL;
@@ -273,7 +273,8 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
     while (!done) {
         rc = ompi_request_test(&req, &done, MPI_STATUS_IGNORE);
         if (rc != OMPI_SUCCESS) {
-            /* a completed request reports its error once and is freed */
+            /* a request completed in error is left to its caller to free */
+            if (req != MPI_REQUEST_NULL) (void)ompi_request_free(&req);
             return gpuring_boot_status(m, rc, "MPI_Iallgather");
         }
         if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
@@ -392,7 +393,7 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
         ndiff++;
         if (first < 0) first = r;
     }
-    if (first < 0) return; /* (only where two hashes collide) */
+    if (first < 0) return; /* (cannot be: the caller found a difference) */
     if (me == 0) {
         const int warn = !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED);
 
@@ -423,11 +424,11 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
 
     if (st != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "comm %s: gpuring's agreement on its parameters failed (%s): %s; this "
-                      "call and every later one on the communicator fail", m->comm->c_name,
-                      gpuring_status_str(st),
+                      "comm %s: gpuring's agreement on its parameters failed (%s): %s; every "
+                      "later call on the communicator that gpuring would run fails",
+                      m->comm->c_name, gpuring_status_str(st),
                       st == GPURING_ERR_NO_MEMORY
-                          ? "no memory for it"
+                          ? "no memory for it (the other ranks wait for this rank's part)"
                           : "a rank did not join it -- it made another call, or Open MPI "
                             "did not select coll gpuring for it (coll_gpuring_priority, a "
                             "--mca coll list)");
@@ -451,16 +452,20 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
  * The exchange is every rank's values (PARAMS_N of 8 bytes: one exchange, so that no
  * rank waits in a second one that a rank which finishes the first at a later call
  * would make only then), through the component below's MPI_Iallgather, which the
- * call that posts it leaves in flight; without it, the blocking MPI_Allgather at once.
+ * call that posts it leaves in flight.  Without one, the blocking MPI_Allgather, made
+ * only where the caller may wait (`may_wait`).  Posted: one test (progress), the
+ * answer settled once it is there.
  */
-void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
+static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
 {
     const int n = ompi_comm_size(m->comm);
     const size_t bytes = PARAMS_N * sizeof(int64_t);
     int rc, done = 0;
 
-    if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) { /* progress; the answer if there */
+    if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
         rc = ompi_request_test(&m->params_req, &done, MPI_STATUS_IGNORE);
+        if (rc != OMPI_SUCCESS && m->params_req != MPI_REQUEST_NULL)
+            (void)ompi_request_free(&m->params_req); /* completed in error: ours to free */
         if (rc != OMPI_SUCCESS || done)
             params_settle(m, gpuring_boot_status(m, rc, "MPI_Iallgather"));
         return;
@@ -470,8 +475,9 @@ void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
         m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
         return;
     }
+    if (m->prev.iallgather == NULL && !may_wait) return;
     m->params_all = malloc(bytes * (size_t)(n + 1));
-    if (m->params_all == NULL) { /* a local failure skips the exchange: the others time out */
+    if (m->params_all == NULL) { /* a local failure skips the exchange (Left: the others') */
         params_settle(m, GPURING_ERR_NO_MEMORY);
         return;
     }
@@ -492,27 +498,50 @@ void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
     m->params = MCA_COLL_GPURING_PARAMS_POSTED;
 }
 
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
+{
+    params_start(m, 0);
+}
+
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
 {
     const int timeout = mca_coll_gpuring_component.wait_timeout;
     const double deadline = gpuring_time_sec() + timeout;
 
-    mca_coll_gpuring_params_post(m);
+    params_start(m, 1);
     while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
         if (timeout > 0 && gpuring_time_sec() > deadline) {
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (the agreement on its "
                           "parameters: an allgather of %zu bytes through the component "
                           "below) timed out after %d s: some rank of the communicator has not "
-                          "made this collective call (coll_gpuring_wait_timeout)",
+                          "made its first collective call that reaches gpuring "
+                          "(coll_gpuring_wait_timeout)",
                           m->comm->c_name, PARAMS_N * sizeof(int64_t), timeout);
             m->params_all = NULL; /* left to the request, which may still write it */
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
         }
-        mca_coll_gpuring_params_post(m);
+        params_start(m, 1);
     }
     return m->params;
+}
+
+/* The communicator goes: a posted exchange is settled where its answer is there, and
+ * otherwise left in flight with its memory (its completion may be what frees the
+ * communicator -- the last reference of a request inside the component below's
+ * progress, which does not run again while it runs: a wait here would never end). */
+static void params_abandon(mca_coll_gpuring_module_t *m)
+{
+    if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
+    params_start(m, 0);
+    if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
+    GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s goes with gpuring's agreement on its "
+                  "parameters in flight: its request and memory are left to it",
+                  m->comm->c_name);
+    m->params_req = NULL;
+    m->params_all = NULL;
+    m->params = MCA_COLL_GPURING_PARAMS_FAILED;
 }
 
 /* The communicator's first gpuring call sets it up (collective: every rank
