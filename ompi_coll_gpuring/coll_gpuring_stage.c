@@ -15,6 +15,13 @@
  *
  * Staging is a safety net, not a fast path: every staged call is counted
  * per collective and shown in the finalize summary.
+ *
+ * A rank that cannot stage a call (no host memory, a device copy the driver
+ * refuses, blocks it cannot place) before it has entered the component
+ * below's would leave its peers waiting there for it, and no component below
+ * gpuring bounds that wait: on a communicator with peers it ends the job
+ * (stage_failed), naming the call and the cause.  Where the component below
+ * has run (a copy back that fails) the error is this rank's own.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -27,6 +34,8 @@
 #include <sys/mman.h>
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "ompi/errhandler/errcode-internal.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/datatype/opal_convertor.h"
 
 #include "kernels/devcopy.h"
@@ -660,10 +669,34 @@ int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
     return rc;
 }
 
+/* Does a call on comm have peers that wait for this rank in the component below? */
+static int stage_has_peers(const struct ompi_communicator_t *comm)
+{
+    return OMPI_COMM_IS_INTER(comm) || ompi_comm_size((struct ompi_communicator_t *)comm) > 1;
+}
+
+/* This rank could not stage call `coll` on comm (`rc`; the cause logged) before it
+ * entered the component below's: with peers there, which wait for it without a bound,
+ * the job ends (MPI_Abort's way: every process of it); alone, the error is returned. */
+static int stage_failed(int peers, const char *comm, mca_coll_gpuring_coll_t coll, int rc)
+{
+    if (!peers) return rc;
+    GPURING_ERROR(GPURING_SUBSYS_COLL,
+                  "%s on comm %s: this rank cannot make the call (above), and its peers "
+                  "would wait for it in the component below, which has no timeout: "
+                  "aborting the job", mca_coll_gpuring_coll_name(coll), comm);
+    ompi_mpi_abort(&ompi_mpi_comm_world.comm,
+                   rc == OMPI_ERR_OUT_OF_RESOURCE ? MPI_ERR_NO_MEM : MPI_ERR_INTERN);
+    return rc; /* (not reached) */
+}
+
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                               mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    return mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, m->comm->c_name, bufs, n);
+    int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, m->comm->c_name, bufs, n);
+
+    return rc == OMPI_SUCCESS ? rc : stage_failed(stage_has_peers(m->comm), m->comm->c_name,
+                                                 coll, rc);
 }
 
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
@@ -690,6 +723,7 @@ struct mca_coll_gpuring_stage_nb {
     /* persistent: the request's start and free, which ours wrap; a start's completion to
      * come (armed); freed by the application while one was to come */
     int persistent, armed, freed;
+    int peers; /* stage_has_peers of the communicator: what a start that fails does */
     ompi_request_start_fn_t start;
     ompi_request_free_fn_t free_;
     struct mca_coll_gpuring_stage_nb *next; /* stage_persistent's list */
@@ -730,29 +764,32 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
+    const int peers = stage_has_peers(m->comm);
     size_t total;
     int any = stage_plan(bufs, n, coll, m->comm->c_name, &total);
     mca_coll_gpuring_stage_nb_t *nb;
     int rc;
 
     *nb_p = NULL;
-    if (any <= 0) return any < 0 ? OMPI_ERROR : OMPI_SUCCESS;
+    if (any <= 0) return any < 0 ? stage_failed(peers, m->comm->c_name, coll, OMPI_ERROR)
+                                 : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
                       "buffers", mca_coll_gpuring_coll_name(coll), m->comm->c_name);
         stage_release(bufs, n);
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        return stage_failed(peers, m->comm->c_name, coll, OMPI_ERR_OUT_OF_RESOURCE);
     }
     nb->magic = STAGE_NB_MAGIC;
     nb->coll = coll;
     nb->n = n;
     nb->persistent = persistent;
+    nb->peers = peers;
     snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
     rc = stage_fill(&nb->area, persistent, total, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {
         stage_nb_free(nb);
-        return rc;
+        return stage_failed(peers, m->comm->c_name, coll, rc);
     }
     memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
     *nb_p = nb;
@@ -829,7 +866,8 @@ static int stage_persistent_start(size_t count, ompi_request_t **reqs)
 
         if (nb == NULL) return OMPI_ERR_BAD_PARAM; /* not ours: cannot be */
         rc = stage_copy_in(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n);
-        if (rc != OMPI_SUCCESS) return rc;
+        if (rc != OMPI_SUCCESS) /* (MPI_Start hands our code on as it is: an MPI class) */
+            return ompi_errcode_get_mpi_code(stage_failed(nb->peers, nb->comm, nb->coll, rc));
         pthread_mutex_lock(&stage_persistent.lock);
         nb->armed = 1;
         pthread_mutex_unlock(&stage_persistent.lock);

@@ -37,7 +37,14 @@
  * one current and take it back): a thread that never used CUDA, as an
  * application's communication thread.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-q]
+ * With -F (the stand-in driver only: its fake_cuda_fail_copies), a device copy that
+ * fails in staging: every rank's MPI_Alltoall on MPI_COMM_SELF (no peers) whose first
+ * copy fails must return an error, and the next one succeed; then the last rank's
+ * copy fails in an MPI_Alltoall on MPI_COMM_WORLD (MPI_ERRORS_RETURN), where the
+ * others wait for it in the component below, without a timeout: the job must end
+ * there (gpuring aborts it), so any rank that gets past that call counts a failure.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -75,6 +82,9 @@ static struct {
     void *primary;
 } cu;
 static int g_pool; /* -a */
+static void (*fail_copies)(int); /* -F: the stand-in driver's fake_cuda_fail_copies */
+static int g_fail_next;          /* -F: this rank's next call's first device copy fails */
+static int g_failing;            /* ... armed for the call running now */
 
 static int world_rank, checks, failures, reports, quiet;
 static char what[256]; /* the case running now, for the reports */
@@ -118,6 +128,7 @@ static void cu_load(const char *path, int local_rank)
         die("no usable CUDA device");
     }
     cu.primary = ctx;
+    *(void **)&fail_copies = dlsym(lib, "fake_cuda_fail_copies");
     if (g_pool) {
         *(void **)&cu.alloc_async = dlsym(lib, "cuMemAllocAsync");
         *(void **)&cu.free_async = dlsym(lib, "cuMemFreeAsync");
@@ -228,6 +239,14 @@ static void dbuf_free(dbuf_t *b)
  * inputs).  The results must be the same. */
 static int g_nonblocking, g_persistent;
 static MPI_Request g_req;
+/* -F: the copy armed to fail is the call's next one (a persistent call's at its start) */
+static void fail_arm(void)
+{
+    if (!g_fail_next) return;
+    fail_copies(1);
+    g_fail_next = 0;
+    g_failing = 1;
+}
 static int nb_wait(int rc)
 {
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
@@ -235,6 +254,7 @@ static int nb_wait(int rc)
 }
 static int p_run(int rc)
 {
+    fail_arm();
     if (rc == MPI_SUCCESS) rc = MPI_Start(&g_req);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
     if (g_req != MPI_REQUEST_NULL) MPI_Request_free(&g_req);
@@ -242,8 +262,8 @@ static int p_run(int rc)
 }
 #define COLL(_name, _iname, ...)                                                           \
     (g_persistent    ? p_run(PERSISTENT(_name)(__VA_ARGS__, MPI_INFO_NULL, &g_req))       \
-     : g_nonblocking ? nb_wait(MPI_##_iname(__VA_ARGS__, &g_req))                        \
-                     : MPI_##_name(__VA_ARGS__))
+     : g_nonblocking ? (fail_arm(), nb_wait(MPI_##_iname(__VA_ARGS__, &g_req)))          \
+                     : (fail_arm(), MPI_##_name(__VA_ARGS__)))
 
 static void expect_rc(int rc, const char *what)
 {
@@ -263,9 +283,28 @@ static void expect_rc(int rc, const char *what)
  * buffer what it held; both freed. */
 static void check_pair(int rc, dbuf_t *s, dbuf_t *r)
 {
-    expect_rc(rc, what);
-    dbuf_check(r, what);
-    dbuf_check(s, what);
+    if (g_failing) { /* -F: the call's staging copy failed: it must say so */
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+
+        fail_copies(0);
+        g_failing = 0;
+        checks++;
+        if (rc == MPI_SUCCESS) {
+            failures++;
+            fprintf(stderr, "FAIL rank %d: %s returned MPI_SUCCESS, its staging copy "
+                    "failed\n", world_rank, what);
+        } else {
+            MPI_Error_string(rc, msg, &len);
+            printf("device_coll_check rank %d: %s, its staging copy failed: %s\n",
+                   world_rank, what, msg);
+            fflush(stdout);
+        }
+    } else {
+        expect_rc(rc, what);
+        dbuf_check(r, what);
+        dbuf_check(s, what);
+    }
     dbuf_free(s);
     dbuf_free(r);
 }
@@ -971,11 +1010,34 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
     }
 }
 
+/* -F (see the top): a failed staging copy alone (an error), then with peers (the end). */
+static void run_copy_fails(void)
+{
+    ctx_t self = {.comm = MPI_COMM_SELF, .name = "self", .size = 1, .npeers = 1, .nroots = 1};
+    ctx_t world = {.comm = MPI_COMM_WORLD, .name = "world"};
+
+    if (fail_copies == NULL) die("-F: the CUDA driver has no fake_cuda_fail_copies");
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    g_fail_next = 1;
+    case_alltoall(&self, 7, A2A, 0);
+    case_alltoall(&self, 7, A2A, 0);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world.size);
+    world.id = world.rank, world.npeers = world.nroots = world.size;
+    g_fail_next = world.rank == world.size - 1;
+    case_alltoall(&world, 1000, A2A, 0);
+    failures++;
+    fprintf(stderr, "FAIL rank %d: got past an MPI_Alltoall whose staging copy failed on "
+            "rank %d of MPI_COMM_WORLD: the job should have ended\n", world_rank,
+            world.size - 1);
+}
+
 int main(int argc, char **argv)
 {
     const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev,inter";
     size_t counts[16] = {0, 1, 7, 1000};
-    int ncounts = 4, local_rank, all[2], sum[2];
+    int ncounts = 4, local_rank, all[2], sum[2], copy_fails = 0;
     MPI_Comm local;
 
     MPI_Init(&argc, &argv);
@@ -997,10 +1059,12 @@ int main(int argc, char **argv)
             g_persistent = 1;
         } else if (!strcmp(argv[i], "-a")) {
             g_pool = 1;
+        } else if (!strcmp(argv[i], "-F")) {
+            copy_fails = 1;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -1011,7 +1075,9 @@ int main(int argc, char **argv)
     cu_load(lib, local_rank);
     MPI_Op_create(user_sum_fn, 1, &user_sum);
 
-    {
+    if (copy_fails) {
+        run_copy_fails();
+    } else {
         char buf[64], *save = NULL;
         strncpy(buf, modes, sizeof(buf) - 1);
         buf[sizeof(buf) - 1] = '\0';

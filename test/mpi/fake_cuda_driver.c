@@ -20,7 +20,8 @@
  * view.  cuMemAllocAsync's memory is of the device's pool: of no context, as
  * the driver says of it (a thread without a current context must borrow its
  * GPU's primary one), freed by cuMemFreeAsync only, and cuMemFree only frees
- * cuMemAlloc's.  cuMemHostRegister'ed memory answers as host memory.  Enough of
+ * cuMemAlloc's.  cuMemHostRegister'ed memory answers as host memory.  A test may
+ * make the next device copies fail (fake_cuda_fail_copies).  Enough of
  * device and context management (cuInit, cuDeviceGet, primary context) for
  * a test written against the driver API to run unchanged on a real GPU.
  *
@@ -44,6 +45,7 @@ enum {
     FAKE_CUDA_ERROR_INVALID_VALUE = 1,
     FAKE_CUDA_ERROR_OUT_OF_MEMORY = 2,
     FAKE_CUDA_ERROR_INVALID_CONTEXT = 201,
+    FAKE_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     FAKE_ATTR_CONTEXT = 1,
     FAKE_CU_MEMORYTYPE_HOST = 1,
     FAKE_CU_MEMORYTYPE_DEVICE = 2,
@@ -101,6 +103,15 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
     }
     pthread_mutex_unlock(&fake_lock);
     return rc;
+}
+
+/* The next `n` device copies (cuMemcpy, cuMemcpyAsync) fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU that met a fault (0: none does). */
+static int fake_fail_copies;
+
+void fake_cuda_fail_copies(int n)
+{
+    __atomic_store_n(&fake_fail_copies, n, __ATOMIC_RELAXED);
 }
 
 /* The range holding ptr (a copy; bytes 0: none). */
@@ -364,6 +375,9 @@ int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
     if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (__atomic_load_n(&fake_fail_copies, __ATOMIC_RELAXED) > 0 &&
+        __atomic_fetch_sub(&fake_fail_copies, 1, __ATOMIC_RELAXED) > 0)
+        return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
     memmove(d, s, bytes);
     return FAKE_CUDA_SUCCESS;
 }

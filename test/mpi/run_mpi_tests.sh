@@ -87,6 +87,8 @@ PRELOAD=
 PRELOAD_ENV=
 FAKE_HOSTS=
 FALLBACK_WHY=
+EXPECT_ABORT=
+EXPECT_EVERY=
 FAILED_NAMES=()
 
 
@@ -163,6 +165,31 @@ run_case() {
     report=$(sanitizer_report "$log")
     if [ -n "$report" ]; then
         fail "$name" "sanitizer: $report" "$log"
+        return
+    fi
+    if [ -n "$EXPECT_ABORT" ]; then
+        # a case whose job must end (an abort), neither hang nor run on: a non-zero
+        # exit before the case's timeout, a line matching EXPECT_ABORT, no FAIL line,
+        # and from every rank a line matching EXPECT_EVERY (its @ the rank)
+        local r
+        if [ $rc = 124 ] || [ $rc = 137 ]; then
+            fail "$name" "timeout after ${TIMEOUT}s (the job was to end)" "$log"
+        elif [ $rc = 0 ]; then
+            fail "$name" "exit 0 (the job was to end with an error)" "$log"
+        elif ! grep -qE "$EXPECT_ABORT" "$log"; then
+            fail "$name" "no line matching '$EXPECT_ABORT'" "$log"
+        elif grep -q '^FAIL' "$log"; then
+            fail "$name" "$(grep -m 1 '^FAIL' "$log")" "$log"
+        else
+            for ((r = 0; r < np; r++)); do
+                [ -z "$EXPECT_EVERY" ] || grep -qE "${EXPECT_EVERY//@/$r}" "$log" || break
+            done
+            if [ -n "$EXPECT_EVERY" ] && [ $r -lt $np ]; then
+                fail "$name" "rank $r printed no line matching '$EXPECT_EVERY'" "$log"
+            else
+                pass "$name (${dt}s, exit $rc as it should)"
+            fi
+        fi
         return
     fi
     if [ $rc = 124 ] || [ $rc = 137 ]; then
@@ -846,6 +873,21 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -i -q
     run_case "device_colls_pool_nonblocking_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -a -q
+    # a device copy that fails in staging (the stand-in driver's): alone on
+    # MPI_COMM_SELF the call returns an error and the next one runs; on a
+    # communicator whose other ranks wait for this one in the component below
+    # (without a timeout), gpuring ends the job, naming the call -- blocking,
+    # non-blocking (the copy at the call) and persistent (at MPI_Start)
+    ABORTED="\[gpuring rank @\] error [^ ]+: MPI_(Ia|A)lltoall(_init)? on comm MPI_COMM_WORLD: this rank cannot make the call \(above\), and its peers would wait for it in the component below, which has no timeout: aborting the job"
+    SELF_FAILED="^device_coll_check rank @: self alltoall count 7, its staging copy failed: MPI_ERR"
+    EXPECT_ABORT=${ABORTED//@/2} EXPECT_EVERY=$SELF_FAILED \
+        run_case "device_copyfail_np3_rpn0" 3 0 "" "" device_coll_check -D "$FAKE_CUDA" -F -q
+    EXPECT_ABORT=${ABORTED//@/1} EXPECT_EVERY=$SELF_FAILED \
+        run_case "device_copyfail_nonblocking_np2_rpn1" 2 1 "" "" \
+        device_coll_check -D "$FAKE_CUDA" -F -i -q
+    EXPECT_ABORT=${ABORTED//@/2} EXPECT_EVERY=$SELF_FAILED \
+        run_case "device_copyfail_persistent_np3_rpn1" 3 1 "" "" \
+        device_coll_check -D "$FAKE_CUDA" -F -p -q
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split,inter -q
