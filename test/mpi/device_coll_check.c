@@ -254,7 +254,7 @@ static int nb_wait(int rc)
 }
 static int p_run(int rc)
 {
-    fail_arm();
+    if (rc == MPI_SUCCESS) fail_arm();
     if (rc == MPI_SUCCESS) rc = MPI_Start(&g_req);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
     if (g_req != MPI_REQUEST_NULL) MPI_Request_free(&g_req);
