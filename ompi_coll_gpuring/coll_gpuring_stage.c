@@ -21,7 +21,8 @@
  * below's would leave its peers waiting there for it, and no component below
  * gpuring bounds that wait: on a communicator with peers it ends the job
  * (stage_failed), naming the call and the cause.  Where the component below
- * has run (a copy back that fails) the error is this rank's own.
+ * has run (a copy back that fails), or no peer waits yet (a persistent call's
+ * *_init, which only allocates), the error is this rank's own.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -34,7 +35,6 @@
 #include <sys/mman.h>
 
 #include "ompi/datatype/ompi_datatype.h"
-#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/datatype/opal_convertor.h"
 
@@ -571,9 +571,10 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
 }
 
 /* Copy the device buffers' spans into `area` (stage_plan's `total` bytes) or, pieced,
- * into images of their own, each buffer's .host pointing into its copy; on failure
- * (logged) the images are given back. */
-static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total,
+ * into images of their own, each buffer's .host pointing into its copy (`copy` 0: the
+ * room only, for a persistent call whose every start copies); on failure (logged) the
+ * images are given back. */
+static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total, int copy,
                       mca_coll_gpuring_coll_t coll, const char *comm,
                       mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
@@ -615,7 +616,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         b->host = mca_coll_gpuring_at(b->staged, -b->lo);
     }
     /* (a written span the call may not fill keeps the device's bytes) */
-    if (stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) {
+    if (copy && stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) {
         stage_release(bufs, n);
         return OMPI_ERROR;
     }
@@ -656,7 +657,7 @@ int mca_coll_gpuring_stage_in_area(mca_coll_gpuring_stage_area_t *area, int pin,
     int any = stage_plan(bufs, n, coll, comm, &total);
 
     if (any <= 0) return any < 0 ? OMPI_ERROR : OMPI_SUCCESS;
-    return stage_fill(area, pin, total, coll, comm, bufs, n);
+    return stage_fill(area, pin, total, 1, coll, comm, bufs, n);
 }
 
 int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
@@ -675,19 +676,20 @@ static int stage_has_peers(const struct ompi_communicator_t *comm)
     return OMPI_COMM_IS_INTER(comm) || ompi_comm_size((struct ompi_communicator_t *)comm) > 1;
 }
 
-/* This rank could not stage call `coll` on comm (`rc`; the cause logged) before it
- * entered the component below's: with peers there, which wait for it without a bound,
- * the job ends (MPI_Abort's way: every process of it); alone, the error is returned. */
-static int stage_failed(int peers, const char *comm, mca_coll_gpuring_coll_t coll, int rc)
+/* This rank could not stage call `coll` (`rc`; the cause logged) before it entered the
+ * component below's: where peers wait there for it without a bound (`peers`), the job
+ * ends the way MPI_Abort on `comm` ends it (its processes, and the rest of the job);
+ * alone, the error is returned.  (`name`: the communicator's, for the log.) */
+static int stage_failed(struct ompi_communicator_t *comm, int peers, const char *name,
+                        mca_coll_gpuring_coll_t coll, int rc)
 {
     if (!peers) return rc;
     GPURING_ERROR(GPURING_SUBSYS_COLL,
                   "%s on comm %s: this rank cannot make the call (above), and its peers "
                   "would wait for it in the component below, which has no timeout: "
-                  "aborting the job", mca_coll_gpuring_coll_name(coll), comm);
-    ompi_mpi_abort(&ompi_mpi_comm_world.comm,
-                   rc == OMPI_ERR_OUT_OF_RESOURCE ? MPI_ERR_NO_MEM : MPI_ERR_INTERN);
-    return rc; /* (not reached) */
+                  "aborting the job", mca_coll_gpuring_coll_name(coll), name);
+    ompi_mpi_abort(comm, rc == OMPI_ERR_OUT_OF_RESOURCE ? MPI_ERR_NO_MEM : MPI_ERR_INTERN);
+    return rc; /* (only where an abort is already under way) */
 }
 
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
@@ -695,8 +697,8 @@ int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_col
 {
     int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, m->comm->c_name, bufs, n);
 
-    return rc == OMPI_SUCCESS ? rc : stage_failed(stage_has_peers(m->comm), m->comm->c_name,
-                                                 coll, rc);
+    return rc == OMPI_SUCCESS ? rc : stage_failed(m->comm, stage_has_peers(m->comm),
+                                                 m->comm->c_name, coll, rc);
 }
 
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
@@ -723,7 +725,8 @@ struct mca_coll_gpuring_stage_nb {
     /* persistent: the request's start and free, which ours wrap; a start's completion to
      * come (armed); freed by the application while one was to come */
     int persistent, armed, freed;
-    int peers; /* stage_has_peers of the communicator: what a start that fails does */
+    int peers;  /* stage_has_peers of the communicator: what a start that fails does */
+    int failed; /* persistent, alone: this start's copy in failed (its completion says so) */
     ompi_request_start_fn_t start;
     ompi_request_free_fn_t free_;
     struct mca_coll_gpuring_stage_nb *next; /* stage_persistent's list */
@@ -764,32 +767,34 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
-    const int peers = stage_has_peers(m->comm);
+    /* (a persistent call's *_init: no peer waits for this rank yet) */
+    const int peers = !persistent && stage_has_peers(m->comm);
     size_t total;
     int any = stage_plan(bufs, n, coll, m->comm->c_name, &total);
     mca_coll_gpuring_stage_nb_t *nb;
     int rc;
 
     *nb_p = NULL;
-    if (any <= 0) return any < 0 ? stage_failed(peers, m->comm->c_name, coll, OMPI_ERROR)
-                                 : OMPI_SUCCESS;
+    if (any <= 0)
+        return any < 0 ? stage_failed(m->comm, peers, m->comm->c_name, coll, OMPI_ERROR)
+                       : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
                       "buffers", mca_coll_gpuring_coll_name(coll), m->comm->c_name);
         stage_release(bufs, n);
-        return stage_failed(peers, m->comm->c_name, coll, OMPI_ERR_OUT_OF_RESOURCE);
+        return stage_failed(m->comm, peers, m->comm->c_name, coll, OMPI_ERR_OUT_OF_RESOURCE);
     }
     nb->magic = STAGE_NB_MAGIC;
     nb->coll = coll;
     nb->n = n;
     nb->persistent = persistent;
-    nb->peers = peers;
+    nb->peers = stage_has_peers(m->comm);
     snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
-    rc = stage_fill(&nb->area, persistent, total, coll, nb->comm, bufs, n);
+    rc = stage_fill(&nb->area, persistent, total, !persistent, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {
         stage_nb_free(nb);
-        return stage_failed(peers, m->comm->c_name, coll, rc);
+        return stage_failed(m->comm, peers, m->comm->c_name, coll, rc);
     }
     memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
     *nb_p = nb;
@@ -812,8 +817,11 @@ static int stage_nb_complete(ompi_request_t *arg)
     ompi_request_t *req = nb->req;
     ompi_request_complete_fn_t prev = nb->prev_cb;
 
-    if (req->req_status.MPI_ERROR == MPI_SUCCESS &&
-        stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n) != OMPI_SUCCESS) {
+    if (nb->failed) { /* its inputs never came in: nothing goes back */
+        nb->failed = 0;
+        req->req_status.MPI_ERROR = MPI_ERR_OTHER;
+    } else if (req->req_status.MPI_ERROR == MPI_SUCCESS &&
+               stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n) != OMPI_SUCCESS) {
         req->req_status.MPI_ERROR = MPI_ERR_INTERN;
     }
     if (req->req_complete_cb_data == nb) req->req_complete_cb_data = nb->prev_cb_data;
@@ -866,8 +874,12 @@ static int stage_persistent_start(size_t count, ompi_request_t **reqs)
 
         if (nb == NULL) return OMPI_ERR_BAD_PARAM; /* not ours: cannot be */
         rc = stage_copy_in(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n);
-        if (rc != OMPI_SUCCESS) /* (MPI_Start hands our code on as it is: an MPI class) */
-            return ompi_errcode_get_mpi_code(stage_failed(nb->peers, nb->comm, nb->coll, rc));
+        /* with peers, the job ends (the communicator may be gone: the request holds its
+         * name only); alone, the request runs and its completion carries the error
+         * (Open MPI 4's MPI_Startall drops a start's) */
+        if (rc != OMPI_SUCCESS)
+            (void)stage_failed(&ompi_mpi_comm_world.comm, nb->peers, nb->comm, nb->coll, rc);
+        nb->failed = rc != OMPI_SUCCESS;
         pthread_mutex_lock(&stage_persistent.lock);
         nb->armed = 1;
         pthread_mutex_unlock(&stage_persistent.lock);

@@ -39,10 +39,12 @@
  *
  * With -F (the stand-in driver only: its fake_cuda_fail_copies), a device copy that
  * fails in staging: every rank's MPI_Alltoall on MPI_COMM_SELF (no peers) whose first
- * copy fails must return an error, and the next one succeed; then the last rank's
- * copy fails in an MPI_Alltoall on MPI_COMM_WORLD (MPI_ERRORS_RETURN), where the
- * others wait for it in the component below, without a timeout: the job must end
- * there (gpuring aborts it), so any rank that gets past that call counts a failure.
+ * copy (in) or second (back) fails must return an error, and the next one succeed;
+ * the last rank's copy back failing in an MPI_Alltoall on MPI_COMM_WORLD
+ * (MPI_ERRORS_RETURN) is its error alone, the others' results right; then the last
+ * rank's copy in fails there, where the others wait for it in the component below,
+ * without a timeout: the job must end (gpuring aborts it), so any rank that gets past
+ * that call counts a failure.
  *
  * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
@@ -82,9 +84,11 @@ static struct {
     void *primary;
 } cu;
 static int g_pool; /* -a */
-static void (*fail_copies)(int); /* -F: the stand-in driver's fake_cuda_fail_copies */
-static int g_fail_next;          /* -F: this rank's next call's first device copy fails */
-static int g_failing;            /* ... armed for the call running now */
+static void (*fail_copies)(int, int); /* -F: the stand-in driver's fake_cuda_fail_copies */
+static int g_fail_next;               /* -F: this rank's next call's device copy number
+                                         g_fail_next fails, and every one after it until
+                                         the call returns (0: none) */
+static int g_failing;            /* ... armed for the call running now: g_fail_next's value */
 
 static int world_rank, checks, failures, reports, quiet;
 static char what[256]; /* the case running now, for the reports */
@@ -243,9 +247,9 @@ static MPI_Request g_req;
 static void fail_arm(void)
 {
     if (!g_fail_next) return;
-    fail_copies(1);
+    fail_copies(g_fail_next - 1, INT32_MAX); /* (a copy retried fails too) */
+    g_failing = g_fail_next;
     g_fail_next = 0;
-    g_failing = 1;
 }
 static int nb_wait(int rc)
 {
@@ -287,8 +291,7 @@ static void check_pair(int rc, dbuf_t *s, dbuf_t *r)
         char msg[MPI_MAX_ERROR_STRING] = "";
         int len = 0;
 
-        fail_copies(0);
-        g_failing = 0;
+        fail_copies(0, 0);
         checks++;
         if (rc == MPI_SUCCESS) {
             failures++;
@@ -296,10 +299,11 @@ static void check_pair(int rc, dbuf_t *s, dbuf_t *r)
                     "failed\n", world_rank, what);
         } else {
             MPI_Error_string(rc, msg, &len);
-            printf("device_coll_check rank %d: %s, its staging copy failed: %s\n",
-                   world_rank, what, msg);
+            printf("device_coll_check rank %d: %s, its staging copy %s failed: %s\n",
+                   world_rank, what, g_failing == 1 ? "in" : "back", msg);
             fflush(stdout);
         }
+        g_failing = 0;
     } else {
         expect_rc(rc, what);
         dbuf_check(r, what);
@@ -1019,12 +1023,16 @@ static void run_copy_fails(void)
     if (fail_copies == NULL) die("-F: the CUDA driver has no fake_cuda_fail_copies");
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    g_fail_next = 1;
-    case_alltoall(&self, 7, A2A, 0);
-    case_alltoall(&self, 7, A2A, 0);
+    for (int k = 1; k <= 2; k++) {
+        g_fail_next = k;
+        case_alltoall(&self, 7, A2A, 0);
+        case_alltoall(&self, 7, A2A, 0);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world.size);
     world.id = world.rank, world.npeers = world.nroots = world.size;
+    g_fail_next = world.rank == world.size - 1 ? 2 : 0;
+    case_alltoall(&world, 1000, A2A, 0);
     g_fail_next = world.rank == world.size - 1;
     case_alltoall(&world, 1000, A2A, 0);
     failures++;

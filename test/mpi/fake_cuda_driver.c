@@ -105,13 +105,28 @@ int fake_cuda_mark(const void *base, size_t bytes, unsigned int memtype, int man
     return rc;
 }
 
-/* The next `n` device copies (cuMemcpy, cuMemcpyAsync) fail with
- * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU that met a fault (0: none does). */
-static int fake_fail_copies;
+/* After the next `skip` device copies (cuMemcpy, cuMemcpyAsync), `n` fail with
+ * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU that met a fault (n 0: none does). */
+static int fake_skip_copies, fake_fail_copies;
 
-void fake_cuda_fail_copies(int n)
+void fake_cuda_fail_copies(int skip, int n)
 {
-    __atomic_store_n(&fake_fail_copies, n, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&fake_lock);
+    fake_skip_copies = skip;
+    fake_fail_copies = n;
+    pthread_mutex_unlock(&fake_lock);
+}
+
+/* Does this copy fail (fake_cuda_fail_copies)? */
+static int fake_copy_fails(void)
+{
+    int fails = 0;
+
+    pthread_mutex_lock(&fake_lock);
+    if (fake_fail_copies > 0 && fake_skip_copies > 0) fake_skip_copies--;
+    else if (fake_fail_copies > 0) fails = fake_fail_copies--;
+    pthread_mutex_unlock(&fake_lock);
+    return fails;
 }
 
 /* The range holding ptr (a copy; bytes 0: none). */
@@ -375,9 +390,7 @@ int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
     if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
-    if (__atomic_load_n(&fake_fail_copies, __ATOMIC_RELAXED) > 0 &&
-        __atomic_fetch_sub(&fake_fail_copies, 1, __ATOMIC_RELAXED) > 0)
-        return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
     memmove(d, s, bytes);
     return FAKE_CUDA_SUCCESS;
 }

@@ -874,19 +874,22 @@ if [ $ACTIVE = 1 ]; then
     run_case "device_colls_pool_nonblocking_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -a -q
     # a device copy that fails in staging (the stand-in driver's): alone on
-    # MPI_COMM_SELF the call returns an error and the next one runs; on a
-    # communicator whose other ranks wait for this one in the component below
-    # (without a timeout), gpuring ends the job, naming the call -- blocking,
-    # non-blocking (the copy at the call) and persistent (at MPI_Start)
-    ABORTED="\[gpuring rank @\] error [^ ]+: MPI_(Ia|A)lltoall(_init)? on comm MPI_COMM_WORLD: this rank cannot make the call \(above\), and its peers would wait for it in the component below, which has no timeout: aborting the job"
-    SELF_FAILED="^device_coll_check rank @: self alltoall count 7, its staging copy failed: MPI_ERR"
-    EXPECT_ABORT=${ABORTED//@/2} EXPECT_EVERY=$SELF_FAILED \
+    # MPI_COMM_SELF the call returns an error, copy in or back, and the next one
+    # runs; a copy back on MPI_COMM_WORLD is that rank's error alone (the others'
+    # results right); a copy in there, where the other ranks wait for this one in the
+    # component below (without a timeout), makes gpuring end the job, naming the
+    # call -- blocking, non-blocking (the copy at the call) and persistent (at
+    # MPI_Start: its *_init copies nothing)
+    ABORTED=": this rank cannot make the call \(above\), and its peers would wait for it in the component below, which has no timeout: aborting the job"
+    SELF_FAILED="^device_coll_check rank @: self alltoall count 7, its staging copy back failed: MPI_ERR"
+    EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_Alltoall on comm MPI_COMM_WORLD$ABORTED" \
+        EXPECT_EVERY=$SELF_FAILED \
         run_case "device_copyfail_np3_rpn0" 3 0 "" "" device_coll_check -D "$FAKE_CUDA" -F -q
-    EXPECT_ABORT=${ABORTED//@/1} EXPECT_EVERY=$SELF_FAILED \
-        run_case "device_copyfail_nonblocking_np2_rpn1" 2 1 "" "" \
+    EXPECT_ABORT="\[gpuring rank 1\] error [^ ]+: MPI_Ialltoall on comm MPI_COMM_WORLD$ABORTED" \
+        EXPECT_EVERY=$SELF_FAILED run_case "device_copyfail_nonblocking_np2_rpn1" 2 1 "" "" \
         device_coll_check -D "$FAKE_CUDA" -F -i -q
-    EXPECT_ABORT=${ABORTED//@/2} EXPECT_EVERY=$SELF_FAILED \
-        run_case "device_copyfail_persistent_np3_rpn1" 3 1 "" "" \
+    EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_Alltoall_init on comm MPI_COMM_WORLD$ABORTED" \
+        EXPECT_EVERY=$SELF_FAILED run_case "device_copyfail_persistent_np3_rpn1" 3 1 "" "" \
         device_coll_check -D "$FAKE_CUDA" -F -p -q
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
