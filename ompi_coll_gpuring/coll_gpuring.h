@@ -421,10 +421,11 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 /* Whether the span holds device memory (b->device), and where its blocks lie in
  * several allocations (or in host and device memory) its pieces (b->pieces, walked
  * from its shape): told by its first byte's kind, for a datatype with holes by whether
- * the span leaves the allocation of its first byte (device or managed memory), or ends
- * in device memory after a first byte in host memory (a datatype that starts and ends
- * in host memory is taken as host memory).  0, or -1 with *why_p where the pieces
- * cannot be told. */
+ * the span leaves the allocation of its first byte (device or managed memory), ends
+ * in device memory after a first byte in host memory, or lies at MPI_BOTTOM (whose
+ * blocks are walked whatever its ends are; a datatype relative to a buffer that
+ * starts and ends in host memory is taken as host memory).  No pieces where every
+ * block is host memory.  0, or -1 with *why_p where the pieces cannot be told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* A pieced span's host image (b->bytes of address space, its pages touched only where
  * pieces are copied), NULL where it cannot be mapped; span_release gives it back and

@@ -328,6 +328,15 @@ static int stage_walk_type(stage_walk_t *w, const void *base, size_t count,
     return rc;
 }
 
+/* Every piece of b host memory (none in a CUDA allocation)? */
+static int stage_pieces_host(const mca_coll_gpuring_stage_buf_t *b)
+{
+    for (int k = 0; k < b->npieces; k++) {
+        if (b->pieces[k].alloc != 0) return 0;
+    }
+    return 1;
+}
+
 /* b's pieces, from the blocks of the shape its span was made from */
 static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
 {
@@ -355,8 +364,10 @@ static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
                                      (size_t)sh->counts[i], sh->types[i]);
         }
     }
-    if (rc != 0) {
-        *why_p = w.why;
+    if (rc != 0) *why_p = w.why;
+    /* no block in a CUDA allocation (a datatype at MPI_BOTTOM over host objects): no
+     * pieces, the span is host memory as it lies */
+    if (rc != 0 || stage_pieces_host(b)) {
         free(b->pieces);
         b->pieces = NULL;
         b->npieces = 0;
@@ -368,7 +379,10 @@ static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
 /* Whether b's span holds device memory (b->device, as far as its first byte tells), and
  * 1 where its blocks must be walked for pieces (which may show device memory too): a
  * datatype with holes whose span leaves the allocation of its first byte (device or
- * managed memory), or starts in host memory and ends in device memory. */
+ * managed memory), starts in host memory and ends in device memory, or lies at
+ * MPI_BOTTOM (absolute addresses: its blocks may be any objects of the process, host
+ * ones around device ones).  A datatype with holes relative to a host buffer is
+ * host memory as far as its first and last bytes tell. */
 static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
 {
     gpuring_mem_kind_t kind;
@@ -388,9 +402,10 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
         return b->holes && gpuring_mem_range(first, &r) == 0 &&
                b->bytes > r.bytes - ((uintptr_t)first - r.base);
     }
-    /* host memory, as far as its first and last bytes tell */
-    return b->holes && gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1),
-                                        NULL) == GPURING_MEM_DEVICE;
+    if (!b->holes) return 0;
+    return b->buf == MPI_BOTTOM ||
+           gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1), NULL) ==
+               GPURING_MEM_DEVICE;
 }
 
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
@@ -767,8 +782,9 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
+    const int comm_peers = stage_has_peers(m->comm);
     /* (a persistent call's *_init: no peer waits for this rank yet) */
-    const int peers = !persistent && stage_has_peers(m->comm);
+    const int peers = !persistent && comm_peers;
     size_t total;
     int any = stage_plan(bufs, n, coll, m->comm->c_name, &total);
     mca_coll_gpuring_stage_nb_t *nb;
@@ -789,7 +805,7 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     nb->coll = coll;
     nb->n = n;
     nb->persistent = persistent;
-    nb->peers = stage_has_peers(m->comm);
+    nb->peers = comm_peers;
     snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
     rc = stage_fill(&nb->area, persistent, total, !persistent, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {

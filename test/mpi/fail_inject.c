@@ -22,6 +22,8 @@
  *       moment); every other goes through.  (Before: the CUDA runtime linked
  *       into the component registers its kernels as it loads, and does not
  *       check its allocations.)
+ *   GPURING_TEST_FAIL_MEMALIGN=R:N: the same for posix_memalign (ENOMEM): the
+ *       host area that stages device buffers for the component below.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -136,23 +138,46 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
+/* Is this allocation of `size` bytes, made from `caller`, the one the R:N in
+ * environment variable `var` names (this world rank R, size N, from gpuring's
+ * component, after MPI_Init), and the first such (*failed)? */
+static int alloc_fails(const char *var, size_t size, void *caller, int *failed)
+{
+    const char *spec = getenv(var), *me, *colon;
+    Dl_info info;
+
+    return spec != NULL && __atomic_load_n(&malloc_armed, __ATOMIC_ACQUIRE) &&
+           (colon = strchr(spec, ':')) != NULL &&
+           (size_t)strtoull(colon + 1, NULL, 10) == size &&
+           (me = getenv("OMPI_COMM_WORLD_RANK")) != NULL &&
+           strncmp(spec, me, (size_t)(colon - spec)) == 0 && me[colon - spec] == '\0' &&
+           dladdr(caller, &info) != 0 && info.dli_fname != NULL &&
+           strstr(info.dli_fname, "mca_coll_gpuring") != NULL &&
+           !__atomic_exchange_n(failed, 1, __ATOMIC_RELAXED);
+}
+
 /* glibc's own: looking the next malloc up with dlsym could itself allocate */
 extern void *__libc_malloc(size_t size);
 
 void *malloc(size_t size)
 {
     static int failed;
-    const char *spec = getenv("GPURING_TEST_FAIL_MALLOC"), *me, *colon;
-    Dl_info info;
 
-    if (spec != NULL && __atomic_load_n(&malloc_armed, __ATOMIC_ACQUIRE) &&
-        (colon = strchr(spec, ':')) != NULL &&
-        (size_t)strtoull(colon + 1, NULL, 10) == size &&
-        (me = getenv("OMPI_COMM_WORLD_RANK")) != NULL &&
-        strncmp(spec, me, (size_t)(colon - spec)) == 0 && me[colon - spec] == '\0' &&
-        dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
-        strstr(info.dli_fname, "mca_coll_gpuring") != NULL &&
-        !__atomic_exchange_n(&failed, 1, __ATOMIC_RELAXED))
+    if (alloc_fails("GPURING_TEST_FAIL_MALLOC", size, __builtin_return_address(0), &failed))
         return NULL;
     return __libc_malloc(size);
+}
+
+typedef int (*memalign_fn)(void **, size_t, size_t);
+
+int posix_memalign(void **p, size_t align, size_t size)
+{
+    static void *cache;
+    static int failed;
+    memalign_fn next;
+
+    if (alloc_fails("GPURING_TEST_FAIL_MEMALIGN", size, __builtin_return_address(0), &failed))
+        return ENOMEM;
+    *(void **)&next = next_fn(&cache, "posix_memalign");
+    return next != NULL ? next(p, align, size) : ENOMEM;
 }

@@ -88,6 +88,7 @@ PRELOAD_ENV=
 FAKE_HOSTS=
 FALLBACK_WHY=
 EXPECT_ABORT=
+EXPECT_ABORT_RC=
 EXPECT_EVERY=
 FAILED_NAMES=()
 
@@ -169,22 +170,26 @@ run_case() {
     fi
     if [ -n "$EXPECT_ABORT" ]; then
         # a case whose job must end (an abort), neither hang nor run on: a non-zero
-        # exit before the case's timeout, a line matching EXPECT_ABORT, no FAIL line,
-        # and from every rank a line matching EXPECT_EVERY (its @ the rank)
+        # exit (EXPECT_ABORT_RC where given: the abort's error code, which mpirun
+        # passes on) before the case's timeout, a line matching EXPECT_ABORT, no FAIL
+        # line, and from every rank a line matching EXPECT_EVERY (its @ the rank;
+        # empty: any line)
         local r
         if [ $rc = 124 ] || [ $rc = 137 ]; then
             fail "$name" "timeout after ${TIMEOUT}s (the job was to end)" "$log"
         elif [ $rc = 0 ]; then
             fail "$name" "exit 0 (the job was to end with an error)" "$log"
+        elif [ -n "$EXPECT_ABORT_RC" ] && [ $rc != "$EXPECT_ABORT_RC" ]; then
+            fail "$name" "exit $rc (the job was to end with $EXPECT_ABORT_RC)" "$log"
         elif ! grep -qE "$EXPECT_ABORT" "$log"; then
             fail "$name" "no line matching '$EXPECT_ABORT'" "$log"
         elif grep -q '^FAIL' "$log"; then
             fail "$name" "$(grep -m 1 '^FAIL' "$log")" "$log"
         else
             for ((r = 0; r < np; r++)); do
-                [ -z "$EXPECT_EVERY" ] || grep -qE "${EXPECT_EVERY//@/$r}" "$log" || break
+                grep -qE "${EXPECT_EVERY//@/$r}" "$log" || break
             done
-            if [ -n "$EXPECT_EVERY" ] && [ $r -lt $np ]; then
+            if [ $r -lt $np ]; then
                 fail "$name" "rank $r printed no line matching '$EXPECT_EVERY'" "$log"
             else
                 pass "$name (${dt}s, exit $rc as it should)"
@@ -882,6 +887,8 @@ if [ $ACTIVE = 1 ]; then
     # MPI_Start: its *_init copies nothing)
     ABORTED=": this rank cannot make the call \(above\), and its peers would wait for it in the component below, which has no timeout: aborting the job"
     SELF_FAILED="^device_coll_check rank @: self alltoall count 7, its staging copy back failed: MPI_ERR"
+    # (the exit status: MPI_ERR_INTERN, the abort's code for a failed copy)
+    EXPECT_ABORT_RC=17
     EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_Alltoall on comm MPI_COMM_WORLD$ABORTED" \
         EXPECT_EVERY=$SELF_FAILED \
         run_case "device_copyfail_np3_rpn0" 3 0 "" "" device_coll_check -D "$FAKE_CUDA" -F -q
@@ -891,6 +898,24 @@ if [ $ACTIVE = 1 ]; then
     EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_Alltoall_init on comm MPI_COMM_WORLD$ABORTED" \
         EXPECT_EVERY=$SELF_FAILED run_case "device_copyfail_persistent_np3_rpn1" 3 1 "" "" \
         device_coll_check -D "$FAKE_CUDA" -F -p -q
+    # ... and a rank without host memory to stage through (fail_inject.so: the last
+    # rank's first staging area, 64 KiB, refused) ends the job with MPI_ERR_NO_MEM's
+    # code: a blocking call, a non-blocking one, and a call on an inter-communicator
+    # (the abort reaches the other group too)
+    EXPECT_ABORT_RC=39
+    NOMEM="cannot allocate [0-9]+ bytes of host memory to stage its device buffers through"
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MEMALIGN=2:65536 \
+        EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_[A-Za-z_]+ on comm MPI_COMM_WORLD: $NOMEM" \
+        run_case "device_nomem_np3_rpn0" 3 0 "" "" device_coll_check -D "$FAKE_CUDA" -q
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MEMALIGN=1:65536 \
+        EXPECT_ABORT="\[gpuring rank 1\] error [^ ]+: MPI_I[a-z_]+ on comm MPI_COMM_WORLD: $NOMEM" \
+        run_case "device_nomem_nonblocking_np2_rpn1" 2 1 "" "" \
+        device_coll_check -D "$FAKE_CUDA" -i -q
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MEMALIGN=2:65536 \
+        EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_[A-Za-z_]+ on comm [^:]*: this rank cannot make the call" \
+        run_case "device_nomem_inter_np3_rpn0" 3 0 "" "" \
+        device_coll_check -D "$FAKE_CUDA" -m inter -q
+    EXPECT_ABORT_RC=
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
         device_coll_check -D "$FAKE_CUDA" -i -c 0,1,7,1000,65537 -m world,split,inter -q
