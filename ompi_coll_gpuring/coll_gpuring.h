@@ -398,6 +398,11 @@ void mca_coll_gpuring_request_finalize(void);
 
 /* A datatype's name for the log (derived ones may have none). */
 const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt);
+/* A communicator's name for the log: its MPI name, or for one without (Open MPI names
+ * none it makes by MPI_Intercomm_create) the name Open MPI gives the others after its
+ * context id, "MPI COMMUNICATOR <cid>" -- in a buffer of the calling thread's, good
+ * until its next call. */
+const char *mca_coll_gpuring_comm_name(const struct ompi_communicator_t *comm);
 
 /* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
  * offset, or a host copy standing in for a span that starts far from it. */

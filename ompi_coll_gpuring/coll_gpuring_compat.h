@@ -8,7 +8,8 @@
  *   - OMPI_MODULE_DECLSPEC (gone in 5.0: OMPI_DECLSPEC);
  *   - an MPI datatype for fp16 (5.0's shortfloat extension only);
  *   - MPI_Reduce_local: 5.0 makes it through MPI_COMM_SELF's coll module
- *     (coll_reduce_local), 4.x reduces in the op framework directly.
+ *     (coll_reduce_local), 4.x reduces in the op framework directly;
+ *   - a communicator's context id (5.0: ompi_comm_get_local_cid).
  * Open MPI 6 (coll API 3.0: size_t counts, other install hooks) is refused
  * by configure.
  */
@@ -28,6 +29,14 @@
 /* the coll module's reduce_local slot (Open MPI 5.0) */
 #if defined(MCA_COLL_BASE_VERSION_2_4_0)
 #define MCA_COLL_GPURING_HAS_REDUCE_LOCAL 1
+#endif
+
+/* a communicator's context id, which Open MPI names communicators after (5.0: the
+ * local one) */
+#if defined(MCA_COLL_BASE_VERSION_2_4_0)
+#define MCA_COLL_GPURING_COMM_CID(_comm) ompi_comm_get_local_cid(_comm)
+#else
+#define MCA_COLL_GPURING_COMM_CID(_comm) ompi_comm_get_cid((ompi_communicator_t *)(_comm))
 #endif
 
 #ifndef OMPI_MODULE_DECLSPEC

@@ -119,12 +119,22 @@ const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt)
     return dt->name[0] != '\0' ? dt->name : "(unnamed)";
 }
 
+const char *mca_coll_gpuring_comm_name(const struct ompi_communicator_t *comm)
+{
+    static __thread char unnamed[40];
+
+    if (comm->c_name[0] != '\0') return comm->c_name;
+    snprintf(unnamed, sizeof(unnamed), "MPI COMMUNICATOR %u",
+             (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
+    return unnamed;
+}
+
 int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
                                struct ompi_communicator_t *comm, int count)
 {
     GPURING_ERROR(GPURING_SUBSYS_COLL, "%s%s on comm %s (rank %d) with count %d "
                   "(MPI_ERR_COUNT)", nonblocking ? "non-blocking " : "",
-                  gpuring_coll_names[coll], comm->c_name, ompi_comm_rank(comm), count);
+                  gpuring_coll_names[coll], mca_coll_gpuring_comm_name(comm), ompi_comm_rank(comm), count);
     return MPI_ERR_COUNT;
 }
 
@@ -217,7 +227,7 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
 static void entry_params_differ(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll)
 {
     mca_coll_gpuring_log_fallback("%s fallback: comm %s's ranks have different coll_gpuring "
-                                  "parameters", gpuring_coll_names[coll], m->comm->c_name);
+                                  "parameters", gpuring_coll_names[coll], mca_coll_gpuring_comm_name(m->comm));
 }
 
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
@@ -261,7 +271,7 @@ static void entry_setup_hint(struct ompi_communicator_t *comm)
                   "rank held up in point-to-point traffic that this rank serves only after "
                   "starting the call cannot join it.  Make a blocking collective on the "
                   "communicator first, or set coll_gpuring_nonblocking_setup=0",
-                  comm->c_name, ompi_comm_rank(comm));
+                  mca_coll_gpuring_comm_name(comm), ompi_comm_rank(comm));
 }
 
 /* The communicator's first call that needs the answer: its ranks' parameters agree
@@ -346,7 +356,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
                                       "non-blocking call does not set it up "
                                       "(coll_gpuring_nonblocking_setup 0): its first "
-                                      "blocking gpuring call will", name, comm->c_name);
+                                      "blocking gpuring call will", name, mca_coll_gpuring_comm_name(comm));
         return fallback;
     } else if ((c->request == NULL || plane >= 0) &&
                m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
@@ -381,14 +391,14 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       "(coll_gpuring_nonblocking_setup 0): its first "
                                       "blocking call on such buffers will", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
-                                      comm->c_name);
+                                      mca_coll_gpuring_comm_name(comm));
         return fallback;
     }
     if (c->request != NULL && fail == GPURING_OK) {
         req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
         if (req == NULL) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "non-blocking %s on comm %s (rank %d): no memory "
-                          "for its request: this rank gives up on the call", name, comm->c_name,
+                          "for its request: this rank gives up on the call", name, mca_coll_gpuring_comm_name(comm),
                           ompi_comm_rank(comm));
             fail = GPURING_ERR_NO_MEMORY;
         }
@@ -415,7 +425,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (ready == GPURING_ERR_NOT_SUPPORTED) {
         mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
-                                      comm->c_name);
+                                      mca_coll_gpuring_comm_name(comm));
         return fallback;
     }
     if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
@@ -436,7 +446,7 @@ int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane
                   "communicator cannot be used by gpuring any more%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
-                  plane == GPURING_PLANE_HOST ? "host" : "device", comm->c_name,
+                  plane == GPURING_PLANE_HOST ? "host" : "device", mca_coll_gpuring_comm_name(comm),
                   ompi_comm_rank(comm), gpuring_status_str(st),
                   st != GPURING_ERR_TIMEOUT ? ""
                   : " (a peer that did not make the matching call, or made it with "

@@ -710,16 +710,16 @@ static int stage_failed(struct ompi_communicator_t *comm, int peers, const char 
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                               mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, m->comm->c_name, bufs, n);
+    int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, mca_coll_gpuring_comm_name(m->comm), bufs, n);
 
     return rc == OMPI_SUCCESS ? rc : stage_failed(m->comm, stage_has_peers(m->comm),
-                                                 m->comm->c_name, coll, rc);
+                                                 mca_coll_gpuring_comm_name(m->comm), coll, rc);
 }
 
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
 {
-    return mca_coll_gpuring_stage_out_area(&m->stage, coll, m->comm->c_name, bufs, n, rc);
+    return mca_coll_gpuring_stage_out_area(&m->stage, coll, mca_coll_gpuring_comm_name(m->comm), bufs, n, rc);
 }
 
 /* ---- non-blocking calls ------------------------------------------------------------- */
@@ -786,31 +786,31 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     /* (a persistent call's *_init: no peer waits for this rank yet) */
     const int peers = !persistent && comm_peers;
     size_t total;
-    int any = stage_plan(bufs, n, coll, m->comm->c_name, &total);
+    int any = stage_plan(bufs, n, coll, mca_coll_gpuring_comm_name(m->comm), &total);
     mca_coll_gpuring_stage_nb_t *nb;
     int rc;
 
     *nb_p = NULL;
     if (any <= 0)
-        return any < 0 ? stage_failed(m->comm, peers, m->comm->c_name, coll, OMPI_ERROR)
+        return any < 0 ? stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, OMPI_ERROR)
                        : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
-                      "buffers", mca_coll_gpuring_coll_name(coll), m->comm->c_name);
+                      "buffers", mca_coll_gpuring_coll_name(coll), mca_coll_gpuring_comm_name(m->comm));
         stage_release(bufs, n);
-        return stage_failed(m->comm, peers, m->comm->c_name, coll, OMPI_ERR_OUT_OF_RESOURCE);
+        return stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, OMPI_ERR_OUT_OF_RESOURCE);
     }
     nb->magic = STAGE_NB_MAGIC;
     nb->coll = coll;
     nb->n = n;
     nb->persistent = persistent;
     nb->peers = comm_peers;
-    snprintf(nb->comm, sizeof(nb->comm), "%s", m->comm->c_name);
+    snprintf(nb->comm, sizeof(nb->comm), "%s", mca_coll_gpuring_comm_name(m->comm));
     rc = stage_fill(&nb->area, persistent, total, !persistent, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {
         stage_nb_free(nb);
-        return stage_failed(m->comm, peers, m->comm->c_name, coll, rc);
+        return stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, rc);
     }
     memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
     *nb_p = nb;

@@ -901,7 +901,8 @@ if [ $ACTIVE = 1 ]; then
     # ... and a rank without host memory to stage through (fail_inject.so: the last
     # rank's first staging area, 64 KiB, refused) ends the job with MPI_ERR_NO_MEM's
     # code: a blocking call, a non-blocking one, and a call on an inter-communicator
-    # (the abort reaches the other group too)
+    # (the abort reaches the other group too; the communicator, which Open MPI leaves
+    # unnamed, named after its context id as Open MPI names the others)
     EXPECT_ABORT_RC=39
     NOMEM="cannot allocate [0-9]+ bytes of host memory to stage its device buffers through"
     PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MEMALIGN=2:65536 \
@@ -912,7 +913,7 @@ if [ $ACTIVE = 1 ]; then
         run_case "device_nomem_nonblocking_np2_rpn1" 2 1 "" "" \
         device_coll_check -D "$FAKE_CUDA" -i -q
     PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MEMALIGN=2:65536 \
-        EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_[A-Za-z_]+ on comm [^:]*: this rank cannot make the call" \
+        EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_[A-Za-z_]+ on comm MPI COMMUNICATOR [0-9]+: this rank cannot make the call" \
         run_case "device_nomem_inter_np3_rpn0" 3 0 "" "" \
         device_coll_check -D "$FAKE_CUDA" -m inter -q
     EXPECT_ABORT_RC=
