@@ -160,6 +160,7 @@ typedef enum {
 typedef struct mca_coll_gpuring_module {
     mca_coll_base_module_t super;
     struct ompi_communicator_t *comm;
+    char unnamed[32]; /* the log's name for comm while it has none (comm_name) */
     mca_coll_gpuring_prev_t prev;
     mca_coll_gpuring_comm_state_t state;
     mca_coll_gpuring_params_t params;
@@ -237,8 +238,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                    const void *buf);
 /* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error. */
-int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, gpuring_status_t st);
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_module_t *m,
+                                 const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
+                                 gpuring_status_t st);
 /* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
 int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
                                    struct ompi_op_t *op, gpuring_type_t *type_p,
@@ -331,8 +333,8 @@ int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);
  * elements lie in several allocations, device memory among them. */
 int mca_coll_gpuring_packed_fallback(const mca_coll_gpuring_packed_t *p, int rc);
 /* A negative count, which only mpi_param_check 0 lets through: logged; MPI_ERR_COUNT. */
-int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
-                               struct ompi_communicator_t *comm, int count);
+int mca_coll_gpuring_bad_count(const mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
+                               int nonblocking, int count);
 /* One call of coll handed to the component below (the finalize summary). */
 void mca_coll_gpuring_fallback_count(gpuring_coll_kind_t coll);
 /* Why a call goes to the component below ("<coll> fallback: <reason>"): at
@@ -379,14 +381,16 @@ typedef struct mca_coll_gpuring_request {
     gpuring_status_t st;  /* the call's end, from the worker */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
-    gpuring_plane_t plane;        /* (the communicator: super.req_mpi_object.comm) */
+    gpuring_plane_t plane;
+    const mca_coll_gpuring_module_t *m; /* its communicator's (super.req_mpi_object.comm,
+                                         * retained: the module lives as long) */
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */
 } mca_coll_gpuring_request_t;
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_request_t);
 
-mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_module_t *m,
                                                          gpuring_comm_t *gcomm,
                                                          const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane);
@@ -398,11 +402,9 @@ void mca_coll_gpuring_request_finalize(void);
 
 /* A datatype's name for the log (derived ones may have none). */
 const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt);
-/* A communicator's name for the log: its MPI name, or for one without (Open MPI names
- * none it makes by MPI_Intercomm_create) the name Open MPI gives the others after its
- * context id, "MPI COMMUNICATOR <cid>" -- in a buffer of the calling thread's, good
- * until its next call. */
-const char *mca_coll_gpuring_comm_name(const struct ompi_communicator_t *comm);
+/* The module's communicator's name for the log: its MPI name, or while it has none (Open
+ * MPI names none it makes by MPI_Intercomm_create) "(unnamed, cid N)", N its context id. */
+const char *mca_coll_gpuring_comm_name(const mca_coll_gpuring_module_t *m);
 
 /* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
  * offset, or a host copy standing in for a span that starts far from it. */
@@ -427,10 +429,10 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
  * several allocations (or in host and device memory) its pieces (b->pieces, walked
  * from its shape): told by its first byte's kind, for a datatype with holes by whether
  * the span leaves the allocation of its first byte (device or managed memory), ends
- * in device memory after a first byte in host memory, or lies at MPI_BOTTOM (whose
- * blocks are walked whatever its ends are; a datatype relative to a buffer that
- * starts and ends in host memory is taken as host memory).  No pieces where every
- * block is host memory.  0, or -1 with *why_p where the pieces cannot be told. */
+ * in device memory after a first byte in host memory, or lies at MPI_BOTTOM with a
+ * block in device memory (each block's first byte asked, whatever the span's ends are;
+ * a datatype relative to a buffer that starts and ends in host memory is taken as
+ * host memory).  0, or -1 with *why_p where the pieces cannot be told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* A pieced span's host image (b->bytes of address space, its pages touched only where
  * pieces are copied), NULL where it cannot be mapped; span_release gives it back and

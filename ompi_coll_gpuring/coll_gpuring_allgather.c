@@ -22,7 +22,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     int rc = MCA_COLL_GPURING_FALLBACK, urc, kept;
 
     if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
-        return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount < 0 ? rcount : scount);
+        return mca_coll_gpuring_bad_count(m, c.coll, 0, rcount < 0 ? rcount : scount);
     c.count = mca_coll_gpuring_signature_bytes(rdtype, (size_t)rcount);
     if (sbuf != MPI_IN_PLACE &&
         mca_coll_gpuring_signature_bytes(sdtype, (size_t)scount) != c.count) {

@@ -21,7 +21,7 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
                                  .recvbuf = rbuf, .count = (size_t)count, .request = request};
     int rc = MCA_COLL_GPURING_FALLBACK;
 
-    if (count < 0) return mca_coll_gpuring_bad_count(c.coll, request != NULL, comm, count);
+    if (count < 0) return mca_coll_gpuring_bad_count(m, c.coll, request != NULL, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (count == 0) {
         /* nothing to reduce, nothing to set up */

@@ -18,7 +18,7 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     const int at_root = ompi_comm_rank(comm) == root;
     int rc = MCA_COLL_GPURING_FALLBACK, urc;
 
-    if (count < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, count);
+    if (count < 0) return mca_coll_gpuring_bad_count(m, c.coll, 0, count);
     c.count = mca_coll_gpuring_signature_bytes(dtype, (size_t)count);
     if (c.count == 0) return OMPI_SUCCESS;
     c.recvbuf = mca_coll_gpuring_contiguous(buf, (size_t)count, dtype);

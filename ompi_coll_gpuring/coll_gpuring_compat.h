@@ -31,8 +31,8 @@
 #define MCA_COLL_GPURING_HAS_REDUCE_LOCAL 1
 #endif
 
-/* a communicator's context id, which Open MPI names communicators after (5.0: the
- * local one) */
+/* a communicator's context id (5.0: the local one): the log's name for a communicator
+ * without one (mca_coll_gpuring_comm_name) */
 #if defined(MCA_COLL_BASE_VERSION_2_4_0)
 #define MCA_COLL_GPURING_COMM_CID(_comm) ompi_comm_get_local_cid(_comm)
 #else

@@ -119,22 +119,18 @@ const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt)
     return dt->name[0] != '\0' ? dt->name : "(unnamed)";
 }
 
-const char *mca_coll_gpuring_comm_name(const struct ompi_communicator_t *comm)
+const char *mca_coll_gpuring_comm_name(const mca_coll_gpuring_module_t *m)
 {
-    static __thread char unnamed[40];
-
-    if (comm->c_name[0] != '\0') return comm->c_name;
-    snprintf(unnamed, sizeof(unnamed), "MPI COMMUNICATOR %u",
-             (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
-    return unnamed;
+    return m->comm->c_name[0] != '\0' ? m->comm->c_name : m->unnamed;
 }
 
-int mca_coll_gpuring_bad_count(gpuring_coll_kind_t coll, int nonblocking,
-                               struct ompi_communicator_t *comm, int count)
+int mca_coll_gpuring_bad_count(const mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
+                               int nonblocking, int count)
 {
     GPURING_ERROR(GPURING_SUBSYS_COLL, "%s%s on comm %s (rank %d) with count %d "
                   "(MPI_ERR_COUNT)", nonblocking ? "non-blocking " : "",
-                  gpuring_coll_names[coll], mca_coll_gpuring_comm_name(comm), ompi_comm_rank(comm), count);
+                  gpuring_coll_names[coll], mca_coll_gpuring_comm_name(m),
+                  ompi_comm_rank(m->comm), count);
     return MPI_ERR_COUNT;
 }
 
@@ -227,7 +223,8 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
 static void entry_params_differ(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll)
 {
     mca_coll_gpuring_log_fallback("%s fallback: comm %s's ranks have different coll_gpuring "
-                                  "parameters", gpuring_coll_names[coll], mca_coll_gpuring_comm_name(m->comm));
+                                  "parameters", gpuring_coll_names[coll],
+                                  mca_coll_gpuring_comm_name(m));
 }
 
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
@@ -264,14 +261,14 @@ static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communic
 }
 
 /* A non-blocking call's communicator setup failed: what may have held it up. */
-static void entry_setup_hint(struct ompi_communicator_t *comm)
+static void entry_setup_hint(const mca_coll_gpuring_module_t *m)
 {
     GPURING_ERROR(GPURING_SUBSYS_COLL, "comm %s's setup was made by a non-blocking call "
                   "(MPI_Iallreduce, rank %d), and it waits for every rank to make that call: a "
                   "rank held up in point-to-point traffic that this rank serves only after "
                   "starting the call cannot join it.  Make a blocking collective on the "
                   "communicator first, or set coll_gpuring_nonblocking_setup=0",
-                  mca_coll_gpuring_comm_name(comm), ompi_comm_rank(comm));
+                  mca_coll_gpuring_comm_name(m), ompi_comm_rank(m->comm));
 }
 
 /* The communicator's first call that needs the answer: its ranks' parameters agree
@@ -290,7 +287,7 @@ static int entry_params_alike(mca_coll_gpuring_module_t *m, struct ompi_communic
         entry_params_differ(m, c->coll);
         return fallback;
     default:
-        if (c->request != NULL && first) entry_setup_hint(comm);
+        if (c->request != NULL && first) entry_setup_hint(m);
         return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* logged there */
     }
 }
@@ -356,7 +353,8 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         mca_coll_gpuring_log_fallback("%s fallback: comm %s is not set up yet, and a "
                                       "non-blocking call does not set it up "
                                       "(coll_gpuring_nonblocking_setup 0): its first "
-                                      "blocking gpuring call will", name, mca_coll_gpuring_comm_name(comm));
+                                      "blocking gpuring call will", name,
+                                      mca_coll_gpuring_comm_name(m));
         return fallback;
     } else if ((c->request == NULL || plane >= 0) &&
                m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
@@ -379,7 +377,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     was_new = m->state == MCA_COLL_GPURING_COMM_NEW;
     gcomm = mca_coll_gpuring_comm_get(m);
     if (gcomm == NULL && m->state == MCA_COLL_GPURING_COMM_FAILED) {
-        if (c->request != NULL && was_new) entry_setup_hint(comm);
+        if (c->request != NULL && was_new) entry_setup_hint(m);
         return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
     }
     if (gcomm == NULL) {
@@ -391,15 +389,15 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       "(coll_gpuring_nonblocking_setup 0): its first "
                                       "blocking call on such buffers will", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
-                                      mca_coll_gpuring_comm_name(comm));
+                                      mca_coll_gpuring_comm_name(m));
         return fallback;
     }
     if (c->request != NULL && fail == GPURING_OK) {
-        req = mca_coll_gpuring_request_new(comm, gcomm, c, (gpuring_plane_t)plane);
+        req = mca_coll_gpuring_request_new(m, gcomm, c, (gpuring_plane_t)plane);
         if (req == NULL) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "non-blocking %s on comm %s (rank %d): no memory "
-                          "for its request: this rank gives up on the call", name, mca_coll_gpuring_comm_name(comm),
-                          ompi_comm_rank(comm));
+                          "for its request: this rank gives up on the call", name,
+                          mca_coll_gpuring_comm_name(m), ompi_comm_rank(comm));
             fail = GPURING_ERR_NO_MEMORY;
         }
     }
@@ -425,18 +423,19 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (ready == GPURING_ERR_NOT_SUPPORTED) {
         mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s", name,
                                       plane == GPURING_PLANE_HOST ? "host" : "device",
-                                      mca_coll_gpuring_comm_name(comm));
+                                      mca_coll_gpuring_comm_name(m));
         return fallback;
     }
-    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
+    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(m, c, plane, st);
     if (req != NULL) *c->request = &req->super;
     GPURING_PROF_MARK(GPURING_PROF_RETURN);
     GPURING_PROF_END(req == NULL ? plane : -1);
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, gpuring_status_t st)
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_module_t *m,
+                                 const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
+                                 gpuring_status_t st)
 {
     /* the copies (bcast, allgather) count bytes */
     const int bytes = c->coll == GPURING_COLL_BCAST || c->coll == GPURING_COLL_ALLGATHER;
@@ -446,8 +445,8 @@ int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane
                   "communicator cannot be used by gpuring any more%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
-                  plane == GPURING_PLANE_HOST ? "host" : "device", mca_coll_gpuring_comm_name(comm),
-                  ompi_comm_rank(comm), gpuring_status_str(st),
+                  plane == GPURING_PLANE_HOST ? "host" : "device", mca_coll_gpuring_comm_name(m),
+                  ompi_comm_rank(m->comm), gpuring_status_str(st),
                   st != GPURING_ERR_TIMEOUT ? ""
                   : " (a peer that did not make the matching call, or made it with "
                     "buffers of another memory kind -- host on some ranks, device on "

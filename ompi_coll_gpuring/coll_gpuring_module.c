@@ -79,6 +79,9 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     if (c->priority < 0) return NULL;
     m = OBJ_NEW(mca_coll_gpuring_module_t);
     if (m == NULL) return NULL;
+    m->comm = comm;
+    snprintf(m->unnamed, sizeof(m->unnamed), "(unnamed, cid %u)",
+             (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
     /* every collective goes below, device buffers staged; allreduce,
@@ -88,7 +91,7 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     mca_coll_gpuring_below_install(&m->super);
     if (OMPI_COMM_IS_INTER(comm)) {
         GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: an inter-communicator: only device "
-                      "buffers staged for the component below", mca_coll_gpuring_comm_name(comm));
+                      "buffers staged for the component below", mca_coll_gpuring_comm_name(m));
     } else if (ompi_comm_size(comm) > 1) {
         m->super.coll_allreduce = mca_coll_gpuring_allreduce;
         m->super.coll_iallreduce = mca_coll_gpuring_iallreduce;
@@ -99,7 +102,7 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
         m->super.coll_reduce = mca_coll_gpuring_reduce;
     } else {
         GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s: a single rank: only device buffers "
-                      "staged for the component below", mca_coll_gpuring_comm_name(comm));
+                      "staged for the component below", mca_coll_gpuring_comm_name(m));
     }
     *priority = c->priority;
     return &m->super;
@@ -121,11 +124,10 @@ static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_com
         GPURING_INFO(GPURING_SUBSYS_INIT,
                      "comm %s: no component below gpuring provides allreduce and allgather; "
                      "gpuring disabled on it",
-                     mca_coll_gpuring_comm_name(comm));
+                     mca_coll_gpuring_comm_name(m));
         gpuring_module_cleanup(m);
         return OMPI_ERROR;
     }
-    m->comm = comm;
     return OMPI_SUCCESS;
 }
 
@@ -216,7 +218,7 @@ static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char 
 {
     if (rc == OMPI_SUCCESS) return GPURING_OK;
     GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s through the component below "
-                  "failed (Open MPI error %d)", mca_coll_gpuring_comm_name(m->comm), what, rc);
+                  "failed (Open MPI error %d)", mca_coll_gpuring_comm_name(m), what, rc);
     return GPURING_ERR_REMOTE;
 }
 
@@ -260,7 +262,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
          * may write until it completes -- so without the timeout */
         GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: no memory for a copy of gpuring's "
                      "setup exchange (%zu bytes): it waits without coll_gpuring_wait_timeout",
-                     mca_coll_gpuring_comm_name(m->comm), bytes * (size_t)(size + 1));
+                     mca_coll_gpuring_comm_name(m), bytes * (size_t)(size + 1));
         timeout = 0;
     } else {
         memcpy(area, sbuf, bytes);
@@ -282,7 +284,8 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
                           "comm %s: gpuring's setup exchange (an allgather of %zu bytes "
                           "through the component below) timed out after %d s: some rank of "
                           "the communicator has not made this collective call "
-                          "(coll_gpuring_wait_timeout)", mca_coll_gpuring_comm_name(m->comm), bytes, timeout);
+                          "(coll_gpuring_wait_timeout)", mca_coll_gpuring_comm_name(m), bytes,
+                          timeout);
             m->boot_area = NULL; /* left to the request, which may still write it */
             m->boot_area_bytes = 0;
             return GPURING_ERR_TIMEOUT;
@@ -405,13 +408,14 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
                     "%s on rank %d of the communicator, %s on this rank (its rank 0); %d of "
                     "its %d ranks differ from rank 0.  Every rank hands all of the "
                     "communicator's collectives to the component below: give every rank the "
-                    "same coll_gpuring parameters", mca_coll_gpuring_comm_name(m->comm), params_names[k], other,
-                    first, params_value_str(k, all, mine, sizeof(mine)), ndiff, n);
+                    "same coll_gpuring parameters", mca_coll_gpuring_comm_name(m),
+                    params_names[k], other, first, params_value_str(k, all, mine, sizeof(mine)),
+                    ndiff, n);
     } else if (memcmp(all + (size_t)me * PARAMS_N, all, PARAMS_N * sizeof(int64_t)) != 0) {
         k = params_first_diff(all, all + (size_t)me * PARAMS_N);
         GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s: this rank (%d of the communicator) has "
                      "coll_gpuring_%s %s, unlike its rank 0: gpuring hands the communicator's "
-                     "collectives to the component below", mca_coll_gpuring_comm_name(m->comm), me,
+                     "collectives to the component below", mca_coll_gpuring_comm_name(m), me,
                      params_names[k],
                      params_value_str(k, all + (size_t)me * PARAMS_N, mine, sizeof(mine)));
     }
@@ -426,7 +430,7 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "comm %s: gpuring's agreement on its parameters failed (%s): %s; every "
                       "later call on the communicator that gpuring would run fails",
-                      mca_coll_gpuring_comm_name(m->comm), gpuring_status_str(st),
+                      mca_coll_gpuring_comm_name(m), gpuring_status_str(st),
                       st == GPURING_ERR_NO_MEMORY
                           ? "no memory for it (the other ranks wait for this rank's part)"
                           : "a rank did not join it -- it made another call, or Open MPI "
@@ -517,7 +521,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
                           "below) timed out after %d s: some rank of the communicator has not "
                           "made its first collective call that reaches gpuring "
                           "(coll_gpuring_wait_timeout)",
-                          mca_coll_gpuring_comm_name(m->comm), PARAMS_N * sizeof(int64_t), timeout);
+                          mca_coll_gpuring_comm_name(m), PARAMS_N * sizeof(int64_t), timeout);
             m->params_all = NULL; /* left to the request, which may still write it */
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
@@ -538,7 +542,7 @@ static void params_abandon(mca_coll_gpuring_module_t *m)
     if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
     GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s goes with gpuring's agreement on its "
                   "parameters in flight: its request and memory are left to it",
-                  mca_coll_gpuring_comm_name(m->comm));
+                  mca_coll_gpuring_comm_name(m));
     m->params_req = NULL;
     m->params_all = NULL;
     m->params = MCA_COLL_GPURING_PARAMS_FAILED;
@@ -612,7 +616,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "comm %s: gpuring setup timed out waiting for a member: this call and "
                       "every later one on the communicator fail (the component below would "
-                      "wait for that member too)", mca_coll_gpuring_comm_name(m->comm));
+                      "wait for that member too)", mca_coll_gpuring_comm_name(m));
         m->state = MCA_COLL_GPURING_COMM_FAILED;
         return NULL;
     }
@@ -620,13 +624,13 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         GPURING_WARN(GPURING_SUBSYS_INIT,
                      "comm %s: gpuring setup failed (%s); its collectives fall back to the "
                      "component below",
-                     mca_coll_gpuring_comm_name(m->comm), gpuring_status_str(st));
+                     mca_coll_gpuring_comm_name(m), gpuring_status_str(st));
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }
     m->state = MCA_COLL_GPURING_COMM_READY;
     gpuring_comm_describe(m->gcomm, desc, sizeof(desc));
-    GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s ready: %s", mca_coll_gpuring_comm_name(m->comm), desc);
+    GPURING_INFO(GPURING_SUBSYS_INIT, "comm %s ready: %s", mca_coll_gpuring_comm_name(m), desc);
     return m->gcomm;
 }
 

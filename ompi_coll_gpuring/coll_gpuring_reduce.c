@@ -21,7 +21,7 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
                                  .root = root};
     int rc = MCA_COLL_GPURING_FALLBACK;
 
-    if (count < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, count);
+    if (count < 0) return mca_coll_gpuring_bad_count(m, c.coll, 0, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (count == 0) return OMPI_SUCCESS;
     rc = mca_coll_gpuring_call_run(m, comm, &c);

@@ -21,7 +21,7 @@ int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
                                  .recvbuf = rbuf, .count = (size_t)rcount};
     int rc = MCA_COLL_GPURING_FALLBACK;
 
-    if (rcount < 0) return mca_coll_gpuring_bad_count(c.coll, 0, comm, rcount);
+    if (rcount < 0) return mca_coll_gpuring_bad_count(m, c.coll, 0, rcount);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;
     if (rcount == 0) return OMPI_SUCCESS;
     rc = mca_coll_gpuring_call_run(m, comm, &c);

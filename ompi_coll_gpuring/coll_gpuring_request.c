@@ -108,8 +108,7 @@ static int request_progress(void)
         next = req->next;
         if (req->st != GPURING_OK) {
             req->super.req_status.MPI_ERROR =
-                mca_coll_gpuring_call_failed(&req->call, req->plane,
-                                             req->super.req_mpi_object.comm, req->st);
+                mca_coll_gpuring_call_failed(req->m, &req->call, req->plane, req->st);
         }
         if (req->user_freed) { /* MPI_Request_free came first: nobody waits for it */
             req->next = release;
@@ -135,7 +134,7 @@ static void request_unlink(mca_coll_gpuring_request_t *req)
     req->run_prev = req->run_next = NULL;
 }
 
-mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicator_t *comm,
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_module_t *m,
                                                          gpuring_comm_t *gcomm,
                                                          const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane)
@@ -162,14 +161,15 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(struct ompi_communicato
     req->super.req_state = OMPI_REQUEST_ACTIVE;
     req->super.req_free = request_free;
     req->super.req_cancel = request_cancel;
-    req->super.req_mpi_object.comm = comm;
-    OBJ_RETAIN(comm); /* (request_release lets go) */
+    req->super.req_mpi_object.comm = m->comm;
+    OBJ_RETAIN(m->comm); /* (request_release lets go) */
     /* the whole status: MPI_Wait copies it out (a collective is never cancelled,
      * MPI_Test_cancelled must say so) */
     req->super.req_status = ompi_status_empty;
     req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
     req->call = *call;
     req->plane = plane;
+    req->m = m;
     req->st = GPURING_OK;
     req->user_freed = 0;
     req->next = NULL;

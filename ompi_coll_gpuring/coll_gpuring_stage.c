@@ -219,6 +219,7 @@ typedef struct {
     gpuring_mem_range_t range;
     int host;                 /* the last host piece; -1: none */
     int device;               /* a piece is device memory (not managed) */
+    int probe;                /* only whether a block is device memory: no pieces */
     const char *why;
 } stage_walk_t;
 
@@ -260,6 +261,11 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
 {
     mca_coll_gpuring_stage_buf_t *b = w->b;
 
+    if (w->probe) { /* the block's first byte tells; the first device block ends the walk */
+        if (gpuring_mem_kind((const void *)at, NULL) != GPURING_MEM_DEVICE) return 0;
+        w->device = 1;
+        return -1;
+    }
     while (len > 0) {
         ptrdiff_t lo = (ptrdiff_t)(at - (uintptr_t)b->buf);
         size_t part;
@@ -328,46 +334,43 @@ static int stage_walk_type(stage_walk_t *w, const void *base, size_t count,
     return rc;
 }
 
-/* Every piece of b host memory (none in a CUDA allocation)? */
-static int stage_pieces_host(const mca_coll_gpuring_stage_buf_t *b)
+/* Every block of the shape b's span was made from, through w */
+static int stage_walk_shape(stage_walk_t *w)
 {
-    for (int k = 0; k < b->npieces; k++) {
-        if (b->pieces[k].alloc != 0) return 0;
+    mca_coll_gpuring_stage_buf_t *b = w->b;
+    const mca_coll_gpuring_shape_t *sh = &b->shape;
+    ptrdiff_t lb, extent;
+    int rc = 0;
+
+    if (sh->form == 0) return stage_walk_type(w, b->buf, sh->count, sh->dt);
+    if (sh->form == 1) {
+        ompi_datatype_get_extent(sh->dt, &lb, &extent);
+        for (int i = 0; rc == 0 && i < sh->n; i++) {
+            if (sh->counts[i] > 0)
+                rc = stage_walk_type(
+                    w, mca_coll_gpuring_at(b->buf, ((const int *)sh->displs)[i] * extent),
+                    (size_t)sh->counts[i], sh->dt);
+        }
+        return rc;
     }
-    return 1;
+    for (int i = 0; rc == 0 && i < sh->n; i++) {
+        ptrdiff_t at = sh->aint ? (ptrdiff_t)((const MPI_Aint *)sh->displs)[i]
+                                : (ptrdiff_t)((const int *)sh->displs)[i];
+        if (sh->counts[i] > 0)
+            rc = stage_walk_type(w, mca_coll_gpuring_at(b->buf, at), (size_t)sh->counts[i],
+                                 sh->types[i]);
+    }
+    return rc;
 }
 
 /* b's pieces, from the blocks of the shape its span was made from */
 static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
 {
-    const mca_coll_gpuring_shape_t *sh = &b->shape;
     stage_walk_t w = {.b = b, .cur = -1, .host = -1};
-    ptrdiff_t lb, extent;
-    int rc = 0;
+    int rc = stage_walk_shape(&w);
 
-    if (sh->form == 0) {
-        rc = stage_walk_type(&w, b->buf, sh->count, sh->dt);
-    } else if (sh->form == 1) {
-        ompi_datatype_get_extent(sh->dt, &lb, &extent);
-        for (int i = 0; rc == 0 && i < sh->n; i++) {
-            if (sh->counts[i] > 0)
-                rc = stage_walk_type(
-                    &w, mca_coll_gpuring_at(b->buf, ((const int *)sh->displs)[i] * extent),
-                    (size_t)sh->counts[i], sh->dt);
-        }
-    } else {
-        for (int i = 0; rc == 0 && i < sh->n; i++) {
-            ptrdiff_t at = sh->aint ? (ptrdiff_t)((const MPI_Aint *)sh->displs)[i]
-                                    : (ptrdiff_t)((const int *)sh->displs)[i];
-            if (sh->counts[i] > 0)
-                rc = stage_walk_type(&w, mca_coll_gpuring_at(b->buf, at),
-                                     (size_t)sh->counts[i], sh->types[i]);
-        }
-    }
-    if (rc != 0) *why_p = w.why;
-    /* no block in a CUDA allocation (a datatype at MPI_BOTTOM over host objects): no
-     * pieces, the span is host memory as it lies */
-    if (rc != 0 || stage_pieces_host(b)) {
+    if (rc != 0) {
+        *why_p = w.why;
         free(b->pieces);
         b->pieces = NULL;
         b->npieces = 0;
@@ -376,13 +379,25 @@ static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
     return rc;
 }
 
+/* Does a block of b's shape lie in device memory (one memory-kind query per block, up
+ * to the first that does; no allocation)?  A walk that fails finds none: the span is
+ * taken as it lies, as before blocks were looked at. */
+static int stage_probe(mca_coll_gpuring_stage_buf_t *b)
+{
+    stage_walk_t w = {.b = b, .cur = -1, .host = -1, .probe = 1};
+
+    (void)stage_walk_shape(&w);
+    return w.device;
+}
+
 /* Whether b's span holds device memory (b->device, as far as its first byte tells), and
  * 1 where its blocks must be walked for pieces (which may show device memory too): a
  * datatype with holes whose span leaves the allocation of its first byte (device or
  * managed memory), starts in host memory and ends in device memory, or lies at
- * MPI_BOTTOM (absolute addresses: its blocks may be any objects of the process, host
- * ones around device ones).  A datatype with holes relative to a host buffer is
- * host memory as far as its first and last bytes tell. */
+ * MPI_BOTTOM with a block in device memory (absolute addresses: its blocks may be any
+ * objects of the process, host ones around device ones: stage_probe).  A datatype
+ * with holes relative to a host buffer is host memory as far as its first and last
+ * bytes tell. */
 static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
 {
     gpuring_mem_kind_t kind;
@@ -403,9 +418,9 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
                b->bytes > r.bytes - ((uintptr_t)first - r.base);
     }
     if (!b->holes) return 0;
-    return b->buf == MPI_BOTTOM ||
-           gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1), NULL) ==
-               GPURING_MEM_DEVICE;
+    if (b->buf == MPI_BOTTOM) return stage_probe(b);
+    return gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1), NULL) ==
+           GPURING_MEM_DEVICE;
 }
 
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
@@ -710,16 +725,18 @@ static int stage_failed(struct ompi_communicator_t *comm, int peers, const char 
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                               mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
-    int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, mca_coll_gpuring_comm_name(m->comm), bufs, n);
+    const char *name = mca_coll_gpuring_comm_name(m);
+    int rc = mca_coll_gpuring_stage_in_area(&m->stage, 1, coll, name, bufs, n);
 
-    return rc == OMPI_SUCCESS ? rc : stage_failed(m->comm, stage_has_peers(m->comm),
-                                                 mca_coll_gpuring_comm_name(m->comm), coll, rc);
+    return rc == OMPI_SUCCESS ? rc
+                              : stage_failed(m->comm, stage_has_peers(m->comm), name, coll, rc);
 }
 
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                mca_coll_gpuring_stage_buf_t *bufs, int n, int rc)
 {
-    return mca_coll_gpuring_stage_out_area(&m->stage, coll, mca_coll_gpuring_comm_name(m->comm), bufs, n, rc);
+    return mca_coll_gpuring_stage_out_area(&m->stage, coll, mca_coll_gpuring_comm_name(m), bufs,
+                                           n, rc);
 }
 
 /* ---- non-blocking calls ------------------------------------------------------------- */
@@ -782,35 +799,35 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
 {
+    const char *name = mca_coll_gpuring_comm_name(m);
     const int comm_peers = stage_has_peers(m->comm);
     /* (a persistent call's *_init: no peer waits for this rank yet) */
     const int peers = !persistent && comm_peers;
     size_t total;
-    int any = stage_plan(bufs, n, coll, mca_coll_gpuring_comm_name(m->comm), &total);
+    int any = stage_plan(bufs, n, coll, name, &total);
     mca_coll_gpuring_stage_nb_t *nb;
     int rc;
 
     *nb_p = NULL;
     if (any <= 0)
-        return any < 0 ? stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, OMPI_ERROR)
-                       : OMPI_SUCCESS;
+        return any < 0 ? stage_failed(m->comm, peers, name, coll, OMPI_ERROR) : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
-                      "buffers", mca_coll_gpuring_coll_name(coll), mca_coll_gpuring_comm_name(m->comm));
+                      "buffers", mca_coll_gpuring_coll_name(coll), name);
         stage_release(bufs, n);
-        return stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, OMPI_ERR_OUT_OF_RESOURCE);
+        return stage_failed(m->comm, peers, name, coll, OMPI_ERR_OUT_OF_RESOURCE);
     }
     nb->magic = STAGE_NB_MAGIC;
     nb->coll = coll;
     nb->n = n;
     nb->persistent = persistent;
     nb->peers = comm_peers;
-    snprintf(nb->comm, sizeof(nb->comm), "%s", mca_coll_gpuring_comm_name(m->comm));
+    snprintf(nb->comm, sizeof(nb->comm), "%s", name);
     rc = stage_fill(&nb->area, persistent, total, !persistent, coll, nb->comm, bufs, n);
     if (rc != OMPI_SUCCESS) {
         stage_nb_free(nb);
-        return stage_failed(m->comm, peers, mca_coll_gpuring_comm_name(m->comm), coll, rc);
+        return stage_failed(m->comm, peers, name, coll, rc);
     }
     memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
     *nb_p = nb;

@@ -47,7 +47,11 @@
  * without a timeout: the job must end (gpuring aborts it), so any rank that gets past
  * that call counts a failure.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-q]
+ * With -H, the MPI_BOTTOM case whose blocks lie in host memory either side of a device
+ * block must run: its skip (no such address order to be had: with a real driver,
+ * whose device memory lies in a range of its own, it may be) counts a failure.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-H] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -85,6 +89,7 @@ static struct {
     void *primary;
 } cu;
 static int g_pool; /* -a */
+static int g_host_ends; /* -H: case_bottom_pieces' host_ends layout must run */
 static void (*fail_copies)(int, int); /* -F: the stand-in driver's fake_cuda_fail_copies */
 static int g_fail_next;               /* -F: this rank's next call's device copy number
                                          g_fail_next fails, and every one after it until
@@ -535,7 +540,7 @@ static void bottom_free(dbuf_t blk[3], void *maps[2], size_t hall)
  * host_ends: a device block between two host blocks by address, a span whose first
  * and last bytes are host memory (taken whole for host memory, the component below
  * would read the device block); skipped on every rank where some rank's address
- * space gave no such order (bottom_blocks; a note without -q). */
+ * space gave no such order (bottom_blocks; a note, with -H a failure). */
 static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
 {
     const size_t n3 = 3 * count, bytes = count * sizeof(int), hall = bytes + 2 * GUARD;
@@ -553,9 +558,16 @@ static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
     if (v == NULL || all == NULL) die("out of memory");
     ok = bottom_blocks(bytes, host_ends, blk, maps);
     if (!all_say(c, ok)) {
-        if (!quiet && c->rank == 0)
+        if (c->rank == 0)
             printf("note: %s at MPI_BOTTOM, blocks in %s: skipped (no host memory below and "
                    "above a device block on some rank)\n", c->name, layout);
+        if (g_host_ends) { /* -H: it must run */
+            checks++;
+            failures++;
+            if (reports++ < MAX_REPORTS)
+                fprintf(stderr, "FAIL rank %d: %s at MPI_BOTTOM, blocks in %s: skipped\n",
+                        world_rank, c->name, layout);
+        }
         if (ok) bottom_free(blk, maps, hall);
         free(all);
         free(v);
@@ -1157,10 +1169,12 @@ int main(int argc, char **argv)
             g_pool = 1;
         } else if (!strcmp(argv[i], "-F")) {
             copy_fails = 1;
+        } else if (!strcmp(argv[i], "-H")) {
+            g_host_ends = 1;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
