@@ -237,8 +237,9 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
  * on every rank. */
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                    const void *buf);
-/* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error. */
-int mca_coll_gpuring_call_failed(const mca_coll_gpuring_module_t *m,
+/* A call gpuring took failed: logged (the collective, the communicator's name and this
+ * rank's rank in it, the cause); the MPI error. */
+int mca_coll_gpuring_call_failed(const char *comm_name, int rank,
                                  const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
                                  gpuring_status_t st);
 /* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
@@ -382,8 +383,11 @@ typedef struct mca_coll_gpuring_request {
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
     gpuring_plane_t plane;
-    const mca_coll_gpuring_module_t *m; /* its communicator's (super.req_mpi_object.comm,
-                                         * retained: the module lives as long) */
+    /* the communicator's name (mca_coll_gpuring_comm_name) and this rank's rank there, for
+     * the error report: a request may end after MPI_Finalize has destroyed its
+     * communicator's module (MPI_COMM_WORLD's, whatever the request retains) */
+    char comm_name[MPI_MAX_OBJECT_NAME];
+    int rank;
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */
@@ -430,9 +434,10 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
  * from its shape): told by its first byte's kind, for a datatype with holes by whether
  * the span leaves the allocation of its first byte (device or managed memory), ends
  * in device memory after a first byte in host memory, or lies at MPI_BOTTOM with a
- * block in device memory (each block's first byte asked, whatever the span's ends are;
- * a datatype relative to a buffer that starts and ends in host memory is taken as
- * host memory).  0, or -1 with *why_p where the pieces cannot be told. */
+ * block in device memory (each block's first and last bytes asked, whatever the
+ * span's ends are; a datatype relative to a buffer that starts and ends in host
+ * memory is taken as host memory).  0, or -1 with *why_p where the pieces cannot be
+ * told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* A pieced span's host image (b->bytes of address space, its pages touched only where
  * pieces are copied), NULL where it cannot be mapped; span_release gives it back and

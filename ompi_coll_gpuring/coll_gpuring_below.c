@@ -18,8 +18,9 @@
  *  - MPI_Reduce_local, where Open MPI makes it through MPI_COMM_SELF's module
  *    (5.0): staged as a blocking call.
  * Host buffers cost one memory-kind check per buffer (two for a datatype with
- * holes: its span's first and last bytes; at MPI_BOTTOM its first byte's and one per
- * block), none in a process without a CUDA driver.
+ * holes: its span's first and last bytes; at MPI_BOTTOM its first byte and each
+ * block's first and last, where the component below is not CUDA-aware), none in a
+ * process without a CUDA driver.
  * MPI_Barrier has no buffers: gpuring leaves it to the component below.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"

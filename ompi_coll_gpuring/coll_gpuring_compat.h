@@ -32,7 +32,7 @@
 #endif
 
 /* a communicator's context id (5.0: the local one): the log's name for a communicator
- * without one (mca_coll_gpuring_comm_name) */
+ * without a name (mca_coll_gpuring_comm_name) */
 #if defined(MCA_COLL_BASE_VERSION_2_4_0)
 #define MCA_COLL_GPURING_COMM_CID(_comm) ompi_comm_get_local_cid(_comm)
 #else

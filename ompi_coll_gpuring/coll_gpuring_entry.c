@@ -426,14 +426,16 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       mca_coll_gpuring_comm_name(m));
         return fallback;
     }
-    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(m, c, plane, st);
+    if (st != GPURING_OK)
+        return mca_coll_gpuring_call_failed(mca_coll_gpuring_comm_name(m), ompi_comm_rank(comm),
+                                            c, plane, st);
     if (req != NULL) *c->request = &req->super;
     GPURING_PROF_MARK(GPURING_PROF_RETURN);
     GPURING_PROF_END(req == NULL ? plane : -1);
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_call_failed(const mca_coll_gpuring_module_t *m,
+int mca_coll_gpuring_call_failed(const char *comm_name, int rank,
                                  const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
                                  gpuring_status_t st)
 {
@@ -445,8 +447,8 @@ int mca_coll_gpuring_call_failed(const mca_coll_gpuring_module_t *m,
                   "communicator cannot be used by gpuring any more%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
-                  plane == GPURING_PLANE_HOST ? "host" : "device", mca_coll_gpuring_comm_name(m),
-                  ompi_comm_rank(m->comm), gpuring_status_str(st),
+                  plane == GPURING_PLANE_HOST ? "host" : "device", comm_name,
+                  rank, gpuring_status_str(st),
                   st != GPURING_ERR_TIMEOUT ? ""
                   : " (a peer that did not make the matching call, or made it with "
                     "buffers of another memory kind -- host on some ranks, device on "

@@ -261,8 +261,11 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
 {
     mca_coll_gpuring_stage_buf_t *b = w->b;
 
-    if (w->probe) { /* the block's first byte tells; the first device block ends the walk */
-        if (gpuring_mem_kind((const void *)at, NULL) != GPURING_MEM_DEVICE) return 0;
+    if (w->probe) { /* its first and last bytes tell; the first device block ends the walk */
+        if (gpuring_mem_kind((const void *)at, NULL) != GPURING_MEM_DEVICE &&
+            (len < 2 ||
+             gpuring_mem_kind((const void *)(at + len - 1), NULL) != GPURING_MEM_DEVICE))
+            return 0;
         w->device = 1;
         return -1;
     }
@@ -286,13 +289,23 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
                 return -1;
             }
         }
-        if (w->cur < 0) { /* host memory: the rest of the block */
+        if (w->cur < 0) { /* host memory: the rest of the block, or up to the allocation
+                           * its last byte lies in (blocks of adjacent objects may come
+                           * merged into one) */
             const mca_coll_gpuring_piece_t *h = w->host >= 0 ? &b->pieces[w->host] : NULL;
+            gpuring_mem_range_t r;
 
+            part = len;
+            if (len > 1 && gpuring_mem_range((const void *)(at + len - 1), &r) == 0 &&
+                r.base > at)
+                part = r.base - at;
             k = h != NULL && lo >= h->lo && lo <= h->lo + (ptrdiff_t)h->bytes ? w->host
                                                                                : b->npieces;
             w->host = k;
-            return stage_walk_piece(w, k, lo, len, 0);
+            if (stage_walk_piece(w, k, lo, part, 0) != 0) return -1;
+            at += part;
+            len -= part;
+            continue;
         }
         part = GPURING_MIN(len, w->range.bytes - (at - w->range.base));
         if (stage_walk_piece(w, w->cur, lo, part, w->range.base) != 0) return -1;
@@ -379,25 +392,26 @@ static int stage_walk(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
     return rc;
 }
 
-/* Does a block of b's shape lie in device memory (one memory-kind query per block, up
- * to the first that does; no allocation)?  A walk that fails finds none: the span is
- * taken as it lies, as before blocks were looked at. */
+/* Must b's span be walked for pieces: does a block of its shape lie in device memory
+ * (its first and last bytes asked, up to the first block that does; no memory of
+ * gpuring's allocated), or did the walk fail (the walk for pieces then says why)? */
 static int stage_probe(mca_coll_gpuring_stage_buf_t *b)
 {
     stage_walk_t w = {.b = b, .cur = -1, .host = -1, .probe = 1};
 
-    (void)stage_walk_shape(&w);
-    return w.device;
+    return stage_walk_shape(&w) != 0;
 }
+
+#define STAGE_SPAN_PROBE 2 /* stage_span_kind: at MPI_BOTTOM, for stage_probe to tell */
 
 /* Whether b's span holds device memory (b->device, as far as its first byte tells), and
  * 1 where its blocks must be walked for pieces (which may show device memory too): a
  * datatype with holes whose span leaves the allocation of its first byte (device or
- * managed memory), starts in host memory and ends in device memory, or lies at
- * MPI_BOTTOM with a block in device memory (absolute addresses: its blocks may be any
- * objects of the process, host ones around device ones: stage_probe).  A datatype
- * with holes relative to a host buffer is host memory as far as its first and last
- * bytes tell. */
+ * managed memory), or starts in host memory and ends in device memory;
+ * STAGE_SPAN_PROBE where it starts in host memory at MPI_BOTTOM (absolute addresses:
+ * its blocks may be any objects of the process, host ones around device ones), which
+ * stage_probe tells, once it is known to matter.  A datatype with holes relative to a
+ * host buffer is host memory as far as its first and last bytes tell. */
 static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
 {
     gpuring_mem_kind_t kind;
@@ -418,14 +432,17 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
                b->bytes > r.bytes - ((uintptr_t)first - r.base);
     }
     if (!b->holes) return 0;
-    if (b->buf == MPI_BOTTOM) return stage_probe(b);
+    if (b->buf == MPI_BOTTOM) return STAGE_SPAN_PROBE;
     return gpuring_mem_kind(mca_coll_gpuring_at(first, (ptrdiff_t)b->bytes - 1), NULL) ==
            GPURING_MEM_DEVICE;
 }
 
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
 {
-    return stage_span_kind(b) ? stage_walk(b, why_p) : 0;
+    int walk = stage_span_kind(b);
+
+    if (walk == STAGE_SPAN_PROBE) walk = stage_probe(b);
+    return walk ? stage_walk(b, why_p) : 0;
 }
 
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
@@ -523,7 +540,8 @@ static void stage_release(mca_coll_gpuring_stage_buf_t *bufs, int n)
 }
 
 /* Which buffers are device memory (one driver query each, a few more for a datatype
- * with holes: bufs[i].device), each handed below as it is for now.  1 where any is to
+ * with holes, two per block at MPI_BOTTOM: bufs[i].device), each handed below as it
+ * is for now.  1 where any is to
  * be staged, with *total_p the host bytes the area must hold for the spans in one
  * piece (a pieced span gets an image of its own); 0 where none is (no device buffer,
  * or the component below reads them); -1 where a span's pieces cannot be told (logged). */
@@ -551,6 +569,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
         const char *why = NULL;
 
+        if (walk[i] == STAGE_SPAN_PROBE) walk[i] = stage_probe(b);
         if (walk[i] && stage_walk(b, &why) != 0) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot stage the %zu bytes at %p its datatype spans "

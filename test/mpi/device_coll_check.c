@@ -478,14 +478,16 @@ static void *map_host(uintptr_t hint, size_t bytes)
     return p;
 }
 
-#define BOTTOM_TRIES 4
+#define BOTTOM_TRIES 6
 
 /* case_bottom_pieces' three blocks of bytes each (maps[]: their host memory, to unmap).
- * Layout 0: device, host, device.  host_ends: host, device, host by address -- the
- * highest mapped before the device block (Linux maps top-down: it lies above), the
- * lowest after it, asked for just below; tried again where a hole a freed buffer left
- * put one out of order (each try kept until the end, so that the next lands in fresh
- * address space below it).  0 where no try gave that order (nothing left allocated). */
+ * Layout 0: device, host, device.  host_ends: host, device, host by address -- one
+ * host block mapped before the device block, one after it: Linux maps top-down (the
+ * first then lies above, the second below: asked for just below) or bottom-up (the
+ * other way round: asked for just above, every other try); tried again where a hole a
+ * freed buffer left put one out of order (each try kept until the end, so that the
+ * next lands in fresh address space).  0 where no try gave that order (nothing left
+ * allocated). */
 static int bottom_blocks(size_t bytes, int host_ends, dbuf_t blk[3], void *maps[2])
 {
     const size_t hall = bytes + 2 * GUARD;
@@ -502,9 +504,17 @@ static int bottom_blocks(size_t bytes, int host_ends, dbuf_t blk[3], void *maps[
         return 1;
     }
     for (t = 0; t < BOTTOM_TRIES && !ok; t++) {
+        uintptr_t hint;
+
         hi[t] = map_host(0, hall);
         dbuf_make(&dev[t], bytes);
-        lo[t] = map_host((dev[t].base - hall - (1u << 20)) & ~(uintptr_t)4095, hall);
+        hint = t % 2 == 0 ? dev[t].base - hall - (1u << 20) : dev[t].base + hall + (1u << 20);
+        lo[t] = map_host(hint & ~(uintptr_t)4095, hall);
+        if ((uintptr_t)lo[t] > (uintptr_t)hi[t]) { /* mapped bottom-up */
+            void *x = lo[t];
+            lo[t] = hi[t];
+            hi[t] = x;
+        }
         ok = (uintptr_t)lo[t] + hall <= dev[t].base && dev[t].base + hall <= (uintptr_t)hi[t];
     }
     for (int k = 0; k < t - ok; k++) { /* the tries out of order */
