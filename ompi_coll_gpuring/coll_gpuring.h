@@ -237,11 +237,11 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
  * on every rank. */
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                    const void *buf);
-/* A call gpuring took failed: logged (the collective, the communicator's name and this
- * rank's rank in it, the cause); the MPI error. */
-int mca_coll_gpuring_call_failed(const char *comm_name, int rank,
-                                 const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
-                                 gpuring_status_t st);
+/* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error.
+ * From the communicator, not its module: a request may end after MPI_Finalize has
+ * destroyed MPI_COMM_WORLD's module (the communicator itself is static). */
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
+                                 struct ompi_communicator_t *comm, gpuring_status_t st);
 /* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
 int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
                                    struct ompi_op_t *op, gpuring_type_t *type_p,
@@ -382,12 +382,7 @@ typedef struct mca_coll_gpuring_request {
     gpuring_status_t st;  /* the call's end, from the worker */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
-    gpuring_plane_t plane;
-    /* the communicator's name (mca_coll_gpuring_comm_name) and this rank's rank there, for
-     * the error report: a request may end after MPI_Finalize has destroyed its
-     * communicator's module (MPI_COMM_WORLD's, whatever the request retains) */
-    char comm_name[MPI_MAX_OBJECT_NAME];
-    int rank;
+    gpuring_plane_t plane;        /* (the communicator: super.req_mpi_object.comm) */
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
     struct mca_coll_gpuring_request *next; /* ended, not yet completed */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */
@@ -407,8 +402,12 @@ void mca_coll_gpuring_request_finalize(void);
 /* A datatype's name for the log (derived ones may have none). */
 const char *mca_coll_gpuring_dt_name(const struct ompi_datatype_t *dt);
 /* The module's communicator's name for the log: its MPI name, or while it has none (Open
- * MPI names none it makes by MPI_Intercomm_create) "(unnamed, cid N)", N its context id. */
+ * MPI names none it makes by MPI_Intercomm_create) m->unnamed. */
 const char *mca_coll_gpuring_comm_name(const mca_coll_gpuring_module_t *m);
+/* A communicator's name for the log while it has none, "(unnamed, cid N)" (N its context
+ * id), into buf. */
+void mca_coll_gpuring_comm_unnamed(const struct ompi_communicator_t *comm, char *buf,
+                                   size_t size);
 
 /* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
  * offset, or a host copy standing in for a span that starts far from it. */

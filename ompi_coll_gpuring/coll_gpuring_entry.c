@@ -124,6 +124,12 @@ const char *mca_coll_gpuring_comm_name(const mca_coll_gpuring_module_t *m)
     return m->comm->c_name[0] != '\0' ? m->comm->c_name : m->unnamed;
 }
 
+void mca_coll_gpuring_comm_unnamed(const struct ompi_communicator_t *comm, char *buf,
+                                   size_t size)
+{
+    snprintf(buf, size, "(unnamed, cid %u)", (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
+}
+
 int mca_coll_gpuring_bad_count(const mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                int nonblocking, int count)
 {
@@ -426,29 +432,30 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       mca_coll_gpuring_comm_name(m));
         return fallback;
     }
-    if (st != GPURING_OK)
-        return mca_coll_gpuring_call_failed(mca_coll_gpuring_comm_name(m), ompi_comm_rank(comm),
-                                            c, plane, st);
+    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
     if (req != NULL) *c->request = &req->super;
     GPURING_PROF_MARK(GPURING_PROF_RETURN);
     GPURING_PROF_END(req == NULL ? plane : -1);
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_call_failed(const char *comm_name, int rank,
-                                 const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
-                                 gpuring_status_t st)
+int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
+                                 struct ompi_communicator_t *comm, gpuring_status_t st)
 {
     /* the copies (bcast, allgather) count bytes */
     const int bytes = c->coll == GPURING_COLL_BCAST || c->coll == GPURING_COLL_ALLGATHER;
+    char unnamed[32];
+
+    if (comm->c_name[0] == '\0') mca_coll_gpuring_comm_unnamed(comm, unnamed, sizeof(unnamed));
 
     GPURING_ERROR(GPURING_SUBSYS_COLL,
                   "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; the "
                   "communicator cannot be used by gpuring any more%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
-                  plane == GPURING_PLANE_HOST ? "host" : "device", comm_name,
-                  rank, gpuring_status_str(st),
+                  plane == GPURING_PLANE_HOST ? "host" : "device",
+                  comm->c_name[0] != '\0' ? comm->c_name : unnamed, ompi_comm_rank(comm),
+                  gpuring_status_str(st),
                   st != GPURING_ERR_TIMEOUT ? ""
                   : " (a peer that did not make the matching call, or made it with "
                     "buffers of another memory kind -- host on some ranks, device on "

@@ -80,8 +80,7 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     m = OBJ_NEW(mca_coll_gpuring_module_t);
     if (m == NULL) return NULL;
     m->comm = comm;
-    snprintf(m->unnamed, sizeof(m->unnamed), "(unnamed, cid %u)",
-             (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
+    mca_coll_gpuring_comm_unnamed(comm, m->unnamed, sizeof(m->unnamed));
     m->super.coll_module_enable = gpuring_module_enable;
     m->super.coll_module_disable = gpuring_module_disable;
     /* every collective goes below, device buffers staged; allreduce,

@@ -21,7 +21,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <string.h>
 
 static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
 static mca_coll_gpuring_request_t *request_ended; /* filed by the workers */
@@ -109,8 +108,8 @@ static int request_progress(void)
         next = req->next;
         if (req->st != GPURING_OK) {
             req->super.req_status.MPI_ERROR =
-                mca_coll_gpuring_call_failed(req->comm_name, req->rank, &req->call, req->plane,
-                                             req->st);
+                mca_coll_gpuring_call_failed(&req->call, req->plane,
+                                             req->super.req_mpi_object.comm, req->st);
         }
         if (req->user_freed) { /* MPI_Request_free came first: nobody waits for it */
             req->next = release;
@@ -141,8 +140,6 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
                                                          const mca_coll_gpuring_call_t *call,
                                                          gpuring_plane_t plane)
 {
-    const char *name;
-    size_t len;
     mca_coll_gpuring_request_t *req;
     int on;
 
@@ -173,11 +170,6 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
     req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
     req->call = *call;
     req->plane = plane;
-    name = mca_coll_gpuring_comm_name(m);
-    len = strnlen(name, sizeof(req->comm_name) - 1);
-    memcpy(req->comm_name, name, len);
-    req->comm_name[len] = '\0';
-    req->rank = ompi_comm_rank(m->comm);
     req->st = GPURING_OK;
     req->user_freed = 0;
     req->next = NULL;
