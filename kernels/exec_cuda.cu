@@ -199,7 +199,9 @@ static_assert(sizeof(exec_cuda_desc_t) <= 4096, "exec_cuda_desc_t exceeds the pa
  * kernel at both ends, whose threads each check their own units.  A thread
  * that gave up on its units (the host's abort) stores nothing; the block
  * then abandons the call, whose abort header (exec_abandon) replaces the
- * step's header where the receiver has not read it yet.
+ * step's header: a receiver that has not read it stops at it, one whose
+ * threads already wait for the step's units finds it there (each thread
+ * looks as often as at the host's abort), so neither waits for its timeout.
  * No system fence orders LL data: each unit carries its own validity.  The
  * fences of exec_wait and exec_publish are there for simple connections,
  * and skipped by an operation that has none (NCCL's LL primitives read
@@ -228,6 +230,30 @@ static __device__ __forceinline__ void exec_ll_header(volatile uint64_t *row, ui
 {
     row[1] = gpuring_ll_unit((uint32_t)bytes, flag);
     row[0] = gpuring_ll_unit((uint32_t)(call & GPURING_CALL_MASK), flag);
+}
+
+/*
+ * The abandon of an LL step (exec_abandon) over the header the step may
+ * already carry, under the same flag: call id GPURING_CALL_ABORT, then (after
+ * a system fence) 0 bytes -- the reverse of exec_ll_header's order, so that a
+ * receiver that read the step's call id and then the abort's byte count
+ * (a mismatch, read from two headers) finds the abort at a second look at
+ * the call id (exec_ll_torn); and a receiver already waiting for the step's
+ * data units finds it there too (exec_ll_pair_wait).
+ */
+static __device__ __forceinline__ void exec_ll_abort_header(volatile uint64_t *row,
+                                                            uint32_t flag)
+{
+    row[0] = gpuring_ll_unit((uint32_t)GPURING_CALL_ABORT, flag);
+    __threadfence_system();
+    row[1] = gpuring_ll_unit(0, flag);
+}
+
+/* Does `row` hold the abandon of the LL step of this flag (exec_ll_abort_header)? */
+static __device__ __forceinline__ bool exec_ll_abandoned(const volatile uint64_t *row,
+                                                         uint32_t flag)
+{
+    return row[0] == gpuring_ll_unit((uint32_t)GPURING_CALL_ABORT, flag);
 }
 
 /* Has the header of the LL step of this flag landed in `row`?  Its units in *hdr_p. */
@@ -334,6 +360,12 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         if (exec_ll(d, ch->recv[i])) {
             got_bytes = (uint32_t)hdr[i][1];
             chk = gpuring_step_check((uint32_t)hdr[i][0], got_bytes, bytes, d.call);
+            /* the step's call id and its abandon's byte count (exec_ll_abort_header)? */
+            if (chk == GPURING_ERR_MISMATCH) {
+                __threadfence_system(); /* acquire: the byte count read, then the call id */
+                if (exec_ll_abandoned(exec_ll_row(ch->recv[i], rstep[i]), gpuring_ll_flag(rstep[i])))
+                    chk = GPURING_ERR_REMOTE;
+            }
         } else {
             chk = gpuring_fifo_check(ch->recv[i].ctrl, rstep[i], bytes, d.call, &got_bytes);
         }
@@ -409,10 +441,8 @@ static __device__ void exec_abandon(const exec_cuda_chan_t *ch, uint64_t *sstep)
             ctrl->abandoned = 1;
             continue;
         }
-        if (ch->send[i].ll != NULL) {
-            exec_ll_header(exec_ll_row(ch->send[i], sstep[i]), 0, GPURING_CALL_ABORT,
-                           gpuring_ll_flag(sstep[i]));
-        }
+        if (ch->send[i].ll != NULL) exec_ll_abort_header(exec_ll_row(ch->send[i], sstep[i]),
+                                                         gpuring_ll_flag(sstep[i]));
         ctrl->size[sstep[i] % GPURING_NSTEPS] = 0;
         ctrl->call[sstep[i] % GPURING_NSTEPS] = GPURING_CALL_ABORT;
         __threadfence_system();
@@ -784,10 +814,13 @@ static __device__ __forceinline__ uint64_t exec_ll_apply(uint64_t a, uint64_t b,
 }
 
 /* Wait for a pair of units to carry `flag` (the second one only if it holds data:
- * `two`), its data bytes in *v_p; 0 if the host aborted first, the flags last seen
- * in *v_p (EXEC_SEEN_FLAGS). */
-static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t flag, bool two,
-                                        const exec_cuda_status_t *st, uint64_t *v_p)
+ * `two`): 1, its data bytes in *v_p; or, the flags last seen in *v_p
+ * (EXEC_SEEN_FLAGS), 0 if the host aborted first, -1 if the sender abandoned the
+ * step after its header (exec_ll_abort_header, in `row`, the step's row: NULL for
+ * none), looked at as often as the host's abort. */
+static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, const volatile uint64_t *row,
+                                        uint32_t flag, bool two, const exec_cuda_status_t *st,
+                                        uint64_t *v_p)
 {
     unsigned polls = 0;
 
@@ -800,10 +833,13 @@ static __device__ int exec_ll_pair_wait(const volatile uint64_t *u, uint32_t fla
         }
         GPURING_DEV_POLL_PAUSE();
         ++polls;
-        if ((polls == EXEC_CUDA_ABORT_POLLS || polls % EXEC_CUDA_ABORT_POLLS_LONG == 0) &&
-            st->abort) {
-            *v_p = EXEC_SEEN_FLAGS(lo, hi);
-            return 0;
+        if (polls == EXEC_CUDA_ABORT_POLLS || polls % EXEC_CUDA_ABORT_POLLS_LONG == 0) {
+            const int why = st->abort ? 0 : row != NULL && exec_ll_abandoned(row, flag) ? -1 : 1;
+
+            if (why <= 0) {
+                *v_p = EXEC_SEEN_FLAGS(lo, hi);
+                return why;
+            }
         }
     }
 }
@@ -823,8 +859,9 @@ static __device__ __forceinline__ void exec_ll_pair_store(volatile uint64_t *u, 
  * get the last input unchanged (the gather's accumulate forwards what it
  * received).  The units of the data, and no more, are written and waited
  * for (a step of b bytes has ceil(b / 4)).  A thread whose units do not
- * come before the host aborts records what it waits for, sets *aborted_p
- * and stores nothing more.
+ * come before the host aborts, or before their sender abandons the step,
+ * records what it waits for (or the abandon), sets *aborted_p and stores
+ * nothing more.
  */
 template <typename T, typename Op>
 static __device__ void exec_ll_reduce_copy(const exec_io<T> *in, int nin, const exec_io<T> *out,
@@ -844,11 +881,17 @@ static __device__ void exec_ll_reduce_copy(const exec_io<T> *in, int nin, const 
         for (int k = 0; k < nin; k++) {
             if (in[k].mem != NULL) {
                 x[k] = exec_ll_mem_load(in[k].mem + first, n);
-            } else if (!exec_ll_pair_wait(in[k].ll + 2 * p, in[k].flag, two, st, &x[k])) {
-                st->seen[c] = EXEC_SEEN_LL_DATA | x[k];
-                st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)in[k].peer;
-                *aborted_p = 1;
-                return;
+            } else {
+                const int got = exec_ll_pair_wait(in[k].ll + 2 * p, in[k].ll - GPURING_LL_HDR_UNITS,
+                                                  in[k].flag, two, st, &x[k]);
+
+                if (got <= 0) {
+                    st->seen[c] = EXEC_SEEN_LL_DATA | x[k];
+                    st->wait[c] = ((got < 0 ? EXEC_STOP_ABANDONED : EXEC_WAIT_RECV) << 8) |
+                                  (unsigned)in[k].peer;
+                    *aborted_p = 1;
+                    return;
+                }
             }
         }
         v = x[0];
@@ -1095,9 +1138,9 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         for (int r = 0; r < d.nranks; r++) {
             if (r == d.rank) {
                 x = exec_ll_mem_load(in + first, n);
-            } else if (!exec_ll_pair_wait(d.row + (size_t)r * d.slot_units +
-                                              GPURING_LL_HDR_UNITS + 2 * p,
-                                          d.flag, true, st, &x)) {
+            } else if (exec_ll_pair_wait(d.row + (size_t)r * d.slot_units +
+                                             GPURING_LL_HDR_UNITS + 2 * p,
+                                         NULL, d.flag, true, st, &x) <= 0) {
                 st->seen[blockIdx.x] = EXEC_SEEN_LL_DATA | x;
                 st->wait[blockIdx.x] = (EXEC_WAIT_RECV << 8) | (unsigned)r;
                 return;
@@ -1547,6 +1590,9 @@ static void exec_cuda_describe_seen(const gpuring_exec_args_t *a, const gpuring_
 
     if (!gpuring_exec_ll(a, r)) {
         snprintf(buf, len, "simple protocol; tail %llu", (unsigned long long)seen);
+    } else if ((seen & EXEC_SEEN_LL_DATA) && f0 == 0 && f1 == 0) {
+        snprintf(buf, len, "LL protocol, its header landed; a data pair waited on was never "
+                 "written");
     } else if (seen & EXEC_SEEN_LL_DATA) {
         snprintf(buf, len, "LL protocol, its header landed; a data pair waited on holds "
                  "units of steps %lld and %lld", (long long)f0 - 1, (long long)f1 - 1);

@@ -52,7 +52,9 @@
  * second rank starts late): the late receiver reads the steps posted, then
  * fails at once, as does the rank after it; over a NET end, the sender's
  * executor hands it to the proxy, which posts the abandon step once a slot
- * frees (test_abandon_full).
+ * frees (test_abandon_full).  An LL sender that gives up after its step's
+ * header, before its data: the receiver already waiting for the data fails
+ * at once (test_ll_abandon_midstep).
  *
  * Without a usable GPU: "SKIP: no CUDA device (reason)", exit 77.
  * Otherwise the last line is "N passed, N failed".  GPURING_TEST_SEED sets
@@ -1389,6 +1391,51 @@ static void test_abandon_full(int ll, int net)
     TEST_CUDA(cudaDeviceSynchronize());
 }
 
+/*
+ * An LL sender that gives up in the middle of a step: its header is out, its
+ * data units are not (its own upstream's never came).  A ring of 3 on one
+ * channel, LL: rank 0 makes no call, but the header of its first step lands
+ * in rank 1's FIFO (written here, as its kernel would: exec_ll_post), so
+ * rank 1 posts its next step's header to rank 2, waits for rank 0's units
+ * and times out after T_ABANDON_ROOT_SEC.  Rank 2's threads already wait
+ * for that step's units: they must find the abandon rank 1 writes over the
+ * header (exec_ll_abort_header) and fail at once (GPURING_ERR_REMOTE), not
+ * at their own timeout (T_TIMEOUT) -- before exec_ll_pair_wait looked at the
+ * header, they waited for it.
+ */
+static void test_ll_abandon_midstep(void)
+{
+    t_cfg_t cfg = {.algo = T_RING, .n = 3, .nch = 1, .type = GPURING_TYPE_INT32,
+                   .op = GPURING_OP_SUM, .count = 4099, .chunk = 1000, .timeout = T_TIMEOUT,
+                   .skip_rank = 0, .ll = 1};
+    const char *what = "LL step abandoned after its header";
+    const gpuring_conn_t *in1 = &ranks[1].ring_recv[0];
+    gpuring_step_t s = {0};
+    uint64_t *row;
+
+    links_reset(cfg.n);
+    make_inputs(&cfg);
+    setup_channels(&cfg);
+    upload(&cfg);
+    ranks[1].args.timeout = T_ABANDON_ROOT_SEC;
+    /* rank 0's first send: its header alone, where rank 1's recv end reads step 0 */
+    for (uint64_t op = 0; op < ranks[0].ch[0].prog.nops && s.send_mask == 0; op++)
+        gpuring_prog_op(&ranks[0].ch[0].prog, op, &s);
+    row = (uint64_t *)(ring_fifo[0][1].host + (in1->ll - ring_fifo[0][1].dev) +
+                       (in1->step % GPURING_NSTEPS) * GPURING_LL_SLOT_BYTES);
+    gpuring_conn_ll_header(row, s.count * gpuring_type_size(cfg.type), ranks[0].args.call,
+                           gpuring_ll_flag(in1->step));
+    run_ranks(&cfg);
+    unit_result(ranks[1].st == GPURING_ERR_TIMEOUT, "%s: rank 1 returned %s, want %s", what,
+                gpuring_status_str(ranks[1].st), gpuring_status_str(GPURING_ERR_TIMEOUT));
+    unit_result(ranks[2].st == GPURING_ERR_REMOTE, "%s: rank 2 returned %s, want %s", what,
+                gpuring_status_str(ranks[2].st), gpuring_status_str(GPURING_ERR_REMOTE));
+    unit_result(ranks[2].end - ranks[1].end < T_ABANDON_PROMPT_SEC,
+                "%s: rank 2 returned %.2f s after rank 1, want < %.1f", what,
+                ranks[2].end - ranks[1].end, T_ABANDON_PROMPT_SEC);
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
 int main(void)
 {
     static const int ns[] = { 2, 3, 4, 5, 8 };
@@ -1479,6 +1526,7 @@ int main(void)
         test_abandon_full(ll, 0);
     }
     test_abandon_full(0, 1);
+    test_ll_abandon_midstep();
     /* and after the timeout, a normal run still works */
     {
         t_cfg_t cfg = {.algo = T_TREE, .n = 8, .nch = 3, .type = GPURING_TYPE_INT32,
