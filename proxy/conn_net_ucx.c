@@ -406,11 +406,13 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
 }
 
 /* Is a credit for `head` worth a message now?  (the file's header says when; a refusal
- * not yet sent always is) */
+ * not yet sent always is, unless the connection itself failed (net_error): one failed
+ * by a receive of its own cancelled -- gpuring_conn_net_unland's, the failed call's --
+ * still tells its sender, which may be waiting for a slot) */
 static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
 {
+    if (!net->refused && net_refusing(net)) return net_error(net, NULL, 0) == GPURING_OK;
     if (net->failed) return 0;
-    if (!net->refused && net_refusing(net)) return 1;
     if (head <= net->credited) return 0;
     return head - net->credited >= GPURING_NET_CREDIT_BATCH ||
            net->landed >= net->credited + GPURING_NSTEPS || closing || net->draining ||
@@ -901,7 +903,8 @@ static int drained(gpuring_net_conn_t *net)
      * send end's steps already in its FIFO -- the abort step -- go out first, and a
      * recv end's refusal */
     if (net->abandoned && net->dir == GPURING_CONN_RECV) {
-        if (give_up_remote || !net_refusing(net)) return 1;
+        /* (as credit_due: a receive cancelled keeps no refusal back) */
+        if (net_error(net, NULL, 0) != GPURING_OK || !net_refusing(net)) return 1;
         /* posted, and done (every credit from then on carries it) */
         return net->refused && !(net->credit.busy && !net->credit.done);
     }
@@ -1121,7 +1124,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
-    gpuring_spin_init(&spin, GPURING_MAX(1.0, ok ? proxy->wait_timeout : 1.0));
+    gpuring_spin_init(&spin, !ok                         ? 1.0
+                             : proxy->wait_timeout > 0 ? GPURING_MAX(1.0, proxy->wait_timeout)
+                                                       : 0 /* no bound */);
     for (;;) {
         int left;
 

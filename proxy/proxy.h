@@ -54,7 +54,8 @@ typedef enum {
 } gpuring_proxy_peer_failure_t;
 
 typedef struct gpuring_proxy_config {
-    double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown) */
+    double wait_timeout; /* seconds, for the bounded waits inside the proxy (teardown);
+                            0: no bound */
     gpuring_proxy_peer_failure_t peer_failure; /* for endpoints created from now on */
     size_t rndv_thresh; /* UCX's eager/rendezvous switch for the proxy's own context, in
                            bytes (0: UCX's choice; GPURING_PROXY_RNDV_NEVER: every message

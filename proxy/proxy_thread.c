@@ -279,9 +279,16 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
     return GPURING_OK;
 }
 
-/* Force-close every cached endpoint (peers may already be gone), bounded; 1 if a close
- * did not end (its endpoint's error callback may still come: its record is kept, and UCX
- * must not be torn down). */
+/*
+ * Close every cached endpoint, bounded; 1 if a close did not end (its endpoint's
+ * error callback may still come: its record is kept, and UCX must not be torn
+ * down).  One with peer failure detection is force-closed (its peer may be
+ * gone: nothing to flush to it).  UCX refuses to force-close one without
+ * (UCP_ERR_HANDLING_MODE_NONE: "Invalid parameter"), and a flushing close
+ * would wait for a peer that may have gone unseen: such an endpoint is left
+ * to ucp_worker_destroy, which destroys it as a forced close would (or, where
+ * UCX is not torn down, to the process's exit).
+ */
 static int proxy_close_eps(gpuring_proxy_t *proxy)
 {
     gpuring_proxy_ep_t *pe;
@@ -293,13 +300,13 @@ static int proxy_close_eps(gpuring_proxy_t *proxy)
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
 
     while ((pe = proxy->eps) != NULL) {
-        ucs_status_ptr_t req;
+        ucs_status_ptr_t req = NULL;
         gpuring_spin_t spin;
         int closing = 0;
 
         proxy->eps = pe->next;
         proxy_ep_warm_finish(pe);
-        req = ucp_ep_close_nbx(pe->ep, &param);
+        if (pe->detects_failure) req = ucp_ep_close_nbx(pe->ep, &param);
         if (UCS_PTR_IS_PTR(req)) {
             gpuring_spin_init(&spin, proxy->wait_timeout);
             while (ucp_request_check_status(req) == UCS_INPROGRESS) {
@@ -312,8 +319,8 @@ static int proxy_close_eps(gpuring_proxy_t *proxy)
             closing = ucp_request_check_status(req) == UCS_INPROGRESS;
             if (!closing) ucp_request_free(req);
         } else if (UCS_PTR_IS_ERR(req)) {
-            GPURING_DEBUG(GPURING_SUBSYS_NET, "closing the endpoint to rank %d: %s",
-                          pe->peer_rank, ucs_status_string(UCS_PTR_STATUS(req)));
+            GPURING_WARN(GPURING_SUBSYS_NET, "closing the endpoint to rank %d failed: %s",
+                         pe->peer_rank, ucs_status_string(UCS_PTR_STATUS(req)));
         }
         open |= closing;
         /* else UCX may still land in its buffer, or call its error callback with it */
@@ -578,9 +585,11 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
 #define proxy_join_until(_p, _ts) pthread_timedjoin_np((_p)->thread, NULL, (_ts))
 #endif
 
-/* PROXY_CLOCK `seconds` from now. */
+/* PROXY_CLOCK `seconds` from now; none (seconds <= 0: coll_gpuring_wait_timeout 0,
+ * no bound) a century away. */
 static void proxy_deadline(double seconds, struct timespec *ts)
 {
+    if (seconds <= 0) seconds = 100.0 * 365 * 24 * 3600;
     clock_gettime(PROXY_CLOCK, ts);
     ts->tv_sec += (time_t)seconds;
     ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
@@ -896,7 +905,7 @@ static void proxy_pin_code(void)
  * may go, nor the code it runs (proxy_pin_code). */
 static int proxy_stop_thread(gpuring_proxy_t *proxy)
 {
-    const double limit = GPURING_MAX(proxy->wait_timeout, 1.0);
+    const double limit = proxy->wait_timeout > 0 ? GPURING_MAX(proxy->wait_timeout, 1.0) : 0;
     struct timespec deadline;
     char what[512] = "";
     int locked;
@@ -1049,8 +1058,8 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     proxy = calloc(1, sizeof(*proxy));
     if (proxy == NULL) return GPURING_ERR_NO_MEMORY;
     proxy->device = proxy->thread_device = -1;
-    proxy_set_wait_timeout(proxy, (cfg != NULL && cfg->wait_timeout > 0)
-                                      ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT);
+    proxy_set_wait_timeout(proxy, cfg != NULL ? GPURING_MAX(cfg->wait_timeout, 0.0)
+                                              : GPURING_PROXY_DEFAULT_TIMEOUT);
     if (cfg != NULL) proxy->peer_failure = cfg->peer_failure;
     pthread_mutex_init(&proxy->lock, NULL);
     pthread_mutex_init(&proxy->err_lock, NULL);
@@ -1162,7 +1171,7 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
             GPURING_WARN(GPURING_SUBSYS_NET, "proxy stuck: the new communicator's settings "
                          "(wait timeout, peer failure detection) are not taken");
         } else {
-            if (cfg->wait_timeout > 0) proxy_set_wait_timeout(proxy_singleton, cfg->wait_timeout);
+            proxy_set_wait_timeout(proxy_singleton, GPURING_MAX(cfg->wait_timeout, 0.0));
             proxy_singleton->peer_failure = cfg->peer_failure;
             gpuring_proxy_unlock(proxy_singleton);
         }

@@ -576,6 +576,15 @@ static void *lock_holder_main(void *arg)
     return NULL;
 }
 
+/* A thread that holds proxy's lock for h->hold_ms, started once it holds it; 0 or -1. */
+static int hold_lock(lock_holder_t *h, gpuring_proxy_t *proxy, pthread_t *th)
+{
+    h->proxy = proxy;
+    if (pthread_create(th, NULL, lock_holder_main, h) != 0) return -1;
+    while (!__atomic_load_n(&h->holding, __ATOMIC_ACQUIRE)) sched_yield();
+    return 0;
+}
+
 /* The log lines that contain capture_want, as a log sink sees them. */
 static const char *capture_want;
 static char captured[4096];
@@ -609,7 +618,7 @@ static void capture_start(const char *want, unsigned mask)
  * of the process. */
 static void test_lock_held(gpuring_proxy_t *proxy)
 {
-    lock_holder_t h = {.proxy = proxy};
+    lock_holder_t h = {0};
     gpuring_log_config_t saved = gpuring_log_config;
     char desc[768], want[96];
     pthread_t th;
@@ -617,8 +626,7 @@ static void test_lock_held(gpuring_proxy_t *proxy)
 
     EXPECT(pair_create(proxy, &p, 0, 4096, 84, 0, 1) == GPURING_OK, "create a pair");
     if (p.recv.net == NULL) return;
-    EXPECT(pthread_create(&th, NULL, lock_holder_main, &h) == 0, "holder thread");
-    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    EXPECT(hold_lock(&h, proxy, &th) == 0, "holder thread");
     capture_start("proxy lock held: thread", GPURING_SUBSYS_NET);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     gpuring_log_set(&saved);
@@ -1093,7 +1101,8 @@ static int land_untouched(const unsigned char *buf, size_t from, size_t to)
  * as 101 B without a byte past the ask and without failing the connection,
  * step 10 (not asked) in its slot.  Then steps 16-18 are asked and the call
  * "fails": unland cancels them, and what the sender posts for them never
- * reaches the caller's memory. */
+ * reaches the caller's memory; the call's refusal (gpuring_conn_refuse) still
+ * reaches the sender. */
 static void test_landing(gpuring_proxy_t *proxy)
 {
     enum { OUT = 4096 };
@@ -1168,6 +1177,12 @@ static void test_landing(gpuring_proxy_t *proxy)
     EXPECT(land_send(&xs, 12, 19, late), "landing: steps 12-18 posted after unland");
     usleep(100 * 1000);
     EXPECT(land_untouched(out, 0, OUT), "landing: nothing landed in the caller's memory after unland");
+    /* the failed call's refusal still reaches the sender, though the cancelled
+     * receives failed the connection (its step 16 never lands) */
+    gpuring_conn_refuse(&p.recv);
+    xs.timeout = 2.0;
+    EXPECT(wait_gt(&xs, &p.send.ctrl->refused, 0, "send refused") == GPURING_OK,
+           "landing: the refusal after unland reaches the sender (%s)", xs.msg);
     gpuring_proxy_active_end(proxy);
     gpuring_conn_net_abandon(&p.send, 0.0);
     gpuring_conn_net_abandon(&p.recv, 0.0);
@@ -1896,9 +1911,7 @@ static int stuck_finalize_main(void)
     if (pair_create(proxy, &p, 0, 4096, 90, 0, 1) != GPURING_OK) return 3;
     if (!run_pairs(proxy, &p, 1, 50, 0, 1, NULL)) return 4;
     pair_destroy(proxy, &p);
-    h.proxy = proxy;
-    if (pthread_create(&th, NULL, lock_holder_main, &h) != 0) return 5;
-    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    if (hold_lock(&h, proxy, &th) != 0) return 5;
     capture_start("did not stop within", GPURING_SUBSYS_PROXY);
     t0 = gpuring_time_sec();
     gpuring_proxy_finalize();
@@ -1945,9 +1958,7 @@ static int stuck_teardown_main(void)
     if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
     if (pair_create(proxy, &p, 0, 4096, 92, 0, 1) != GPURING_OK) return 3;
     if (!run_pairs(proxy, &p, 1, 50, 0, 1, NULL)) return 4;
-    h.proxy = proxy;
-    if (pthread_create(&th, NULL, lock_holder_main, &h) != 0) return 5;
-    while (!__atomic_load_n(&h.holding, __ATOMIC_ACQUIRE)) sched_yield();
+    if (hold_lock(&h, proxy, &th) != 0) return 5;
 
     capture_start("proxy", GPURING_SUBSYS_NET);
     t0 = gpuring_time_sec();
@@ -1999,6 +2010,45 @@ static int stuck_teardown_main(void)
     return unit_failed == 0 ? 0 : 1;
 }
 
+/*
+ * coll_gpuring_wait_timeout 0 (no bound) reaches the proxy: the proxy made with a
+ * wait timeout of 1 s, then a communicator's settings of 0 (gpuring_proxy_get, as
+ * each communicator's setup does), and a thread that holds the proxy lock for
+ * 2.5 s while a connection is torn down: the teardown waits for it and succeeds
+ * (the proxy used to keep 1 s there -- 60 s where the first communicator said 0
+ * -- and give up: GPURING_ERR_TIMEOUT, the proxy stuck).  In a process of its own,
+ * as stuck_finalize_main (a failure leaves a stuck proxy).
+ */
+static int unbounded_teardown_main(void)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 1.0};
+    lock_holder_t h = {.hold_ms = 2500};
+    gpuring_proxy_t *proxy, *again;
+    pthread_t th;
+    double t0, took;
+    gpuring_status_t st;
+    pair_t p;
+
+    if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
+    cfg.wait_timeout = 0;
+    if (gpuring_proxy_get(&cfg, &again) != GPURING_OK || again != proxy) return 3;
+    if (pair_create(proxy, &p, 0, 4096, 95, 0, 1) != GPURING_OK) return 4;
+    if (!run_pairs(proxy, &p, 1, 50, 0, 1, NULL)) return 5;
+    if (hold_lock(&h, proxy, &th) != 0) return 6;
+    t0 = gpuring_time_sec();
+    st = gpuring_conn_net_destroy(proxy, &p.send);
+    took = gpuring_time_sec() - t0;
+    printf("unbounded teardown: returned %s after %.2f s\n", gpuring_status_str(st), took);
+    EXPECT(st == GPURING_OK && took > 2.0,
+           "with wait_timeout 0 (set after the proxy was made with 1 s), a teardown waits "
+           "for a pass that holds the lock for 2.5 s (%s after %.2f s)",
+           gpuring_status_str(st), took);
+    pthread_join(th, NULL);
+    pair_destroy(proxy, &p);
+    gpuring_proxy_finalize();
+    return unit_failed == 0 ? 0 : 1;
+}
+
 /* Run this program again as `flag` (a scenario in a process of its own): its exit
  * status is the result. */
 static void run_child(const char *flag, const char *what)
@@ -2041,6 +2091,8 @@ int main(int argc, char **argv)
         _exit(stuck_finalize_main());
     if (argc == 2 && strcmp(argv[1], "--stuck-teardown") == 0)
         _exit(stuck_teardown_main());
+    if (argc == 2 && strcmp(argv[1], "--unbounded-teardown") == 0)
+        _exit(unbounded_teardown_main());
 
     test_tcp_only(); /* opens and closes UCT's memory domains: before the counts */
     /* first, while this process has no UCX context of its own */
@@ -2050,6 +2102,7 @@ int main(int argc, char **argv)
         test_unland_in_flight();
         run_child("--stuck-finalize", "finalize with a stuck pass");
         run_child("--stuck-teardown", "teardown with a stuck pass");
+        run_child("--unbounded-teardown", "teardown with wait_timeout 0 (no bound)");
     }
     /* counted from here: the dead same-host peer above leaves operations UCX
      * never finishes, so that proxy left its UCX context (threads, fds) alive
