@@ -916,15 +916,28 @@ static int stage_nb_arm(mca_coll_gpuring_stage_nb_t *nb, ompi_request_t *req)
 /* MPI_Start / MPI_Startall of persistent requests gpuring stages: each one's inputs
  * copied in anew, its completion armed -- before the component below's start: the
  * request is inactive (no thread completes it under us; it reads as complete, so it
- * cannot be armed as a started one is) -- and then started. */
+ * cannot be armed as a started one is) -- and then started.  One still active (its
+ * last start not completed: erroneous, which Open MPI 4.1's MPI_Start does not check)
+ * is refused, MPI_ERR_REQUEST: a second start would overwrite the staged inputs the
+ * running one reads, and chain our completion to itself. */
 static int stage_persistent_start(size_t count, ompi_request_t **reqs)
 {
     for (size_t i = 0; i < count; i++) {
         ompi_request_t *req = reqs[i];
         mca_coll_gpuring_stage_nb_t *nb = stage_persistent_find(req, 0);
-        int rc;
+        int rc, active;
 
         if (nb == NULL) return OMPI_ERR_BAD_PARAM; /* not ours: cannot be */
+        pthread_mutex_lock(&stage_persistent.lock);
+        active = nb->armed;
+        pthread_mutex_unlock(&stage_persistent.lock);
+        if (active) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL,
+                          "%s on comm %s: started while its last start is still "
+                          "active (complete it first: MPI_Wait, MPI_Test)",
+                          mca_coll_gpuring_coll_name(nb->coll), nb->comm);
+            return MPI_ERR_REQUEST;
+        }
         rc = stage_copy_in(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n);
         /* with peers, the job ends (the communicator may be gone: the request holds its
          * name only); alone, the request runs and its completion carries the error

@@ -24,7 +24,8 @@
  *
  * With -p, every call in its persistent form (MPI_Bcast_init, ...; Open MPI 4's
  * MPIX_ extension), started twice (each start reads the device buffers anew,
- * each completion writes them) and freed.
+ * each completion writes them) and freed; a start while the last one is still
+ * active must be refused (MPI_ERR_REQUEST), the running one's results intact.
  *
  * Mode inter (-m): an inter-communicator between world ranks 0 .. size/2 - 1 and
  * the rest (unequal groups at odd sizes), every collective MPI defines on one: a
@@ -636,6 +637,24 @@ static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
  * MPI_Startall of both), the device inputs changed between the starts: each start
  * must read them anew, each completion write its own results (on a one-rank
  * communicator the bcast is a call with nothing to do) */
+/* A persistent request started again while its start is active (erroneous): the
+ * start must be refused with MPI_ERR_REQUEST (MPI_COMM_WORLD's handler returns), the
+ * running one left alone -- its results are checked after. */
+static void expect_start_refused(MPI_Request *req, const char *what)
+{
+    int rc = MPI_Start(req), cls = MPI_SUCCESS;
+
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    checks++;
+    if (cls != MPI_ERR_REQUEST) {
+        failures++;
+        if (reports++ < MAX_REPORTS)
+            fprintf(stderr, "FAIL rank %d: %s: a second MPI_Start while active returned "
+                    "error class %d, want MPI_ERR_REQUEST (%d)\n", world_rank, what, cls,
+                    MPI_ERR_REQUEST);
+    }
+}
+
 static void case_restart(ctx_t *c, size_t count)
 {
     dbuf_t s, r, b;
@@ -662,6 +681,7 @@ static void case_restart(ctx_t *c, size_t count)
         else if (ro.member) dbuf_expect(&b, 0, root, count * sizeof(int));
         WHAT("%s persistent allreduce and bcast, start %d, count %zu", c->name, round + 1, count);
         expect_rc(round == 0 ? MPI_Start(&reqs[0]) : MPI_Startall(2, reqs), what);
+        if (round == 0) expect_start_refused(&reqs[0], what);
         if (round == 0) expect_rc(MPI_Start(&reqs[1]), what);
         expect_rc(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE), what);
         dbuf_check(&r, what);
