@@ -20,9 +20,10 @@ static gpuring_status_t bootstrap_result(int rc, const char *what)
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
                                              void *all, size_t bytes)
 {
-    gpuring_status_t st = bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes),
-                                           "allgather");
+    gpuring_status_t st;
 
+    if (b->failed) return GPURING_ERR_BROKEN; /* (bootstrap.h: nothing more is posted) */
+    st = bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes), "allgather");
     if (st != GPURING_OK) b->failed = 1;
     return st;
 }

@@ -34,6 +34,10 @@ typedef struct gpuring_bootstrap {
     int failed;
 } gpuring_bootstrap_t;
 
+/* Once b->failed, returns GPURING_ERR_BROKEN and posts nothing: a member that went
+ * on exchanging would pair its next exchange with a late member's earlier one (the
+ * late one's matches what this one left in flight), so that the two could reach
+ * different outcomes -- one falling back below while the other fails. */
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
                                              void *all, size_t bytes);
 
