@@ -304,12 +304,42 @@ static __device__ bool exec_abandoned(const exec_cuda_desc_t &d, const exec_cuda
     return true;
 }
 
+/* A recv waiting on connection i whose sender posted the step in the other protocol
+ * (proxy/conn.h's gpuring_conn_other_protocol: it planned its call otherwise, and the
+ * step waited for never comes): recorded as a mismatch stop the host reports (the
+ * step's byte count in got_bytes); false otherwise.  An abandon step, in both
+ * protocols with the LL header first (exec_abandon), is not one. */
+static __device__ bool exec_other_protocol(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
+                                           int i, uint64_t rstep, exec_cuda_status_t *st, int c)
+{
+    const exec_cuda_conn_t &r = ch->recv[i];
+    const uint32_t flag = gpuring_ll_flag(rstep);
+    const volatile uint64_t *row;
+    uint64_t hdr[2], got;
+
+    if (r.ll == NULL) return false; /* simple only (NET) */
+    row = exec_ll_row(r, rstep);
+    if (exec_ll(d, r)) {
+        if (r.ctrl->tail <= rstep) return false;
+        __threadfence_system(); /* acquire: tail, then a second look at the header */
+        if (exec_ll_landed(row, flag, hdr)) return false; /* an abandon's */
+        got = r.ctrl->size[rstep % GPURING_NSTEPS];
+    } else {
+        if (!exec_ll_landed(row, flag, hdr) || exec_ll_abandoned(row, flag)) return false;
+        got = (uint32_t)hdr[1];
+    }
+    st->got_bytes = got;
+    st->wait[c] = (EXEC_STOP_MISMATCH << 8) | (unsigned)i;
+    return true;
+}
+
 /*
  * Wait until op s may run; 0 if it must not: the host aborted (the reason
  * is recorded), a step received is not one of this call's `bytes`-byte
  * steps of call d.call, a send's receiver refused the call (exec_refused)
- * or a recv's sender gave up with its FIFO full (exec_abandoned) -- these
- * two looked at as often as the host's abort, while any of the op's waits
+ * or a recv's sender gave up with its FIFO full (exec_abandoned) or posted
+ * the step in the other protocol (exec_other_protocol) -- these looked at as
+ * often as the host's abort, while any of the op's waits
  * lasts; all recorded as a stop the host reports.  A recv waits for tail
  * (simple) or its LL header; a send for head (both).
  */
@@ -328,7 +358,8 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         while (!exec_recv_landed(d, ch, i, rstep[i], hdr[i])) {
             GPURING_DEV_POLL_PAUSE();
             if (++polls % EXEC_CUDA_ABORT_POLLS != 0) continue;
-            if (exec_refused(ch, s, sstep, st, c) || exec_abandoned(d, ch, i, rstep[i], st, c))
+            if (exec_refused(ch, s, sstep, st, c) || exec_abandoned(d, ch, i, rstep[i], st, c) ||
+                exec_other_protocol(d, ch, i, rstep[i], st, c))
                 return 0;
             if (st->abort) {
                 st->seen[c] = ll ? EXEC_SEEN_FLAGS(hdr[i][0], hdr[i][1]) : ch->recv[i].ctrl->tail;

@@ -91,18 +91,29 @@ static inline int exec_op_ready(const gpuring_exec_args_t *a, const gpuring_exec
 
 /* Operation `s` cannot run: does it wait for a slot whose receiver gave up on the
  * call (gpuring_conn_refused), or for a step whose sender gave up with its FIFO full
- * (gpuring_conn_abandoned)?  GPURING_ERR_REMOTE, logged, if so. */
-static gpuring_status_t exec_op_given_up(const gpuring_exec_args_t *a,
-                                         gpuring_exec_channel_t *ch, const gpuring_step_t *s)
+ * (gpuring_conn_abandoned)?  GPURING_ERR_REMOTE, logged, if so.  Or for a step its
+ * sender posted in the other protocol (gpuring_conn_other_protocol)?
+ * GPURING_ERR_MISMATCH, logged. */
+static gpuring_status_t exec_op_never_ready(const gpuring_exec_args_t *a,
+                                            gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
+        gpuring_status_t st = GPURING_OK;
+        uint64_t got = 0;
 
-        if (!gpuring_conn_abandoned(r) || exec_landed(a, r)) continue; /* (in this order) */
-        gpuring_conn_report_check(r, (int)(ch - a->channels), GPURING_ERR_REMOTE, 0, 0,
-                                  a->count, gpuring_type_name(a->type),
-                                  gpuring_exec_coll_name(a), "", ch->send, GPURING_MAX_PEERS);
-        return GPURING_ERR_REMOTE;
+        if (gpuring_conn_abandoned(r) && !exec_landed(a, r)) { /* (in this order) */
+            st = GPURING_ERR_REMOTE;
+        } else if (gpuring_conn_other_protocol(r, gpuring_exec_ll(a, r), &got)) {
+            st = GPURING_ERR_MISMATCH;
+        } else {
+            continue;
+        }
+        gpuring_conn_report_check(r, (int)(ch - a->channels), st, got,
+                                  s->count * gpuring_type_size(a->type), a->count,
+                                  gpuring_type_name(a->type), gpuring_exec_coll_name(a), "",
+                                  ch->send, GPURING_MAX_PEERS);
+        return st;
     }
     EXEC_FOR_PEERS(s->send_mask, i) {
         gpuring_conn_t *w = ch->send[i];
@@ -540,10 +551,10 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
                 }
             }
             if (!exec_op_ready(a, ch, s)) {
-                const gpuring_status_t given_up = exec_op_given_up(a, ch, s);
+                const gpuring_status_t never = exec_op_never_ready(a, ch, s);
 
-                if (given_up == GPURING_OK) break;
-                a->status = given_up;
+                if (never == GPURING_OK) break;
+                a->status = never;
                 *done_p = 0;
                 return progressed;
             }

@@ -352,6 +352,38 @@ static inline int gpuring_conn_ll_landed(const gpuring_conn_t *conn)
            (uint32_t)(__atomic_load_n(&row[1], __ATOMIC_ACQUIRE) >> 32) == flag;
 }
 
+/*
+ * Receiver waiting for step conn->step in one protocol (`ll`, the call's plan):
+ * did its sender post the step in the other?  Then the sender planned its call
+ * otherwise -- another byte count across the LL limit (or another kind of call)
+ * -- and the step it waits for never comes: 1, the step's byte count in
+ * *got_bytes_p (a mismatch, found at once, where neither end would see the
+ * other's step until the timeout).  An abandon step is posted in both
+ * protocols, the LL header first (gpuring_conn_post_abort; the CUDA executor's
+ * exec_abandon likewise): an LL header of GPURING_CALL_ABORT is not one, nor
+ * a tail past the step with the LL header there at a second look.
+ */
+static inline int gpuring_conn_other_protocol(const gpuring_conn_t *conn, int ll,
+                                              uint64_t *got_bytes_p)
+{
+    const uint64_t *row;
+
+    if (conn->ll == NULL) return 0; /* simple only (NET) */
+    if (ll) {
+        if (GPURING_LOAD_ACQUIRE(&conn->ctrl->tail) <= conn->step) return 0;
+        if (gpuring_conn_ll_landed(conn)) return 0; /* (after tail: an abandon's) */
+        *got_bytes_p = conn->ctrl->size[conn->step % GPURING_NSTEPS];
+        return 1;
+    }
+    if (!gpuring_conn_ll_landed(conn)) return 0;
+    row = gpuring_conn_ll_slot(conn);
+    if (((uint32_t)__atomic_load_n(&row[0], __ATOMIC_RELAXED) & GPURING_CALL_MASK) ==
+        GPURING_CALL_ABORT)
+        return 0; /* its tail follows */
+    *got_bytes_p = (uint32_t)__atomic_load_n(&row[1], __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* Receiver, once landed: gpuring_step_check of its header. */
 static inline gpuring_status_t gpuring_conn_ll_check(const gpuring_conn_t *conn,
                                                      uint64_t bytes, uint64_t call,
