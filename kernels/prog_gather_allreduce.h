@@ -5,12 +5,14 @@
  * in one slot (NCCL's answer to the same problem is its LL protocol and, on
  * NVLink, one-shot all-reduce).
  *
- * Unordered (the result cannot depend on fold order: 2 ranks, integer ops,
- * MIN/MAX), inputs are folded as they arrive:
+ * Unordered (the result cannot depend on fold order: integer types, which
+ * gpuring_enqueue.c's planning passes as order_free -- float min/max and nan
+ * payloads depend on the order, even with 2 ranks), inputs are folded as they
+ * arrive:
  *   op 0        send                 own input to next; output = own input
  *   op 1..n-2   recvAccumulateSend   output (op)= received; pass it on as is
  *   op n-1      recvAccumulate       output (op)= received
- * Ordered (float SUM/PROD at 3+ ranks), every rank must compute the same
+ * Ordered (floating point), every rank must compute the same
  * expression, so inputs are kept by ring position and folded in that order:
  *   op 0        send + stash         own input to next and to scratch[ix]
  *   op 1..n-2   recvStashSend        scratch[ix-op] = received; pass it on

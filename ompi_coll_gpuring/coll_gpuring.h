@@ -170,6 +170,7 @@ typedef struct mca_coll_gpuring_module {
     mca_coll_gpuring_stage_area_t stage;
     void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
     size_t boot_area_bytes;
+    int boot_blocking_said;   /* the log said the exchanges are blocking (no Iallgather) */
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);

@@ -239,9 +239,9 @@ static int gpuring_register(void)
         &c->chunk_size);
     (void)mca_base_component_var_register(
         v, "slot_size",
-        "Bytes of one FIFO slot; each connection has 8 slots (receiver-owned buffer); 0: "
-        "256 KiB for host buffers' connections (cache-sized steps), 512 KiB for device "
-        "buffers'",
+        "Bytes of one FIFO slot, 64 B to 64 MiB; each connection has 8 slots "
+        "(receiver-owned buffer); 0: 256 KiB for host buffers' connections (cache-sized "
+        "steps), 512 KiB for device buffers'",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->slot_size);
     (void)mca_base_component_var_register(

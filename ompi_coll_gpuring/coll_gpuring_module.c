@@ -143,6 +143,9 @@ static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_co
  * what 512 KiB did at 16 MiB, 2 ranks); device steps large against their fences. */
 #define GPURING_HOST_SLOT_BYTES (256 * 1024)
 #define GPURING_DEVICE_SLOT_BYTES (512 * 1024)
+/* the largest coll_gpuring_slot_size: 8 slots of it per connection and channel is
+ * already 512 MiB (and far larger would wrap the FIFO's size) */
+#define GPURING_MAX_SLOT_BYTES ((size_t)64 * 1024 * 1024)
 
 /* coll_gpuring_slot_size as a plane's slot: whole 128-byte lines, 0 the default */
 static size_t gpuring_slot_bytes(size_t param, size_t plane_default)
@@ -249,6 +252,13 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
         if (m->boot_area == NULL) m->boot_area_bytes = 0;
     }
     if (m->prev.iallgather == NULL) {
+        if (!m->boot_blocking_said) {
+            m->boot_blocking_said = 1;
+            GPURING_INFO(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
+                         "MPI_Iallgather: gpuring's setup exchanges are its blocking "
+                         "MPI_Allgather, without coll_gpuring_wait_timeout",
+                         mca_coll_gpuring_comm_name(m));
+        }
         return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
                                                         (int)bytes, MPI_BYTE, m->comm,
                                                         m->prev.allgather_module),
@@ -600,13 +610,14 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
     }
     if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS ||
         cfg.device_nchannels < 0 || cfg.device_nchannels > GPURING_MAX_CHANNELS ||
-        (c->slot_size != 0 && c->slot_size < 64)) {
+        (c->slot_size != 0 && (c->slot_size < 64 || c->slot_size > GPURING_MAX_SLOT_BYTES))) {
         /* the same parameters on every rank: every rank disables alike */
         GPURING_ERROR(GPURING_SUBSYS_INIT,
                       "coll_gpuring_nchannels must be 1-%d, coll_gpuring_device_nchannels "
-                      "0-%d and coll_gpuring_slot_size 0 or at least 64 (have %d, %d, %zu): "
+                      "0-%d and coll_gpuring_slot_size 0 or 64-%zu (have %d, %d, %zu): "
                       "gpuring disabled", GPURING_MAX_CHANNELS, GPURING_MAX_CHANNELS,
-                      cfg.nchannels, cfg.device_nchannels, c->slot_size);
+                      GPURING_MAX_SLOT_BYTES, cfg.nchannels, cfg.device_nchannels,
+                      c->slot_size);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }
