@@ -90,6 +90,7 @@
 #                   connections': it abandons the call, its peers fail at once
 #   late_connect_np3  one rank more than the wait timeout late to the call that
 #                   connects the device plane: every rank fails it, none falls back
+#                   (_window_: between one and two wait timeouts late)
 #   cuda_app        examples/cuda_allreduce.c, a plain CUDA + MPI program, built
 #                   and run unchanged with test/cudacpu/run (direct and FIFO)
 # world, dup and split communicators, in place and not.  A case passes when
@@ -463,9 +464,11 @@ failure_case mismatch_direct_type_np2 2 4 \
 # ... the CUDA executor over IPC FIFOs, and over net connections (virtual nodes): the
 # kernel checks each step's size and call id, and abandons the call to its peers
 MISMATCH_REPORT='\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call .*cuda executor'
-failure_case mismatch_fifo_np3 3 4 "$MISMATCH_REPORT" \
+# (16384 ints against 16385: 64 KiB take the LL protocol on IPC FIFOs, one int more
+# the simple one: each kernel finds its step posted in the other protocol)
+failure_case mismatch_fifo_np3 3 5 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0" \
-    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 device
+    "$top/test/mpi/mismatch_check" 20 7:1,16384:1,131072:1,1048576:4096 device
 failure_case mismatch_vnodes_type_np3 3 4 "$MISMATCH_REPORT" \
     "coll_gpuring_wait_timeout 60 coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
@@ -542,6 +545,16 @@ failure_case othergpu_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
 failure_case late_connect_np3 3 3 \
     'device connections \(device buffers\): an exchange with the other ranks failed' \
     "coll_gpuring_wait_timeout 2 coll_gpuring_host_buffers 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device late
+# ... and one between one and two wait timeouts late (5 s, wait timeout 4): it
+# completes the first exchange against what the others left in flight when they
+# timed out; the others must post no further exchange (the late rank's next one
+# then finds no one: it fails too), where they used to go on to the connection's
+# exchanges, which the late rank then matched, and whose failed agreement sent it
+# below (its peers having failed), to wait for them there forever
+failure_case late_connect_window_np3 3 3 \
+    'device connections \(device buffers\): an exchange with the other ranks failed' \
+    "coll_gpuring_wait_timeout 4 coll_gpuring_host_buffers 1" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device late
 
 # an outside program written for a GPU (examples/cuda_allreduce.c), built and run

@@ -25,7 +25,8 @@
  * With -p, every call in its persistent form (MPI_Bcast_init, ...; Open MPI 4's
  * MPIX_ extension), started twice (each start reads the device buffers anew,
  * each completion writes them) and freed; a start while the last one is still
- * active must be refused (MPI_ERR_REQUEST), the running one's results intact.
+ * active must be refused (MPI_ERR_REQUEST), the running one's results intact
+ * (Open MPI 4.1: 5 raises that error on the initial, fatal, error handler).
  *
  * Mode inter (-m): an inter-communicator between world ranks 0 .. size/2 - 1 and
  * the rest (unequal groups at odd sizes), every collective MPI defines on one: a
@@ -638,10 +639,15 @@ static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
  * must read them anew, each completion write its own results (on a one-rank
  * communicator the bcast is a call with nothing to do) */
 /* A persistent request started again while its start is active (erroneous): the
- * start must be refused with MPI_ERR_REQUEST (MPI_COMM_WORLD's handler returns), the
- * running one left alone -- its results are checked after. */
+ * start must be refused with MPI_ERR_REQUEST (MPI_COMM_WORLD's handler returns it:
+ * main), the running one left alone -- its results are checked after.  Open MPI 4.1
+ * only: Open MPI 5 raises MPI_Start's error on the process's initial error handler
+ * (MPI_ERRORS_ARE_FATAL: the job ends, seen), which a program cannot change. */
 static void expect_start_refused(MPI_Request *req, const char *what)
 {
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    (void)req, (void)what;
+#else
     int rc = MPI_Start(req), cls = MPI_SUCCESS;
 
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
@@ -653,6 +659,7 @@ static void expect_start_refused(MPI_Request *req, const char *what)
                     "error class %d, want MPI_ERR_REQUEST (%d)\n", world_rank, what, cls,
                     MPI_ERR_REQUEST);
     }
+#endif
 }
 
 static void case_restart(ctx_t *c, size_t count)
