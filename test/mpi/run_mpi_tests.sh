@@ -522,6 +522,11 @@ run_case "allreduce_slot4k_nch3_np3_rpn2" 3 2 ready "coll_gpuring_slot_size 4096
     allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" allreduce_check "${MEDIUM[@]}"
+# a slot size past the 64 MiB limit (2^61: 8 slots of it wrapped the FIFO's size):
+# gpuring disabled on every rank, every call below, results right (no 8/16-bit
+# sums: Open MPI 4.1.4's op/avx saturates them); the old code segfaulted
+run_case "allreduce_slot_huge_np3_rpn0" 3 0 "" "coll_gpuring_slot_size 2305843009213693952" \
+    allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,1048576 -i -m world,dup -s "$SEED" -q
 # outputs written around the cache (non-temporal stores) from 1000 B on: odd heads and
 # tails of every step, on shm and UCX connections (by default only calls too large for
 # the host's cache stream, which these tests' sizes may never reach)
