@@ -238,7 +238,7 @@ static __device__ __forceinline__ void exec_ll_header(volatile uint64_t *row, ui
  * a system fence) 0 bytes -- the reverse of exec_ll_header's order, so that a
  * receiver that read the step's call id and then the abort's byte count
  * (a mismatch, read from two headers) finds the abort at a second look at
- * the call id (exec_ll_torn); and a receiver already waiting for the step's
+ * the call id (exec_wait); and a receiver already waiting for the step's
  * data units finds it there too (exec_ll_pair_wait).
  */
 static __device__ __forceinline__ void exec_ll_abort_header(volatile uint64_t *row,

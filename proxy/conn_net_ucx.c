@@ -1124,9 +1124,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
-    gpuring_spin_init(&spin, !ok                         ? 1.0
-                             : proxy->wait_timeout > 0 ? GPURING_MAX(1.0, proxy->wait_timeout)
-                                                       : 0 /* no bound */);
+    gpuring_spin_init(&spin, ok ? gpuring_proxy_wait_floor(proxy, 1.0) : 1.0);
     for (;;) {
         int left;
 

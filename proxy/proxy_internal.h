@@ -239,6 +239,12 @@ struct gpuring_proxy {
     char err_msg[256];
 };
 
+/* The proxy's wait timeout, but at least `floor` seconds; 0 (no bound) stays 0. */
+static inline double gpuring_proxy_wait_floor(const gpuring_proxy_t *proxy, double floor)
+{
+    return proxy->wait_timeout > 0 ? GPURING_MAX(proxy->wait_timeout, floor) : 0;
+}
+
 /* proxy_thread.c ----------------------------------------------------------- */
 /* Note a failure of a connection or an endpoint in the proxy's record
  * (gpuring_proxy_error: the first one is kept).  Logs nothing.  Any lock. */

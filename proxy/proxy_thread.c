@@ -882,9 +882,11 @@ static void *proxy_main(void *arg)
 
 /* ---- create / finalize ------------------------------------------------------------ */
 
-/* proxy->wait_timeout, and its copy in ms that lock_within reads unlocked */
+/* proxy->wait_timeout (a negative one as 0: no bound), and its copy in ms that
+ * lock_within reads unlocked */
 static void proxy_set_wait_timeout(gpuring_proxy_t *proxy, double seconds)
 {
+    seconds = GPURING_MAX(seconds, 0.0);
     proxy->wait_timeout = seconds;
     __atomic_store_n(&proxy->wait_timeout_ms, (uint64_t)(seconds * 1e3), __ATOMIC_RELAXED);
 }
@@ -905,7 +907,7 @@ static void proxy_pin_code(void)
  * may go, nor the code it runs (proxy_pin_code). */
 static int proxy_stop_thread(gpuring_proxy_t *proxy)
 {
-    const double limit = proxy->wait_timeout > 0 ? GPURING_MAX(proxy->wait_timeout, 1.0) : 0;
+    const double limit = gpuring_proxy_wait_floor(proxy, 1.0);
     struct timespec deadline;
     char what[512] = "";
     int locked;
@@ -1058,8 +1060,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
     proxy = calloc(1, sizeof(*proxy));
     if (proxy == NULL) return GPURING_ERR_NO_MEMORY;
     proxy->device = proxy->thread_device = -1;
-    proxy_set_wait_timeout(proxy, cfg != NULL ? GPURING_MAX(cfg->wait_timeout, 0.0)
-                                              : GPURING_PROXY_DEFAULT_TIMEOUT);
+    proxy_set_wait_timeout(proxy, cfg != NULL ? cfg->wait_timeout : GPURING_PROXY_DEFAULT_TIMEOUT);
     if (cfg != NULL) proxy->peer_failure = cfg->peer_failure;
     pthread_mutex_init(&proxy->lock, NULL);
     pthread_mutex_init(&proxy->err_lock, NULL);
@@ -1171,7 +1172,7 @@ gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_pr
             GPURING_WARN(GPURING_SUBSYS_NET, "proxy stuck: the new communicator's settings "
                          "(wait timeout, peer failure detection) are not taken");
         } else {
-            proxy_set_wait_timeout(proxy_singleton, GPURING_MAX(cfg->wait_timeout, 0.0));
+            proxy_set_wait_timeout(proxy_singleton, cfg->wait_timeout);
             proxy_singleton->peer_failure = cfg->peer_failure;
             gpuring_proxy_unlock(proxy_singleton);
         }
