@@ -23,9 +23,37 @@ gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void 
     gpuring_status_t st;
 
     if (b->failed) return GPURING_ERR_BROKEN; /* (bootstrap.h: nothing more is posted) */
+    b->ended_alike = 0;
     st = bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes), "allgather");
     if (st != GPURING_OK) b->failed = 1;
     return st;
+}
+
+gpuring_status_t gpuring_bootstrap_leave(gpuring_bootstrap_t *b, gpuring_status_t st,
+                                         const char *what)
+{
+    if (!b->failed) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "%s failed (%s), so this rank (%d of the "
+                      "communicator's %d) leaves gpuring's exchanges with the others: they "
+                      "wait for it until their wait timeout (coll_gpuring_wait_timeout), then "
+                      "fail; gpuring cannot use the communicator any more", what,
+                      gpuring_status_str(st), b->rank, b->size);
+        b->failed = 1;
+    }
+    return st;
+}
+
+void gpuring_bootstrap_end_alike(gpuring_bootstrap_t *b)
+{
+    b->ended_alike = 1;
+}
+
+int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st)
+{
+    if (b->failed) return 0;
+    if (st == GPURING_OK || b->ended_alike) return 1;
+    (void)gpuring_bootstrap_leave(b, st, "a step of this rank's setup");
+    return 0;
 }
 
 gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
@@ -36,9 +64,10 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
     gpuring_status_t st;
     int bad = -1;
 
+    if (bad_rank_p != NULL) *bad_rank_p = -1;
     if (all == NULL) {
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "out of memory in a bootstrap agreement");
-        return GPURING_ERR_NO_MEMORY;
+        return gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
+                                       "allocating an agreement's exchange");
     }
     st = gpuring_bootstrap_allgather(b, &mine, all, sizeof(mine));
     for (int r = 0; st == GPURING_OK && r < b->size && bad < 0; r++) {
@@ -47,6 +76,7 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
     free(all);
     if (bad_rank_p != NULL) *bad_rank_p = bad;
     if (st != GPURING_OK) return st;
+    if (bad >= 0) gpuring_bootstrap_end_alike(b); /* every member saw the same failure */
     if (local != GPURING_OK) return local;
     return bad >= 0 ? GPURING_ERR_REMOTE : GPURING_OK;
 }
@@ -98,15 +128,17 @@ gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const 
     gpuring_status_t st;
 
     lens = malloc(sizeof(uint64_t) * (size_t)b->size);
-    if (lens == NULL) return GPURING_ERR_NO_MEMORY;
+    if (lens == NULL) {
+        return gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
+                                       "allocating the lengths of a blob exchange");
+    }
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, &mine, lens, sizeof(mine)), st, out);
     for (int r = 0; r < b->size; r++) stride = GPURING_MAX(stride, (size_t)lens[r]);
     padded = calloc(1, stride ? stride : 1);
     all = malloc((stride ? stride : 1) * (size_t)b->size);
     if (padded == NULL || all == NULL) {
-        st = GPURING_ERR_NO_MEMORY;
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "out of memory for a %zu B blob exchange",
-                      stride * (size_t)b->size);
+        st = gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
+                                     "allocating a blob exchange (UCX addresses)");
         goto out;
     }
     if (len > 0) memcpy(padded, blob, len); /* a rank whose setup failed has no blob */

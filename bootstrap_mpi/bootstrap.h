@@ -27,11 +27,17 @@ typedef struct gpuring_bootstrap {
     void *ctx;
     int rank;
     int size;
-    /* an exchange failed (a member did not join in time, or MPI failed): the
-     * members may have made different numbers of exchanges since -- the
-     * component below matches non-blocking collectives by their order -- so no
-     * later outcome is agreed (set by gpuring_bootstrap_allgather) */
+    /* this rank is out of step with the others: an exchange failed (a member did
+     * not join in time, or MPI failed), or this rank left the sequence of
+     * exchanges its members are in (gpuring_bootstrap_leave).  The members may
+     * have made different numbers of exchanges since -- the component below
+     * matches non-blocking collectives by their order -- so no later outcome is
+     * agreed */
     int failed;
+    /* the last exchange ended every member's sequence alike: an agreement that
+     * failed, or data every member holds said so (gpuring_bootstrap_end_alike);
+     * cleared by each exchange */
+    int ended_alike;
 } gpuring_bootstrap_t;
 
 /* Once b->failed, returns GPURING_ERR_BROKEN and posts nothing: a member that went
@@ -42,10 +48,34 @@ gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void 
                                              void *all, size_t bytes);
 
 /*
+ * Sequences of exchanges (a communicator's setup, a plane's connections) and how
+ * they end.  Every member makes every exchange of a sequence: one that stops where
+ * the others go on leaves them waiting in the next one, and itself (falling back
+ * below) waiting for them there.  A sequence may end early only where every member
+ * ends it alike; anything else puts this rank out of step, and the communicator is
+ * then unusable by gpuring on every rank (the others at their wait timeout).
+ *
+ * gpuring_bootstrap_leave: this rank cannot make its part of the next exchange
+ *   (`what` failed: st, logged here with the consequence); marks b failed and
+ *   returns st.
+ * gpuring_bootstrap_end_alike: the sequence ends here on every member, on data
+ *   every member received in the last exchange.
+ * gpuring_bootstrap_in_step: whether a sequence that ended with st (GPURING_OK or
+ *   the error it ended with) leaves this rank in step with the others -- st is
+ *   GPURING_OK or every member ended it alike; else 0, and a rank not yet marked
+ *   failed left the sequence on a local failure: marked and logged here.
+ */
+gpuring_status_t gpuring_bootstrap_leave(gpuring_bootstrap_t *b, gpuring_status_t st,
+                                         const char *what);
+void gpuring_bootstrap_end_alike(gpuring_bootstrap_t *b);
+int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st);
+
+/*
  * Every rank contributes its local status; all get GPURING_OK only if every
  * rank succeeded, else GPURING_ERR_REMOTE (or the local error) and
  * *bad_rank_p (may be NULL) names the first rank that failed.  This keeps
- * collective setup all-or-nothing: no rank goes on while another gave up.
+ * collective setup all-or-nothing: no rank goes on while another gave up.  A
+ * failed outcome ends the sequence alike on every member.
  */
 gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
                                          int *bad_rank_p);

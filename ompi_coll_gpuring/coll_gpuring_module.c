@@ -622,11 +622,15 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         return NULL;
     }
     st = gpuring_comm_create(&cfg, &boot, &m->gcomm);
-    if (st == GPURING_ERR_TIMEOUT) {
+    if (st == GPURING_ERR_TIMEOUT || st == GPURING_ERR_BROKEN) {
         GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "comm %s: gpuring setup timed out waiting for a member: this call and "
-                      "every later one on the communicator fail (the component below would "
-                      "wait for that member too)", mca_coll_gpuring_comm_name(m));
+                      "comm %s: gpuring setup %s: this call and every later one on the "
+                      "communicator fail", mca_coll_gpuring_comm_name(m),
+                      st == GPURING_ERR_TIMEOUT
+                          ? "timed out waiting for a member (the component below would wait "
+                            "for it too)"
+                          : "left this rank out of step with the others, logged above (they "
+                            "wait in gpuring's setup, not in the component below)");
         m->state = MCA_COLL_GPURING_COMM_FAILED;
         return NULL;
     }

@@ -86,7 +86,10 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
     } mine, *all = calloc((size_t)c->boot.size, sizeof(mine));
     gpuring_status_t st = GPURING_ERR_GENERIC;
 
-    if (all == NULL) return GPURING_ERR_NO_MEMORY;
+    if (all == NULL) {
+        return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
+                                       "allocating the communicator uid's exchange");
+    }
     for (int attempt = 0; attempt < COMM_UID_ATTEMPTS; attempt++) {
         int every = 1;
 
@@ -113,6 +116,7 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
         st = GPURING_ERR_GENERIC;
     }
     if (st == GPURING_ERR_GENERIC) {
+        gpuring_bootstrap_end_alike(&c->boot); /* every member holds the same claims */
         GPURING_WARN(GPURING_SUBSYS_INIT, "no communicator uid free on every member after %d "
                      "attempts (2^%d live communicators?): this communicator falls back",
                      COMM_UID_ATTEMPTS, COMM_UID_BITS);
@@ -210,21 +214,32 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     return GPURING_OK;
 }
 
-/* Everyone's position in its node's ring per channel, then rings and trees. */
-static gpuring_status_t comm_graph_connect(gpuring_comm_t *c)
+/*
+ * Everyone's position in its node's ring per channel (nch), then rings and trees.
+ * Every rank takes part in the exchange and the agreement whatever happened here
+ * (`local`: the graph's own status; all fail alike if one rank could not build its
+ * graph or order its node).
+ */
+static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_status_t local)
 {
-    const int n = c->boot.size, nch = c->graph.nchannels;
+    const int n = c->boot.size;
     gpuring_topo_t *topo = NULL;
     gpuring_topo_loc_t *locs = calloc((size_t)n, sizeof(*locs));
     int32_t mine[GPURING_MAX_CHANNELS] = {0};
     int32_t *pos = calloc((size_t)n * (size_t)nch, sizeof(int32_t));
-    gpuring_status_t st, local = GPURING_ERR_NO_MEMORY;
+    const char *what = "build this rank's graph of the communicator's nodes";
+    gpuring_status_t st;
 
     if (pos == NULL) {
         free(locs);
-        return GPURING_ERR_NO_MEMORY;
+        return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
+                                       "allocating the ring positions' exchange");
     }
-    if (locs != NULL) {
+    if (local == GPURING_OK) {
+        what = "order this node's ranks into rings";
+        if (locs == NULL) local = GPURING_ERR_NO_MEMORY;
+    }
+    if (local == GPURING_OK) {
         for (int r = 0; r < n; r++) {
             locs[r].numa = c->peers[r].numa;
             locs[r].nic = c->peers[r].nic;
@@ -234,16 +249,19 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c)
         local = gpuring_graph_local_order(&c->graph, topo, locs, mine);
     }
     if (local != GPURING_OK) {
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot order this node's ranks into rings: %s",
-                      gpuring_status_str(local));
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot %s: %s", what, gpuring_status_str(local));
     }
-    /* every rank takes part in the exchange and the agreement, whatever happened
-     * here (`local`: all fail alike if one rank could not order its node) */
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, pos,
                                                    sizeof(int32_t) * (size_t)nch),
                        st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local, NULL), st, out);
-    st = gpuring_graph_connect(&c->graph, pos);
+    if (local == GPURING_OK) {
+        local = gpuring_graph_connect(&c->graph, pos);
+        if (local != GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot make the rings and trees: %s",
+                          gpuring_status_str(local));
+        }
+    }
+    st = gpuring_bootstrap_agree(&c->boot, local, NULL);
 out:
     free(locs);
     free(pos);
@@ -256,18 +274,22 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     gpuring_comm_t *c = calloc(1, sizeof(*c));
     gpuring_peer_info_t me;
     gpuring_status_t st, local_st = GPURING_OK;
+    int nch;
 
-    if (c == NULL) return GPURING_ERR_NO_MEMORY;
+    if (c != NULL) c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
+    if (c == NULL || c->peers == NULL) {
+        gpuring_bootstrap_t b = *boot;
+
+        free(c);
+        (void)gpuring_bootstrap_leave(&b, GPURING_ERR_NO_MEMORY,
+                                      "allocating the communicator's state");
+        return GPURING_ERR_BROKEN;
+    }
     c->cfg = *cfg;
     c->boot = *boot;
     c->dev.ordinal = -1;
     c->dev.pci_id = -1;
     c->dev.net_device = -1;
-    c->peers = calloc((size_t)boot->size, sizeof(*c->peers));
-    if (c->peers == NULL) {
-        free(c);
-        return GPURING_ERR_NO_MEMORY;
-    }
 
     /* 1. peer info, with where this rank sits in its node; the uid starts
      *    from the largest proposal, and is claimed on every member */
@@ -289,12 +311,12 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     c->plane_nch[GPURING_PLANE_HOST] = cfg->nchannels;
     c->plane_nch[GPURING_PLANE_DEVICE] =
         cfg->device_nchannels > 0 ? cfg->device_nchannels : GPURING_MAX_CHANNELS;
-    GPURING_CHECK_GOTO(gpuring_graph_init(c->peers, boot->size, boot->rank, cfg->ranks_per_node,
-                                          GPURING_MAX(c->plane_nch[GPURING_PLANE_HOST],
-                                                      c->plane_nch[GPURING_PLANE_DEVICE]),
-                                          &c->graph),
+    nch = GPURING_MAX(c->plane_nch[GPURING_PLANE_HOST], c->plane_nch[GPURING_PLANE_DEVICE]);
+    GPURING_CHECK_GOTO(comm_graph_connect(c, nch, gpuring_graph_init(c->peers, boot->size,
+                                                                     boot->rank,
+                                                                     cfg->ranks_per_node, nch,
+                                                                     &c->graph)),
                        st, out);
-    GPURING_CHECK_GOTO(comm_graph_connect(c), st, out);
 
     /* 3. UCX addresses when there is more than one node; 4. all agree.
      *    Connections come with each plane's first call. */
@@ -303,6 +325,10 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
 
 out:
     if (st != GPURING_OK) {
+        /* an outcome every member shares: all go on alike (below); any other leaves
+         * this rank out of step with them */
+        if (!gpuring_bootstrap_in_step(&c->boot, st) && st != GPURING_ERR_TIMEOUT)
+            st = GPURING_ERR_BROKEN;
         gpuring_comm_destroy(c);
         return st;
     }

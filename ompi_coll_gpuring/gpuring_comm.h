@@ -7,7 +7,9 @@
  * (nodes, rings, trees) -> UCX address allgather when there is more than one
  * node -> agreement.  Every rank takes part in every exchange even after a
  * local failure, and the final agreement makes the result all-or-nothing,
- * so a failed setup never leaves a rank waiting.
+ * so a failed setup never leaves a rank waiting.  A rank that cannot make its
+ * part of an exchange at all (no memory for it) leaves the exchanges
+ * (bootstrap.h): it and the others then fail, never fall back.
  *
  * Connections (the second half: connection handle allgather -> connect ->
  * agreement) come in two planes, one per executor, each connected at the
@@ -183,6 +185,13 @@ typedef struct gpuring_comm {
     _Alignas(GPURING_CACHELINE) char ll_stage[GPURING_EXEC_LL_STAGE_BYTES];
 } gpuring_comm_t;
 
+/*
+ * Collective.  GPURING_OK; GPURING_ERR_TIMEOUT (a member did not join within the
+ * wait timeout) or GPURING_ERR_BROKEN (this rank out of step with the others:
+ * an exchange failed, or it left them on a local failure; logged): the
+ * communicator is unusable by gpuring, every call on it fails; another error:
+ * every rank failed alike, and falls back.
+ */
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
                                      const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p);
 void gpuring_comm_destroy(gpuring_comm_t *comm);

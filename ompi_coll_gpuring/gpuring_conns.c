@@ -231,7 +231,10 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
 
     /* every rank publishes as many handles as the rank with the most edges */
     counts = malloc(sizeof(int32_t) * (size_t)c->boot.size);
-    if (counts == NULL) return GPURING_ERR_NO_MEMORY;
+    if (counts == NULL) {
+        return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
+                                       "allocating the connections' counts exchange");
+    }
     st = gpuring_bootstrap_allgather(&c->boot, &counts_mine, counts, sizeof(counts_mine));
     per_rank = 1;
     for (int r = 0; st == GPURING_OK && r < c->boot.size; r++) {
@@ -245,7 +248,8 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
     if (mine == NULL || all == NULL) {
         free(mine);
         free(all);
-        return GPURING_ERR_NO_MEMORY;
+        return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
+                                       "allocating the connection handles' exchange");
     }
     for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
         local_st = comm_end_create(c, i, &mine[i - first]);
@@ -364,25 +368,27 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
 }
 
 /*
- * A plane's ring or tree connections failed (`what`).  Where every rank agreed on
+ * A plane's ring or tree connections failed (`what`: st).  Where every rank agreed on
  * the failure, all go on alike without them: GPURING_ERR_NOT_SUPPORTED.  Where an
  * exchange itself failed -- a rank more than coll_gpuring_wait_timeout late, an MPI
- * error -- the ranks may have made different numbers of exchanges through the
- * component below and seen different outcomes, so nothing that follows can be
- * agreed: the communicator is broken (each rank's call fails, the late one's at its
- * own timeout), GPURING_ERR_BROKEN.
+ * error -- or this rank left the exchanges (no memory for its part), the ranks may
+ * have made different numbers of exchanges through the component below and seen
+ * different outcomes, so nothing that follows can be agreed: the communicator is
+ * broken (each rank's call fails, the late one's at its own timeout),
+ * GPURING_ERR_BROKEN.
  */
 static gpuring_status_t comm_connect_failed(gpuring_comm_t *c, gpuring_plane_t plane,
-                                            const char *what, const char *without)
+                                            gpuring_status_t st, const char *what,
+                                            const char *without)
 {
-    if (!c->boot.failed) {
+    if (gpuring_bootstrap_in_step(&c->boot, st)) {
         GPURING_WARN(GPURING_SUBSYS_INIT, "%s connections failed (%s buffers): %s", what,
                      gpuring_comm_plane_name(plane), without);
         return GPURING_ERR_NOT_SUPPORTED;
     }
     __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
     GPURING_ERROR(GPURING_SUBSYS_INIT, "%s connections (%s buffers): an exchange with the "
-                  "other ranks failed (logged above: a rank more than "
+                  "other ranks failed or was left (logged above: a rank more than "
                   "coll_gpuring_wait_timeout late?), so the ranks can no longer agree: the "
                   "communicator cannot be used by gpuring any more", what,
                   gpuring_comm_plane_name(plane));
@@ -393,9 +399,11 @@ static gpuring_status_t comm_connect_failed(gpuring_comm_t *c, gpuring_plane_t p
  * every rank stays on rings (else the communicator is broken: the call fails). */
 int gpuring_conns_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane)
 {
+    gpuring_status_t st;
+
     if (c->tree_state[plane] == 0 &&
-        comm_plane_connect(c, plane, 0, GPURING_OK) != GPURING_OK) {
-        (void)comm_connect_failed(c, plane, "tree", "rings only from now on");
+        (st = comm_plane_connect(c, plane, 0, GPURING_OK)) != GPURING_OK) {
+        (void)comm_connect_failed(c, plane, st, "tree", "rings only from now on");
     }
     return c->tree_state[plane] > 0;
 }
@@ -416,10 +424,13 @@ static void comm_device_net_slots(gpuring_comm_t *c)
 /* The host plane's rings, at the first call on host buffers. */
 static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
 {
+    gpuring_status_t st;
+
     if (c->ring_state[GPURING_PLANE_HOST] < 0) return GPURING_ERR_NOT_SUPPORTED;
     if (c->ring_state[GPURING_PLANE_HOST] > 0) return GPURING_OK;
-    if (comm_plane_connect(c, GPURING_PLANE_HOST, 1, GPURING_OK) != GPURING_OK) {
-        return comm_connect_failed(c, GPURING_PLANE_HOST, "host",
+    st = comm_plane_connect(c, GPURING_PLANE_HOST, 1, GPURING_OK);
+    if (st != GPURING_OK) {
+        return comm_connect_failed(c, GPURING_PLANE_HOST, st, "host",
                                    "host buffers on this communicator go to the component "
                                    "below");
     }
@@ -449,7 +460,10 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
         mine[1] = blocks;
     }
     all = malloc(sizeof(mine) * (size_t)n);
-    if (all == NULL) return GPURING_ERR_NO_MEMORY;
+    if (all == NULL) {
+        return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
+                                       "allocating the device channels' exchange");
+    }
     st = gpuring_bootstrap_allgather(&c->boot, mine, all, sizeof(mine));
     for (int r = 0; st == GPURING_OK && r < n; r++) {
         int share = 0;
@@ -485,7 +499,7 @@ static gpuring_status_t comm_device_rings(gpuring_comm_t *c)
 /* The device plane: CUDA state, where NET slots live, its channels, then its rings. */
 static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
 {
-    gpuring_status_t local_st = GPURING_OK;
+    gpuring_status_t local_st = GPURING_OK, st;
 
     if (c->ring_state[GPURING_PLANE_DEVICE] < 0) return GPURING_ERR_NOT_SUPPORTED;
     if (c->ring_state[GPURING_PLANE_DEVICE] > 0) {
@@ -517,8 +531,9 @@ static gpuring_status_t comm_device_ready(gpuring_comm_t *c, int ordinal)
     if (comm_device_channels(c, local_st) != GPURING_OK && local_st == GPURING_OK) {
         local_st = GPURING_ERR_INVALID; /* the exchange failed: so does the connection */
     }
-    if (comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st) != GPURING_OK) {
-        return comm_connect_failed(c, GPURING_PLANE_DEVICE, "device",
+    st = comm_plane_connect(c, GPURING_PLANE_DEVICE, 1, local_st);
+    if (st != GPURING_OK) {
+        return comm_connect_failed(c, GPURING_PLANE_DEVICE, st, "device",
                                    "device buffers on this communicator go to the component "
                                    "below");
     }

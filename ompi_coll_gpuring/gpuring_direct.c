@@ -300,6 +300,10 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
                           bad);
         }
         if (st != GPURING_OK) c->broken = 1; /* results are partial on every rank */
+    } else if (!gpuring_bootstrap_in_step(&c->boot, st)) {
+        /* the agreement's exchange failed (or was left): so does the call; the ranks
+         * can no longer agree, so the communicator is unusable */
+        c->broken = 1;
     } else {
         /* a mapping failed somewhere, before any data moved: never again on this comm */
         GPURING_INFO(GPURING_SUBSYS_COLL, "direct allreduce: rank %d could not map its peers' "

@@ -16,8 +16,8 @@
  *       connections that send then fail.  mismatch_check's "netfail" fault
  *       sets it to 1 on one rank around one call, and to 0 before MPI_Init
  *       (every thread of gpuring's reads it: see mismatch_check's `valued`).
- *   GPURING_TEST_FAIL_MALLOC=R:N: on world rank R, the first malloc of
- *       exactly N bytes called from gpuring's component after MPI_Init
+ *   GPURING_TEST_FAIL_MALLOC=R:N: on world rank R, the first malloc or calloc
+ *       of exactly N bytes called from gpuring's component after MPI_Init
  *       (MPI_Init_thread) returned gives NULL (as when memory runs out at that
  *       moment); every other goes through.  (Before: the CUDA runtime linked
  *       into the component registers its kernels as it loads, and does not
@@ -158,14 +158,26 @@ static int alloc_fails(const char *var, size_t size, void *caller, int *failed)
 
 /* glibc's own: looking the next malloc up with dlsym could itself allocate */
 extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+
+/* GPURING_TEST_FAIL_MALLOC's one failure, malloc's or calloc's */
+static int malloc_failed;
 
 void *malloc(size_t size)
 {
-    static int failed;
-
-    if (alloc_fails("GPURING_TEST_FAIL_MALLOC", size, __builtin_return_address(0), &failed))
+    if (alloc_fails("GPURING_TEST_FAIL_MALLOC", size, __builtin_return_address(0),
+                    &malloc_failed))
         return NULL;
     return __libc_malloc(size);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    /* (n * size: gpuring's callocs are far from overflowing) */
+    if (alloc_fails("GPURING_TEST_FAIL_MALLOC", n * size, __builtin_return_address(0),
+                    &malloc_failed))
+        return NULL;
+    return __libc_calloc(n, size);
 }
 
 typedef int (*memalign_fn)(void **, size_t, size_t);

@@ -432,6 +432,20 @@ run_case() {
                 # one rank's failure must make every rank fall back
                 need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
                 ;;
+            setupleft)
+                # the last rank, without memory for its part of a setup exchange, left them
+                if ! grep -qE "\[gpuring rank $((np - 1))\] error [^ ]+: allocating .* failed \(out of memory\), so this rank \($((np - 1)) of the communicator's $np\) leaves gpuring's exchanges with the others" "$log"; then
+                    fail "$name" "rank $((np - 1)) did not report leaving the setup's exchanges" "$log"
+                    return
+                fi
+                ;;
+            graphnomem)
+                # rank 1 had no memory for its graph, and said so
+                if ! grep -qE "\[gpuring rank 1\] error [^ ]+: cannot build this rank's graph of the communicator's nodes: out of memory" "$log"; then
+                    fail "$name" "rank 1 did not report the graph it had no memory for" "$log"
+                    return
+                fi
+                ;;
             bootnomem)
                 # rank 1 had no memory for the copy of the communicator's first exchange
                 # and made it on the caller's buffers (the others' exchange, not a
@@ -778,6 +792,20 @@ if [ $ACTIVE = 1 ]; then
         timeout_check 60 setup
     run_case "timeout_setup_nonblocking_np3_rpn1" 3 1 setuptimeout,setuphint \
         "coll_gpuring_wait_timeout 3" timeout_check 60 setup,nonblocking
+    # the last rank has no memory for its part of a setup exchange (fail_inject.so, set
+    # around its first call: the communicator's state, the uid's exchange, the UCX
+    # addresses' lengths): it leaves the exchanges, and every rank's call fails -- none
+    # falls back below, where it would wait for the others forever -- and a new
+    # communicator works
+    for b in 144 48 24; do
+        PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_${b}_np3_rpn1" 3 1 \
+            setuptimeout,setupleft "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=$b"
+    done
+    # ... and one without memory for its graph (the first 12-byte allocation: 3 ranks'
+    # nodes) takes part in the exchanges all the same: every rank falls back alike
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:12 \
+        run_case "graph_nomem_np3_rpn1" 3 1 setupfail,graphnomem "" \
+        allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"
     # rank 0 cannot start UCX: every rank falls back, results still right
     FIRST_RANK_ENV="UCX_TLS=" run_case "setupfail_np3_rpn1" 3 1 setupfail "" \
         allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world -s "$SEED" -q "${XARG[@]}"

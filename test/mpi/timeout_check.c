@@ -20,11 +20,19 @@
  * is made by an MPI_Iallreduce (the driver checks its hint).  With "busy", a
  * thread on every rank but the last keeps another communicator's calls (of those
  * ranks) going meanwhile (MPI_THREAD_MULTIPLE): the stuck call must time out all
- * the same, whatever moves on other connections.
+ * the same, whatever moves on other connections.  With "leave=N" (host buffers:
+ * coll_gpuring_host_buffers 1), every rank makes the first call, but in it the
+ * last rank has no memory for gpuring's first allocation of N bytes
+ * (GPURING_TEST_FAIL_MALLOC, set around the call, read by test/mpi/fail_inject.c,
+ * LD_PRELOADed): the driver picks one that a setup exchange needs, so that the
+ * rank leaves the exchanges.  Every rank's first call must fail (the last rank's
+ * at once, the others' at their wait timeout), the call after it at once; then a
+ * new communicator must work on every rank (no rank stuck below).
  * Prints `N passed, N failed` on rank 0.
  *
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
- *                                      device,nonblocking|setup,nonblocking|busy]]
+ *                                      device,nonblocking|setup,nonblocking|busy|
+ *                                      leave=N]]
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -74,6 +82,58 @@ static void *busy_main(void *arg)
     return NULL;
 }
 
+/* "leave=N" (the usage above): the first call on comm, with the last rank's fault;
+ * the call after it; a call on a new communicator, checked */
+static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm comm, double limit,
+                        int *passed, int *failed)
+{
+    int rank, size, wrank, rc;
+    double t0, elapsed;
+    char spec[64];
+    MPI_Comm fresh;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    snprintf(spec, sizeof(spec), "%d:%s", wrank, bytes);
+    if (rank == size - 1) setenv("GPURING_TEST_FAIL_MALLOC", spec, 1);
+    t0 = MPI_Wtime();
+    rc = allreduce(in, out, comm);
+    elapsed = MPI_Wtime() - t0;
+    unsetenv("GPURING_TEST_FAIL_MALLOC");
+    /* the rank that left fails at once: well under the driver's wait timeout */
+    if (rc != MPI_SUCCESS && elapsed < (rank == size - 1 ? 2.5 : limit)) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: the call whose setup rank %d left returned %d after %.1f s\n",
+                rank, size - 1, rc, elapsed);
+    }
+    t0 = MPI_Wtime();
+    rc = allreduce(in, out, comm);
+    if (rc != MPI_SUCCESS && MPI_Wtime() - t0 < 2.5) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: call after the failed setup returned %d\n", rank, rc);
+    }
+    /* the last rank is out of both calls long before the others' timeouts: the
+     * barrier (the component below's) keeps its next gpuring call from timing out
+     * while they are still in theirs */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+    MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+    rc = allreduce(in, out, fresh);
+    if (rc == MPI_SUCCESS && out[7] == size * 7 + size * (size - 1) / 2) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: a new communicator's allreduce returned %d, out[7] %d\n",
+                rank, rc, rc == MPI_SUCCESS ? out[7] : -1);
+    }
+    MPI_Comm_free(&fresh);
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, rc, passed = 0, failed = 0, all_failed = 0;
@@ -82,6 +142,7 @@ int main(int argc, char **argv)
     int setup = argc > 2 && strncmp(argv[2], "setup", 5) == 0;
     int device = argc > 2 && strncmp(argv[2], "device", 6) == 0;
     int busy = argc > 2 && strcmp(argv[2], "busy") == 0, provided = 0;
+    const char *leave = argc > 2 && strncmp(argv[2], "leave=", 6) == 0 ? argv[2] + 6 : NULL;
     int *hin = NULL;
     MPI_Comm comm, busy_comm = MPI_COMM_NULL;
     pthread_t busy_thread;
@@ -130,7 +191,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (!setup) {
+    if (leave != NULL) {
+        leave_check(leave, in, out, comm, limit, &passed, &failed);
+    } else if (!setup) {
         int out7 = -1;
         rc = allreduce(in, out, comm);
         if (device) cu.memcpy_(&out7, out + 7, sizeof(int), TEST_CUDA_D2H);
@@ -143,7 +206,7 @@ int main(int argc, char **argv)
         }
     }
 
-    if (rank != size - 1) {
+    if (leave == NULL && rank != size - 1) {
         t0 = MPI_Wtime();
         rc = allreduce(in, out, comm);
         elapsed = MPI_Wtime() - t0;
