@@ -392,6 +392,7 @@ static int gpuring_close(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_device_saved_t app;
+    int n;
 
     /* what this process did, as NCCL_DEBUG=INFO users expect to see */
     for (int coll = 0; coll < GPURING_COLL_COUNT; coll++) {
@@ -429,6 +430,13 @@ static int gpuring_close(void)
     gpuring_prof_report(GPURING_PLANE_HOST, "host");
     gpuring_prof_report(GPURING_PLANE_DEVICE, "device");
 
+    n = gpuring_comm_async_finalize();
+    if (n > 0) {
+        GPURING_WARN(GPURING_SUBSYS_COLL, "MPI_Finalize with %d communicator%s kept alive by "
+                     "non-blocking calls never completed with MPI_Wait or MPI_Test (or freed "
+                     "with MPI_Request_free while they ran): their calls were run to their end "
+                     "here; complete every request before MPI_Finalize", n, n > 1 ? "s" : "");
+    }
     mca_coll_gpuring_request_finalize();
     app = gpuring_device_save(); /* CUDA teardown below may switch devices */
     gpuring_ipc_buf_finalize();

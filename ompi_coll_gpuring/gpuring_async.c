@@ -51,7 +51,12 @@ struct gpuring_async {
     gpuring_work_t *spare;  /* atomic: a queue entry for a non-blocking call abandoned for
                              * want of its own (gpuring_async_abandon); taken once, as the
                              * communicator is broken after it (NULL: taken) */
+    struct gpuring_async *live_next; /* the process's live workers (async_live_lock) */
 };
+
+/* every worker started and not yet joined, for gpuring_comm_async_finalize */
+static pthread_mutex_t async_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gpuring_async *async_live;
 
 /*
  * The worker leaves a host call to the MPI threads that step it (a waiter
@@ -227,6 +232,34 @@ static void *async_worker(void *arg)
     return NULL;
 }
 
+/* Stop q's worker once its queue is empty, and join it. */
+static void async_join(struct gpuring_async *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->stop = 1; /* the worker leaves once the queue is empty */
+    pthread_cond_signal(&q->queued);
+    pthread_mutex_unlock(&q->lock);
+    pthread_join(q->thread, NULL);
+}
+
+/* Off the live list: 1 if it was on it (0: gpuring_comm_async_finalize joined it). */
+static int async_unlive(struct gpuring_async *q)
+{
+    struct gpuring_async **p;
+    int found = 0;
+
+    pthread_mutex_lock(&async_live_lock);
+    for (p = &async_live; *p != NULL; p = &(*p)->live_next) {
+        if (*p == q) {
+            *p = q->live_next;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&async_live_lock);
+    return found;
+}
+
 /* The worker, started at the first non-blocking call. */
 static gpuring_status_t async_start(gpuring_comm_t *c)
 {
@@ -259,6 +292,10 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
         free(q);
         return GPURING_ERR_SYSTEM;
     }
+    pthread_mutex_lock(&async_live_lock);
+    q->live_next = async_live;
+    async_live = q;
+    pthread_mutex_unlock(&async_live_lock);
     /* seen by other MPI threads' passes (gpuring_comm_async_step) only once whole */
     __atomic_store_n(&c->async, q, __ATOMIC_RELEASE);
     return GPURING_OK;
@@ -412,15 +449,27 @@ void gpuring_async_destroy(gpuring_comm_t *c)
     struct gpuring_async *q = c->async;
 
     if (q == NULL) return;
-    pthread_mutex_lock(&q->lock);
-    q->stop = 1; /* the worker leaves once the queue is empty */
-    pthread_cond_signal(&q->queued);
-    pthread_mutex_unlock(&q->lock);
-    pthread_join(q->thread, NULL);
+    if (async_unlive(q)) async_join(q);
     pthread_cond_destroy(&q->idle);
     pthread_cond_destroy(&q->queued);
     pthread_mutex_destroy(&q->lock);
     free(q->spare);
     free(q);
     c->async = NULL;
+}
+
+int gpuring_comm_async_finalize(void)
+{
+    struct gpuring_async *q;
+    int n = 0;
+
+    for (;;) {
+        pthread_mutex_lock(&async_live_lock);
+        q = async_live;
+        if (q != NULL) async_live = q->live_next;
+        pthread_mutex_unlock(&async_live_lock);
+        if (q == NULL) return n;
+        async_join(q);
+        n++;
+    }
 }

@@ -283,6 +283,16 @@ gpuring_status_t gpuring_comm_iallreduce(gpuring_comm_t *comm, gpuring_plane_t p
  */
 int gpuring_comm_async_step(gpuring_comm_t *comm);
 
+/*
+ * The process's gpuring closes (MPI_Finalize) with communicators still alive --
+ * kept by non-blocking calls the application never waited for (MPI_Finalize
+ * releases its communicators, not their requests' hold): their workers finish
+ * what is queued (each call within its wait timeout) and are joined here, so
+ * that no thread of gpuring's runs once its code is unloaded.  Returns how
+ * many there were.
+ */
+int gpuring_comm_async_finalize(void);
+
 
 /*
  * The other collectives, with the same rules (blocking, the plane's memory,

@@ -35,6 +35,12 @@
  *                coll_gpuring_nonblocking_setup 0: the call goes below and
  *                completes), then a blocking call sets the communicator up and
  *                calls in flight on it follow (outstanding)
+ *   unwaited (-U, alone) a blocking call sets a communicator up (checked), then
+ *                calls are left in flight at MPI_Finalize: one freed with
+ *                MPI_Request_free (MPI allows it), two never waited for (an
+ *                erroneous program, which Open MPI alone ends cleanly): the
+ *                process must exit cleanly too (gpuring's workers still ran when
+ *                its code was unloaded: a segfault in MPI_Finalize)
  * Values: rank r's element i of call k is a function of (k, r, i), so each
  * rank computes every rank's contribution: int32 sums of small values,
  * int8 sums that wrap (computed in unsigned arithmetic), doubles holding
@@ -44,7 +50,7 @@
  * so is the send buffer.  Rank 0 prints "N passed, N failed" (verdict
  * gathered with MPI_Gather).
  *
- *   iallreduce_check [-d] [-F] [-r REPS] [-q]
+ *   iallreduce_check [-d] [-F|-P|-U] [-r REPS] [-q]
  *     -d   device buffers (cudaMalloc through the libcudart.so it dlopens;
  *          the overlap case reads its buffer with cudaMemcpy); communicators
  *          of one rank are skipped (the library's coll/self need not read
@@ -601,24 +607,54 @@ static void case_first(unsigned seed)
     MPI_Comm_free(&fresh);
 }
 
+/* unwaited: the usage above (the communicator, buffers and requests are left to
+ * MPI_Finalize) */
+static void case_unwaited(void)
+{
+    static int32_t in[4096], out[3][4096];
+    MPI_Comm u;
+    MPI_Request req[3];
+    int n, one = 1;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &u);
+    MPI_Comm_set_errhandler(u, MPI_ERRORS_RETURN);
+    MPI_Comm_size(u, &n);
+    if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_SUM, u) == MPI_SUCCESS && one == n) {
+        g_passed++;
+    } else {
+        fprintf(stderr, "FAILED rank %d unwaited: the blocking call gave %d\n", g_rank, one);
+        g_failed++;
+    }
+    for (int i = 0; i < 4096; i++) in[i] = i;
+    for (int k = 0; k < 3; k++) {
+        if (MPI_Iallreduce(in, out[k], 4096, MPI_INT32_T, MPI_SUM, u, &req[k]) != MPI_SUCCESS) {
+            fprintf(stderr, "FAILED rank %d unwaited: call %d did not start\n", g_rank, k);
+            g_failed++;
+            return;
+        }
+    }
+    MPI_Request_free(&req[0]);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm comms[3];
-    int opt, reps = 1, size, first = 0, p2p_only = 0;
+    int opt, reps = 1, size, first = 0, p2p_only = 0, unwaited = 0;
     long counts[2], sums[2];
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "dFPr:q")) != -1) {
+    while ((opt = getopt(argc, argv, "dFPUr:q")) != -1) {
         switch (opt) {
         case 'd': g_device = 1; break;
         case 'F': first = 1; break;
+        case 'U': unwaited = 1; break;
         case 'P': p2p_only = 1; break;
         case 'r': reps = atoi(optarg); break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: iallreduce_check [-d] [-F] [-r REPS] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: iallreduce_check [-d] [-F|-P|-U] [-r REPS] [-q]\n");
             MPI_Finalize();
             return 2;
         }
@@ -650,6 +686,10 @@ int main(int argc, char **argv)
         MPI_Comm_free(&dup);
     }
     if (p2p_only) reps = 0; /* and nothing else */
+    if (unwaited) {
+        case_unwaited();
+        reps = 0; /* and nothing else */
+    }
     comms[0] = MPI_COMM_WORLD;
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
     /* (the split's halves have 2+ ranks from 4 ranks up; from 2, each half is one rank:
