@@ -44,6 +44,8 @@
 #define STAGE_ALIGN 64          /* each staged span starts on a cache line */
 #define STAGE_GROW (64 << 10)   /* the host area grows in these steps at least */
 #define STAGE_MAX_BUFS 2        /* no call has more buffers */
+/* room for each span in the area to move off another buffer's pointer (stage_fill) */
+#define STAGE_SLACK ((STAGE_MAX_BUFS - 1) * STAGE_ALIGN)
 
 static uint64_t stage_calls[MCA_COLL_GPURING_NCOLLS]; /* atomic */
 
@@ -582,7 +584,8 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         /* (managed and host memory only: the component below reads it as it is) */
         if (!b->device) mca_coll_gpuring_span_release(b, NULL);
         if (b->device && b->npieces == 0)
-            *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+            *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN +
+                        STAGE_SLACK;
         any |= b->device;
     }
     return any;
@@ -619,10 +622,21 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
     return OMPI_SUCCESS;
 }
 
+/* Does buffer i's pointer for the component below equal another buffer's?  (Open
+ * MPI's libnbc takes a send and a receive buffer at one address for MPI_IN_PLACE:
+ * two spans staged `lo` bytes apart from where their datatypes start would be one.) */
+static int stage_aliases(const mca_coll_gpuring_stage_buf_t *bufs, int n, int i)
+{
+    for (int k = 0; k < n; k++) {
+        if (k != i && bufs[k].host == bufs[i].host) return 1;
+    }
+    return 0;
+}
+
 /* Copy the device buffers' spans into `area` (stage_plan's `total` bytes) or, pieced,
  * into images of their own, each buffer's .host pointing into its copy (`copy` 0: the
  * room only, for a persistent call whose every start copies); on failure (logged) the
- * images are given back. */
+ * images are given back.  No two buffers' pointers end up equal (stage_aliases). */
 static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total, int copy,
                       mca_coll_gpuring_coll_t coll, const char *comm,
                       mca_coll_gpuring_stage_buf_t *bufs, int n)
@@ -643,26 +657,35 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         stage_release(bufs, n);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    /* pieced spans first (their images lie where mmap puts them), then the area's,
+     * each moved on (into stage_plan's slack) while its pointer is another's */
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
-        if (!b->device) continue;
-        if (b->npieces > 0) {
-            pieced++;
-            b->staged = mca_coll_gpuring_span_image_new(b);
-            if (b->staged == NULL) {
-                GPURING_ERROR(GPURING_SUBSYS_COLL,
-                              "%s on comm %s: cannot map %zu bytes of address space for a "
-                              "host image of a datatype whose blocks lie in %d places",
-                              mca_coll_gpuring_coll_name(coll), comm, b->bytes, b->npieces);
-                stage_release(bufs, n);
-                return OMPI_ERR_OUT_OF_RESOURCE;
-            }
-        } else {
-            b->staged = (char *)area->host + off;
-            off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
+        if (!b->device || b->npieces == 0) continue;
+        pieced++;
+        b->staged = mca_coll_gpuring_span_image_new(b);
+        if (b->staged == NULL) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL,
+                          "%s on comm %s: cannot map %zu bytes of address space for a host "
+                          "image of a datatype whose blocks lie in %d places",
+                          mca_coll_gpuring_coll_name(coll), comm, b->bytes, b->npieces);
+            stage_release(bufs, n);
+            return OMPI_ERR_OUT_OF_RESOURCE;
         }
         b->host = mca_coll_gpuring_at(b->staged, -b->lo);
+    }
+    for (int i = 0; i < n; i++) {
+        mca_coll_gpuring_stage_buf_t *b = &bufs[i];
+
+        if (!b->device || b->npieces > 0) continue;
+        for (;;) {
+            b->staged = (char *)area->host + off;
+            b->host = mca_coll_gpuring_at(b->staged, -b->lo);
+            if (!stage_aliases(bufs, n, i)) break;
+            off += STAGE_ALIGN;
+        }
+        off += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN;
     }
     /* (a written span the call may not fill keeps the device's bytes) */
     if (copy && stage_copy_in(area, coll, comm, bufs, n) != OMPI_SUCCESS) {

@@ -907,8 +907,12 @@ static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
 }
 
 /* MPI_Alltoall / MPI_Alltoallv / MPI_Alltoallw: element j of the block rank
- * q sends rank p (of the other group, inter) is val(q's id, p * 100000 + j) */
-enum { A2A, A2AV, A2AW };
+ * q sends rank p (of the other group, inter) is val(q's id, p * 100000 + j).
+ * A2AV_LEAD: Alltoallv whose receive blocks start past a lead of ints as long as
+ * the send blocks' span rounded up to 64 bytes -- where staging that puts spans 64
+ * bytes apart would hand the component below two equal pointers (Open MPI's libnbc
+ * then runs the call in place: every block wrong) */
+enum { A2A, A2AV, A2AW, A2AV_LEAD };
 static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
 {
     int n = c->npeers, *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
@@ -920,8 +924,11 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     /* v/w: the block for peer p has count + p + rank ints (both ends agree), gaps of 1 */
     for (int p = 0; p < n; p++) {
         int len_s = kind == A2A ? (int)count : (int)count + p + c->rank;
-        int len_r = kind == A2A ? (int)count : (int)count + c->rank + p;
         sc[p] = len_s, sd[p] = (int)sat, sat += (size_t)len_s + (kind != A2A);
+    }
+    if (kind == A2AV_LEAD) rat = (sat - 1 + 15) / 16 * 16; /* (sat - 1) ints: the span */
+    for (int p = 0; p < n; p++) {
+        int len_r = kind == A2A ? (int)count : (int)count + c->rank + p;
         rc_[p] = len_r, rd[p] = (int)rat, rat += (size_t)len_r + (kind != A2A);
         types[p] = MPI_INT;
     }
@@ -938,7 +945,8 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
             dbuf_expect(&r, (rd[p] + j) * sizeof(int), &v, sizeof(int));
         }
     }
-    WHAT("%s alltoall%s%s count %zu", c->name, kind == A2A ? "" : kind == A2AV ? "v" : "w",
+    WHAT("%s alltoall%s%s count %zu", c->name,
+         kind == A2A ? "" : kind == A2AV ? "v" : kind == A2AW ? "w" : "v (a receive lead)",
          inplace ? " in place" : "", count);
     if (kind == A2AW) {
         for (int p = 0; p < n; p++) sd[p] *= (int)sizeof(int), rd[p] *= (int)sizeof(int);
@@ -946,7 +954,7 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     {
         const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
         if (kind == A2A) rc = COLL(Alltoall, Ialltoall, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
-        else if (kind == A2AV) rc = COLL(Alltoallv, Ialltoallv, sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
+        else if (kind != A2AW) rc = COLL(Alltoallv, Ialltoallv, sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
         else rc = COLL(Alltoallw, Ialltoallw, sb, sc, sd, types, dbuf_ptr(&r), rc_, rd, types, c->comm);
     }
     check_pair(rc, &s, &r);
@@ -1139,6 +1147,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
         case_alltoall(c, n, A2A, 0);
         if (!c->inter) case_alltoall(c, n, A2A, 1);
         case_alltoall(c, n, A2AV, 0);
+        case_alltoall(c, n, A2AV_LEAD, 0);
         case_alltoall(c, n, A2AW, 0);
         /* a periodic ring of 2 or 1 has the same rank on both sides: the
          * order of its blocks is not for this test to guess */
