@@ -39,7 +39,10 @@ void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_dat
 {
     ptrdiff_t true_lb, true_extent;
 
-    if (count > INT32_MAX || !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)count))
+    /* Open MPI's test is the same for every count from 2 (contiguous, without gaps):
+     * asked for at most 2, so that a count past INT32_MAX (an allgather's receive
+     * count times the ranks) is taken in place too, not packed through a copy */
+    if (!ompi_datatype_is_contiguous_memory_layout(dt, count > 2 ? 2 : (int32_t)count))
         return NULL;
     ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
     return mca_coll_gpuring_at(buf, true_lb);
