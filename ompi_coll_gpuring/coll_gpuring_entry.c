@@ -16,7 +16,6 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -54,12 +53,13 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
     } else if (dt == MPI_SIGNED_CHAR || dt == MPI_SHORT || dt == MPI_INT || dt == MPI_LONG ||
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
         dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
-        dt == MPI_COUNT || (dt == MPI_CHAR && CHAR_MIN < 0)) {
+        dt == MPI_COUNT || dt == MPI_CHAR) {
+        /* (MPI_CHAR: a signed integer of its size in Open MPI's ops whatever the
+         * platform's char -- aarch64's and POWER's is unsigned) */
         *type_p = sint[size];
     } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
                dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
-               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T ||
-               (dt == MPI_CHAR && CHAR_MIN == 0)) {
+               dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T) {
         *type_p = uint[size];
     } else if (dt == MPI_C_BOOL && size == 1 &&
                (op == GPURING_OP_LAND || op == GPURING_OP_LOR || op == GPURING_OP_LXOR)) {
