@@ -100,12 +100,9 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
     X(neighbor_allgatherv_init, allgatherv_init) X(neighbor_alltoall_init, alltoall_init) \
     X(neighbor_alltoallv_init, alltoallv_init)                                            \
     X(neighbor_alltoallw_init, neighbor_alltoallw_init)
-/* MPI_Reduce_local: a slot of MPI_COMM_SELF's module where Open MPI has it (5.0) */
-#if defined(MCA_COLL_GPURING_HAS_REDUCE_LOCAL)
+/* MPI_Reduce_local: a slot of MPI_COMM_SELF's module (Open MPI 4.1 and 5.0 make the
+ * call through it) */
 #define MCA_COLL_GPURING_LOCAL(X) X(reduce_local, reduce_local)
-#else
-#define MCA_COLL_GPURING_LOCAL(X)
-#endif
 #define MCA_COLL_GPURING_COLLS(X)                                                         \
     MCA_COLL_GPURING_BLOCKING(X) MCA_COLL_GPURING_NONBLOCKING(X)                          \
     MCA_COLL_GPURING_PERSISTENT(X) MCA_COLL_GPURING_LOCAL(X)

@@ -630,7 +630,6 @@ static int below_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
                                             m->prev.neighbor_alltoallw_module));
 }
 
-#if defined(MCA_COLL_GPURING_HAS_REDUCE_LOCAL)
 /* MPI_Reduce_local (MPI_COMM_SELF's module): no communication, but the op below reads
  * both buffers and writes the second.  It names no communicator, so threads may make it
  * at once, and during MPI_COMM_SELF's collectives: a host area of the call's own. */
@@ -655,7 +654,6 @@ static int below_reduce_local(const void *inbuf, void *inoutbuf, int count, belo
     mca_coll_gpuring_stage_area_free(&area);
     return rc;
 }
-#endif
 
 /* ---- non-blocking: staged until the request completes ------------------------------ */
 

@@ -7,8 +7,6 @@
  *     only components of its own: one binary per series);
  *   - OMPI_MODULE_DECLSPEC (gone in 5.0: OMPI_DECLSPEC);
  *   - an MPI datatype for fp16 (5.0's shortfloat extension only);
- *   - MPI_Reduce_local: 5.0 makes it through MPI_COMM_SELF's coll module
- *     (coll_reduce_local), 4.x reduces in the op framework directly;
  *   - a communicator's context id (5.0: ompi_comm_get_local_cid).
  * Open MPI 6 (coll API 3.0: size_t counts, other install hooks) is refused
  * by configure.
@@ -24,11 +22,6 @@
 #define MCA_COLL_GPURING_BASE_VERSION MCA_COLL_BASE_VERSION_2_0_0 /* Open MPI 4.x */
 #else
 #error "gpuring builds against Open MPI 4.x or 5.0 (coll framework 2.0.0 or 2.4.0)"
-#endif
-
-/* the coll module's reduce_local slot (Open MPI 5.0) */
-#if defined(MCA_COLL_BASE_VERSION_2_4_0)
-#define MCA_COLL_GPURING_HAS_REDUCE_LOCAL 1
 #endif
 
 /* a communicator's context id (5.0: the local one): the log's name for a communicator

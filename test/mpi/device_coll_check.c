@@ -1080,11 +1080,9 @@ static void case_neighbor(ctx_t *c, size_t count, int periodic)
     MPI_Comm_free(&ring);
 }
 
-#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
 /* MPI_Reduce_local of ints, a predefined and a user-defined sum (no communicator:
- * Open MPI 5 makes it through MPI_COMM_SELF's coll module, where a component that
- * cannot read device memory meets it; Open MPI 4 never hands it to a component) */
-#define HAVE_REDUCE_LOCAL_SLOT 1
+ * Open MPI 4.1 and 5.0 make it through MPI_COMM_SELF's coll module, where a component
+ * that cannot read device memory meets it) */
 static void case_reduce_local(ctx_t *c, size_t count, int user)
 {
     dbuf_t in, io;
@@ -1102,7 +1100,6 @@ static void case_reduce_local(ctx_t *c, size_t count, int user)
                &in, &io);
     free(a), free(b), free(want);
 }
-#endif
 
 static void user_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
@@ -1153,10 +1150,8 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
          * order of its blocks is not for this test to guess */
         if (c->size >= 3 && !c->inter) case_neighbor(c, n, 1), case_neighbor(c, n, 0);
         if (g_persistent && n > 0) case_restart(c, n);
-#ifdef HAVE_REDUCE_LOCAL_SLOT
         for (int user = 0; user < 2 && !g_persistent && !g_nonblocking; user++)
             case_reduce_local(c, n, user);
-#endif
     }
 }
 
