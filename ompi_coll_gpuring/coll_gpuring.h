@@ -235,6 +235,11 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
  * on every rank. */
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                    const void *buf);
+/* MPI_Reduce's root: whether its receive buffer `out` could not run beside its send
+ * buffer `in` (another kind of memory, another GPU's, managed memory gpuring does not
+ * take, another CUDA context's) while `in` alone could -- the send buffers being the
+ * only ones every rank passes, and so the ones every rank decides its path on. */
+int mca_coll_gpuring_out_apart(const void *in, const void *out);
 /* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error.
  * From the communicator, not its module: a request may end after MPI_Finalize has
  * destroyed MPI_COMM_WORLD's module (the communicator itself is static). */

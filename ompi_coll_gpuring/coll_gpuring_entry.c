@@ -225,6 +225,15 @@ static int entry_plane(const void *in, const void *out, int *device_p, const cha
     return -1;
 }
 
+int mca_coll_gpuring_out_apart(const void *in, const void *out)
+{
+    const char *why = NULL;
+    int device, host;
+
+    return out != NULL && out != in && entry_plane(in, NULL, &device, &why, &host) >= 0 &&
+           entry_plane(in, out, &device, &why, &host) < 0;
+}
+
 /* The communicator's ranks have different parameters: every call falls back. */
 static void entry_params_differ(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll)
 {

@@ -266,6 +266,10 @@ static void check_rsv_unequal(MPI_Comm comm, int cs)
     free(counts);
 }
 
+/* -d: MPI_Reduce's root receives into host memory (h_out), every rank sending from device
+ * memory -- device data reduced into a host array (not in place) */
+static int g_root_host;
+
 static void check_reduce(MPI_Comm comm, const ty_t *t, int op, size_t count, int root,
                          int inplace, int cs)
 {
@@ -284,11 +288,13 @@ static void check_reduce(MPI_Comm comm, const ty_t *t, int op, size_t count, int
         buf_put(d_in, h_in, count * es);
         poison_out(count * es);
     }
-    MPI_Reduce(inplace ? MPI_IN_PLACE : d_in, r == root ? d_out : NULL, (int)count, t->dt,
+    MPI_Reduce(inplace ? MPI_IN_PLACE : d_in,
+               r != root ? NULL : g_root_host ? (void *)h_out : d_out, (int)count, t->dt,
                mpi_ops[op], root, comm);
-    buf_get(h_out, d_out, count * es + GUARD);
+    if (!(g_root_host && r == root)) buf_get(h_out, d_out, count * es + GUARD);
     if (r == root) {
-        CHECK_OUT("reduce", comm, t, op, count, root, inplace, h_out,
+        CHECK_OUT(g_root_host ? "reduce(into host memory at the root)" : "reduce", comm, t, op,
+                  count, root, inplace, h_out,
                   expect_red(op, cs, n, i));
     } else { /* untouched */
         CHECK_OUT("reduce(non-root untouched)", comm, &types[1], -1, count * es, root, 0,
@@ -549,6 +555,17 @@ static void sweep(MPI_Comm comm, int full, size_t large)
         check_bcast(comm, &types[T_INT32], MPI_INT32_T, 64, root, ++cs);
     }
     for (int root = 0; root < n; root++) check_reduce(comm, &types[T_INT32], SUM, 64, root, 0, ++cs);
+    /* device send buffers, the root's receive buffer host memory: the send buffers --
+     * all the other ranks have -- decide every rank's path (the root's alone went below
+     * while the others ran gpuring's chain, and waited there forever) */
+    if (g_device) {
+        g_root_host = 1;
+        for (int root = 0; root < n; root++) {
+            check_reduce(comm, &types[T_INT32], SUM, 64, root, 0, ++cs);
+        }
+        check_reduce(comm, &types[T_DOUBLE], MAX, 1999, n - 1, 0, ++cs);
+        g_root_host = 0;
+    }
     for (int op = 0; op < NOPS; op++) {
         if (types[T_INT32].ops >> op & 1u) check_reduce(comm, &types[T_INT32], op, 64, 0, 0, ++cs);
     }

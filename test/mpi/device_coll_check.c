@@ -758,6 +758,45 @@ static void case_reduce(ctx_t *c, int kind, size_t count, int root, int inplace,
     free(want);
 }
 
+/* MPI_Reduce whose root receives into another kind of memory than every rank sends
+ * from: host send buffers and a device receive buffer (host_sends), or the reverse
+ * (device data reduced into a host array).  The send buffers, which every rank passes,
+ * must decide every rank's path: the root's result comes into its receive buffer by a
+ * copy.  (Deciding on both, the root alone went below, and waited there forever for
+ * peers that ran gpuring's chain.) */
+static void case_reduce_apart(ctx_t *c, size_t count, int root, int host_sends)
+{
+    const size_t bytes = count * sizeof(int);
+    role_t ro = role_of(c, root);
+    int *mine = vals(c->id, count, 2), *want = vals(0, count, 0), rc;
+    unsigned char *host = malloc(bytes + 2 * GUARD);
+    dbuf_t s, r;
+
+    if (host == NULL) die("out of memory");
+    for (size_t i = 0; i < count; i++) want[i] = sum_peers(c, i, 2);
+    if (host_sends) {
+        dbuf_make_host(&s, bytes, host);
+        dbuf_make(&r, bytes);
+    } else {
+        dbuf_make(&s, bytes);
+        dbuf_make_host(&r, bytes, host);
+    }
+    if (ro.member) dbuf_load(&s, 0, mine, bytes);
+    if (ro.is_root) dbuf_expect(&r, 0, want, bytes);
+    WHAT("%s reduce from %s memory into %s memory at the root, count %zu root %d", c->name,
+         host_sends ? "host" : "device", host_sends ? "device" : "host", count, root);
+    rc = COLL(Reduce, Ireduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, ro.arg,
+              c->comm);
+    expect_rc(rc, what);
+    dbuf_check(&r, what);
+    dbuf_check(&s, what);
+    dbuf_free(&s);
+    dbuf_free(&r);
+    free(host);
+    free(mine);
+    free(want);
+}
+
 /* MPI_Allreduce on what gpuring does not run (MAXLOC on MPI_2INT) or runs
  * natively since it has the kernel (MPI_CHAR).  (Open MPI 4.1 refuses the
  * predefined ops on derived datatypes: MPI_Bcast covers those.) */
@@ -1124,6 +1163,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
             if (n > 0) case_bottom_pieces(c, n, root, 1);
             for (int ip = 0; ip < nip; ip++) {
                 case_reduce(c, RED_REDUCE, n, root, ip, 0);
+                if (ip == 0) case_reduce_apart(c, n, root, 1), case_reduce_apart(c, n, root, 0);
                 case_gather(c, n, root, 0, 0, ip);
                 case_gather(c, n, root, 0, 1, ip);
                 case_scatter(c, n, root, 0, ip);
