@@ -98,7 +98,10 @@ gpuring_ring_prog_op(const gpuring_prog_t *p, uint64_t i, gpuring_step_t *s)
     int block;
     size_t first, blk_count, sfirst;
 
-    if (op == 0) {
+    if (n == 1) { /* its own input is the result (no caller makes one today) */
+        block = 0;
+        s->flags = GPURING_PRIM_SRC | GPURING_PRIM_DST;
+    } else if (op == 0) {
         block = p->ring_ix + n - 1;
         s->flags = GPURING_PRIM_SRC | GPURING_PRIM_SEND;
     } else if (op < n - 1) {

@@ -545,7 +545,7 @@ int main(void)
     static const size_t counts[] = {1, 2, 3, 7, 64, 1000, 4099, 65537};
     static const size_t chunks[] = {1, 5, 16, 64, 100, 4096};
 
-    for (int n = 2; n <= MAXR; n++) {
+    for (int n = 1; n <= MAXR; n++) {
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
             for (size_t j = 0; j < sizeof(chunks) / sizeof(chunks[0]); j++) {
                 check_program(n, counts[i], chunks[j], 1);
