@@ -15,8 +15,8 @@
  * On an inter-communicator (where gpuring runs nothing itself) a call's blocks
  * are the other group's, and a rooted call's root passes MPI_ROOT, the rest of
  * its group MPI_PROC_NULL: see below_peers and below_is_root/below_is_member.
- *  - MPI_Reduce_local, where Open MPI makes it through MPI_COMM_SELF's module
- *    (5.0): staged as a blocking call.
+ *  - MPI_Reduce_local, which Open MPI (4.1, 5.0) makes through MPI_COMM_SELF's
+ *    module: staged as a blocking call.
  * Host buffers cost one memory-kind check per buffer (two for a datatype with
  * holes: its span's first and last bytes; at MPI_BOTTOM its first byte and each
  * block's first and last, where the component below is not CUDA-aware), none in a

@@ -25,8 +25,8 @@
 #include "kernels/device.h"
 #include "kernels/memkind.h"
 
-/* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is
- * the platform's char (signed on x86); MPI_C_BOOL takes only the logical ops
+/* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is a
+ * signed byte, as in Open MPI's ops, whatever the platform's char; MPI_C_BOOL takes only the logical ops
  * (MPI allows no others on it), whose 0/1 results are the bool's; fp16 where
  * the MPI library names it (coll_gpuring_compat.h). */
 static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
