@@ -26,7 +26,8 @@
 #include "kernels/memkind.h"
 
 /* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is a
- * signed byte, as in Open MPI's ops, whatever the platform's char; MPI_C_BOOL takes only the logical ops
+ * signed integer of its size, as in Open MPI's ops, whatever the platform's char
+ * (aarch64's and POWER's is unsigned); MPI_C_BOOL takes only the logical ops
  * (MPI allows no others on it), whose 0/1 results are the bool's; fp16 where
  * the MPI library names it (coll_gpuring_compat.h). */
 static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
@@ -54,8 +55,6 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
         dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
         dt == MPI_COUNT || dt == MPI_CHAR) {
-        /* (MPI_CHAR: a signed integer of its size in Open MPI's ops whatever the
-         * platform's char -- aarch64's and POWER's is unsigned) */
         *type_p = sint[size];
     } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
                dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
@@ -230,8 +229,9 @@ int mca_coll_gpuring_out_apart(const void *in, const void *out)
     const char *why = NULL;
     int device, host;
 
-    return out != NULL && out != in && entry_plane(in, NULL, &device, &why, &host) >= 0 &&
-           entry_plane(in, out, &device, &why, &host) < 0;
+    /* both buffers first: the common case (one kind) takes one look */
+    return out != NULL && out != in && entry_plane(in, out, &device, &why, &host) < 0 &&
+           entry_plane(in, NULL, &device, &why, &host) >= 0;
 }
 
 /* The communicator's ranks have different parameters: every call falls back. */
