@@ -11,6 +11,7 @@
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/mca/coll/base/coll_base_util.h"
 
 #include "ompi_coll_gpuring/coll_gpuring_compat.h"
 
@@ -377,18 +378,26 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
  * call's done function is request_done (ctx: the request), from any thread;
  * the request completes at the next opal_progress after that (a failed
  * call's error logged then, with mca_coll_gpuring_call_failed).
- * request_drop: the call was not started after all.  request_finalize: at
- * component close.
+ * request_drop: the call was not started after all.
+ * request_over: gpuring's request (active; NULL: no memory) for a started
+ * request `below` of the component below, on comm: an opal_progress after
+ * `below` completed frees it, calls end(ctx, its error) once, and completes
+ * gpuring's with the error end returns.  request_finalize: at component close.
  */
+typedef int (*mca_coll_gpuring_request_end_fn_t)(void *ctx, int error);
 typedef struct mca_coll_gpuring_request {
-    ompi_request_t super;
+    ompi_coll_base_nbc_request_t super; /* Open MPI's collective request (the MPI layer
+                                         * keeps datatypes and ops alive in its fields) */
     gpuring_status_t st;  /* the call's end, from the worker */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
-    gpuring_plane_t plane;        /* (the communicator: super.req_mpi_object.comm) */
+    gpuring_plane_t plane;        /* (the communicator: super's req_mpi_object.comm) */
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */
-    struct mca_coll_gpuring_request *next; /* ended, not yet completed */
+    struct mca_coll_gpuring_request *next; /* ended, not yet completed; or over one below */
     struct mca_coll_gpuring_request *run_prev, *run_next; /* started, not ended */
+    ompi_request_t *below; /* request_over's: the component below's, and its end */
+    mca_coll_gpuring_request_end_fn_t end;
+    void *end_ctx;
 } mca_coll_gpuring_request_t;
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_request_t);
 
@@ -398,6 +407,9 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
                                                          gpuring_plane_t plane);
 void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st);
 void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req);
+ompi_request_t *mca_coll_gpuring_request_over(struct ompi_communicator_t *comm,
+                                              ompi_request_t *below,
+                                              mca_coll_gpuring_request_end_fn_t end, void *ctx);
 void mca_coll_gpuring_request_finalize(void);
 
 /* coll_gpuring_stage.c, continued */
@@ -471,9 +483,10 @@ void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
 /*
  * A non-blocking call: nb_in stages its buffers in host memory of its own (*nb_p NULL:
  * nothing to stage); the caller hands the component below the .host pointers, then
- * nb_out(nb, that call's status, its request) copies the results back when the request
- * completes -- before it reads as complete -- and frees the staging (at once where the
- * call failed or already completed).  A persistent call (`persistent`: its *_init) keeps
+ * nb_out(nb, that call's status, comm, where its request is) gives the caller gpuring's
+ * request over the one below (mca_coll_gpuring_request_over): the results go back when
+ * the call completes, before that request reads as complete, and the staging is freed
+ * (at once where the call failed or already completed: the request below is kept).  A persistent call (`persistent`: its *_init) keeps
  * the staging with its request: every start copies the inputs in anew, every completion
  * copies the results back, and freeing the request frees it.
  */
@@ -481,7 +494,8 @@ typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p);
-int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req);
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc,
+                                  struct ompi_communicator_t *comm, ompi_request_t **reqp);
 /* Calls staged in this process, per collective. */
 uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll);
 

@@ -442,7 +442,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return fallback;
     }
     if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
-    if (req != NULL) *c->request = &req->super;
+    if (req != NULL) *c->request = &req->super.super;
     GPURING_PROF_MARK(GPURING_PROF_RETURN);
     GPURING_PROF_END(req == NULL ? plane : -1);
     return OMPI_SUCCESS;

@@ -1,6 +1,7 @@
 /*
  * coll_gpuring_request.c -- the MPI request of a non-blocking call gpuring
- * runs (MPI_Iallreduce).
+ * runs (MPI_Iallreduce), or answers for (one it hands the component below
+ * with its device buffers staged).
  *
  * The communicator's worker thread (gpuring_async.c) runs the call and says
  * it ended through mca_coll_gpuring_request_done, which only files the
@@ -14,6 +15,17 @@
  * this: the worker runs the call whether or not the application polls.
  * While the application polls, the callback runs queued calls itself when
  * the worker is between calls, or yields the core to it.
+ *
+ * A staged call's request is gpuring's too, over the component below's:
+ * the same callback sees the one below complete, frees it, has the results
+ * copied back (the caller's end function), and only then completes gpuring's
+ * -- so the copy back can never be missed, whichever thread completes the
+ * request below (a callback chained on a running request can be: Open MPI
+ * reads a request's callback, then marks it complete, without a lock).
+ *
+ * Both kinds are Open MPI's collective requests (ompi_coll_base_nbc_request_t):
+ * the MPI layer keeps a derived datatype or a user op alive on the request a
+ * non-blocking collective returns, in that type's fields.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -27,18 +39,22 @@ static mca_coll_gpuring_request_t *request_ended; /* filed by the workers */
 static int request_nended;                        /* atomic: the list is not empty */
 static int request_nrunning;                      /* atomic: started, not ended */
 static mca_coll_gpuring_request_t *request_running, *request_running_tail; /* oldest first */
+static mca_coll_gpuring_request_t *request_over; /* over the component below's, running */
+static int request_nover;                        /* atomic: the list is not empty */
 static int request_progress_on;                   /* opal_progress calls request_progress */
 
-OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_request_t, NULL, NULL);
+OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
+
+#define REQ(_r) (&(_r)->super.super) /* its ompi_request_t */
 
 /* The request's end, and with it its hold on the communicator (taken at the call: MPI
  * lets the application free the communicator while the request is pending, and the
  * last release may destroy it here -- so never under request_lock). */
 static void request_release(mca_coll_gpuring_request_t *req)
 {
-    struct ompi_communicator_t *comm = req->super.req_mpi_object.comm;
+    struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
 
-    OMPI_REQUEST_FINI(&req->super);
+    OMPI_REQUEST_FINI(REQ(req));
     OBJ_RELEASE(req);
     OBJ_RELEASE(comm);
 }
@@ -51,7 +67,7 @@ static int request_free(ompi_request_t **rptr)
     int release;
 
     pthread_mutex_lock(&request_lock);
-    release = REQUEST_COMPLETE(&req->super);
+    release = REQUEST_COMPLETE(REQ(req));
     req->user_freed = !release;
     pthread_mutex_unlock(&request_lock);
     if (release) request_release(req);
@@ -67,11 +83,70 @@ static int request_cancel(ompi_request_t *request, int complete)
     return OMPI_SUCCESS;
 }
 
-/* Complete what the workers filed; in an MPI thread (opal_progress). */
+/* Complete one (request_lock held: request_free reads what this sets); one the
+ * application freed first goes onto *release (nobody waits for it). */
+static void request_complete(mca_coll_gpuring_request_t *req,
+                             mca_coll_gpuring_request_t **release)
+{
+    if (req->user_freed) {
+        req->next = *release;
+        *release = req;
+    }
+    ompi_request_complete(REQ(req), true);
+}
+
+static void request_release_all(mca_coll_gpuring_request_t *release)
+{
+    mca_coll_gpuring_request_t *next;
+
+    for (; release != NULL; release = next) {
+        next = release->next;
+        request_release(release);
+    }
+}
+
+/* The requests over the component below's whose own completed: each one's freed, its
+ * end function run (the staged results copied back), then gpuring's completed. */
+static int request_over_progress(void)
+{
+    mca_coll_gpuring_request_t **at, *req, *next, *ended = NULL, *release = NULL;
+    int n = 0;
+
+    pthread_mutex_lock(&request_lock);
+    for (at = &request_over; (req = *at) != NULL;) {
+        if (REQUEST_COMPLETE(req->below)) {
+            *at = req->next;
+            req->next = ended;
+            ended = req;
+        } else {
+            at = &req->next;
+        }
+    }
+    __atomic_store_n(&request_nover, request_over != NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
+    for (req = ended; req != NULL; req = next, n++) {
+        int error = req->below->req_status.MPI_ERROR;
+
+        next = req->next;
+        (void)ompi_request_free(&req->below); /* complete: the component below's to reuse */
+        error = req->end(req->end_ctx, error);
+        pthread_mutex_lock(&request_lock);
+        REQ(req)->req_status.MPI_ERROR = error;
+        request_complete(req, &release);
+        pthread_mutex_unlock(&request_lock);
+    }
+    request_release_all(release);
+    return n;
+}
+
+/* Complete what the workers filed, and the requests over the component below's that
+ * are done; in an MPI thread (opal_progress). */
 static int request_progress(void)
 {
     mca_coll_gpuring_request_t *req, *next, *release = NULL;
     int n = 0;
+
+    if (__atomic_load_n(&request_nover, __ATOMIC_ACQUIRE)) n = request_over_progress();
 
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0 &&
         __atomic_load_n(&request_nrunning, __ATOMIC_RELAXED) > 0) {
@@ -90,16 +165,16 @@ static int request_progress(void)
         pthread_mutex_lock(&request_lock);
         if (request_running != NULL) {
             gcomm = request_running->gcomm;
-            comm = request_running->super.req_mpi_object.comm;
+            comm = REQ(request_running)->req_mpi_object.comm;
             OBJ_RETAIN(comm);
         }
         pthread_mutex_unlock(&request_lock);
         if (gcomm == NULL || gpuring_comm_async_step(gcomm) < 0) sched_yield();
         if (comm != NULL) OBJ_RELEASE(comm);
     }
-    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
-    /* one critical section for the batch (request_free reads what completion sets);
-     * a failed call's error is logged in it: failures only */
+    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return n;
+    /* one critical section for the batch; a failed call's error is logged in it:
+     * failures only */
     pthread_mutex_lock(&request_lock);
     req = request_ended;
     request_ended = NULL;
@@ -107,21 +182,14 @@ static int request_progress(void)
     for (; req != NULL; req = next, n++) {
         next = req->next;
         if (req->st != GPURING_OK) {
-            req->super.req_status.MPI_ERROR =
+            REQ(req)->req_status.MPI_ERROR =
                 mca_coll_gpuring_call_failed(&req->call, req->plane,
-                                             req->super.req_mpi_object.comm, req->st);
+                                             REQ(req)->req_mpi_object.comm, req->st);
         }
-        if (req->user_freed) { /* MPI_Request_free came first: nobody waits for it */
-            req->next = release;
-            release = req;
-        }
-        ompi_request_complete(&req->super, true);
+        request_complete(req, &release);
     }
     pthread_mutex_unlock(&request_lock);
-    for (; release != NULL; release = next) {
-        next = release->next;
-        request_release(release);
-    }
+    request_release_all(release);
     return n;
 }
 
@@ -135,10 +203,9 @@ static void request_unlink(mca_coll_gpuring_request_t *req)
     req->run_prev = req->run_next = NULL;
 }
 
-mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_module_t *m,
-                                                         gpuring_comm_t *gcomm,
-                                                         const mca_coll_gpuring_call_t *call,
-                                                         gpuring_plane_t plane)
+/* A request, active, on comm (held until its release), with opal_progress calling
+ * request_progress from now on; NULL: no memory, or no progress callback. */
+static mca_coll_gpuring_request_t *request_make(struct ompi_communicator_t *comm)
 {
     mca_coll_gpuring_request_t *req;
     int on;
@@ -157,25 +224,37 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
     }
     req = OBJ_NEW(mca_coll_gpuring_request_t);
     if (req == NULL) return NULL;
-    OMPI_REQUEST_INIT(&req->super, false);
-    req->super.req_type = OMPI_REQUEST_COLL;
-    req->super.req_state = OMPI_REQUEST_ACTIVE;
-    req->super.req_free = request_free;
-    req->super.req_cancel = request_cancel;
-    req->super.req_mpi_object.comm = m->comm;
-    OBJ_RETAIN(m->comm); /* (request_release lets go) */
+    OMPI_REQUEST_INIT(REQ(req), false);
+    REQ(req)->req_type = OMPI_REQUEST_COLL;
+    REQ(req)->req_state = OMPI_REQUEST_ACTIVE;
+    REQ(req)->req_free = request_free;
+    REQ(req)->req_cancel = request_cancel;
+    REQ(req)->req_mpi_object.comm = comm;
+    OBJ_RETAIN(comm); /* (request_release lets go) */
     /* the whole status: MPI_Wait copies it out (a collective is never cancelled,
      * MPI_Test_cancelled must say so) */
-    req->super.req_status = ompi_status_empty;
-    req->super.req_status.MPI_ERROR = OMPI_SUCCESS;
+    REQ(req)->req_status = ompi_status_empty;
+    REQ(req)->req_status.MPI_ERROR = OMPI_SUCCESS;
+    req->user_freed = 0;
+    req->next = NULL;
+    req->run_prev = req->run_next = NULL;
+    req->below = NULL;
+    return req;
+}
+
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_module_t *m,
+                                                         gpuring_comm_t *gcomm,
+                                                         const mca_coll_gpuring_call_t *call,
+                                                         gpuring_plane_t plane)
+{
+    mca_coll_gpuring_request_t *req = request_make(m->comm);
+
+    if (req == NULL) return NULL;
     req->call = *call;
     req->plane = plane;
     req->st = GPURING_OK;
-    req->user_freed = 0;
-    req->next = NULL;
     req->gcomm = gcomm;
     pthread_mutex_lock(&request_lock);
-    req->run_next = NULL;
     req->run_prev = request_running_tail;
     if (request_running_tail != NULL) request_running_tail->run_next = req;
     else request_running = req;
@@ -183,6 +262,24 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
     pthread_mutex_unlock(&request_lock);
     __atomic_fetch_add(&request_nrunning, 1, __ATOMIC_RELAXED);
     return req;
+}
+
+ompi_request_t *mca_coll_gpuring_request_over(struct ompi_communicator_t *comm,
+                                              ompi_request_t *below,
+                                              mca_coll_gpuring_request_end_fn_t end, void *ctx)
+{
+    mca_coll_gpuring_request_t *req = request_make(comm);
+
+    if (req == NULL) return NULL;
+    req->below = below;
+    req->end = end;
+    req->end_ctx = ctx;
+    pthread_mutex_lock(&request_lock);
+    req->next = request_over;
+    request_over = req;
+    __atomic_store_n(&request_nover, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
+    return REQ(req);
 }
 
 void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st)
@@ -210,12 +307,21 @@ void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req)
 
 void mca_coll_gpuring_request_finalize(void)
 {
-    int on;
+    int on, n = 0;
 
     request_progress(); /* (nothing should be left: MPI_Finalize after every wait) */
     pthread_mutex_lock(&request_lock);
+    for (mca_coll_gpuring_request_t *req = request_over; req != NULL; req = req->next) n++;
     on = request_progress_on;
     request_progress_on = 0;
     pthread_mutex_unlock(&request_lock);
     if (on) opal_progress_unregister(request_progress);
+    /* (their requests stay: the application may still hold them) */
+    if (n > 0) {
+        GPURING_WARN(GPURING_SUBSYS_COLL, "MPI_Finalize with %d non-blocking call%s on device "
+                     "buffers still running in the component below (never completed with "
+                     "MPI_Wait or MPI_Test): %s results never reach device memory; complete "
+                     "every request before MPI_Finalize", n, n > 1 ? "s" : "",
+                     n > 1 ? "their" : "its");
+    }
 }

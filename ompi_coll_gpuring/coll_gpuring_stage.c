@@ -877,11 +877,12 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
 }
 
 /*
- * The request completed: what the call wrote goes back to device memory before the
- * request reads as complete, then the callback it had before ours runs.  Open MPI calls
- * a request's callback with the request, but the one it chains ours under (the MPI
- * layer's, which keeps a derived datatype or user op alive: ompi_coll_base_retain_*)
- * calls ours with our data: the record, told apart by its first word.
+ * A persistent request's start completed: what it wrote goes back to device memory
+ * before the request reads as complete, then the callback it had before ours runs.
+ * Open MPI calls a request's callback with the request, but the one it chains ours
+ * under (the MPI layer's, which keeps a derived datatype or user op alive:
+ * ompi_coll_base_retain_*) calls ours with our data: the record, told apart by its
+ * first word.
  */
 static int stage_nb_complete(ompi_request_t *arg)
 {
@@ -891,6 +892,7 @@ static int stage_nb_complete(ompi_request_t *arg)
                                           : arg->req_complete_cb_data;
     ompi_request_t *req = nb->req;
     ompi_request_complete_fn_t prev = nb->prev_cb;
+    int gone;
 
     if (nb->failed) { /* its inputs never came in: nothing goes back */
         nb->failed = 0;
@@ -900,46 +902,32 @@ static int stage_nb_complete(ompi_request_t *arg)
         req->req_status.MPI_ERROR = MPI_ERR_INTERN;
     }
     if (req->req_complete_cb_data == nb) req->req_complete_cb_data = nb->prev_cb_data;
-    if (!nb->persistent) {
-        stage_nb_free(nb);
-    } else { /* kept for the next start, unless freed while this one ran */
-        int gone;
-
-        pthread_mutex_lock(&stage_persistent.lock);
-        nb->armed = 0;
-        gone = nb->freed;
-        pthread_mutex_unlock(&stage_persistent.lock);
-        if (gone) stage_nb_free(nb);
-    }
+    /* kept for the next start, unless freed while this one ran */
+    pthread_mutex_lock(&stage_persistent.lock);
+    nb->armed = 0;
+    gone = nb->freed;
+    pthread_mutex_unlock(&stage_persistent.lock);
+    if (gone) stage_nb_free(nb);
     return prev != NULL ? prev(req) : 0;
 }
 
-/*
- * Ours on a request the component below has started: results copied back when it
- * completes.  Open MPI's completion reads the callback, then marks the request
- * complete, with no lock: a request that completed meanwhile gets ours called here
- * (taken back from it atomically, so it runs once); one whose completion read the
- * callback before ours was stored and marks it complete only after this check --
- * another thread completing it in those few instructions -- would lose it, as Open
- * MPI's own callbacks set this way would.
- */
-static int stage_nb_arm(mca_coll_gpuring_stage_nb_t *nb, ompi_request_t *req)
+/* A started (non-persistent) call's end, through gpuring's request over the one below
+ * (coll_gpuring_request.c): the results go back unless the call failed. */
+static int stage_nb_end(void *ctx, int error)
 {
-    nb->prev_cb = req->req_complete_cb;
-    nb->prev_cb_data = req->req_complete_cb_data;
-    req->req_complete_cb_data = nb;
-    __atomic_store_n(&req->req_complete_cb, stage_nb_complete, __ATOMIC_RELEASE);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (REQUEST_COMPLETE(req) &&
-        __atomic_exchange_n(&req->req_complete_cb, NULL, __ATOMIC_ACQ_REL) == stage_nb_complete)
-        return stage_nb_complete(req);
-    return OMPI_SUCCESS;
+    mca_coll_gpuring_stage_nb_t *nb = ctx;
+
+    if (error == MPI_SUCCESS &&
+        stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n) != OMPI_SUCCESS)
+        error = MPI_ERR_INTERN;
+    stage_nb_free(nb);
+    return error;
 }
 
 /* MPI_Start / MPI_Startall of persistent requests gpuring stages: each one's inputs
  * copied in anew, its completion armed -- before the component below's start: the
- * request is inactive (no thread completes it under us; it reads as complete, so it
- * cannot be armed as a started one is) -- and then started.  One still active (its
+ * request is inactive, so no thread can complete it before our callback is in place
+ * -- and then started.  One still active (its
  * last start not completed: erroneous, which Open MPI 4.1's MPI_Start does not check)
  * is refused, MPI_ERR_REQUEST: a second start would overwrite the staged inputs the
  * running one reads, and chain our completion to itself. */
@@ -1020,8 +1008,11 @@ static int stage_persistent_free(ompi_request_t **rptr)
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t *req)
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc,
+                                  struct ompi_communicator_t *comm, ompi_request_t **reqp)
 {
+    ompi_request_t *req = rc == OMPI_SUCCESS ? *reqp : NULL, *over;
+
     if (nb == NULL) return rc;
     if (rc != OMPI_SUCCESS || req == NULL) {
         stage_nb_free(nb);
@@ -1043,12 +1034,24 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
         pthread_mutex_unlock(&stage_persistent.lock);
         return OMPI_SUCCESS;
     }
-    if (REQUEST_COMPLETE(req)) { /* done inside the call (or a shared, completed request) */
-        rc = req->req_status.MPI_ERROR == MPI_SUCCESS
-                 ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
-                 : OMPI_SUCCESS;
-        stage_nb_free(nb);
-        return rc;
+    if (!REQUEST_COMPLETE(req)) {
+        /* running: the application gets gpuring's request, complete once this one is and
+         * the results are back (a callback armed on this one now could be missed by a
+         * thread completing it meanwhile) */
+        over = mca_coll_gpuring_request_over(comm, req, stage_nb_end, nb);
+        if (over != NULL) {
+            *reqp = over;
+            return OMPI_SUCCESS;
+        }
+        GPURING_WARN(GPURING_SUBSYS_COLL, "%s on comm %s: no memory for its request: waiting "
+                     "for it here, as a blocking call", mca_coll_gpuring_coll_name(nb->coll),
+                     nb->comm);
+        ompi_request_wait_completion(req);
     }
-    return stage_nb_arm(nb, req);
+    /* done (inside the call, or waited for; or a shared, completed request) */
+    rc = req->req_status.MPI_ERROR == MPI_SUCCESS
+             ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
+             : OMPI_SUCCESS;
+    stage_nb_free(nb);
+    return rc;
 }

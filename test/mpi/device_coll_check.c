@@ -53,7 +53,12 @@
  * block must run: its skip (no such address order to be had: with a real driver,
  * whose device memory lies in a range of its own, it may be) counts a failure.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-H] [-q]
+ * With -T (MPI_THREAD_MULTIPLE), a second thread drives Open MPI's progress the whole
+ * run (MPI_Iprobe in a loop), so a non-blocking call's request below may complete in
+ * that thread at any moment, the moment it starts included: its results must still
+ * come back to device memory before MPI_Wait returns.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-H] [-T] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -65,6 +70,7 @@
 #include <mpi-ext.h> /* Open MPI 4's pcollreq extension */
 #define PERSISTENT(_name) MPIX_##_name##_init
 #endif
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1222,6 +1228,19 @@ static void run_copy_fails(void)
             world.size - 1);
 }
 
+/* -T: Open MPI's progress driven from a second thread until the run ends */
+static MPI_Comm g_probe_comm;
+static volatile int g_probe_stop;
+static void *probe_main(void *arg)
+{
+    (void)arg;
+    while (!g_probe_stop) {
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, 0, g_probe_comm, &flag, MPI_STATUS_IGNORE);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev,inter";
@@ -1229,7 +1248,16 @@ int main(int argc, char **argv)
     int ncounts = 4, local_rank, all[2], sum[2], copy_fails = 0;
     MPI_Comm local;
 
-    MPI_Init(&argc, &argv);
+    int probe = 0, provided = 0;
+    pthread_t prober;
+
+    for (int i = 1; i < argc; i++) probe |= !strcmp(argv[i], "-T");
+    if (probe) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided < MPI_THREAD_MULTIPLE) die("-T: no MPI_THREAD_MULTIPLE");
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-D") && i + 1 < argc) {
@@ -1252,10 +1280,12 @@ int main(int argc, char **argv)
             copy_fails = 1;
         } else if (!strcmp(argv[i], "-H")) {
             g_host_ends = 1;
+        } else if (!strcmp(argv[i], "-T")) {
+            /* (taken above) */
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-T] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -1265,6 +1295,10 @@ int main(int argc, char **argv)
     MPI_Comm_free(&local);
     cu_load(lib, local_rank);
     MPI_Op_create(user_sum_fn, 1, &user_sum);
+    if (probe) {
+        MPI_Comm_dup(MPI_COMM_SELF, &g_probe_comm);
+        if (pthread_create(&prober, NULL, probe_main, NULL) != 0) die("-T: pthread_create");
+    }
 
     if (copy_fails) {
         run_copy_fails();
@@ -1306,6 +1340,11 @@ int main(int argc, char **argv)
             MPI_Type_free(&c.vec);
             if (c.comm != MPI_COMM_WORLD) MPI_Comm_free(&c.comm);
         }
+    }
+    if (probe) {
+        g_probe_stop = 1;
+        pthread_join(prober, NULL);
+        MPI_Comm_free(&g_probe_comm);
     }
     MPI_Op_free(&user_sum);
     if (g_pool) cu.ctx_set(cu.primary);

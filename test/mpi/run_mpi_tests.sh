@@ -920,7 +920,7 @@ if [ $ACTIVE = 1 ]; then
     run_case "device_colls_np4_rpn2" 4 2 staged "" \
         device_coll_check -D "$FAKE_CUDA" -H -c 0,1,7,1000,65537 -m world,split,inter -q
     # the non-blocking forms: MPI_Ibcast, MPI_Igather, ... (a user op and a derived
-    # datatype among them: Open MPI chains its own completion callback over gpuring's)
+    # datatype among them: Open MPI's MPI layer keeps them alive on gpuring's request)
     STAGED_ALL=""
     for coll in $STAGED_BLOCKING; do STAGED_ALL="$STAGED_ALL MPI_I${coll#MPI_}"; done
     STAGED_ALL=$(echo "$STAGED_ALL" | sed 's/MPI_I\([A-Z]\)/MPI_I\L\1/g')
@@ -928,6 +928,10 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -H -i -q
     run_case "device_colls_pool_nonblocking_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -a -q
+    # ... with a second thread driving Open MPI's progress all along (-T): a request
+    # below that this thread completes as it starts still has its results copied back
+    run_case "device_colls_nonblocking_progress_np3_rpn0" 3 0 staged "" \
+        device_coll_check -D "$FAKE_CUDA" -H -i -T -m world,split,inter -q
     # a device copy that fails in staging (the stand-in driver's): alone on
     # MPI_COMM_SELF the call returns an error, copy in or back, and the next one
     # runs; a copy back on MPI_COMM_WORLD is that rank's error alone (the others'
