@@ -372,6 +372,12 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
+/* coll_gpuring_component.c: the parameters each rank uses on its own (no agreement:
+ * wait_timeout, net_rndv_size, stage_device_buffers, ipc_cache, verbose_subsys) checked
+ * against their documented ranges -- outside, an error and the default -- and applied;
+ * once, at the first communicator's query (the rank then known to the log). */
+void mca_coll_gpuring_own_params(void);
+
 /*
  * coll_gpuring_request.c: the request of a non-blocking call gpuring runs.
  * request_new makes it (active; NULL: no memory) for `call` on `plane`; the

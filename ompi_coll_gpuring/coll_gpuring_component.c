@@ -6,6 +6,7 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,8 @@
 #include "kernels/device.h"
 #include "proxy/ipc_buf.h"
 #include "proxy/proxy.h"
+
+#define GPURING_WAIT_TIMEOUT_DEFAULT 300 /* seconds */
 
 const char *mca_coll_gpuring_component_version_string =
     "Open MPI gpuring collective MCA component version 0.1.0";
@@ -57,7 +60,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .channels_per_call = 0,
     .chunk_size = 0,
     .slot_size = 0, /* each plane's default */
-    .wait_timeout = 300,
+    .wait_timeout = GPURING_WAIT_TIMEOUT_DEFAULT,
     .ranks_per_node = 0,
     .topo_xml = NULL,
     .net_peer_failure = GPURING_PROXY_PEER_FAILURE_REMOTE,
@@ -352,7 +355,8 @@ static void gpuring_log_sink(int level, const char *line)
     opal_output(mca_coll_gpuring_component.output, "%s", line);
 }
 
-static unsigned gpuring_parse_subsys(const char *list)
+/* The subsystems `list` names (`warn`: each name that is none of them said). */
+static unsigned gpuring_parse_subsys(const char *list, int warn)
 {
     static const char *names[] = {"init", "bootstrap", "graph", "tuning",
                                   "coll", "kernel",    "proxy", "net"};
@@ -363,11 +367,43 @@ static unsigned gpuring_parse_subsys(const char *list)
     strncpy(buf, list, sizeof(buf) - 1);
     buf[sizeof(buf) - 1] = '\0';
     for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-            if (strcmp(tok, names[i]) == 0) mask |= 1u << i;
-        }
+        unsigned i = 0;
+
+        while (i < sizeof(names) / sizeof(names[0]) && strcmp(tok, names[i]) != 0) i++;
+        if (i < sizeof(names) / sizeof(names[0])) mask |= 1u << i;
+        else if (warn)
+            GPURING_WARN(GPURING_SUBSYS_INIT, "coll_gpuring_verbose_subsys: '%s' is no "
+                         "subsystem (all, or a comma list of init, bootstrap, graph, tuning, "
+                         "coll, kernel, proxy, net): ignored", tok);
     }
     return mask;
+}
+
+/* One of the parameters a rank uses on its own held to its documented range: outside
+ * it, an error naming it, and its default used instead. */
+static void gpuring_own_param(const char *name, int *value, int min, int max, int dflt,
+                              const char *range)
+{
+    if (*value >= min && *value <= max) return;
+    GPURING_ERROR(GPURING_SUBSYS_INIT, "coll_gpuring_%s is %d, not %s: %d (its default) used "
+                  "instead", name, *value, range, dflt);
+    *value = dflt;
+}
+
+void mca_coll_gpuring_own_params(void)
+{
+    mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+
+    gpuring_own_param("wait_timeout", &c->wait_timeout, 0, INT_MAX,
+                      GPURING_WAIT_TIMEOUT_DEFAULT, "0 (no bound) or seconds");
+    gpuring_own_param("net_rndv_size", &c->net_rndv_size, -1, INT_MAX, -1,
+                      "-1 (by where the ranks are), 0 (UCX's) or bytes");
+    gpuring_own_param("stage_device_buffers", &c->stage_device_buffers, -1, 1, -1,
+                      "-1, 0 or 1");
+    gpuring_own_param("ipc_cache", &c->ipc_cache, 0, GPURING_IPC_BUF_MAPPINGS,
+                      GPURING_IPC_BUF_MAPPINGS, "0-64");
+    gpuring_ipc_buf_set_cache(c->ipc_cache);
+    (void)gpuring_parse_subsys(c->verbose_subsys, 1);
 }
 
 static int gpuring_open(void)
@@ -375,7 +411,7 @@ static int gpuring_open(void)
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_log_config_t cfg = {
         .level = c->verbose > GPURING_LOG_WARN ? c->verbose : GPURING_LOG_WARN,
-        .mask = gpuring_parse_subsys(c->verbose_subsys),
+        .mask = gpuring_parse_subsys(c->verbose_subsys, 0),
         .rank = -1, /* known once MPI_COMM_WORLD exists (comm_query) */
         .sink = gpuring_log_sink,
     };
@@ -384,7 +420,6 @@ static int gpuring_open(void)
     opal_output_set_verbosity(c->output, 100); /* gpuring filters by itself */
     gpuring_log_set(&cfg);
     gpuring_prof_on = c->profile;
-    gpuring_ipc_buf_set_cache(c->ipc_cache);
     return OMPI_SUCCESS;
 }
 

@@ -73,8 +73,9 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     mca_coll_gpuring_module_t *m;
 
-    if (gpuring_log_config.rank < 0) {
+    if (gpuring_log_config.rank < 0) { /* the first communicator (MPI_Init's) */
         gpuring_log_config.rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
+        mca_coll_gpuring_own_params();
     }
     if (c->priority < 0) return NULL;
     m = OBJ_NEW(mca_coll_gpuring_module_t);
@@ -557,6 +558,47 @@ static void params_abandon(mca_coll_gpuring_module_t *m)
     m->params = MCA_COLL_GPURING_PARAMS_FAILED;
 }
 
+/* One agreed parameter outside its documented range: said, naming it. */
+static int param_bad(const mca_coll_gpuring_module_t *m, const char *name, const char *value,
+                     const char *range)
+{
+    GPURING_ERROR(GPURING_SUBSYS_INIT, "comm %s: coll_gpuring_%s is %s, not %s: gpuring "
+                  "disabled on it (its collectives go to the component below)",
+                  mca_coll_gpuring_comm_name(m), name, value, range);
+    return 0;
+}
+
+/* The agreed parameters (params_names: the same on every rank, else the call went below)
+ * in their documented ranges; otherwise every rank disables gpuring alike. */
+static int params_in_range(const mca_coll_gpuring_module_t *m, const gpuring_comm_config_t *cfg)
+{
+    const mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
+    const int max = GPURING_MAX_CHANNELS;
+    char v[32];
+    int ok = 1;
+
+#define PARAM_INT(_ok, _name, _value, _range)                                            \
+    if (!(_ok)) {                                                                        \
+        snprintf(v, sizeof(v), "%lld", (long long)(_value));                             \
+        ok = param_bad(m, _name, v, _range);                                             \
+    }
+    if ((int)cfg->algo == -2)
+        ok = param_bad(m, "algorithm", c->algorithm, "auto, ring, gather or tree");
+    if ((int)cfg->proto == -2) ok = param_bad(m, "protocol", c->protocol, "auto, simple or ll");
+    PARAM_INT(c->nchannels >= 1 && c->nchannels <= max, "nchannels", c->nchannels, "1-32");
+    PARAM_INT(c->device_nchannels >= 0 && c->device_nchannels <= max, "device_nchannels",
+              c->device_nchannels, "0-32");
+    PARAM_INT(c->channels_per_call >= 0, "channels_per_call", c->channels_per_call,
+              "0 or more");
+    if (c->slot_size != 0 && (c->slot_size < 64 || c->slot_size > GPURING_MAX_SLOT_BYTES)) {
+        snprintf(v, sizeof(v), "%zu", c->slot_size);
+        ok = param_bad(m, "slot_size", v, "0 or 64 B to 64 MiB");
+    }
+    PARAM_INT(c->ranks_per_node >= 0, "ranks_per_node", c->ranks_per_node, "0 or more");
+#undef PARAM_INT
+    return ok;
+}
+
 /* The communicator's first gpuring call sets it up (collective: every rank
  * calls it at the same call). */
 static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
@@ -594,30 +636,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
     gpuring_status_t st;
     char desc[256];
 
-    if ((int)cfg.algo == -2) {
-        GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "coll_gpuring_algorithm '%s' is not auto, ring, gather or tree: gpuring "
-                      "disabled", c->algorithm);
-        m->state = MCA_COLL_GPURING_COMM_DISABLED;
-        return NULL;
-    }
-    if ((int)cfg.proto == -2) {
-        GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "coll_gpuring_protocol '%s' is not auto, simple or ll: gpuring disabled",
-                      c->protocol);
-        m->state = MCA_COLL_GPURING_COMM_DISABLED;
-        return NULL;
-    }
-    if (cfg.nchannels < 1 || cfg.nchannels > GPURING_MAX_CHANNELS ||
-        cfg.device_nchannels < 0 || cfg.device_nchannels > GPURING_MAX_CHANNELS ||
-        (c->slot_size != 0 && (c->slot_size < 64 || c->slot_size > GPURING_MAX_SLOT_BYTES))) {
-        /* the same parameters on every rank: every rank disables alike */
-        GPURING_ERROR(GPURING_SUBSYS_INIT,
-                      "coll_gpuring_nchannels must be 1-%d, coll_gpuring_device_nchannels "
-                      "0-%d and coll_gpuring_slot_size 0 or 64-%zu (have %d, %d, %zu): "
-                      "gpuring disabled", GPURING_MAX_CHANNELS, GPURING_MAX_CHANNELS,
-                      GPURING_MAX_SLOT_BYTES, cfg.nchannels, cfg.device_nchannels,
-                      c->slot_size);
+    if (!params_in_range(m, &cfg)) {
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }

@@ -90,6 +90,7 @@ FALLBACK_WHY=
 EXPECT_ABORT=
 EXPECT_ABORT_RC=
 EXPECT_EVERY=
+EXPECT_LINES=
 FAILED_NAMES=()
 
 
@@ -227,6 +228,15 @@ run_case() {
         }
         for c in ${checks//,/ }; do
             case $c in
+            lines)
+                # every rank logged a line "[gpuring rank R]" + each of EXPECT_LINES' (one
+                # regex a line; an error's or warning's level and source line first)
+                local want
+                while IFS= read -r want; do
+                    [ -z "$want" ] && continue
+                    need_every_rank "$want" "rank @ logged no line matching '$want'" || return 0
+                done <<< "$EXPECT_LINES"
+                ;;
             ready)
                 need_every_rank " comm .* ready:" "gpuring did not run: no 'ready:' line from rank @" || return 0
                 # and ran calls: the closing summary counts them
@@ -486,7 +496,10 @@ run_case() {
             echo "$fb" | sed 's/^/INFO     /'
         fi
         local nerr
-        nerr=$(grep -ciE '\[gpuring rank [0-9]+\].*(error|warn)' "$log")
+        # (a `lines` case's expected lines are not counted)
+        nerr=$(grep -iE '\[gpuring rank [0-9]+\].*(error|warn)' "$log" |
+            { if [[ $checks == *lines* ]]; then grep -vE -e "$EXPECT_LINES"; else cat; fi; } |
+            grep -c .)
         if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $checks != *gaveup* && $checks != *bootnomem* && $checks != *unwaited* && $nerr != 0 ]]; then
             # a healthy run logs no gpuring warning: a fallback would hide a bug
             fail "$name" "$nerr gpuring error/warn lines" "$log"
@@ -546,6 +559,24 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 # sums: Open MPI 4.1.4's op/avx saturates them); the old code segfaulted
 run_case "allreduce_slot_huge_np3_rpn0" 3 0 "" "coll_gpuring_slot_size 2305843009213693952" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,1048576 -i -m world,dup -s "$SEED" -q
+# agreed parameters out of their documented ranges: every rank says which, disables
+# gpuring alike, every call below, results right
+EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_channels_per_call is -1, not 0 or more: gpuring disabled
+.* comm MPI_COMM_WORLD: coll_gpuring_ranks_per_node is -2, not 0 or more: gpuring disabled" \
+    run_case "params_agreed_range_np3_rpn0" 3 0 lines \
+    "coll_gpuring_channels_per_call -1 coll_gpuring_ranks_per_node -2" \
+    allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -m world,dup -s "$SEED" -q
+# each rank's own parameters out of their ranges: every rank says which and takes the
+# default (a wait without a bound, a UCX threshold, a staging choice or IPC cache it did
+# not ask for would be no better), and gpuring runs on virtual nodes
+EXPECT_LINES=".* coll_gpuring_wait_timeout is -5, not 0 \(no bound\) or seconds: 300 \(its default\) used instead
+.* coll_gpuring_net_rndv_size is -9, not -1 \(by where the ranks are\), 0 \(UCX's\) or bytes: -1 \(its default\) used instead
+.* coll_gpuring_stage_device_buffers is 7, not -1, 0 or 1: -1 \(its default\) used instead
+.* coll_gpuring_ipc_cache is 100, not 0-64: 64 \(its default\) used instead
+.* coll_gpuring_verbose_subsys: 'nonsense' is no subsystem .*: ignored" \
+    run_case "params_own_range_np3_rpn1" 3 1 ready,rndv65537,lines \
+    "coll_gpuring_wait_timeout -5 coll_gpuring_net_rndv_size -9 coll_gpuring_stage_device_buffers 7 coll_gpuring_ipc_cache 100 coll_gpuring_verbose_subsys init,coll,net,nonsense" \
+    allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,300000 -m world,dup -s "$SEED" -q
 # outputs written around the cache (non-temporal stores) from 1000 B on: odd heads and
 # tails of every step, on shm and UCX connections (by default only calls too large for
 # the host's cache stream, which these tests' sizes may never reach)
