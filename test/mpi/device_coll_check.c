@@ -58,7 +58,11 @@
  * that thread at any moment, the moment it starts included: its results must still
  * come back to device memory before MPI_Wait returns.
  *
- * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-H] [-T] [-q]
+ * With -U, MPI_Finalize comes with staged non-blocking calls never waited for: an
+ * MPI_Ialltoall on MPI_COMM_WORLD, and one on a communicator freed at once (the
+ * request holds it), both after the verdict: the job must still end cleanly.
+ *
+ * usage: device_coll_check -D LIBCUDA [-c COUNTS] [-m world,dup,split,rev,inter] [-i | -p] [-a] [-F] [-H] [-T] [-U] [-q]
  * Ends with "N passed, N failed" (checks, summed over ranks) on rank 0.
  */
 #include <dlfcn.h>
@@ -1248,7 +1252,7 @@ int main(int argc, char **argv)
     int ncounts = 4, local_rank, all[2], sum[2], copy_fails = 0;
     MPI_Comm local;
 
-    int probe = 0, provided = 0;
+    int probe = 0, provided = 0, unwaited = 0;
     pthread_t prober;
 
     for (int i = 1; i < argc; i++) probe |= !strcmp(argv[i], "-T");
@@ -1282,10 +1286,12 @@ int main(int argc, char **argv)
             g_host_ends = 1;
         } else if (!strcmp(argv[i], "-T")) {
             /* (taken above) */
+        } else if (!strcmp(argv[i], "-U")) {
+            unwaited = 1;
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-T] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-T] [-U] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -1360,6 +1366,21 @@ int main(int argc, char **argv)
     /* no rank's finalize output before the verdict line is out (mpirun
      * interleaves the ranks' streams) */
     MPI_Barrier(MPI_COMM_WORLD);
+    if (unwaited) { /* (their buffers are never freed: the calls may still write them) */
+        int wsize;
+        MPI_Comm dup;
+        MPI_Request req[2];
+        dbuf_t b[4];
+
+        MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        for (int k = 0; k < 4; k++) dbuf_make(&b[k], (size_t)wsize * 1000 * sizeof(int));
+        MPI_Ialltoall(dbuf_ptr(&b[0]), 1000, MPI_INT, dbuf_ptr(&b[1]), 1000, MPI_INT,
+                      MPI_COMM_WORLD, &req[0]);
+        MPI_Ialltoall(dbuf_ptr(&b[2]), 1000, MPI_INT, dbuf_ptr(&b[3]), 1000, MPI_INT, dup,
+                      &req[1]);
+        MPI_Comm_free(&dup);
+    }
     MPI_Finalize();
     return world_rank == 0 && sum[1] > 0 ? 1 : 0;
 }

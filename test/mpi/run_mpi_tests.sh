@@ -963,6 +963,10 @@ if [ $ACTIVE = 1 ]; then
     # below that this thread completes as it starts still has its results copied back
     run_case "device_colls_nonblocking_progress_np3_rpn0" 3 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -T -m world,split,inter -q
+    # MPI_Finalize with staged non-blocking calls never waited for (one on a communicator
+    # freed meanwhile): a warning where one is still running below, a clean end
+    run_case "device_unwaited_np3_rpn0" 3 0 "" "" \
+        device_coll_check -D "$FAKE_CUDA" -c 7 -m world -U -q
     # a device copy that fails in staging (the stand-in driver's): alone on
     # MPI_COMM_SELF the call returns an error, copy in or back, and the next one
     # runs; a copy back on MPI_COMM_WORLD is that rank's error alone (the others'
