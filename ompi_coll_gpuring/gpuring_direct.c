@@ -123,7 +123,10 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
     }
     gpuring_direct_destroy(c, 0);
     c->dev.direct_ll_state = -1;
-    if (st != GPURING_OK && bad < 0) return st; /* an exchange failed: so does the call */
+    if (st != GPURING_OK && bad < 0) { /* an exchange failed: so does the call, and the */
+        c->broken = 1;                   /* ranks can no longer agree */
+        return st;
+    }
     GPURING_INFO(GPURING_SUBSYS_COLL, "LL direct allreduce off: %s; small device calls take "
                  "the direct allreduce", why);
     return GPURING_OK;
@@ -239,7 +242,11 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     }
     pub.call = call;
     pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;
-    GPURING_CHECK(gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub)));
+    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
+    if (st != GPURING_OK) { /* the ranks can no longer agree: the communicator is unusable */
+        c->broken = 1;
+        return st;
+    }
     GPURING_PROF_MARK(GPURING_PROF_PUBLISH);
     for (int r = 0; r < n; r++) { /* every rank sees the same: all fail alike */
         if (all[r].call == pub.call) continue;
