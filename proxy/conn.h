@@ -519,8 +519,9 @@ gpuring_status_t gpuring_conn_shm_send_connect(gpuring_conn_t *conn, int peer, i
 /* Receiver, once every sender mapped (after a bootstrap agreement): unlink the name. */
 void gpuring_conn_shm_unlink(gpuring_conn_t *conn);
 /* Remove the segments in /dev/shm that processes of gpuring's in this pid
- * namespace, now gone, never unlinked (killed while connecting); the first
- * gpuring_conn_shm_recv_create of a process does.  How many were removed. */
+ * namespace, now gone, never unlinked (killed while connecting) -- this
+ * process's pid's too, so only before it makes its own: its first
+ * gpuring_conn_shm_recv_create does, once.  How many were removed. */
 int gpuring_conn_shm_sweep(void);
 void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
 

@@ -10,13 +10,16 @@
  * later step's first write to a slot (SIGBUS).  A process killed before then
  * (an MPI_Abort while a communicator connects) leaves its segments: the name
  * says whose (pid namespace, pid), and the next process of gpuring's on the
- * node to create one removes them (gpuring_conn_shm_sweep).
+ * node to create one removes them (gpuring_conn_shm_sweep), before it creates
+ * its first: those carrying its own pid too (a dead process's, whose pid it
+ * was given: its own names would collide with them).
  */
 #include "proxy/conn.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,8 +107,9 @@ int gpuring_conn_shm_sweep(void)
 
         if (strncmp(e->d_name, prefix, n) != 0) continue;
         pid = strtol(e->d_name + n, &end, 10);
-        if (end == e->d_name + n || *end != '-' || pid <= 0 || (pid_t)pid == getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to ask) */
+        if (end == e->d_name + n || *end != '-' || pid <= 0) continue;
+        /* alive (or not ours to ask); this process's pid: a dead one's (none made yet) */
+        if ((pid_t)pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue;
         snprintf(name, sizeof(name), "/%s", e->d_name);
         if (shm_unlink(name) == 0) removed++;
     }
@@ -117,17 +121,22 @@ int gpuring_conn_shm_sweep(void)
     return removed;
 }
 
+static void conn_shm_sweep_once(void)
+{
+    (void)gpuring_conn_shm_sweep();
+}
+
 gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, int channel,
                                               size_t slot_bytes, uint64_t comm_uid,
                                               gpuring_conn_handle_t *handle_p)
 {
     static unsigned seq; /* segments this process created: names stay unique */
-    static int swept;
+    static pthread_once_t swept = PTHREAD_ONCE_INIT; /* before the first is made, by any thread */
     size_t len = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, slot_bytes);
     char name[GPURING_SHM_NAME_MAX];
     void *base;
 
-    if (!__atomic_exchange_n(&swept, 1, __ATOMIC_RELAXED)) (void)gpuring_conn_shm_sweep();
+    (void)pthread_once(&swept, conn_shm_sweep_once);
     snprintf(name, sizeof(name), "/gpuring-%llu-%d-%llu-%u", conn_shm_pid_ns(), (int)getpid(),
              (unsigned long long)comm_uid, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
     GPURING_CHECK(conn_shm_map(name, 1, len, &base));

@@ -488,12 +488,14 @@ static int shm_there(const char *name)
  * connecting (named /gpuring-<pid namespace>-<pid>-...) go at the next sweep
  * (gpuring_conn_shm_sweep, which a process's first shm connection runs): a
  * dead pid's in this pid namespace only -- never a live process's, nor those
- * of another namespace, where the pid means another process.
+ * of another namespace, where the pid means another process -- and this
+ * process's own pid's (a dead process had it: this one's names would collide).
  */
 static void check_shm_sweep(void)
 {
-    const char *what[3] = {"a dead process's", "a live process's", "another namespace's"};
-    char names[3][64];
+    const char *what[4] = {"a dead process's", "a live process's", "another namespace's",
+                           "this pid's (a dead holder's)"};
+    char names[4][64];
     struct stat st;
     pid_t dead = fork();
     int removed;
@@ -510,15 +512,19 @@ static void check_shm_sweep(void)
              (int)getppid());
     snprintf(names[2], sizeof(names[2]), "/gpuring-%llu-%d-7-0",
              (unsigned long long)st.st_ino + 1, (int)dead);
-    for (int k = 0; k < 3; k++) {
+    snprintf(names[3], sizeof(names[3]), "/gpuring-%llu-%d-1-0", (unsigned long long)st.st_ino,
+             (int)getpid());
+    for (int k = 0; k < 4; k++) {
         int fd = shm_open(names[k], O_RDWR | O_CREAT | O_EXCL, 0600);
 
         unit_result(fd >= 0, "shm sweep: create %s: %s", names[k], strerror(errno));
         if (fd >= 0) close(fd);
     }
     removed = gpuring_conn_shm_sweep();
-    unit_result(removed >= 1 && !shm_there(names[0]),
-                "shm sweep: %s segment removed (%d removed in all)", what[0], removed);
+    for (int k = 0; k < 4; k += 3) {
+        unit_result(removed >= 2 && !shm_there(names[k]),
+                    "shm sweep: %s segment removed (%d removed in all)", what[k], removed);
+    }
     for (int k = 1; k < 3; k++) {
         unit_result(shm_there(names[k]), "shm sweep: %s segment kept", what[k]);
         shm_unlink(names[k]);
