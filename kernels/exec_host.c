@@ -644,6 +644,12 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
     if (moved) {
         a->idle_since = 0.0;
         a->idle_polls = 0;
+#if defined(__x86_64__)
+        /* its output stores streamed around the cache are weakly ordered: out of this
+         * thread's write-combining buffers before the next pass, which another thread
+         * may run (a non-blocking call's worker and MPI threads take turns) and end */
+        if (a->stream_out) _mm_sfence();
+#endif
     } else if (a->timeout > 0 && ++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
         const double now = gpuring_time_sec();
 
