@@ -827,11 +827,23 @@ static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
  * take the lock, and other ranks the core). */
 #define GPURING_PROXY_BUSY_PASSES 16
 
+/* The credits owed go (gpuring_net_conns_settle) at least every backstop interval while
+ * this process is busy with gpuring: a peer's teardown waits for them, and a process that
+ * keeps calling on other communicators is never idle (`now`: 0 where the caller settles
+ * anyway). */
+static void proxy_settle(gpuring_proxy_t *proxy, double *settled, double now)
+{
+    if (now > 0 && now - *settled < GPURING_PROXY_BACKSTOP_US * 1e-6) return;
+    gpuring_net_conns_settle(proxy);
+    *settled = now > 0 ? now : gpuring_time_sec();
+}
+
 static void *proxy_main(void *arg)
 {
     gpuring_proxy_t *proxy = arg;
     uint64_t tries_seen = __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED);
     int busy = 0;
+    double settled = gpuring_time_sec();
 
     __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
     gpuring_proxy_lock(proxy, "the progress thread's pass");
@@ -845,6 +857,7 @@ static void *proxy_main(void *arg)
             tries_seen = tries;
             busy = 0;
             proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
+            proxy_settle(proxy, &settled, gpuring_time_sec());
             continue;
         }
         proxy->handoff = 0;
@@ -856,6 +869,7 @@ static void *proxy_main(void *arg)
             gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
             busy = 0;
+            proxy_settle(proxy, &settled, gpuring_time_sec());
             gpuring_proxy_unlock(proxy);
             sched_yield();
             gpuring_proxy_lock(proxy, "the progress thread's pass");
@@ -864,7 +878,7 @@ static void *proxy_main(void *arg)
             /* idle: the credits owed go before the nap (a peer's teardown waits for
              * them; the thread passes here only after a backstop interval without an
              * executor's pass, so a loop of calls never pays for it) */
-            gpuring_net_conns_settle(proxy);
+            proxy_settle(proxy, &settled, 0);
             proxy->sleeps++;
             /* active_begin (an operation only this thread moves) signals this
              * sleep (napping) under the lock: no lost wakeup; active_end's

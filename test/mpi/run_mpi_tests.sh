@@ -1042,6 +1042,9 @@ run_case "churn_np2_rpn0" 2 0 ready "" comm_churn -n "$CHURN_N" -q
 # (and over net connections: a rank's MPI_Comm_free does not wait for a peer that frees
 # the communicator 4 s later -- its last credit comes from its idle progress thread)
 run_case "churn_np2_rpn1" 2 1 ready "" comm_churn -n "$CHURN_N_UCX" -q -l 4
+# ... where the late ranks call MPI_Allreduce on a communicator of theirs meanwhile: their
+# progress threads are never idle, and still send the credits a teardown waits for
+run_case "churn_busy_np3_rpn1" 3 1 ready "" comm_churn -n 20 -q -l 4 -b
 
 echo "# total $((SECONDS - T_START))s, logs in $LOGDIR"
 if [ $NFAIL -gt 0 ]; then
