@@ -393,11 +393,15 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
         post_data_send(net, net->sent);
         net->sent++;
     }
-    pending = (!net->failed && (tail > net->sent ||
-                                __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED))) ||
+    /* a receiver that refused the call takes nothing more and sends no more credits:
+     * only the sends under way are left to complete (no pass is owed the rest, which
+     * would keep the progress thread spinning until the communicator goes) */
+    pending = (!net->failed && !net->refused &&
+               (tail > net->sent || __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED))) ||
               net->done < net->sent;
     return (pending ? GPURING_NET_PENDING : 0) |
-           (!net->failed && net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
+           (!net->failed && !net->refused &&
+                    net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
                 ? GPURING_NET_POLL
                 : 0) |
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0

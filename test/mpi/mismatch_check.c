@@ -71,12 +71,16 @@
  * last rank cannot get the device memory to pack into: it gives up on the call
  * before the call has moved anything, and its peers must be told.
  *
+ * With "idle", every rank then sleeps 1 s before it frees the failed communicator: its
+ * process must use under 0.5 s of CPU meanwhile (nothing of gpuring's may spin on the
+ * dead call's connections until the communicator goes).
+ *
  * With "iallreduce", the call is an MPI_Iallreduce completed by MPI_Wait (on a
  * fresh communicator, so its first non-blocking call: the worker starts there);
  * the call after it is made, and the communicator freed, before that MPI_Wait.
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
- *                       [type|allgather|iallreduce] [device] [nomem|nolaunch|othergpu|
+ *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|othergpu|
  *                       late|nothread|netfail]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
@@ -84,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
@@ -95,7 +100,17 @@ typedef struct {
     int later_cls;    /* of the call after it (MPI_SUCCESS: it succeeded) */
     double elapsed;   /* of the mismatched call */
     int named;        /* the error string names gpuring */
+    double idle_cpu;  /* "idle": CPU seconds the process used in the second after */
 } outcome_t;
+
+static double cpu_seconds(void)
+{
+    struct rusage u;
+
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 static int err_class(int rc)
 {
@@ -126,6 +141,7 @@ static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
+static int idle;                  /* a second's sleep after the failed calls, CPU counted */
 static int *later_out;            /* iallreduce: the output of the call after it */
 static int *other_in, *other_out; /* othergpu, the last rank: buffers on another GPU */
 static int *host_in, *host_out;   /* late: the setup call's host buffers */
@@ -136,7 +152,7 @@ static const char *label = "";    /* the call's, in the report */
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
-    outcome_t o = {0, 0, 0, 0.0, 0};
+    outcome_t o = {0, 0, 0, 0.0, 0, 0.0};
     MPI_Comm comm;
     int rank, size, mine = count;
     MPI_Datatype type = MPI_INT;
@@ -201,6 +217,11 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     }
     if (!iallreduce) {
         o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+        if (idle) {
+            o.idle_cpu = cpu_seconds();
+            sleep(1);
+            o.idle_cpu = cpu_seconds() - o.idle_cpu;
+        }
         MPI_Comm_free(&comm);
     }
     return o;
@@ -232,6 +253,7 @@ int main(int argc, char **argv)
         by_type |= strcmp(argv[a], "type") == 0;
         allgather |= strcmp(argv[a], "allgather") == 0;
         iallreduce |= strcmp(argv[a], "iallreduce") == 0;
+        idle |= strcmp(argv[a], "idle") == 0;
         device |= strcmp(argv[a], "device") == 0;
     }
     nomem = fault == &faults[0];
@@ -331,12 +353,15 @@ int main(int argc, char **argv)
                 why = "the mismatched call took longer than the limit";
             } else if (x->later_cls != MPI_ERR_OTHER) {
                 why = "the call after it did not fail with MPI_ERR_OTHER";
+            } else if (x->idle_cpu > 0.5) {
+                why = "the process used over 0.5 s of CPU in the second it slept after the "
+                      "failed calls (something of gpuring's spins)";
             }
             saw |= x->cls == MPI_ERR_COUNT;
             if (why != NULL) {
                 fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
-                        "%.2f s; later class %d)\n", count, extra, label, r,
-                        why, x->rc, x->cls, x->elapsed, x->later_cls);
+                        "%.2f s; later class %d; idle CPU %.2f s)\n", count, extra, label, r,
+                        why, x->rc, x->cls, x->elapsed, x->later_cls, x->idle_cpu);
                 bad = 1;
             }
         }
