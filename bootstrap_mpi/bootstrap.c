@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 static gpuring_status_t bootstrap_result(int rc, const char *what)
@@ -109,10 +111,35 @@ static uint64_t bootstrap_host_hash(void)
     return h;
 }
 
+/* This process's random name, drawn once (getrandom; else the clock, pid and address
+ * space mixed: unique enough for the processes of one host). */
+static uint64_t bootstrap_proc_id(void)
+{
+    static uint64_t id; /* 0: not drawn yet */
+    uint64_t v = __atomic_load_n(&id, __ATOMIC_ACQUIRE), expect = 0;
+
+    if (v != 0) return v;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        v ^= (uint64_t)getpid() << 40 ^ (uint64_t)(uintptr_t)&ts;
+        v = (v ^ v >> 30) * 0xbf58476d1ce4e5b9ull; /* (splitmix64's finalizer) */
+        v = (v ^ v >> 27) * 0x94d049bb133111ebull;
+        v ^= v >> 31;
+    }
+    if (v == 0) v = 1;
+    if (!__atomic_compare_exchange_n(&id, &expect, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        v = expect; /* another thread drew it first */
+    return v;
+}
+
 void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_next)
 {
     memset(info, 0, sizeof(*info));
     info->host_hash = bootstrap_host_hash();
+    info->proc_id = bootstrap_proc_id();
     info->pid = (int32_t)getpid();
     info->numa = -1;
     info->nic = -1;

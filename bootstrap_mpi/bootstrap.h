@@ -83,6 +83,8 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
 /* ---- peer info: the first exchange (initTransportsRank's peer info) ------ */
 typedef struct gpuring_peer_info {
     uint64_t host_hash; /* hash of the host name (+ boot id): groups ranks into hosts */
+    uint64_t proc_id;   /* this process's random name: the key of its NET endpoints and
+                         * IPC mappings (a pid repeats across pid namespaces on a host) */
     int32_t pid;
     int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
     int32_t nic;        /* nearest NIC in its node's topology, -1 if none */
@@ -91,7 +93,7 @@ typedef struct gpuring_peer_info {
 } gpuring_peer_info_t;
 
 /*
- * Fill this process's host hash, pid and uid proposal; where it sits in the
+ * Fill this process's host hash, name, pid and uid proposal; where it sits in the
  * node (numa, nic, gpu_busid) is filled by the caller from graph/'s hwloc.
  */
 void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_next);

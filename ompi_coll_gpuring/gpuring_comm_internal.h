@@ -28,10 +28,11 @@ static inline const char *gpuring_comm_plane_name(gpuring_plane_t plane)
     return plane == GPURING_PLANE_HOST ? "host" : "device";
 }
 
-/* Who peer r is, process-wide (host and pid): the key of its NET and IPC mappings. */
+/* Who peer r is, process-wide (its random name: bootstrap.h): the key of its NET and
+ * IPC mappings. */
 static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
 {
-    return c->peers[r].host_hash ^ (uint64_t)c->peers[r].pid;
+    return c->peers[r].proc_id;
 }
 
 /* The communicator's ranks on this rank's host (virtual nodes included). */

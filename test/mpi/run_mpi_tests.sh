@@ -91,6 +91,7 @@ EXPECT_ABORT=
 EXPECT_ABORT_RC=
 EXPECT_EVERY=
 EXPECT_LINES=
+PID_NAMESPACES=
 FAILED_NAMES=()
 
 
@@ -145,6 +146,10 @@ run_case() {
         # sanitizer's runtime must come first), and PRELOAD_ENV (VAR=value) set
         wrap=(/bin/sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0"; export LD_PRELOAD; [ -z "$1" ] || export "$1"; shift; exec "$@"'
               "$PRELOAD" "${PRELOAD_ENV:-}")
+    elif [ -n "$PID_NAMESPACES" ]; then
+        # every rank in a pid namespace of its own, as pid 1 there: equal pids on one
+        # host (containers that share the host's name but not its pids)
+        wrap=(unshare -p -f)
     elif [ -n "$FAKE_HOSTS" ]; then
         # every rank a host of its own: a UTS namespace with its own host name, so
         # gpuring (and UCX) see peers on other hosts -- real NET connections, UCX
@@ -610,6 +615,13 @@ run_case "allreduce_rndvucx_np2_rpn1" 2 1 ready,rndvucx "coll_gpuring_net_rndv_s
 # as between nodes, with peer failure detection: every step eager where tcp is the
 # only network transport
 FAKE_HOSTS=1 run_case "allreduce_hosts_np3_rpn0" 3 0 ready,rndvtcp "" allreduce_check "${RNDV[@]}"
+# every rank as pid 1 of a pid namespace of its own, on one host (containers that share
+# the host's name but not its pids): gpuring tells the processes apart by a random name,
+# not host and pid -- each peer gets its own UCX endpoint (virtual nodes), results right
+# and no teardown waits (Open MPI's own shared memory names its segments by pid: btl
+# tcp here)
+PID_NAMESPACES=1 run_case "pidns_np3_rpn1" 3 1 ready "btl self,tcp" \
+    allreduce_check -t int32,float -o sum,max -c 1,17,4099,300000 -m world,dup -s "$SEED" -q
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
@@ -842,7 +854,8 @@ if [ $ACTIVE = 1 ]; then
     # addresses' lengths): it leaves the exchanges, and every rank's call fails -- none
     # falls back below, where it would wait for the others forever -- and a new
     # communicator works
-    for b in 144 48 24; do
+    # (168: 3 ranks' peer info of 56 B)
+    for b in 168 48 24; do
         PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_${b}_np3_rpn1" 3 1 \
             setuptimeout,setupleft "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=$b"
     done
@@ -877,9 +890,9 @@ if [ $ACTIVE = 1 ]; then
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     # rank 1 without memory for the copy of the setup's first exchange (its peer info,
-    # 48 B from each of 3 ranks and its own: 192 B): it joins the others' exchange all
+    # 56 B from each of 3 ranks and its own: 224 B): it joins the others' exchange all
     # the same, on the caller's buffers, and every call runs in gpuring
-    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:192 \
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:224 \
         run_case "boot_nomem_np3_rpn1" 3 1 ready,allcalls,bootnomem "" "${PDIFF[@]}" -m world,dup,split
     # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
     # setup's exchanges are still the others'): every call runs in gpuring
