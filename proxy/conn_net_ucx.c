@@ -1028,6 +1028,7 @@ void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)
     if (conn != NULL && conn->net != NULL) {
         conn->net->abandoned = 1;
         conn->net->abandon_flush_s = GPURING_MAX(0.0, flush_s);
+        conn->net->abandon_until = gpuring_time_sec() + conn->net->abandon_flush_s;
     }
 }
 
@@ -1128,7 +1129,13 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
-    gpuring_spin_init(&spin, ok ? gpuring_proxy_wait_floor(proxy, 1.0) : 1.0);
+    /* an abandoned end: what is left of the communicator's one deadline (at least a few
+     * passes: a cancelled receive completes in one), not a second of its own -- UCX
+     * cannot cancel a send, and a communicator has dozens of ends */
+    gpuring_spin_init(&spin, ok               ? gpuring_proxy_wait_floor(proxy, 1.0)
+                             : net->abandoned ? GPURING_MAX(0.01, net->abandon_until -
+                                                                      gpuring_time_sec())
+                                              : 1.0);
     for (;;) {
         int left;
 

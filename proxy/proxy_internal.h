@@ -121,6 +121,8 @@ typedef struct gpuring_net_conn {
     int abandoned;  /* its communicator failed: teardown waits for no credit */
     double abandon_flush_s; /* abandoned send end: how long teardown may wait for the
                                steps already in its FIFO (the abort step) to go out */
+    double abandon_until;   /* ... and the communicator's deadline for all its ends
+                               (gpuring_time_sec), its cancelled operations' too */
     int abort_due;  /* atomic (release after abort_step); send end: the executor's abort
                        step found every slot busy, and handed the connection over
                        (gpuring_conn_net_abort_later) */
