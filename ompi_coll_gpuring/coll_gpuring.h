@@ -241,11 +241,13 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
  * take, another CUDA context's) while `in` alone could -- the send buffers being the
  * only ones every rank passes, and so the ones every rank decides its path on. */
 int mca_coll_gpuring_out_apart(const void *in, const void *out);
-/* A call gpuring took failed: logged (the collective, the rank, the cause); the MPI error.
+/* A call gpuring took failed: logged (the collective, the rank, the cause, and whether
+ * the communicator is `broken` -- or the failure this rank's alone); the MPI error.
  * From the communicator, not its module: a request may end after MPI_Finalize has
  * destroyed MPI_COMM_WORLD's module (the communicator itself is static). */
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, gpuring_status_t st);
+                                 struct ompi_communicator_t *comm, int broken,
+                                 gpuring_status_t st);
 /* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
 int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
                                    struct ompi_op_t *op, gpuring_type_t *type_p,
@@ -395,6 +397,7 @@ typedef struct mca_coll_gpuring_request {
     ompi_coll_base_nbc_request_t super; /* Open MPI's collective request (the MPI layer
                                          * keeps datatypes and ops alive in its fields) */
     gpuring_status_t st;  /* the call's end, from the worker */
+    int broken;           /* ... and whether it left the communicator broken */
     int user_freed;       /* MPI_Request_free before it ended: released when it does */
     mca_coll_gpuring_call_t call; /* for the error report */
     gpuring_plane_t plane;        /* (the communicator: super's req_mpi_object.comm) */

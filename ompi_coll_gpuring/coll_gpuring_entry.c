@@ -441,7 +441,10 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       mca_coll_gpuring_comm_name(m));
         return fallback;
     }
-    if (st != GPURING_OK) return mca_coll_gpuring_call_failed(c, plane, comm, st);
+    if (st != GPURING_OK)
+        return mca_coll_gpuring_call_failed(c, plane, comm,
+                                            __atomic_load_n(&gcomm->broken, __ATOMIC_ACQUIRE),
+                                            st);
     if (req != NULL) *c->request = &req->super.super;
     GPURING_PROF_MARK(GPURING_PROF_RETURN);
     GPURING_PROF_END(req == NULL ? plane : -1);
@@ -449,7 +452,8 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
 }
 
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, gpuring_status_t st)
+                                 struct ompi_communicator_t *comm, int broken,
+                                 gpuring_status_t st)
 {
     /* the copies (bcast, allgather) count bytes */
     const int bytes = c->coll == GPURING_COLL_BCAST || c->coll == GPURING_COLL_ALLGATHER;
@@ -458,13 +462,15 @@ int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane
     if (comm->c_name[0] == '\0') mca_coll_gpuring_comm_unnamed(comm, unnamed, sizeof(unnamed));
 
     GPURING_ERROR(GPURING_SUBSYS_COLL,
-                  "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; the "
-                  "communicator cannot be used by gpuring any more%s",
+                  "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; %s%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
                   plane == GPURING_PLANE_HOST ? "host" : "device",
                   comm->c_name[0] != '\0' ? comm->c_name : unnamed, ompi_comm_rank(comm),
                   gpuring_status_str(st),
+                  broken ? "the communicator cannot be used by gpuring any more"
+                         : "this rank's failure alone: its peers' calls stand, and the "
+                           "communicator goes on",
                   st != GPURING_ERR_TIMEOUT ? ""
                   : " (a peer that did not make the matching call, or made it with "
                     "buffers of another memory kind -- host on some ranks, device on "

@@ -184,7 +184,8 @@ static int request_progress(void)
         if (req->st != GPURING_OK) {
             REQ(req)->req_status.MPI_ERROR =
                 mca_coll_gpuring_call_failed(&req->call, req->plane,
-                                             REQ(req)->req_mpi_object.comm, req->st);
+                                             REQ(req)->req_mpi_object.comm, req->broken,
+                                             req->st);
         }
         request_complete(req, &release);
     }
@@ -287,6 +288,8 @@ void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st)
     mca_coll_gpuring_request_t *req = ctx;
 
     req->st = st;
+    /* (read now: the communicator may be gone when the request completes) */
+    req->broken = __atomic_load_n(&req->gcomm->broken, __ATOMIC_ACQUIRE);
     __atomic_fetch_sub(&request_nrunning, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&request_lock);
     request_unlink(req);

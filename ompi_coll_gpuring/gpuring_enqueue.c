@@ -464,8 +464,12 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
  * bounce memory, the input copied in on the call's stream before the kernel, the result
  * copied out after it and waited for.  Local to the rank: its peers see its FIFOs only
  * (the direct allreduce, whose peers map the buffers, declines such calls on every rank).
+ * The copy out comes after every step of the call moved: its failure is this rank's
+ * result alone (*out_p), not the communicator's -- its FIFOs are in step, its peers'
+ * calls succeeded.
  */
-static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w)
+static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
+                                           gpuring_status_t *out_p)
 {
     const gpuring_coll_info_t *info = &w->info;
     gpuring_exec_args_t *x = &w->args;
@@ -502,11 +506,15 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w)
     }
     if (bounce_out) x->recvbuf = in_place ? bounce : bounce + (bounce_in ? in_span : 0);
     st = gpuring_exec_cuda_run(x, c->dev.stream);
-    if (st == GPURING_OK && bounce_out && writes) {
-        st = gpuring_device_copy(info->recvbuf, x->recvbuf, out_bytes, c->dev.stream);
-        if (st == GPURING_OK) st = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
+    if (st != GPURING_OK || !bounce_out || !writes) return st;
+    *out_p = gpuring_device_copy(info->recvbuf, x->recvbuf, out_bytes, c->dev.stream);
+    if (*out_p == GPURING_OK) *out_p = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
+    if (*out_p != GPURING_OK) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: this rank's result could not be copied out "
+                      "of its aligned copy into the receive buffer (above): the call fails "
+                      "on this rank alone", gpuring_coll_names[info->kind]);
     }
-    return st;
+    return GPURING_OK;
 }
 
 gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
@@ -528,7 +536,11 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
         (void)gpuring_exec_host_wait(&w->args);
         GPURING_PROF_MARK(GPURING_PROF_RUN);
     } else {
-        w->args.status = enqueue_run_device(c, w);
+        gpuring_status_t out = GPURING_OK;
+
+        w->args.status = enqueue_run_device(c, w, &out);
+        st = gpuring_enqueue_finish(c, w);
+        return st != GPURING_OK ? st : out;
     }
     return gpuring_enqueue_finish(c, w);
 }

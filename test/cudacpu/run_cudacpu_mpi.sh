@@ -86,6 +86,9 @@
 #   nolaunch_*      one rank's kernel does not launch: it abandons the call
 #                   (FIFO over IPC and net, LL direct; the direct allreduce's
 #                   agreement) and its peers fail at once
+#   copyout_*       one rank's result cannot be copied out of its aligned copy
+#                   (after every step moved): its call alone fails, the others'
+#                   sums are right, the next call works everywhere (IPC, net)
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
 #                   connections': it abandons the call, its peers fail at once
 #   late_connect_np3  one rank more than the wait timeout late to the call that
@@ -533,6 +536,20 @@ failure_case nolaunch_vnodes_np3 3 4 "$GAVE_UP_REPORT" \
 failure_case nolaunch_direct_np3 3 4 "$GAVE_UP_REPORT" \
     "coll_gpuring_wait_timeout 60" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
+# one rank's receive buffer off its element grid (its call runs on an aligned copy), and
+# the copy of its result out of it fails (mismatch_check copyout: every device copy of
+# its runtime refused during the call), after every step moved: its call fails, the
+# others' succeed with the right sums, and the next call works on every rank (the old
+# code broke the communicator there alone: the others' next call waited out the wait
+# timeout); the ring's IPC FIFOs (calls past the LL direct allreduce's 64 KiB, which
+# takes buffers off their grid as they are; the direct one declines them) and net
+# connections
+COPYOUT_REPORT='\[gpuring rank 2\].*failed: .*this rank.s failure alone'
+failure_case copyout_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
+    "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyout
+failure_case copyout_vnodes_np3 3 4 "$COPYOUT_REPORT" \
+    "coll_gpuring_wait_timeout 10 coll_gpuring_ranks_per_node 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device copyout
 # one rank's call on buffers of another GPU than the one its device connections were
 # made on (mismatch_check othergpu, two GPUs): it cannot run the call there and
 # abandons it, so that its peers fail at once and the call is numbered everywhere

@@ -55,6 +55,13 @@
  *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):
  *             with "iallreduce", the worker thread of non-blocking calls, so
  *             the rank cannot queue the call: MPI_ERR_OTHER.
+ *   copyout   the last rank's receive buffer sits one byte off its int grid, so its
+ *             call runs on an aligned copy, and every device copy of its runtime
+ *             fails during the call (CUDACPU_FAIL_COPY): the copy of its result out of
+ *             that copy, after every step of the call moved.  That rank's call fails
+ *             (MPI_ERR_OTHER) and no other's: the others' results are right, and the
+ *             call after it succeeds on every rank, its results right -- the failure
+ *             is the rank's result alone, not the communicator's.
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -80,7 +87,7 @@
  * the call after it is made, and the communicator freed, before that MPI_Wait.
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
- *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|othergpu|
+ *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|othergpu|
  *                       late|nothread|netfail]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
@@ -101,6 +108,7 @@ typedef struct {
     double elapsed;   /* of the mismatched call */
     int named;        /* the error string names gpuring */
     double idle_cpu;  /* "idle": CPU seconds the process used in the second after */
+    int wrong;        /* "copyout": elements of this rank's results not as computed here */
 } outcome_t;
 
 static double cpu_seconds(void)
@@ -129,13 +137,16 @@ static const struct fault {
     int valued; /* env is read as =1 by gpuring's threads at any time: it is set to 0
                    before any thread starts, then only overwritten (a setenv that adds
                    a variable may move the environment under a concurrent getenv) */
+    int alone;  /* the failing rank's call alone fails: the others' succeed, and so does
+                   the call after it everywhere */
 } faults[] = {
-    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0},
-    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0},
-    {"othergpu", NULL, MPI_ERR_ARG, 1, 0},
-    {"late", NULL, MPI_ERR_OTHER, 1, 0},
-    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0},
-    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1},
+    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0, 0},
+    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0, 0},
+    {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1},
+    {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0},
+    {"late", NULL, MPI_ERR_OTHER, 1, 0, 0},
+    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0},
+    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1, 0},
 };
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
@@ -149,10 +160,25 @@ static int *host_in, *host_out;   /* late: the setup call's host buffers */
 static MPI_Datatype strided;      /* an int every 8 bytes */
 static const char *label = "";    /* the call's, in the report */
 
+/* How many of the `count` sums at device address `out` are not what every rank's input
+ * (rank + i at element i) adds up to. */
+static int wrong_sums(const void *out, int count, int size)
+{
+    int *got = malloc(sizeof(int) * (size_t)count), wrong = 0;
+
+    if (got == NULL || cu.memcpy_(got, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
+        free(got);
+        return count;
+    }
+    for (int i = 0; i < count; i++) wrong += got[i] != size * i + size * (size - 1) / 2;
+    free(got);
+    return wrong;
+}
+
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
-    outcome_t o = {0, 0, 0, 0.0, 0, 0.0};
+    outcome_t o = {0, 0, 0, 0.0, 0, 0.0, 0};
     MPI_Comm comm;
     int rank, size, mine = count;
     MPI_Datatype type = MPI_INT;
@@ -199,6 +225,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(cin, cout, mine, MPI_FLOAT, MPI_SUM, comm);
     } else if (nomem) {
         o.rc = MPI_Allreduce((char *)cin + 1, (char *)cout + 1, mine, type, MPI_SUM, comm);
+    } else if (fault != NULL && fault->alone) { /* copyout: the last rank's output off */
+        o.rc = MPI_Allreduce(cin, (char *)cout + (rank == size - 1), mine, type, MPI_SUM, comm);
     } else {
         o.rc = MPI_Allreduce(cin, cout, mine, type, MPI_SUM, comm);
     }
@@ -215,8 +243,12 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.named = strstr(msg, "gpuring") != NULL;
         if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, label, msg);
     }
+    if (fault != NULL && fault->alone && o.rc == MPI_SUCCESS)
+        o.wrong = wrong_sums((char *)cout + (rank == size - 1), count, size);
     if (!iallreduce) {
         o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+        if (fault != NULL && fault->alone && o.later_cls == MPI_SUCCESS)
+            o.wrong += wrong_sums(out, count, size);
         if (idle) {
             o.idle_cpu = cpu_seconds();
             sleep(1);
@@ -340,7 +372,22 @@ int main(int argc, char **argv)
 
             const int failing = fault != NULL && r == size - 1; /* its own error */
 
-            if (x->rc == MPI_SUCCESS) {
+            if (fault != NULL && fault->alone) { /* its failure alone */
+                if (failing && x->rc == MPI_SUCCESS) {
+                    why = "the rank made to fail returned MPI_SUCCESS";
+                } else if (failing && x->cls != fault->cls) {
+                    why = "the rank made to fail did not fail with its fault's class";
+                } else if (!failing && x->rc != MPI_SUCCESS) {
+                    why = "a rank not made to fail failed with it";
+                } else if (x->elapsed > limit) {
+                    why = "the call took longer than the limit";
+                } else if (x->later_cls != MPI_SUCCESS) {
+                    why = "the call after it failed (the failure was taken for the "
+                          "communicator's)";
+                } else if (x->wrong > 0) {
+                    why = "wrong sums in a call that succeeded";
+                }
+            } else if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
             } else if (failing && x->cls != fault->cls) {
                 why = "the rank made to fail did not fail with its fault's class";
@@ -357,7 +404,7 @@ int main(int argc, char **argv)
                 why = "the process used over 0.5 s of CPU in the second it slept after the "
                       "failed calls (something of gpuring's spins)";
             }
-            saw |= x->cls == MPI_ERR_COUNT;
+            saw |= x->cls == MPI_ERR_COUNT || (fault != NULL && fault->alone);
             if (why != NULL) {
                 fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
                         "%.2f s; later class %d; idle CPU %.2f s)\n", count, extra, label, r,
