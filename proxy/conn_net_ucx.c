@@ -389,16 +389,18 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
     net->seen_tail = tail;
     net->seen_pass = net->proxy->passes;
     if (tail - net->done > net->inflight_max) net->inflight_max = tail - net->done;
-    while (!net->failed && net->sent < tail && net->sent < net->remote_head + GPURING_NSTEPS) {
+    while (!net->failed && !net->refused && net->sent < tail &&
+           net->sent < net->remote_head + GPURING_NSTEPS) {
         post_data_send(net, net->sent);
         net->sent++;
     }
     /* a receiver that refused the call takes nothing more and sends no more credits:
-     * only the sends under way are left to complete (no pass is owed the rest, which
-     * would keep the progress thread spinning until the communicator goes) */
-    pending = (!net->failed && !net->refused &&
-               (tail > net->sent || __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED))) ||
-              net->done < net->sent;
+     * nothing more is sent, and the sends under way (which may never complete: a
+     * rendezvous the receiver no longer matches) owe no pass -- the thread's backstop
+     * looks at them -- where they would keep it spinning until the communicator goes */
+    pending = !net->failed && !net->refused &&
+              (tail > net->sent || __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED) ||
+               net->done < net->sent);
     return (pending ? GPURING_NET_PENDING : 0) |
            (!net->failed && !net->refused &&
                     net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
@@ -1129,13 +1131,14 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
-    /* an abandoned end: what is left of the communicator's one deadline (at least a few
-     * passes: a cancelled receive completes in one), not a second of its own -- UCX
-     * cannot cancel a send, and a communicator has dozens of ends */
-    gpuring_spin_init(&spin, ok               ? gpuring_proxy_wait_floor(proxy, 1.0)
-                             : net->abandoned ? GPURING_MAX(0.01, net->abandon_until -
-                                                                      gpuring_time_sec())
-                                              : 1.0);
+    /* an abandoned send end: what is left of the communicator's one deadline (at least
+     * a few passes), not a second of its own -- UCX cannot cancel a send, and a
+     * communicator has dozens of ends; a receive end's cancelled receives complete in a
+     * pass or two, and are waited for (its memory is kept otherwise) */
+    gpuring_spin_init(&spin, ok ? gpuring_proxy_wait_floor(proxy, 1.0)
+                             : net->abandoned && net->dir == GPURING_CONN_SEND
+                                 ? GPURING_MAX(0.01, net->abandon_until - gpuring_time_sec())
+                                 : 1.0);
     for (;;) {
         int left;
 
