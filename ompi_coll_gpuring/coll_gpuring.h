@@ -387,10 +387,13 @@ void mca_coll_gpuring_own_params(void);
  * the request completes at the next opal_progress after that (a failed
  * call's error logged then, with mca_coll_gpuring_call_failed).
  * request_drop: the call was not started after all.
- * request_over: gpuring's request (active; NULL: no memory) for a started
- * request `below` of the component below, on comm: an opal_progress after
- * `below` completed frees it, calls end(ctx, its error) once, and completes
- * gpuring's with the error end returns.  request_finalize: at component close.
+ * request_over_new: gpuring's request (active; NULL: no memory) for a call of
+ * the component below on comm, made before that call starts; request_over
+ * hands it the started request `below` (returned as the application's): an
+ * opal_progress after `below` completed frees it, calls end(ctx, its error)
+ * once, and completes gpuring's with the error end returns; request_over_drop:
+ * the call below was never started, or is over already.  request_finalize: at
+ * component close (requests still over one below are counted, not touched).
  */
 typedef int (*mca_coll_gpuring_request_end_fn_t)(void *ctx, int error);
 typedef struct mca_coll_gpuring_request {
@@ -416,9 +419,11 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
                                                          gpuring_plane_t plane);
 void mca_coll_gpuring_request_done(void *ctx, gpuring_status_t st);
 void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req);
-ompi_request_t *mca_coll_gpuring_request_over(struct ompi_communicator_t *comm,
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_over_new(struct ompi_communicator_t *comm);
+ompi_request_t *mca_coll_gpuring_request_over(mca_coll_gpuring_request_t *req,
                                               ompi_request_t *below,
                                               mca_coll_gpuring_request_end_fn_t end, void *ctx);
+void mca_coll_gpuring_request_over_drop(mca_coll_gpuring_request_t *req);
 void mca_coll_gpuring_request_finalize(void);
 
 /* coll_gpuring_stage.c, continued */
@@ -491,11 +496,13 @@ int mca_coll_gpuring_stage_out_area(mca_coll_gpuring_stage_area_t *area,
 void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
 /*
  * A non-blocking call: nb_in stages its buffers in host memory of its own (*nb_p NULL:
- * nothing to stage); the caller hands the component below the .host pointers, then
- * nb_out(nb, that call's status, comm, where its request is) gives the caller gpuring's
- * request over the one below (mca_coll_gpuring_request_over): the results go back when
- * the call completes, before that request reads as complete, and the staging is freed
- * (at once where the call failed or already completed: the request below is kept).  A persistent call (`persistent`: its *_init) keeps
+ * nothing to stage; not persistent: gpuring's request for the call made too, so that
+ * no memory for it fails the call before it starts); the caller hands the component
+ * below the .host pointers, then nb_out(nb, that call's status, where its request is)
+ * gives the caller gpuring's request over the one below (mca_coll_gpuring_request_over):
+ * the results go back when the call completes, before that request reads as complete,
+ * and the staging is freed (at once where the call failed or already completed: the
+ * request below is kept).  A persistent call (`persistent`: its *_init) keeps
  * the staging with its request: every start copies the inputs in anew, every completion
  * copies the results back, and freeing the request frees it.
  */
@@ -503,8 +510,7 @@ typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p);
-int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc,
-                                  struct ompi_communicator_t *comm, ompi_request_t **reqp);
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t **reqp);
 /* Calls staged in this process, per collective. */
 uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll);
 

@@ -59,7 +59,7 @@
                                            BELOW_N(_bufs), _persistent, &nb_);             \
         if (rc_ != OMPI_SUCCESS) return rc_;                                               \
         rc_ = (_call);                                                                     \
-        return mca_coll_gpuring_stage_nb_out(nb_, rc_, (_m)->comm, _req);                  \
+        return mca_coll_gpuring_stage_nb_out(nb_, rc_, _req);                              \
     } while (0)
 
 #define SPAN mca_coll_gpuring_stage_span

@@ -115,6 +115,9 @@ static int request_over_progress(void)
     pthread_mutex_lock(&request_lock);
     for (at = &request_over; (req = *at) != NULL;) {
         if (REQUEST_COMPLETE(req->below)) {
+            /* (its status and the data it wrote read after this: ordered where the CPU
+             * would not, as Open MPI's own wait does) */
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
             *at = req->next;
             req->next = ended;
             ended = req;
@@ -139,11 +142,37 @@ static int request_over_progress(void)
     return n;
 }
 
+/* Complete what the workers filed (a failed call's error logged: failures only). */
+static int request_ended_progress(void)
+{
+    mca_coll_gpuring_request_t *req, *next, *release = NULL;
+    int n = 0;
+
+    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
+    /* one critical section for the batch */
+    pthread_mutex_lock(&request_lock);
+    req = request_ended;
+    request_ended = NULL;
+    __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
+    for (; req != NULL; req = next, n++) {
+        next = req->next;
+        if (req->st != GPURING_OK) {
+            REQ(req)->req_status.MPI_ERROR =
+                mca_coll_gpuring_call_failed(&req->call, req->plane,
+                                             REQ(req)->req_mpi_object.comm, req->broken,
+                                             req->st);
+        }
+        request_complete(req, &release);
+    }
+    pthread_mutex_unlock(&request_lock);
+    request_release_all(release);
+    return n;
+}
+
 /* Complete what the workers filed, and the requests over the component below's that
  * are done; in an MPI thread (opal_progress). */
 static int request_progress(void)
 {
-    mca_coll_gpuring_request_t *req, *next, *release = NULL;
     int n = 0;
 
     if (__atomic_load_n(&request_nover, __ATOMIC_ACQUIRE)) n = request_over_progress();
@@ -172,26 +201,7 @@ static int request_progress(void)
         if (gcomm == NULL || gpuring_comm_async_step(gcomm) < 0) sched_yield();
         if (comm != NULL) OBJ_RELEASE(comm);
     }
-    if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return n;
-    /* one critical section for the batch; a failed call's error is logged in it:
-     * failures only */
-    pthread_mutex_lock(&request_lock);
-    req = request_ended;
-    request_ended = NULL;
-    __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
-    for (; req != NULL; req = next, n++) {
-        next = req->next;
-        if (req->st != GPURING_OK) {
-            REQ(req)->req_status.MPI_ERROR =
-                mca_coll_gpuring_call_failed(&req->call, req->plane,
-                                             REQ(req)->req_mpi_object.comm, req->broken,
-                                             req->st);
-        }
-        request_complete(req, &release);
-    }
-    pthread_mutex_unlock(&request_lock);
-    request_release_all(release);
-    return n;
+    return n + request_ended_progress();
 }
 
 /* Off the list of running requests (request_lock held). */
@@ -265,13 +275,20 @@ mca_coll_gpuring_request_t *mca_coll_gpuring_request_new(const mca_coll_gpuring_
     return req;
 }
 
-ompi_request_t *mca_coll_gpuring_request_over(struct ompi_communicator_t *comm,
+mca_coll_gpuring_request_t *mca_coll_gpuring_request_over_new(struct ompi_communicator_t *comm)
+{
+    return request_make(comm);
+}
+
+void mca_coll_gpuring_request_over_drop(mca_coll_gpuring_request_t *req)
+{
+    if (req != NULL) request_release(req);
+}
+
+ompi_request_t *mca_coll_gpuring_request_over(mca_coll_gpuring_request_t *req,
                                               ompi_request_t *below,
                                               mca_coll_gpuring_request_end_fn_t end, void *ctx)
 {
-    mca_coll_gpuring_request_t *req = request_make(comm);
-
-    if (req == NULL) return NULL;
     req->below = below;
     req->end = end;
     req->end_ctx = ctx;
@@ -312,7 +329,10 @@ void mca_coll_gpuring_request_finalize(void)
 {
     int on, n = 0;
 
-    request_progress(); /* (nothing should be left: MPI_Finalize after every wait) */
+    /* the calls gpuring ran, ended (gpuring_comm_async_finalize ran them to their end);
+     * not those over the component below's, which may be closed by now: they are only
+     * counted (nothing should be left: MPI_Finalize after every wait) */
+    request_ended_progress();
     pthread_mutex_lock(&request_lock);
     for (mca_coll_gpuring_request_t *req = request_over; req != NULL; req = req->next) n++;
     on = request_progress_on;

@@ -804,6 +804,8 @@ struct mca_coll_gpuring_stage_nb {
     ompi_request_start_fn_t start;
     ompi_request_free_fn_t free_;
     struct mca_coll_gpuring_stage_nb *next; /* stage_persistent's list */
+    mca_coll_gpuring_request_t *over; /* not persistent: the application's request, made
+                                       * before the call below starts */
     char comm[MPI_MAX_OBJECT_NAME]; /* for the log: the communicator may be freed first */
 };
 
@@ -831,6 +833,7 @@ static mca_coll_gpuring_stage_nb_t *stage_persistent_find(ompi_request_t *req, i
 
 static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
 {
+    mca_coll_gpuring_request_over_drop(nb->over);
     stage_release(nb->bufs, nb->n);
     mca_coll_gpuring_stage_area_free(&nb->area);
     nb->magic = 0;
@@ -854,6 +857,13 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     if (any <= 0)
         return any < 0 ? stage_failed(m->comm, peers, name, coll, OMPI_ERROR) : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
+    if (nb != NULL && !persistent) { /* (the application's request: made before the call) */
+        nb->over = mca_coll_gpuring_request_over_new(m->comm);
+        if (nb->over == NULL) {
+            free(nb);
+            nb = NULL;
+        }
+    }
     if (nb == NULL) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: no memory to stage its device "
                       "buffers", mca_coll_gpuring_coll_name(coll), name);
@@ -1008,8 +1018,7 @@ static int stage_persistent_free(ompi_request_t **rptr)
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc,
-                                  struct ompi_communicator_t *comm, ompi_request_t **reqp)
+int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t **reqp)
 {
     ompi_request_t *req = rc == OMPI_SUCCESS ? *reqp : NULL, *over;
 
@@ -1038,17 +1047,12 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc,
         /* running: the application gets gpuring's request, complete once this one is and
          * the results are back (a callback armed on this one now could be missed by a
          * thread completing it meanwhile) */
-        over = mca_coll_gpuring_request_over(comm, req, stage_nb_end, nb);
-        if (over != NULL) {
-            *reqp = over;
-            return OMPI_SUCCESS;
-        }
-        GPURING_WARN(GPURING_SUBSYS_COLL, "%s on comm %s: no memory for its request: waiting "
-                     "for it here, as a blocking call", mca_coll_gpuring_coll_name(nb->coll),
-                     nb->comm);
-        ompi_request_wait_completion(req);
+        over = mca_coll_gpuring_request_over(nb->over, req, stage_nb_end, nb);
+        nb->over = NULL; /* (the request's now) */
+        *reqp = over;
+        return OMPI_SUCCESS;
     }
-    /* done (inside the call, or waited for; or a shared, completed request) */
+    /* done inside the call (or a shared, completed request) */
     rc = req->req_status.MPI_ERROR == MPI_SUCCESS
              ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
              : OMPI_SUCCESS;
