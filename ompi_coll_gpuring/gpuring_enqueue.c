@@ -519,7 +519,7 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
 
 gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
 {
-    gpuring_status_t st;
+    gpuring_status_t st, out = GPURING_OK; /* out: this rank's result alone failed */
 
     if (w->order != NULL) {
         enqueue_order_check(gpuring_device_stream_wait(c->dev.stream, w->order));
@@ -536,11 +536,8 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
         (void)gpuring_exec_host_wait(&w->args);
         GPURING_PROF_MARK(GPURING_PROF_RUN);
     } else {
-        gpuring_status_t out = GPURING_OK;
-
         w->args.status = enqueue_run_device(c, w, &out);
-        st = gpuring_enqueue_finish(c, w);
-        return st != GPURING_OK ? st : out;
     }
-    return gpuring_enqueue_finish(c, w);
+    st = gpuring_enqueue_finish(c, w);
+    return st != GPURING_OK ? st : out;
 }

@@ -828,14 +828,16 @@ static void proxy_timed_wait(gpuring_proxy_t *proxy, long ns)
 #define GPURING_PROXY_BUSY_PASSES 16
 
 /* The credits owed go (gpuring_net_conns_settle) at least every backstop interval while
- * this process is busy with gpuring: a peer's teardown waits for them, and a process that
- * keeps calling on other communicators is never idle (`now`: 0 where the caller settles
- * anyway). */
-static void proxy_settle(gpuring_proxy_t *proxy, double *settled, double now)
+ * this process is busy with gpuring -- a peer's teardown waits for them, and a process
+ * that keeps calling on other communicators is never idle -- and always where `now`
+ * (before a nap). */
+static void proxy_settle(gpuring_proxy_t *proxy, double *settled, int now)
 {
-    if (now > 0 && now - *settled < GPURING_PROXY_BACKSTOP_US * 1e-6) return;
+    const double t = gpuring_time_sec();
+
+    if (!now && t - *settled < GPURING_PROXY_BACKSTOP_US * 1e-6) return;
     gpuring_net_conns_settle(proxy);
-    *settled = now > 0 ? now : gpuring_time_sec();
+    *settled = t;
 }
 
 static void *proxy_main(void *arg)
@@ -857,7 +859,7 @@ static void *proxy_main(void *arg)
             tries_seen = tries;
             busy = 0;
             proxy_timed_wait(proxy, GPURING_PROXY_BACKSTOP_US * 1000L);
-            proxy_settle(proxy, &settled, gpuring_time_sec());
+            proxy_settle(proxy, &settled, 0);
             continue;
         }
         proxy->handoff = 0;
@@ -869,7 +871,7 @@ static void *proxy_main(void *arg)
             gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
             busy = 0;
-            proxy_settle(proxy, &settled, gpuring_time_sec());
+            proxy_settle(proxy, &settled, 0);
             gpuring_proxy_unlock(proxy);
             sched_yield();
             gpuring_proxy_lock(proxy, "the progress thread's pass");
@@ -878,7 +880,7 @@ static void *proxy_main(void *arg)
             /* idle: the credits owed go before the nap (a peer's teardown waits for
              * them; the thread passes here only after a backstop interval without an
              * executor's pass, so a loop of calls never pays for it) */
-            proxy_settle(proxy, &settled, 0);
+            proxy_settle(proxy, &settled, 1);
             proxy->sleeps++;
             /* active_begin (an operation only this thread moves) signals this
              * sleep (napping) under the lock: no lost wakeup; active_end's
