@@ -5,6 +5,7 @@
  * the lazy per-communicator setup at the first call gpuring handles.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
+#include "kernels/exec_cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -595,6 +596,8 @@ static int params_in_range(const mca_coll_gpuring_module_t *m, const gpuring_com
         ok = param_bad(m, "slot_size", v, "0 or 64 B to 64 MiB");
     }
     PARAM_INT(c->ranks_per_node >= 0, "ranks_per_node", c->ranks_per_node, "0 or more");
+    PARAM_INT(c->direct_ll_size <= GPURING_EXEC_DIRECT_LL_MAX_BYTES, "direct_ll_size",
+              c->direct_ll_size, "0-1048576");
 #undef PARAM_INT
     return ok;
 }
