@@ -34,6 +34,7 @@
  *  cuCtxGetCurrent        the thread's created context, else the current
  *                         device's primary one
  *  cuCtxSetCurrent        makes that context (and its device) current
+ *  cuCtxGetDevice         the current context's device
  *  cuMemcpy, cuStreamSynchronize   through the runtime (gpuring stages
  *                         device buffers for the component below with them)
  *  cuMemAlloc, cuMemFree  cudaMalloc, cudaFree (gpuring packs a non-contiguous
@@ -290,6 +291,16 @@ int cuCtxGetCurrent(void **ctx)
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (ctx == NULL) return DRV_ERROR_INVALID_VALUE;
     *ctx = drv_current != NULL ? (void *)drv_current : (void *)(uintptr_t)(link->get_device() + 1);
+    return DRV_SUCCESS;
+}
+
+int cuCtxGetDevice(int *device)
+{
+    const cudacpu_driver_link_t *link = drv_get_link();
+
+    if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
+    if (device == NULL) return DRV_ERROR_INVALID_VALUE;
+    *device = drv_current != NULL ? drv_current->device : link->get_device();
     return DRV_SUCCESS;
 }
 

@@ -99,7 +99,10 @@
 # world, dup and split communicators, in place and not.  A case passes when
 # mpirun exits 0, allreduce_check says "N passed, 0 failed", every rank's
 # finalize summary matches what the case expects (by default: it ran its
-# calls on device buffers in gpuring), and no process left a shared-memory
+# calls on device buffers in gpuring), no rank staged device calls of the
+# collectives gpuring runs for the component below but those the case expects
+# ($staged ranks' allreduces, $below_ok's collectives, colls_check's unequal
+# reduce_scatters: test/below_check.sh), and no process left a shared-memory
 # segment behind (and, where $want is set, every rank's log has a line matching
 # that extended regex).  Prints one line per case, then the sum of allreduce_check's
 # counts as "N passed, N failed".  A case whose log holds a sanitizer report
@@ -123,6 +126,7 @@ top=$(pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../sanitize/sanitizer_report.sh"
 . "$here/../log_errors.sh"
+. "$here/../below_check.sh"
 limit=${CUDACPU_TEST_TIMEOUT:-300}
 logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
 flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
@@ -173,7 +177,7 @@ mpirun_cpu() {
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
-summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 bin=allreduce_check
+summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 bin=allreduce_check below_ok=""
 xenv="" # more mpirun arguments before the program (-x VAR=value)
 
 # ranks_matching ERE LOG: how many ranks logged a line matching ERE
@@ -217,6 +221,8 @@ case_run() {
         ondev=$(grep -c "$summary" "$log")
         nstaged=$(grep -c 'staged through host memory for the component below: .*MPI_Allreduce [1-9]' "$log")
         left=$(orphans)
+        # (allreduces staged where the case says so: `staged`)
+        below=$(below_check "$log" "$np" "$below_ok$([ "$staged" -eq 0 ] || echo " allreduce")" staged)
         report=$(sanitizer_report "$log")
         why=""
         [ -z "$report" ] || why="sanitizer: $report"
@@ -225,6 +231,7 @@ case_run() {
         [ "$ondev" -eq "$np" ] || why="${why:+$why, }$ondev of $np ranks' summaries match '$summary'"
         [ "$nstaged" -eq "$staged" ] || why="${why:+$why, }$nstaged ranks staged allreduces, want $staged"
         [ -z "$left" ] || why="${why:+$why, }segments left: $left"
+        [ -z "$below" ] || why="${why:+$why, }$below"
         if [ -n "$want" ] && [ "$(ranks_matching "$want" "$log")" -ne "$np" ]; then
             why="${why:+$why, }$(ranks_matching "$want" "$log") of $np ranks logged '$want'"
         fi
@@ -352,7 +359,10 @@ coll_gpuring_algorithm tree" -d -f -q -L 4099
 # all on the device plane
 summary='bcast summary: [1-9][0-9]* calls in gpuring ([1-9][0-9]* on device buffers'
 want='allgather summary: [1-9][0-9]* calls in gpuring \([1-9][0-9]* on device buffers'
+# (the unequal reduce_scatters go below unstaged: the host reaches managed memory)
+below_ok=reduce_scatter
 case_run colls_managed_np3 3 "coll_gpuring_managed_buffers 1" -d -U -f -q -L 4099
+below_ok=""
 summary=$SUMMARY_ON_DEVICE want="" bin=allreduce_check
 # ... and an allreduce whose send buffer is managed memory and receive buffer
 # cudaMalloc'd on even ranks, both managed on odd ones: one plane, the device

@@ -98,6 +98,7 @@
 
 #include "test/cuda_dl.h"
 #include "test/mpi/fake_cuda.h"
+#include "test/mpi_verdict.h"
 
 /* fp16: MPI's name for it is an extension (Open MPI 5's shortfloat) */
 #if defined(__has_include)
@@ -970,11 +971,12 @@ int main(int argc, char **argv)
     unsigned char *all = NULL;
     if (g_world_rank == 0) all = malloc(ncases * (size_t)g_world_size + 1);
     MPI_Gather(fail, (int)ncases, MPI_UNSIGNED_CHAR, all, (int)ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
-    int verdict = 0;
-    unsigned long negs[2] = {nneg, negfail}, negsum[2] = {0, 0};
-    MPI_Reduce(negs, negsum, 2, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    int verdict = 0, own_failed = negfail != 0; /* (this rank's exit status) */
+    for (size_t k = 0; k < ncases; k++) own_failed |= fail[k] != 0;
+    long negs[2] = {(long)nneg, (long)negfail}, negsum[2] = {0, 0};
+    test_verdict_sum(negs, negsum, 2, MPI_COMM_WORLD);
     if (g_world_rank == 0) {
-        size_t npass = negsum[0] - negsum[1], nfail = negsum[1];
+        size_t npass = (size_t)(negsum[0] - negsum[1]), nfail = (size_t)negsum[1];
         for (size_t k = 0; k < ncases; k++) {
             int f = 0, first = -1;
             for (int r = 0; r < g_world_size; r++)
@@ -1017,5 +1019,5 @@ int main(int argc, char **argv)
     free(sentbuf);
     free(bases);
     MPI_Finalize();
-    return verdict;
+    return verdict || own_failed;
 }

@@ -81,6 +81,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "test/mpi_verdict.h"
+
 #define GUARD 64            /* sentinel bytes either side of every buffer */
 #define SENTINEL 0xA5
 #define MAX_REPORTS 20
@@ -1249,7 +1251,8 @@ int main(int argc, char **argv)
 {
     const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev,inter";
     size_t counts[16] = {0, 1, 7, 1000};
-    int ncounts = 4, local_rank, all[2], sum[2], copy_fails = 0;
+    int ncounts = 4, local_rank, copy_fails = 0;
+    long all[2], sum[2] = {0, 0};
     MPI_Comm local;
 
     int probe = 0, provided = 0, unwaited = 0;
@@ -1357,10 +1360,10 @@ int main(int argc, char **argv)
     cu.sync();
 
     all[0] = checks, all[1] = failures;
-    MPI_Reduce(all, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    test_verdict_sum(all, sum, 2, MPI_COMM_WORLD);
     if (world_rank == 0) {
         if (!quiet) printf("device_coll_check: every collective on device buffers\n");
-        printf("%d passed, %d failed\n", sum[0] - sum[1], sum[1]);
+        printf("%ld passed, %ld failed\n", sum[0] - sum[1], sum[1]);
         fflush(stdout);
     }
     /* no rank's finalize output before the verdict line is out (mpirun
@@ -1382,5 +1385,5 @@ int main(int argc, char **argv)
         MPI_Comm_free(&dup);
     }
     MPI_Finalize();
-    return world_rank == 0 && sum[1] > 0 ? 1 : 0;
+    return all[1] > 0 || (world_rank == 0 && sum[1] > 0) ? 1 : 0;
 }

@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi_verdict.h"
 
 #define NREQ 8
 #define GUARD 8
@@ -640,7 +641,7 @@ int main(int argc, char **argv)
 {
     MPI_Comm comms[3];
     int opt, reps = 1, size, first = 0, p2p_only = 0, unwaited = 0;
-    long counts[2], sums[2];
+    long counts[2], sums[2] = {0, 0};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -713,7 +714,7 @@ int main(int argc, char **argv)
 
     counts[0] = g_passed;
     counts[1] = g_failed;
-    MPI_Reduce(counts, sums, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    test_verdict_sum(counts, sums, 2, MPI_COMM_WORLD);
     if (g_rank == 0) printf("%ld passed, %ld failed\n", sums[0], sums[1]);
     MPI_Comm_free(&comms[1]);
     MPI_Comm_free(&comms[2]);

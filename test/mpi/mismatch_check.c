@@ -99,6 +99,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi_verdict.h"
 
 #define MAX_CASES 64
 
@@ -429,7 +430,8 @@ int main(int argc, char **argv)
     /* a new communicator is not affected: one call, checked */
     {
         MPI_Comm comm;
-        int rc, wrong = 0, any;
+        int rc;
+        long wrong = 0, any = 0;
 
         MPI_Comm_dup(MPI_COMM_WORLD, &comm);
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -440,7 +442,7 @@ int main(int argc, char **argv)
         for (int i = 0; rc == MPI_SUCCESS && i < maxcount; i++)
             wrong |= hout[i] != size * i + size * (size - 1) / 2;
         wrong |= rc != MPI_SUCCESS;
-        MPI_Reduce(&wrong, &any, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+        test_verdict_sum(&wrong, &any, 1, MPI_COMM_WORLD);
         if (rank == 0) {
             if (any) {
                 fprintf(stderr, "FAILED a new communicator after the mismatches\n");
@@ -448,6 +450,8 @@ int main(int argc, char **argv)
             } else {
                 passed++;
             }
+        } else {
+            failed += (int)wrong; /* (this rank's exit status) */
         }
         MPI_Comm_free(&comm);
     }
@@ -462,5 +466,5 @@ int main(int argc, char **argv)
     free(hin);
     free(hout);
     MPI_Finalize();
-    return 0;
+    return failed != 0;
 }

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi_verdict.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
@@ -536,7 +537,7 @@ int main(int argc, char **argv)
     MPI_Comm comms[NCOMMS];
     desc_t prev, d;
     long ncoll[NCOLLS] = {0}, nchange[NCH] = {0}, ninplace = 0, nbig = 0, nzero = 0;
-    long mine[2], *all, tot[2] = {0, 0};
+    long mine[2], tot[2] = {0, 0};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -616,13 +617,7 @@ int main(int argc, char **argv)
      * go */
     mine[0] = g_pass;
     mine[1] = g_fail;
-    all = malloc(sizeof(long) * 2 * (size_t)size);
-    MPI_Gather(mine, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
-    for (int r = 0; g_rank == 0 && r < size; r++) {
-        tot[0] += all[2 * r];
-        tot[1] += all[2 * r + 1];
-    }
-    free(all);
+    test_verdict_sum(mine, tot, 2, MPI_COMM_WORLD);
     if (g_rank == 0 && !g_quiet) {
         printf("# seed %llu, %d calls on %d ranks (rank 0's view):", (unsigned long long)g_seed,
                ncalls, size);

@@ -66,6 +66,7 @@ source "$HERE/known_ompi_bugs.sh"
 source "$HERE/../mca_args.sh"
 source "$HERE/../sanitize/sanitizer_report.sh"
 source "$HERE/../log_errors.sh"
+source "$HERE/../below_check.sh"
 if [ ${#USER_MCA[@]} -gt 0 ]; then ACTIVE=1; else ACTIVE=0; fi
 if [ -n "${GPURING_TEST_EXCLUDE+set}" ]; then
     EXCLUDE=$GPURING_TEST_EXCLUDE
@@ -92,6 +93,7 @@ EXPECT_ABORT_RC=
 EXPECT_EVERY=
 EXPECT_LINES=
 PID_NAMESPACES=
+BELOW=
 FAILED_NAMES=()
 
 
@@ -108,7 +110,10 @@ fail() {
 
 # run_case NAME NP RPN CHECKS "PARAM VALUE ..." BINARY ARGS...
 #   CHECKS: comma list of gpuring-only log checks: ready (every world rank
-#   printed a `comm ... ready:` line), fallback (some rank printed
+#   printed a `comm ... ready:` line, ran allreduces in gpuring and handed no
+#   call of any collective below, but those of the collectives in BELOW, a
+#   fallback case's allreduces and colls_check's unequal reduce_scatters:
+#   test/below_check.sh), fallback (some rank printed
 #   `allreduce fallback:`, and no process printed one fallback line twice);
 #   skipped when GPURING_MCA_ARGS is empty.
 run_case() {
@@ -246,6 +251,16 @@ run_case() {
                 need_every_rank " comm .* ready:" "gpuring did not run: no 'ready:' line from rank @" || return 0
                 # and ran calls: the closing summary counts them
                 need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring" "rank @ ran no allreduce in gpuring (summary line)" || return 0
+                # and handed none below but where the case says (BELOW: collectives
+                # that may; a fallback case's allreduce; colls_check's unequal
+                # reduce_scatters)
+                local below allow=$BELOW
+                [[ ,$checks, == *,fallback,* ]] && allow+=" allreduce"
+                below=$(below_check "$log" "$np" "$allow")
+                if [ -n "$below" ]; then
+                    fail "$name" "$below" "$log"
+                    return
+                fi
                 # the call profile is off unless asked for
                 if [[ " $params " != *" coll_gpuring_profile 1 "* ]] && grep -q "\] profile of " "$log"; then
                     fail "$name" "a profile line without coll_gpuring_profile" "$log"
@@ -567,9 +582,10 @@ run_case "allreduce_slot_huge_np3_rpn0" 3 0 "" "coll_gpuring_slot_size 230584300
 # agreed parameters out of their documented ranges: every rank says which, disables
 # gpuring alike, every call below, results right
 EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_channels_per_call is -1, not 0 or more: gpuring disabled
-.* comm MPI_COMM_WORLD: coll_gpuring_ranks_per_node is -2, not 0 or more: gpuring disabled" \
+.* comm MPI_COMM_WORLD: coll_gpuring_ranks_per_node is -2, not 0 or more: gpuring disabled
+.* comm MPI_COMM_WORLD: coll_gpuring_direct_ll_size is 2000000, not 0-1048576: gpuring disabled" \
     run_case "params_agreed_range_np3_rpn0" 3 0 lines \
-    "coll_gpuring_channels_per_call -1 coll_gpuring_ranks_per_node -2" \
+    "coll_gpuring_channels_per_call -1 coll_gpuring_ranks_per_node -2 coll_gpuring_direct_ll_size 2000000" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -m world,dup -s "$SEED" -q
 # each rank's own parameters out of their ranges: every rank says which and takes the
 # default (a wait without a bound, a UCX threshold, a staging choice or IPC cache it did
@@ -623,7 +639,8 @@ FAKE_HOSTS=1 run_case "allreduce_hosts_np3_rpn0" 3 0 ready,rndvtcp "" allreduce_
 PID_NAMESPACES=1 run_case "pidns_np3_rpn1" 3 1 ready "btl self,tcp" \
     allreduce_check -t int32,float -o sum,max -c 1,17,4099,300000 -m world,dup -s "$SEED" -q
 run_case "allreduce_ring_np3_rpn0" 3 0 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
-run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
+# (its non-blocking calls go below: a non-blocking call cannot agree on the memory)
+BELOW=allreduce run_case "allreduce_agree_memory_np3_rpn1" 3 1 ready "coll_gpuring_agree_memory 1" \
     allreduce_check "${MEDIUM[@]}"
 # coll_gpuring_profile: where each call's time goes, every rank's line at finalize
 run_case "allreduce_profile_np3_rpn1" 3 1 ready,profile "coll_gpuring_profile 1" \
@@ -958,6 +975,13 @@ if [ $ACTIVE = 1 ]; then
         STAGED_ALL="$STAGED_ALL MPI_Reduce_local"
     fi
     run_case "device_colls_np2_rpn0" 2 0 staged "" device_coll_check -D "$FAKE_CUDA" -H -q
+    # gpuring disabled on every communicator (an agreed parameter out of its range):
+    # calls on host buffers go below too -- an MPI_Reduce from host memory into the
+    # root's device memory must still be staged there (the root handed its device
+    # receive buffer to the component below, which crashed on it)
+    EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_nchannels is 0, not 1-32: gpuring disabled" \
+        run_case "device_colls_disabled_np3_rpn0" 3 0 staged,lines "coll_gpuring_nchannels 0" \
+        device_coll_check -D "$FAKE_CUDA" -H -q
     # stream-ordered pool memory (of no context), every call on a thread with no current
     # context: staged in its GPU's primary context (-a; the forms below likewise)
     run_case "device_colls_pool_np2_rpn0" 2 0 staged "" device_coll_check -D "$FAKE_CUDA" -H -a -q

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi_verdict.h"
 
 #define COUNT 100000
 
@@ -136,7 +137,8 @@ static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm com
 
 int main(int argc, char **argv)
 {
-    int rank, size, rc, passed = 0, failed = 0, all_failed = 0;
+    int rank, size, rc, passed = 0, failed = 0;
+    long mine[2], all[2] = {0, 0};
     int *in, *out;
     double t0, elapsed, limit = argc > 1 ? atof(argv[1]) : 60.0;
     int setup = argc > 2 && strncmp(argv[2], "setup", 5) == 0;
@@ -233,21 +235,17 @@ int main(int argc, char **argv)
         pthread_join(busy_thread, NULL);
         MPI_Comm_free(&busy_comm);
     }
-    /* the verdict travels over MPI_COMM_WORLD, which is healthy -- once every rank is
-     * out of its stuck call: the barrier (the component below's, which waits as long
-     * as it takes) keeps the last rank from waiting in gpuring's MPI_Reduce for the
-     * others' timeouts, which could outlast its own */
+    /* the verdict travels over MPI_COMM_WORLD, which is healthy, through the component
+     * below (mpi_verdict.h) -- once every rank is out of its stuck call */
     MPI_Barrier(MPI_COMM_WORLD);
-    if (MPI_Reduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
-        MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &passed, &passed, 1, MPI_INT, MPI_SUM, 0,
-                   MPI_COMM_WORLD) != MPI_SUCCESS) {
-        fprintf(stderr, "rank %d: the verdict's MPI_Reduce failed\n", rank);
-        all_failed = 1;
+    mine[0] = passed, mine[1] = failed;
+    if (test_verdict_sum(mine, all, 2, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        fprintf(stderr, "rank %d: the verdict's MPI_Gather failed\n", rank);
         if (rank == 0) printf("0 passed, 1 failed\n");
         MPI_Finalize();
         return 1;
     }
-    if (rank == 0) printf("%d passed, %d failed\n", passed, all_failed);
+    if (rank == 0) printf("%ld passed, %ld failed\n", all[0], all[1]);
     if (device) {
         cu.free_(in);
         cu.free_(out);
@@ -256,5 +254,5 @@ int main(int argc, char **argv)
     }
     free(hin);
     MPI_Finalize();
-    return all_failed != 0;
+    return failed != 0 || (rank == 0 && all[1] != 0);
 }

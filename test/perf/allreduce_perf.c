@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi_verdict.h"
 
 /* ---- types and ops ---------------------------------------------------------- */
 typedef enum { T_FLOAT, T_DOUBLE, T_INT8, T_UINT8, T_INT32, T_UINT32, T_INT64, T_UINT64 } tid_t;
@@ -405,7 +406,7 @@ int main(int argc, char **argv)
     }
 
     const int blocks = colls[coll].blocks;
-    long long total_wrong = 0;
+    long long total_wrong = 0, own_wrong = 0; /* (own: this rank's exit status) */
     double sum_busbw = 0;
     int nrows = 0, nrows_wrong = 0;
     size_t last = (size_t)-1;
@@ -430,19 +431,20 @@ int main(int argc, char **argv)
         double mine = (MPI_Wtime() - t0) / iters, tmax = 0;
         MPI_Reduce(&mine, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
-        long long wrong = 0, wrong_all = 0;
+        long wrong = 0, wrong_all = 0;
         if (check) { /* one more call with fresh data, checked exactly */
             fill(&call, op, 1, device, hsend, hrecv, sendbuf, recvbuf, count, es);
             mpi_call(&call, sendbuf, recvbuf, count);
             if (device) cu.memcpy_(hrecv, recvbuf, recv_elems(&call, count) * es, TEST_CUDA_D2H);
             wrong = check_result(&call, op, hrecv, count);
-            MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+            test_verdict_sum(&wrong, &wrong_all, 1, MPI_COMM_WORLD);
+            own_wrong += wrong;
         }
         if (rank == 0) {
             double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
             double busbw = copy_only ? algbw : algbw * busbw_factor(coll, nranks);
             char wr[32];
-            if (check) snprintf(wr, sizeof wr, "%lld", wrong_all);
+            if (check) snprintf(wr, sizeof wr, "%ld", wrong_all);
             else snprintf(wr, sizeof wr, "N/A");
             printf("  %12zu %12zu %8s %6s %12.3f %12.3f %12.3f %8s\n", bytes, count, types[ti].name, opname,
                    tmax * 1e6, algbw, busbw, wr);
@@ -470,5 +472,5 @@ int main(int argc, char **argv)
     free(hsend);
     free(hrecv);
     MPI_Finalize();
-    return verdict;
+    return verdict || own_wrong != 0;
 }

@@ -1,0 +1,51 @@
+# below_check.sh -- sourced by the MPI test runners (sh or bash).
+#
+#   below_check LOG NP ALLOW [staged]
+#                    prints why some of a case's calls of the collectives gpuring
+#                    runs went to the component below where the case expected
+#                    none (nothing when none did).  Each of the NP ranks must have
+#                    handed 0 calls below for every collective not in ALLOW (a
+#                    space list of allreduce reduce bcast allgather
+#                    reduce_scatter) -- but reduce_scatter on a rank whose test
+#                    program said "colls_check rank R: N reduce_scatter calls
+#                    with unequal counts": exactly N (that fallback and no
+#                    other).  The count is the rank's closing summary's "handed
+#                    to the component below" (host buffers' runs), or with
+#                    `staged` (device buffers' runs, where host calls go below
+#                    by design) its "device buffers staged through host memory"
+#                    line's count of MPI_Allreduce, MPI_Reduce, ...  A change
+#                    that sent calls below would still get right answers there
+#                    (the component below computes them): only this count shows
+#                    it.
+below_check() {
+    _bc_log=$1 _bc_np=$2 _bc_allow=" $3 " _bc_staged=${4:-} _bc_r=0
+    while [ "$_bc_r" -lt "$_bc_np" ]; do
+        for _bc_k in allreduce reduce bcast allgather reduce_scatter; do
+            case $_bc_allow in *" $_bc_k "*) continue ;; esac
+            if [ -n "$_bc_staged" ]; then
+                case $_bc_k in
+                allreduce) _bc_mpi=MPI_Allreduce ;;
+                reduce) _bc_mpi=MPI_Reduce ;;
+                bcast) _bc_mpi=MPI_Bcast ;;
+                allgather) _bc_mpi=MPI_Allgather ;;
+                reduce_scatter) _bc_mpi=MPI_Reduce_scatter ;;
+                esac
+                _bc_n=$(sed -n "s/.*\[gpuring rank $_bc_r\] device buffers staged through host memory for the component below: .*\<$_bc_mpi \([0-9][0-9]*\).*/\1/p" "$_bc_log" | tail -n 1)
+                _bc_n=${_bc_n:-0}
+            else
+                _bc_n=$(sed -n "s/.*\[gpuring rank $_bc_r\] $_bc_k summary: .*, \([0-9][0-9]*\) handed to the component below.*/\1/p" "$_bc_log" | tail -n 1)
+                [ -n "$_bc_n" ] || continue
+            fi
+            _bc_want=0
+            if [ "$_bc_k" = reduce_scatter ]; then
+                _bc_w=$(sed -n "s/^colls_check rank $_bc_r: \([0-9][0-9]*\) reduce_scatter calls with unequal counts\$/\1/p" "$_bc_log" | tail -n 1)
+                [ -z "$_bc_w" ] || _bc_want=$_bc_w
+            fi
+            if [ "$_bc_n" != "$_bc_want" ]; then
+                echo "rank $_bc_r handed $_bc_n $_bc_k calls to the component below${_bc_staged:+ (staged)}, not $_bc_want"
+                return 0
+            fi
+        done
+        _bc_r=$((_bc_r + 1))
+    done
+}
