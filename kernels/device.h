@@ -110,6 +110,13 @@ int gpuring_device_mps(int device);
 int64_t gpuring_device_pci_id(int device);
 
 /*
+ * The device of the calling thread's current CUDA context -- the application's,
+ * through the driver it loaded -- or -1 where none is current, the driver is not
+ * loaded or this build has no CUDA.  Makes no context, loads nothing.
+ */
+int gpuring_device_current(void);
+
+/*
  * GPUDirect RDMA (a NIC writing device memory, NET slots in device memory):
  * the NIC's writes may become visible to a kernel out of order with the
  * completion the proxy saw.  remote_writes tells, for `device`, whether its

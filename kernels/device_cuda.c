@@ -279,3 +279,19 @@ int64_t gpuring_device_pci_id(int device)
     }
     return (int64_t)domain << 16 | (int64_t)(bus & 0xff) << 8 | (int64_t)(slot & 0x1f) << 3;
 }
+
+/* Looked up at each call (a communicator's setup: rare), not with device_ctx_lookup,
+ * whose answer stays for good: the application may load the driver later. */
+int gpuring_device_current(void)
+{
+    int (*ctx_get)(void **ctx), (*ctx_device)(int *device);
+    void *ctx = NULL;
+    int device = -1;
+
+    *(void **)&ctx_get = gpuring_cuda_driver_sym("cuCtxGetCurrent");
+    *(void **)&ctx_device = gpuring_cuda_driver_sym("cuCtxGetDevice");
+    if (ctx_get == NULL || ctx_device == NULL || ctx_get(&ctx) != 0 || ctx == NULL ||
+        ctx_device(&device) != 0)
+        return -1;
+    return device;
+}

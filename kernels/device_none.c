@@ -110,6 +110,11 @@ int64_t gpuring_device_pci_id(int device)
     return -1;
 }
 
+int gpuring_device_current(void)
+{
+    return -1;
+}
+
 gpuring_device_writes_t gpuring_device_remote_writes(int device)
 {
     return GPURING_DEVICE_WRITES_UNORDERED;

@@ -190,27 +190,49 @@ static size_t comm_stream_bytes(const gpuring_comm_t *c)
     return (size_t)llc / (4 * (size_t)GPURING_MAX(gpuring_comm_host_ranks(c), 1));
 }
 
-/* This rank's peer info: host, pid, uid proposal, and its place in the node. */
+/* The PCI bus id of the GPU of the calling thread's current CUDA context (the GPU an
+ * application that set its device before its first call uses: its device buffers' one,
+ * as a rule) into busid, "" where none is current. */
+static void comm_gpu_busid(char busid[GPURING_BUSID_LEN])
+{
+    const int device = gpuring_device_current();
+    const int64_t pci = device >= 0 ? gpuring_device_pci_id(device) : -1;
+
+    busid[0] = '\0';
+    if (pci >= 0) {
+        snprintf(busid, GPURING_BUSID_LEN, "%04x:%02x:%02x.0", (unsigned)(pci >> 16 & 0xffff),
+                 (unsigned)(pci >> 8 & 0xff), (unsigned)(pci >> 3 & 0x1f));
+    }
+}
+
+/* This rank's peer info: host, pid, uid proposal, and its place in the node -- its
+ * GPU's where one is current (the rings then follow the PCI tree between the GPUs of
+ * a node, as NCCL's do), else its NUMA node's. */
 static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *me)
 {
     gpuring_topo_t *topo = NULL;
     gpuring_topo_loc_t loc = {.numa = -1, .nic = -1, .gpu_busid = ""};
+    char busid[GPURING_BUSID_LEN] = "";
 
     gpuring_bootstrap_peer_info_local(me, comm_uid_propose(0));
     /* without a topology the ranks still run, in rank order */
     if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) == GPURING_OK) {
-        /* no GPU yet (host buffers): with an XML machine, the i-th rank of a
-         * (virtual) node plays its i-th GPU */
+        /* with an XML machine, the i-th rank of a (virtual) node plays its i-th GPU */
         int fake = -1;
         if (c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0') {
             fake = c->cfg.ranks_per_node > 0 ? c->boot.rank % c->cfg.ranks_per_node
                                              : c->boot.rank;
+        } else {
+            comm_gpu_busid(busid);
         }
-        gpuring_graph_topo_local(topo, NULL, fake, &loc);
+        gpuring_graph_topo_local(topo, busid, fake, &loc);
     }
     me->numa = loc.numa;
     me->nic = loc.nic;
     memcpy(me->gpu_busid, loc.gpu_busid, sizeof(me->gpu_busid));
+    GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "this rank's place in its node: NUMA node %d, NIC %d, "
+                  "GPU %s", loc.numa, loc.nic,
+                  loc.gpu_busid[0] != '\0' ? loc.gpu_busid : "none current");
     return GPURING_OK;
 }
 

@@ -292,6 +292,13 @@ summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"
 case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
     -c 1,17,4099 $case_types
+# each rank's place in its node is its GPU's (the device its program made current before
+# its first call: local rank r's of 3 GPUs, PCI bus 0x18 + r on the CPU runtime), for the
+# rings to follow the PCI tree between the GPUs (debug, subsystem graph)
+want='this rank.s place in its node: NUMA node -?[0-9]+, NIC -?[0-9]+, GPU 0000:1[89a]:00\.0$' verbose=4
+xenv="-x CUDACPU_DEVICES=3"
+case_run gpu_place_np3 3 "coll_gpuring_verbose_subsys coll,graph" -d -q -m world -c 1,4099 -t int,float
+want="" verbose=3 xenv=""
 # buffers off their element grid: every rank's log says once that it ran calls on
 # aligned copies (a rank whose buffers are all aligned -- rank 3 in place -- says it
 # where it is not in place)
