@@ -685,8 +685,10 @@ run_case "colls_np5_rpn2" 5 2 ready,colls,autocolls "" colls_check -s "$SEED" -q
 run_case "colls_np6_rpn0" 6 0 ready,colls "" colls_check -s "$SEED" -q
 # host buffers left to the component below (the default): what colls_check gives in
 # non-contiguous datatypes goes there unpacked
-run_case "colls_hostoff_np3_rpn0" 3 0 nopack "coll_gpuring_host_buffers 0 coll_gpuring_verbose 4" \
-    colls_check -s "$SEED" -q
+# (op ^avx: Open MPI 4.1.4's op/avx saturates 8- and 16-bit sums, signed ones too, and
+# -x: where else it reduces wrong, known_ompi_bugs.sh)
+run_case "colls_hostoff_np3_rpn0" 3 0 nopack "coll_gpuring_host_buffers 0 coll_gpuring_verbose 4 op ^avx" \
+    colls_check -s "$SEED" -x "$KNOWN_OMPI_BUGS" -q
 run_case "colls_ll_np4_rpn0" 4 0 ready,colls "coll_gpuring_protocol ll" colls_check -s "$SEED" -q
 run_case "colls_stream_np3_rpn1" 3 1 ready,colls,stream1000 "coll_gpuring_stream_size 1000" colls_check -s "$SEED" -q
 run_case "colls_netstream_np4_rpn1" 4 1 ready,colls,netstream1 "coll_gpuring_net_stream_size 1" \
@@ -902,8 +904,11 @@ if [ $ACTIVE = 1 ]; then
     PARAMS_DIFFER=algorithm FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_algorithm=tree" \
         FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
         run_case "params_differ_algorithm_np4_rpn2" 4 2 fallback,paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
+    # (every call below: Open MPI 4.1.4's own wrong reductions left out, as for
+    # colls_hostoff_np3_rpn0)
     PARAMS_DIFFER=host_buffers PARAMS_FIRST=bcast FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_host_buffers=0" \
-        run_case "params_differ_colls_np3_rpn0" 3 0 paramsdiffer "" colls_check -B -s "$SEED" -q
+        run_case "params_differ_colls_np3_rpn0" 3 0 paramsdiffer "op ^avx" colls_check -B -s "$SEED" \
+        -x "$KNOWN_OMPI_BUGS" -q
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     # rank 1 without memory for the copy of the setup's first exchange (its peer info,
