@@ -199,7 +199,7 @@ static void comm_gpu_busid(char busid[GPURING_BUSID_LEN])
     const int64_t pci = device >= 0 ? gpuring_device_pci_id(device) : -1;
 
     busid[0] = '\0';
-    if (pci >= 0) {
+    if (pci >= 0 && pci >> 16 <= 0xffff) { /* (a wider domain, VMD's: none, as unknown) */
         snprintf(busid, GPURING_BUSID_LEN, "%04x:%02x:%02x.0", (unsigned)(pci >> 16 & 0xffff),
                  (unsigned)(pci >> 8 & 0xff), (unsigned)(pci >> 3 & 0x1f));
     }

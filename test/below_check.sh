@@ -13,7 +13,9 @@
 #                    to the component below" (host buffers' runs), or with
 #                    `staged` (device buffers' runs, where host calls go below
 #                    by design) its "device buffers staged through host memory"
-#                    line's count of MPI_Allreduce, MPI_Reduce, ...  A change
+#                    line's count of MPI_Allreduce and MPI_Iallreduce,
+#                    MPI_Reduce, MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter
+#                    and MPI_Reduce_scatter_block (what gpuring runs).  A change
 #                    that sent calls below would still get right answers there
 #                    (the component below computes them): only this count shows
 #                    it.
@@ -24,14 +26,17 @@ below_check() {
             case $_bc_allow in *" $_bc_k "*) continue ;; esac
             if [ -n "$_bc_staged" ]; then
                 case $_bc_k in
-                allreduce) _bc_mpi=MPI_Allreduce ;;
-                reduce) _bc_mpi=MPI_Reduce ;;
-                bcast) _bc_mpi=MPI_Bcast ;;
-                allgather) _bc_mpi=MPI_Allgather ;;
-                reduce_scatter) _bc_mpi=MPI_Reduce_scatter ;;
+                allreduce) _bc_mpis="MPI_Allreduce MPI_Iallreduce" ;;
+                reduce) _bc_mpis=MPI_Reduce ;;
+                bcast) _bc_mpis=MPI_Bcast ;;
+                allgather) _bc_mpis=MPI_Allgather ;;
+                reduce_scatter) _bc_mpis="MPI_Reduce_scatter MPI_Reduce_scatter_block" ;;
                 esac
-                _bc_n=$(sed -n "s/.*\[gpuring rank $_bc_r\] device buffers staged through host memory for the component below: .*\<$_bc_mpi \([0-9][0-9]*\).*/\1/p" "$_bc_log" | tail -n 1)
-                _bc_n=${_bc_n:-0}
+                _bc_n=0
+                for _bc_mpi in $_bc_mpis; do
+                    _bc_c=$(sed -n "s/.*\[gpuring rank $_bc_r\] device buffers staged through host memory for the component below: .*\<$_bc_mpi \([0-9][0-9]*\).*/\1/p" "$_bc_log" | tail -n 1)
+                    _bc_n=$((_bc_n + ${_bc_c:-0}))
+                done
             else
                 _bc_n=$(sed -n "s/.*\[gpuring rank $_bc_r\] $_bc_k summary: .*, \([0-9][0-9]*\) handed to the component below.*/\1/p" "$_bc_log" | tail -n 1)
                 [ -n "$_bc_n" ] || continue
