@@ -12,8 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* a function both the host and the CUDA executors call (nvcc compiles it for both) */
-#ifdef __CUDACC__
+/* a function both the host and the CUDA executors call (nvcc compiles it for both; so
+ * does the CUDA CPU runtime's kernel language, test/cudacpu, which marks device code) */
+#if defined(__CUDACC__) || defined(CUDACPU_KERNEL_LANGUAGE)
 #define GPURING_HOSTDEV __host__ __device__
 #else
 #define GPURING_HOSTDEV

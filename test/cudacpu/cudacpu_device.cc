@@ -60,6 +60,7 @@ knobs knobs_read()
     k.devices = (int)env_ulong("CUDACPU_DEVICES", 1, 0, 64);
     k.fiber_stack = env_ulong("CUDACPU_FIBER_STACK_KB", 64, 16, 1u << 20) * 1024;
     k.poison = (int)env_ulong("CUDACPU_POISON", 1, 0, 1);
+    k.poison_device = (int)env_ulong("CUDACPU_POISON_DEVICE", 0, 0, 1);
     k.mps = (int)env_ulong("CUDACPU_MPS", 1, 0, 1);
     k.pci_domains = (int)env_ulong("CUDACPU_PCI_DOMAINS", 0, 0, 1);
     k.driver = getenv("CUDACPU_DRIVER");

@@ -40,6 +40,8 @@ struct knobs {
     int devices;          /* CUDACPU_DEVICES: device count */
     size_t fiber_stack;   /* CUDACPU_FIBER_STACK_KB, in bytes */
     int poison;           /* CUDACPU_POISON: new device memory's ends 0xa5 (default 1) */
+    int poison_device;    /* CUDACPU_POISON_DEVICE: under ASan, device memory poisoned whole
+                             for the host (default 0; cudacpu_kernel.h) */
     int mps;              /* CUDACPU_MPS: cudaDevAttrMpsEnabled (default 1: the fibers of
                              every process run at once, as MPS clients' kernels do) */
     int pci_domains;      /* CUDACPU_PCI_DOMAINS: 1 puts device d on PCI domain d + 1, bus 0

@@ -14,7 +14,11 @@
  * Built with AddressSanitizer, every mapping of device or pinned memory has
  * one more page, and the bytes past the buffer's end are poisoned in each
  * process that maps it: an access past the end is reported, as
- * compute-sanitizer would on a GPU.
+ * compute-sanitizer would on a GPU.  With CUDACPU_POISON_DEVICE=1 too, device
+ * memory (not managed) is poisoned whole, in every process that maps it, and the
+ * runtime's copies and sets go around the checks: with device code built
+ * unchecked (CUDACPU_UNCHECKED_DEVICE, cudacpu_kernel.h), any other access --
+ * the host's, where a GPU would fault -- is reported.
  *
  * Managed memory (cudaMallocManaged) is made the same way too; CUDA IPC
  * cannot share it either, and the driver says IS_MANAGED.
@@ -128,15 +132,73 @@ static void poison_new(void *p, size_t bytes)
 }
 
 /* a new mapping p of map_bytes for a buffer of `bytes`: under ASan, its tail is
- * poisoned (unmap lifts that, so that a later mapping at p starts clean) */
-void map_poison_tail(void *p, size_t bytes, size_t map_bytes)
+ * poisoned, and with CUDACPU_POISON_DEVICE device memory (`device`) whole (unmap lifts
+ * that, so that a later mapping at p starts clean) */
+void map_poison_tail(void *p, size_t bytes, size_t map_bytes, bool device = false)
 {
 #ifdef CUDACPU_ASAN
+    if (device && knobs_get().poison_device) bytes = 0;
     ASAN_POISON_MEMORY_REGION((char *)p + bytes, map_bytes - bytes);
 #else
-    (void)p, (void)bytes, (void)map_bytes;
+    (void)p, (void)bytes, (void)map_bytes, (void)device;
 #endif
 }
+
+/* The runtime's copies and sets, which device memory may take part in: around ASan's
+ * checks where CUDACPU_POISON_DEVICE poisons it (memmove's and memset's interceptors
+ * check every byte); word by word, no library call. */
+#ifdef CUDACPU_ASAN
+__attribute__((no_sanitize_address, optimize("no-tree-loop-distribute-patterns")))
+void unchecked_move(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+
+    if (d == s) return;
+    if (d < s || d >= s + n) {
+        if ((uintptr_t)d % 8 == (uintptr_t)s % 8) {
+            for (; n > 0 && (uintptr_t)d % 8 != 0; n--) *d++ = *s++;
+            for (; n >= 8; n -= 8, d += 8, s += 8) *(uint64_t *)d = *(const uint64_t *)s;
+        }
+        for (; n > 0; n--) *d++ = *s++;
+    } else {
+        while (n > 0) {
+            n--;
+            d[n] = s[n];
+        }
+    }
+}
+
+__attribute__((no_sanitize_address, optimize("no-tree-loop-distribute-patterns")))
+void unchecked_set(void *dst, int value, size_t n)
+{
+    unsigned char *d = (unsigned char *)dst;
+
+    for (; n > 0; n--) *d++ = (unsigned char)value;
+}
+
+void device_move(void *dst, const void *src, size_t n)
+{
+    if (knobs_get().poison_device) unchecked_move(dst, src, n);
+    else memmove(dst, src, n);
+}
+
+void device_set(void *dst, int value, size_t n)
+{
+    if (knobs_get().poison_device) unchecked_set(dst, value, n);
+    else memset(dst, value, n);
+}
+#else
+void device_move(void *dst, const void *src, size_t n)
+{
+    memmove(dst, src, n);
+}
+
+void device_set(void *dst, int value, size_t n)
+{
+    memset(dst, value, n);
+}
+#endif
 
 void unmap(void *p, size_t map_bytes)
 {
@@ -259,7 +321,7 @@ cudaError_t device_alloc(void **devPtr, size_t size, mem_kind kind, const char *
         return fail(cudaErrorMemoryAllocation);
     }
     if (knobs_get().poison) poison_new(p, size);
-    map_poison_tail(p, size, r.map_bytes);
+    map_poison_tail(p, size, r.map_bytes, kind != MEM_MANAGED);
     std::lock_guard<std::mutex> g(mu);
     r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
@@ -431,7 +493,7 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
     if (getenv("CUDACPU_FAIL_COPY") != nullptr) return fail(cudaErrorInvalidValue);
     if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
     if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
-    return stream_enqueue(stream, [dst, src, count] { memmove(dst, src, count); });
+    return stream_enqueue(stream, [dst, src, count] { device_move(dst, src, count); });
 }
 
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
@@ -440,21 +502,21 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
     if (count == 0) return ok();
     if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
     if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
-    return stream_run_sync([dst, src, count] { memmove(dst, src, count); });
+    return stream_run_sync([dst, src, count] { device_move(dst, src, count); });
 }
 
 extern "C" cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
     if (count == 0) return ok();
     if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
-    return stream_enqueue(stream, [devPtr, value, count] { memset(devPtr, value, count); });
+    return stream_enqueue(stream, [devPtr, value, count] { device_set(devPtr, value, count); });
 }
 
 extern "C" cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
     if (count == 0) return ok();
     if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
-    return stream_run_sync([devPtr, value, count] { memset(devPtr, value, count); });
+    return stream_run_sync([devPtr, value, count] { device_set(devPtr, value, count); });
 }
 
 extern "C" cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
@@ -508,7 +570,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
         warn("cudacpu: cudaIpcOpenMemHandle(%s): %s", r.name, strerror(err));
         return fail(cudaErrorMapBufferObjectFailed);
     }
-    map_poison_tail(p, r.bytes, r.map_bytes);
+    map_poison_tail(p, r.bytes, r.map_bytes, true);
     r.buffer_id = ++buffers_made;
     ranges[(uintptr_t)p] = r;
     *devPtr = p;

@@ -28,8 +28,21 @@
 #include "vector_types.h"
 
 /* ---- qualifiers --------------------------------------------------------------- */
-#define __global__
-#define __device__
+/* CUDACPU_UNCHECKED_DEVICE (with AddressSanitizer): device code -- kernels, __device__
+ * functions and the kernel language's own below -- is not instrumented, so that with
+ * CUDACPU_POISON_DEVICE=1 (device memory poisoned whole for the host: cudacpu_memory.cc)
+ * a host access to device memory is reported, where a GPU would fault, and the kernels'
+ * are not.  Host code keeps every check.  (The sanitizer flavor as CI builds it checks the
+ * kernels instead: their accesses past a buffer's end.) */
+#if defined(__SANITIZE_ADDRESS__) && defined(CUDACPU_UNCHECKED_DEVICE)
+#define CUDACPU_DEVICE_CODE __attribute__((no_sanitize_address))
+#else
+#define CUDACPU_DEVICE_CODE
+#endif
+/* (product headers mark their host-and-device functions as for nvcc where this is set) */
+#define CUDACPU_KERNEL_LANGUAGE 1
+#define __global__ CUDACPU_DEVICE_CODE
+#define __device__ CUDACPU_DEVICE_CODE
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
@@ -97,15 +110,15 @@ CUDACPU_MINMAX(double)
 #undef CUDACPU_MINMAX
 
 /* ---- atomics (device scope = system scope here) ------------------------------------------ */
-template <typename T> static inline T atomicAdd(T *p, T v)
+template <typename T> CUDACPU_DEVICE_CODE static inline T atomicAdd(T *p, T v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
-template <typename T> static inline T atomicExch(T *p, T v)
+template <typename T> CUDACPU_DEVICE_CODE static inline T atomicExch(T *p, T v)
 {
     return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
 }
-template <typename T> static inline T atomicCAS(T *p, T expected, T desired)
+template <typename T> CUDACPU_DEVICE_CODE static inline T atomicCAS(T *p, T expected, T desired)
 {
     __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST,
                                 __ATOMIC_SEQ_CST);
