@@ -177,28 +177,23 @@ void unchecked_set(void *dst, int value, size_t n)
     for (; n > 0; n--) *d++ = (unsigned char)value;
 }
 
-void device_move(void *dst, const void *src, size_t n)
-{
-    if (knobs_get().poison_device) unchecked_move(dst, src, n);
-    else memmove(dst, src, n);
-}
+#endif
 
-void device_set(void *dst, int value, size_t n)
-{
-    if (knobs_get().poison_device) unchecked_set(dst, value, n);
-    else memset(dst, value, n);
-}
-#else
 void device_move(void *dst, const void *src, size_t n)
 {
+#ifdef CUDACPU_ASAN
+    if (knobs_get().poison_device) return unchecked_move(dst, src, n);
+#endif
     memmove(dst, src, n);
 }
 
 void device_set(void *dst, int value, size_t n)
 {
+#ifdef CUDACPU_ASAN
+    if (knobs_get().poison_device) return unchecked_set(dst, value, n);
+#endif
     memset(dst, value, n);
 }
-#endif
 
 void unmap(void *p, size_t map_bytes)
 {

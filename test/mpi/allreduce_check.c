@@ -98,6 +98,7 @@
 
 #include "test/cuda_dl.h"
 #include "test/mpi/fake_cuda.h"
+#include "test/mpi/type_op_list.h"
 #include "test/mpi_verdict.h"
 
 /* fp16: MPI's name for it is an extension (Open MPI 5's shortfloat) */
@@ -625,18 +626,7 @@ static int zeros_case(MPI_Comm comm, const char *cname, const type_t *t, int oi,
     return failed;
 }
 
-#define MAX_EXCL 32
-static char g_excl_type[MAX_EXCL][32], g_excl_op[MAX_EXCL][32];
-static int g_nexcl;
-
-static int excluded(const char *type, const char *op)
-{
-    for (int k = 0; k < g_nexcl; k++)
-        if ((!strcmp(g_excl_type[k], "*") || !strcmp(g_excl_type[k], type)) &&
-            (!strcmp(g_excl_op[k], "*") || !strcmp(g_excl_op[k], op)))
-            return 1;
-    return 0;
-}
+static test_type_op_list_t g_excl; /* -x */
 
 int main(int argc, char **argv)
 {
@@ -709,15 +699,7 @@ int main(int argc, char **argv)
             break;
         case 'N': negative = 1; break;
         case 'x':
-            n = split_list(optarg, list, MAX_LIST);
-            for (int k = 0; k < n && g_nexcl < MAX_EXCL; k++) {
-                char *colon = strchr(list[k], ':');
-                if (!colon) { if (!g_world_rank) fprintf(stderr, "bad -x entry %s (want type:op)\n", list[k]); bad = 1; continue; }
-                *colon = 0;
-                snprintf(g_excl_type[g_nexcl], 32, "%s", list[k]);
-                snprintf(g_excl_op[g_nexcl], 32, "%s", colon + 1);
-                g_nexcl++;
-            }
+            if (test_type_op_list_add(&g_excl, optarg, g_world_rank == 0) != 0) bad = 1;
             break;
         case 's': seed = strtoull(optarg, NULL, 0); break;
         case 'r': reps = atoi(optarg); break;
@@ -842,7 +824,7 @@ int main(int argc, char **argv)
             size_t ncases_type = ncases;
             for (int oi = 0; oi < OP_N; oi++) {
                 if (!op_sel[oi] || (g_ops[oi].int_only && t->is_float)) continue;
-                if (excluded(t->name, g_ops[oi].name)) { nexcluded++; continue; }
+                if (test_type_op_listed(&g_excl, t->name, g_ops[oi].name)) { nexcluded++; continue; }
                 gen_param_t gp = gen_params(t, csize);
                 for (int k = 0; k < ncounts; k++) {
                     size_t count = counts[k];

@@ -27,7 +27,7 @@
  * an MPI_Bcast of each rank's own datatype of one signature, rank 0's with holes,
  * so that it packs the elements first and the others do not; the last rank the
  * root), -x TYPE:OP,... (reductions left out: where the component below runs them
- * wrong, known_ompi_bugs.sh), -q (quiet).  Rank 0 prints `N passed, N failed`; exit
+ * wrong, known_ompi_bugs.sh; test/mpi/type_op_list.h), -q (quiet).  Rank 0 prints `N passed, N failed`; exit
  * code non-zero when a check failed on any rank.
  */
 #include <mpi.h>
@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/mpi/type_op_list.h"
 #include "test/mpi_verdict.h"
 
 enum { SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR, LXOR, NOPS };
@@ -70,7 +71,7 @@ static ty_t types[] = {
 enum { T_INT32 = 4, T_FLOAT = 10, T_DOUBLE = 11 };
 
 static int g_rank, g_quiet, g_device, g_mem = TEST_CUDA_MALLOC, g_seed = 1;
-static const char *g_exclude = ""; /* -x: "type:op,..." not checked */
+static test_type_op_list_t g_exclude; /* -x: not checked */
 static long g_pass, g_fail;
 static long g_rsv_unequal; /* reduce_scatters with unequal counts, on 2 ranks or more */
 
@@ -188,22 +189,6 @@ static uint64_t get(const void *buf, const ty_t *t, size_t i)
     return v;
 }
 
-/* -x: whether op on t is left out */
-static int excluded(const ty_t *t, int op)
-{
-    char pair[64];
-    size_t len;
-    const char *p = g_exclude;
-
-    snprintf(pair, sizeof pair, "%s:%s", t->name, op_names[op]);
-    len = strlen(pair);
-    while ((p = strstr(p, pair)) != NULL) {
-        if ((p == g_exclude || p[-1] == ',') && (p[len] == ',' || p[len] == '\0')) return 1;
-        p += len;
-    }
-    return 0;
-}
-
 /* an int32 element (the layouts' copies) */
 static uint64_t ival(int cs, int rank, size_t i)
 {
@@ -275,7 +260,7 @@ static void check_rs(MPI_Comm comm, const ty_t *t, int op, size_t count, int inp
     int n, r;
     const size_t es = (size_t)t->size;
 
-    if (excluded(t, op)) return;
+    if (test_type_op_listed(&g_exclude, t->name, op_names[op])) return;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &r);
     for (size_t i = 0; i < count * n; i++) put(h_in, t, i, val(t, op, cs, r, i));
@@ -338,7 +323,7 @@ static void check_reduce(MPI_Comm comm, const ty_t *t, int op, size_t count, int
     int n, r;
     const size_t es = (size_t)t->size;
 
-    if (excluded(t, op)) return;
+    if (test_type_op_listed(&g_exclude, t->name, op_names[op])) return;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &r);
     inplace = inplace && r == root;
@@ -692,7 +677,10 @@ int main(int argc, char **argv)
         case 'U': g_mem = TEST_CUDA_MANAGED; break;
         case 'A': shift_in = (size_t)g_rank % 4, shift_out = (size_t)(g_rank + 1) % 4; break;
         case 'B': g_bcast_first = 1; break;
-        case 'x': g_exclude = optarg; break;
+        case 'x':
+            if (test_type_op_list_add(&g_exclude, optarg, g_rank == 0) != 0)
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            break;
         case 'q': g_quiet = 1; break;
         default:
             if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-B] [-x type:op,...] [-q]\n");
