@@ -184,11 +184,12 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
  * decision of a rank's own: do all ranks give the parameters that decide which
  * calls gpuring takes, and how, the same values (a difference is logged, naming
  * a rank and the parameter)?  The result, also kept in module->params.  params_post
- * starts the exchange and waits for nothing (a non-blocking call that goes below
- * makes it so, and leaves it to the next call that needs the answer: every rank
- * started it at the same call); params_agree starts it where no call has, and waits
- * for it (coll_gpuring_wait_timeout). */
-void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module);
+ * starts the exchange and waits for nothing (a call that goes below whatever the
+ * answer makes it so, and leaves it to the next call that needs the answer: every
+ * rank started it at the same call) -- but where the component below has no
+ * MPI_Iallgather, a `blocking` call makes the blocking exchange; params_agree starts
+ * it where no call has, and waits for it (coll_gpuring_wait_timeout). */
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module, int blocking);
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 

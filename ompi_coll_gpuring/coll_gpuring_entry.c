@@ -242,26 +242,37 @@ static void entry_params_differ(mca_coll_gpuring_module_t *m, gpuring_coll_kind_
                                   mca_coll_gpuring_comm_name(m));
 }
 
+/*
+ * Does this rank's call wait for the parameters' agreement (every rank's first call
+ * starts it)?  Where the answer decides it: its buffers are gpuring's (`plane`), or a
+ * blocking call agrees on the kinds of memory (coll_gpuring_agree_memory: ranks make
+ * that exchange only where their parameters are alike).  Elsewhere the call goes
+ * below whatever the answer and waits for no rank: a rank late to a job's first
+ * collective on host buffers (gpuring's default) is not a failure of gpuring's.
+ */
+static int entry_needs_params(int plane, int blocking)
+{
+    return plane >= 0 || (blocking && mca_coll_gpuring_component.agree_memory);
+}
+
 int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                    const void *buf)
 {
     const char *why = NULL;
-    int device, host;
+    int device, host, plane = entry_plane(buf, NULL, &device, &why, &host);
 
+    mca_coll_gpuring_params_post(m, 1);
+    if (!entry_needs_params(plane, 1)) {
+        mca_coll_gpuring_log_fallback("%s fallback: %s", gpuring_coll_names[coll], why);
+        return 1;
+    }
     switch (mca_coll_gpuring_params_agree(m)) {
     case MCA_COLL_GPURING_PARAMS_DIFFER:
         entry_params_differ(m, coll);
         return 1;
-    case MCA_COLL_GPURING_PARAMS_ALIKE:
-        break;
     default:
-        return 0; /* the agreement failed: call_run fails the call */
+        return 0; /* alike, or the agreement failed: call_run fails the call */
     }
-    if (mca_coll_gpuring_component.agree_memory ||
-        entry_plane(buf, NULL, &device, &why, &host) >= 0)
-        return 0;
-    mca_coll_gpuring_log_fallback("%s fallback: %s", gpuring_coll_names[coll], why);
-    return 1;
 }
 
 /* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
@@ -286,9 +297,9 @@ static void entry_setup_hint(const mca_coll_gpuring_module_t *m)
                   mca_coll_gpuring_comm_name(m), ompi_comm_rank(m->comm));
 }
 
-/* The communicator's first call that needs the answer: its ranks' parameters agree
- * (mca_coll_gpuring_params_agree) before any rank decides anything by its own (a
- * blocking call; call_run says what a non-blocking one decides first).  OMPI_SUCCESS:
+/* The communicator's first call that needs the answer (entry_needs_params): its
+ * ranks' parameters agree (mca_coll_gpuring_params_agree) before any rank decides
+ * anything by its own (call_run says what a non-blocking call decides first).  OMPI_SUCCESS:
  * they do; `fallback` where they differ; the MPI error where the agreement failed
  * (logged; with the setup hint where this non-blocking call is the communicator's
  * `first`). */
@@ -349,15 +360,15 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     GPURING_PROF_BEGIN();
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
-    /* A non-blocking call goes below without waiting for any other rank where this
-     * rank hands it below anyway (its buffers' kind), where agreeing on the kind
-     * of memory would wait (coll_gpuring_agree_memory), and where it would make the
-     * communicator's setup with coll_gpuring_nonblocking_setup off.  It starts the
-     * parameters' agreement all the same, as every rank's first call does, and
-     * leaves it in flight; the next call that needs its answer waits for it (all
-     * else does: a blocking call, or a non-blocking one that runs in gpuring). */
+    /* A call goes below without waiting for any other rank where this rank hands it
+     * below anyway (its buffers' kind, entry_needs_params); a non-blocking one also
+     * where agreeing on the kind of memory would wait (coll_gpuring_agree_memory),
+     * and where it would make the communicator's setup with
+     * coll_gpuring_nonblocking_setup off.  It starts the parameters' agreement all
+     * the same, as every rank's first call does, and leaves it in flight; the next
+     * call that needs its answer waits for it. */
     first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN;
-    if (c->request != NULL) mca_coll_gpuring_params_post(m);
+    mca_coll_gpuring_params_post(m, c->request == NULL);
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (c->request != NULL && mca_coll_gpuring_component.agree_memory) {
         plane = -1;
@@ -371,7 +382,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                       "blocking gpuring call will", name,
                                       mca_coll_gpuring_comm_name(m));
         return fallback;
-    } else if ((c->request == NULL || plane >= 0) &&
+    } else if (entry_needs_params(plane, c->request == NULL) &&
                m->params != MCA_COLL_GPURING_PARAMS_ALIKE) {
         /* before any decision by this rank's own parameters */
         int rc = entry_params_alike(m, comm, c, fallback, first);

@@ -513,9 +513,9 @@ static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
     m->params = MCA_COLL_GPURING_PARAMS_POSTED;
 }
 
-void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m, int blocking)
 {
-    params_start(m, 0);
+    params_start(m, blocking);
 }
 
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)

@@ -502,9 +502,15 @@ run_case() {
                     return
                 fi
                 # PARAMS_FIRST: the first collective, which every rank handed below for
-                # that reason
+                # that reason -- but a rank whose call went below whatever the answer
+                # (rank 0's host buffers with coll_gpuring_host_buffers 0), which does
+                # not wait for it
                 if [ -n "$PARAMS_FIRST" ]; then
-                    need_every_rank " $PARAMS_FIRST fallback: comm MPI_COMM_WORLD's ranks have different coll_gpuring parameters" "rank @ did not hand its first $PARAMS_FIRST below for the parameters" || return 0
+                    need_every_rank " $PARAMS_FIRST fallback: (comm MPI_COMM_WORLD's ranks have different coll_gpuring parameters|host buffers)" "rank @ did not hand its first $PARAMS_FIRST below for the parameters" || return 0
+                    if ! grep -qE "\[gpuring rank 1\] $PARAMS_FIRST fallback: comm MPI_COMM_WORLD's ranks have different coll_gpuring parameters" "$log"; then
+                        fail "$name" "rank 1 did not hand its first $PARAMS_FIRST below for the parameters" "$log"
+                        return
+                    fi
                 fi
                 ;;
             esac
@@ -778,6 +784,12 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # ... but a call gpuring hands below (host buffers, gpuring's default) waits for no
+    # rank: the last rank 5 s late to the first collective, past the wait timeout, and
+    # every call right (gpuring's agreement on its parameters timed out there, and
+    # failed the calls on the punctual ranks and every later one on the communicator)
+    FALLBACK_WHY="host buffers" run_case "late_hostoff_np3_rpn0" 3 0 fallback \
+        "coll_gpuring_host_buffers 0 coll_gpuring_wait_timeout 2" timeout_check 60 late=5
     # the same while another communicator's calls keep UCX busy in a thread of the
     # waiting ranks: what moves on other connections is not the stuck call's progress
     run_case "timeout_busy_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
@@ -897,9 +909,10 @@ if [ $ACTIVE = 1 ]; then
     # (host buffers on dup and split communicators too: their parent's first call is
     # Open MPI's own MPI_Iallreduce inside MPI_Comm_dup, which goes below at once on
     # rank 0 -- its host buffers do -- and starts the agreement there without waiting
-    # for it, while the others wait for it and follow rank 0 below)
+    # for it, while the others wait for it and follow rank 0 below; rank 0's blocking
+    # calls go below for its host buffers alike)
     PARAMS_DIFFER=host_buffers FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_host_buffers=0" \
-        FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \
+        FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters|host buffers" \
         run_case "params_differ_host_np3_rpn1" 3 1 fallback,paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     PARAMS_DIFFER=algorithm FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_algorithm=tree" \
         FALLBACK_WHY="comm .*'s ranks have different coll_gpuring parameters" \

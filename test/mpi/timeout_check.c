@@ -27,18 +27,23 @@
  * LD_PRELOADed): the driver picks one that a setup exchange needs, so that the
  * rank leaves the exchanges.  Every rank's first call must fail (the last rank's
  * at once, the others' at their wait timeout), the call after it at once; then a
- * new communicator must work on every rank (no rank stuck below).
+ * new communicator must work on every rank (no rank stuck below).  With "late=S"
+ * (host buffers, coll_gpuring_host_buffers 0: calls gpuring hands below), the last
+ * rank comes to the communicator's first collective S seconds late, past the wait
+ * timeout: gpuring waits for no rank in a call it does not take, so every rank's
+ * MPI_Bcast (from the late rank) and the MPI_Allreduce after it succeed, right.
  * Prints `N passed, N failed` on rank 0.
  *
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
  *                                      device,nonblocking|setup,nonblocking|busy|
- *                                      leave=N]]
+ *                                      leave=N|late=S]]
  */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "test/cuda_dl.h"
 #include "test/mpi_verdict.h"
@@ -135,6 +140,37 @@ static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm com
     MPI_Comm_free(&fresh);
 }
 
+/* "late=S" (the usage above): the last rank's first collective S seconds late */
+static void late_check(double late, int *in, int *out, MPI_Comm comm, int *passed, int *failed)
+{
+    int rank, size, rc, want;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == size - 1) {
+        struct timespec ts = {(time_t)late, (long)((late - (time_t)late) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0) continue;
+    }
+    for (int i = 0; i < count; i++) out[i] = rank == size - 1 ? 3 * i + 1 : -1;
+    rc = MPI_Bcast(out, count, MPI_INT, size - 1, comm);
+    if (rc == MPI_SUCCESS && out[0] == 1 && out[count - 1] == 3 * (count - 1) + 1) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: the bcast from the late rank returned %d, out[0] %d\n",
+                rank, rc, out[0]);
+    }
+    rc = allreduce(in, out, comm);
+    want = size * 7 + size * (size - 1) / 2;
+    if (rc == MPI_SUCCESS && out[7] == want) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: the allreduce after it returned %d, out[7] %d (want %d)\n",
+                rank, rc, out[7], want);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, rc, passed = 0, failed = 0;
@@ -145,6 +181,7 @@ int main(int argc, char **argv)
     int device = argc > 2 && strncmp(argv[2], "device", 6) == 0;
     int busy = argc > 2 && strcmp(argv[2], "busy") == 0, provided = 0;
     const char *leave = argc > 2 && strncmp(argv[2], "leave=", 6) == 0 ? argv[2] + 6 : NULL;
+    double late = argc > 2 && strncmp(argv[2], "late=", 5) == 0 ? atof(argv[2] + 5) : 0;
     int *hin = NULL;
     MPI_Comm comm, busy_comm = MPI_COMM_NULL;
     pthread_t busy_thread;
@@ -195,6 +232,8 @@ int main(int argc, char **argv)
     }
     if (leave != NULL) {
         leave_check(leave, in, out, comm, limit, &passed, &failed);
+    } else if (late > 0) {
+        late_check(late, in, out, comm, &passed, &failed);
     } else if (!setup) {
         int out7 = -1;
         rc = allreduce(in, out, comm);
@@ -208,7 +247,7 @@ int main(int argc, char **argv)
         }
     }
 
-    if (leave == NULL && rank != size - 1) {
+    if (leave == NULL && late == 0 && rank != size - 1) {
         t0 = MPI_Wtime();
         rc = allreduce(in, out, comm);
         elapsed = MPI_Wtime() - t0;
