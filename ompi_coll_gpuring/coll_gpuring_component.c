@@ -318,7 +318,8 @@ static int gpuring_register(void)
     gpuring_register_int("stage_device_buffers",
                          "Collectives gpuring does not run itself (and MPI_Allreduce it hands "
                          "down) on device buffers: -1 stage them through host memory unless "
-                         "this Open MPI is CUDA-aware (MPIX_Query_cuda_support), 1 always "
+                         "this Open MPI is CUDA-aware (MPIX_Query_cuda_support) and its coll "
+                         "cuda / accelerator component is in the job, 1 always "
                          "stage, 0 hand the device pointers to the component below (only "
                          "right for a CUDA-aware Open MPI: others crash on them).  "
                          "A non-blocking call's results are copied back when its request "

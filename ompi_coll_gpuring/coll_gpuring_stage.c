@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/base/base.h"
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/datatype/opal_convertor.h"
 
@@ -77,10 +78,29 @@ uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll)
     return __atomic_load_n(&stage_calls[coll], __ATOMIC_RELAXED);
 }
 
+/* Is a collective component that reduces device buffers open in this job (Open
+ * MPI 4.1's coll/cuda, 5.0's coll/accelerator)?  A CUDA-aware Open MPI moves device
+ * memory in its point-to-point layer, but tuned, libnbc and basic reduce with the
+ * CPU: without that component in the job's coll list, they would read device
+ * pointers. */
+static int stage_device_coll_open(void)
+{
+    mca_base_component_list_item_t *cli;
+
+    OPAL_LIST_FOREACH (cli, &ompi_coll_base_framework.framework_components,
+                       mca_base_component_list_item_t) {
+        const char *name = cli->cli_component->mca_component_name;
+
+        if (strcmp(name, "cuda") == 0 || strcmp(name, "accelerator") == 0) return 1;
+    }
+    return 0;
+}
+
 /*
  * coll_gpuring_stage_device_buffers: 1 stage, 0 hand device pointers below,
  * -1 ask Open MPI once whether it is CUDA-aware (MPIX_Query_cuda_support,
- * looked up at run time: not every build has the extension).
+ * looked up at run time: not every build has the extension) and whether the
+ * job's collective components include its device one.
  */
 int mca_coll_gpuring_below_reads_device(void)
 {
@@ -91,13 +111,19 @@ int mca_coll_gpuring_below_reads_device(void)
     if (param >= 0) return param == 0;
     if (a < 0) {
         int (*query)(void) = NULL;
+        int aware, coll;
 
         *(void **)&query = dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
-        a = query != NULL && query() == 1;
+        aware = query != NULL && query() == 1;
+        coll = aware && stage_device_coll_open();
+        a = aware && coll;
         GPURING_INFO(GPURING_SUBSYS_COLL,
                      "device buffers on their way to the component below: %s",
                      a ? "handed over as they are (this Open MPI is CUDA-aware)"
-                       : "staged through host memory (this Open MPI is not CUDA-aware)");
+                     : aware ? "staged through host memory (this Open MPI is CUDA-aware, but "
+                               "its coll cuda / accelerator component is not in the job's "
+                               "coll list: the others reduce on the CPU)"
+                             : "staged through host memory (this Open MPI is not CUDA-aware)");
         __atomic_store_n(&answer, a, __ATOMIC_RELAXED);
     }
     return a;

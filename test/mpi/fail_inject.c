@@ -24,6 +24,9 @@
  *       check its allocations.)
  *   GPURING_TEST_FAIL_MEMALIGN=R:N: the same for posix_memalign (ENOMEM): the
  *       host area that stages device buffers for the component below.
+ * And one answer a test cannot otherwise get from Debian's Open MPI:
+ *   GPURING_TEST_CUDA_AWARE=1: MPIX_Query_cuda_support says 1, as a CUDA-aware
+ *       Open MPI's does.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -192,4 +195,16 @@ int posix_memalign(void **p, size_t align, size_t size)
         return ENOMEM;
     *(void **)&next = next_fn(&cache, "posix_memalign");
     return next != NULL ? next(p, align, size) : ENOMEM;
+}
+
+/* GPURING_TEST_CUDA_AWARE=1: this Open MPI says it is CUDA-aware, as one built
+ * --with-cuda does (the real answer otherwise) */
+int MPIX_Query_cuda_support(void)
+{
+    static void *cache;
+    int (*next)(void) = (int (*)(void))next_fn(&cache, "MPIX_Query_cuda_support");
+    const char *v = getenv("GPURING_TEST_CUDA_AWARE");
+
+    if (v != NULL && strcmp(v, "1") == 0) return 1;
+    return next != NULL ? next() : 0;
 }

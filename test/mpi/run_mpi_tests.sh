@@ -993,6 +993,14 @@ if [ $ACTIVE = 1 ]; then
         STAGED_ALL="$STAGED_ALL MPI_Reduce_local"
     fi
     run_case "device_colls_np2_rpn0" 2 0 staged "" device_coll_check -D "$FAKE_CUDA" -H -q
+    # ... on an Open MPI that says it is CUDA-aware (fail_inject.so) but runs without
+    # its device collective component (coll/cuda, coll/accelerator: none here): tuned
+    # and the rest would reduce device pointers on the CPU, so they are staged all the
+    # same (they were handed down: every rank faulted, as in the control below)
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_CUDA_AWARE=1 \
+        EXPECT_LINES=".* device buffers on their way to the component below: staged through host memory \(this Open MPI is CUDA-aware, but its coll cuda / accelerator component is not in the job's coll list" \
+        run_case "device_colls_aware_nocoll_np2_rpn0" 2 0 staged,lines "" \
+        device_coll_check -D "$FAKE_CUDA" -H -q
     # gpuring disabled on every communicator (an agreed parameter out of its range):
     # calls on host buffers go below too -- an MPI_Reduce from host memory into the
     # root's device memory must still be staged there (the root handed its device
