@@ -25,19 +25,83 @@
 #include "kernels/device.h"
 #include "kernels/memkind.h"
 
+static const gpuring_type_t entry_sint[9] = {
+    [1] = GPURING_TYPE_INT8, [2] = GPURING_TYPE_INT16,
+    [4] = GPURING_TYPE_INT32, [8] = GPURING_TYPE_INT64};
+static const gpuring_type_t entry_uint[9] = {
+    [1] = GPURING_TYPE_UINT8, [2] = GPURING_TYPE_UINT16,
+    [4] = GPURING_TYPE_UINT32, [8] = GPURING_TYPE_UINT64};
+
+static int entry_op_logical(gpuring_op_t op)
+{
+    return op == GPURING_OP_LAND || op == GPURING_OP_LOR || op == GPURING_OP_LXOR;
+}
+
+/* Fortran's predefined types, which a Fortran program's calls (CUDA Fortran, OpenACC)
+ * bring as these C handles, by their size in this Open MPI's Fortran: INTEGER with
+ * the ops MPI allows on it (not the logical ones), REAL and DOUBLE PRECISION, LOGICAL
+ * with the logical ops only -- 0 false, anything else true, the result 0 or 1, as
+ * Open MPI's own reductions take it.  Size 0 (an Open MPI built without Fortran), or
+ * one gpuring has no type of: not handled. */
+static int entry_map_fortran(struct ompi_datatype_t *dt, gpuring_op_t op, size_t size,
+                             gpuring_type_t *type_p)
+{
+    const int integer = dt == MPI_INTEGER
+#ifdef MPI_INTEGER1
+                        || dt == MPI_INTEGER1
+#endif
+#ifdef MPI_INTEGER2
+                        || dt == MPI_INTEGER2
+#endif
+#ifdef MPI_INTEGER4
+                        || dt == MPI_INTEGER4
+#endif
+#ifdef MPI_INTEGER8
+                        || dt == MPI_INTEGER8
+#endif
+        ;
+    const int logical = dt == MPI_LOGICAL
+#ifdef MPI_LOGICAL1
+                        || dt == MPI_LOGICAL1
+#endif
+#ifdef MPI_LOGICAL2
+                        || dt == MPI_LOGICAL2
+#endif
+#ifdef MPI_LOGICAL4
+                        || dt == MPI_LOGICAL4
+#endif
+#ifdef MPI_LOGICAL8
+                        || dt == MPI_LOGICAL8
+#endif
+        ;
+    const int real = dt == MPI_REAL || dt == MPI_DOUBLE_PRECISION
+#ifdef MPI_REAL4
+                     || dt == MPI_REAL4
+#endif
+#ifdef MPI_REAL8
+                     || dt == MPI_REAL8
+#endif
+        ;
+
+    if (size != 1 && size != 2 && size != 4 && size != 8) return 0;
+    if ((integer && !entry_op_logical(op)) || (logical && entry_op_logical(op))) {
+        *type_p = entry_sint[size];
+    } else if (real && (size == 4 || size == 8)) {
+        *type_p = size == 4 ? GPURING_TYPE_FLOAT : GPURING_TYPE_DOUBLE;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* MPI's C integer and floating types gpuring reduces, by size.  MPI_CHAR is a
  * signed integer of its size, as in Open MPI's ops, whatever the platform's char
  * (aarch64's and POWER's is unsigned); MPI_C_BOOL takes only the logical ops
  * (MPI allows no others on it), whose 0/1 results are the bool's; fp16 where
- * the MPI library names it (coll_gpuring_compat.h). */
+ * the MPI library names it (coll_gpuring_compat.h); then Fortran's. */
 static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
 {
-    static const gpuring_type_t sint[9] = {
-        [1] = GPURING_TYPE_INT8, [2] = GPURING_TYPE_INT16,
-        [4] = GPURING_TYPE_INT32, [8] = GPURING_TYPE_INT64};
-    static const gpuring_type_t uint[9] = {
-        [1] = GPURING_TYPE_UINT8, [2] = GPURING_TYPE_UINT16,
-        [4] = GPURING_TYPE_UINT32, [8] = GPURING_TYPE_UINT64};
+    const gpuring_type_t *sint = entry_sint, *uint = entry_uint;
     size_t size;
 
     if (!ompi_datatype_is_predefined(dt)) return 0;
@@ -60,14 +124,13 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
                dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
                dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T) {
         *type_p = uint[size];
-    } else if (dt == MPI_C_BOOL && size == 1 &&
-               (op == GPURING_OP_LAND || op == GPURING_OP_LOR || op == GPURING_OP_LXOR)) {
+    } else if (dt == MPI_C_BOOL && size == 1 && entry_op_logical(op)) {
         *type_p = GPURING_TYPE_UINT8;
     } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
                                   op == GPURING_OP_BXOR)) {
         *type_p = GPURING_TYPE_UINT8; /* MPI allows only the bitwise ops on bytes */
     } else {
-        return 0;
+        return entry_map_fortran(dt, op, size, type_p);
     }
     return 1;
 }

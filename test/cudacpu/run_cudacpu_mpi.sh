@@ -120,7 +120,8 @@
 #   CUDACPU_FIBER_ORDERS   the fiber orders each allreduce_check and failure case
 #                          runs in (unset: one each, forward and reverse in turn)
 #   CUDACPU_CASE_TYPES     direct_np2 and fifo_np3 on these types only
-#                          (allreduce_check -t; unset: every type and MPI alias;
+#                          (allreduce_check -t; unset: every type and MPI alias,
+#                          Fortran's too;
 #                          the sanitizer flavor's: each width once)
 top=$(pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -133,7 +134,7 @@ flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
 extra=${CUDACPU_MPIRUN_ARGS:-}
 cases=${CUDACPU_MPI_CASES:-}
 orders=${CUDACPU_FIBER_ORDERS:-}
-case_types=${CUDACPU_CASE_TYPES:+-t $CUDACPU_CASE_TYPES}
+case_types="-t ${CUDACPU_CASE_TYPES:-all,fortran}"
 turn=0 # unset orders: the cases take the two in turn
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 LD_LIBRARY_PATH=$flavor/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

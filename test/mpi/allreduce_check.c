@@ -30,7 +30,10 @@
  *             long ulong longlong ulonglong int8 uint8 int16 uint16 int32
  *             uint32 int64 uint64 float double char aint offset count, and
  *             float16 where the MPI library names it (MPIX_C_FLOAT16: Open
- *             MPI 5) and the compiler has _Float16
+ *             MPI 5) and the compiler has _Float16; and by name or as
+ *             "fortran" (not in "all"), Fortran's where this Open MPI has
+ *             them: finteger freal fdouble (DOUBLE PRECISION) flogical (the
+ *             logical ops alone; finteger none of them) finteger8 freal8
  *   -o LIST   ops or "all" (default all): sum prod min max band bor bxor land
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
@@ -125,7 +128,10 @@ typedef struct {
     int size;
     int is_signed;
     int is_float;
+    int fortran; /* FORTRAN_INTEGER: no logical ops; FORTRAN_LOGICAL: only those */
 } type_t;
+
+enum { FORTRAN_NONE, FORTRAN_INTEGER, FORTRAN_REAL, FORTRAN_LOGICAL };
 
 enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR, OP_LAND, OP_LOR, OP_LXOR, OP_N };
 
@@ -141,7 +147,7 @@ typedef struct {
 } comm_kind_t;
 
 static type_t g_types[32];
-static int g_ntypes;
+static int g_ntypes, g_nctypes; /* types; the C ones (the first g_nctypes) */
 static op_t g_ops[OP_N];
 static int g_world_rank, g_world_size;
 static int g_printed;
@@ -176,7 +182,7 @@ static void init_tables(void)
         g_pow2[30 + e] = g_pow2[29 + e] * 2.0;
         g_pow2[30 - e] = g_pow2[31 - e] * 0.5;
     }
-#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f}
+#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f, FORTRAN_NONE}
     T("schar", MPI_SIGNED_CHAR, sizeof(signed char), 1, 0);
     T("uchar", MPI_UNSIGNED_CHAR, sizeof(unsigned char), 0, 0);
     T("short", MPI_SHORT, sizeof(short), 1, 0);
@@ -207,6 +213,31 @@ static void init_tables(void)
     T("offset", MPI_OFFSET, sizeof(MPI_Offset), 1, 0);
     T("count", MPI_COUNT, sizeof(MPI_Count), 1, 0);
 #undef T
+    /* Fortran's, by their sizes in this Open MPI's Fortran (none where it has none);
+     * named with -t only, not by "all" */
+    g_nctypes = g_ntypes;
+    {
+        const struct { const char *name; MPI_Datatype dt; int fortran; } f[] = {
+            {"finteger", MPI_INTEGER, FORTRAN_INTEGER},
+            {"freal", MPI_REAL, FORTRAN_REAL},
+            {"fdouble", MPI_DOUBLE_PRECISION, FORTRAN_REAL},
+            {"flogical", MPI_LOGICAL, FORTRAN_LOGICAL},
+#ifdef MPI_INTEGER8
+            {"finteger8", MPI_INTEGER8, FORTRAN_INTEGER},
+#endif
+#ifdef MPI_REAL8
+            {"freal8", MPI_REAL8, FORTRAN_REAL},
+#endif
+        };
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+            int size = 0;
+            MPI_Type_size(f[k].dt, &size);
+            if (size != 1 && size != 2 && size != 4 && size != 8) continue;
+            if (f[k].fortran == FORTRAN_REAL && size != 4 && size != 8) continue;
+            g_types[g_ntypes++] = (type_t){f[k].name, f[k].dt, size, 1,
+                                           f[k].fortran == FORTRAN_REAL, f[k].fortran};
+        }
+    }
     g_ops[OP_SUM] = (op_t){"sum", MPI_SUM, 0};
     g_ops[OP_PROD] = (op_t){"prod", MPI_PROD, 0};
     g_ops[OP_MIN] = (op_t){"min", MPI_MIN, 0};
@@ -662,7 +693,10 @@ int main(int argc, char **argv)
             for (int k = 0; k < n; k++) {
                 int found = 0;
                 for (int j = 0; j < g_ntypes; j++)
-                    if (!strcmp(list[k], "all") || !strcmp(list[k], g_types[j].name)) type_sel[j] = found = 1;
+                    if ((!strcmp(list[k], "all") && j < g_nctypes) || !strcmp(list[k], g_types[j].name) ||
+                        (!strcmp(list[k], "fortran") && j >= g_nctypes))
+                        type_sel[j] = found = 1;
+                if (!strcmp(list[k], "fortran")) found = 1; /* (none where Open MPI has no Fortran) */
                 if (!found) { if (!g_world_rank) fprintf(stderr, "unknown type %s\n", list[k]); bad = 1; }
             }
             any_type = 1;
@@ -723,7 +757,7 @@ int main(int argc, char **argv)
         for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++) counts[ncounts++] = dflt[k];
     }
     if (large && ncounts < MAX_LIST) counts[ncounts++] = LARGE_COUNT;
-    if (!any_type) for (int j = 0; j < g_ntypes; j++) type_sel[j] = 1;
+    if (!any_type) for (int j = 0; j < g_nctypes; j++) type_sel[j] = 1;
     if (!any_op) for (int j = 0; j < OP_N; j++) op_sel[j] = 1;
     if (!(want_world | want_dup | want_half | want_rev)) want_world = 1;
 
@@ -824,6 +858,10 @@ int main(int argc, char **argv)
             size_t ncases_type = ncases;
             for (int oi = 0; oi < OP_N; oi++) {
                 if (!op_sel[oi] || (g_ops[oi].int_only && t->is_float)) continue;
+                /* MPI's: no logical ops on Fortran INTEGER, only those on LOGICAL */
+                if ((t->fortran == FORTRAN_INTEGER && oi >= OP_LAND) ||
+                    (t->fortran == FORTRAN_LOGICAL && oi < OP_LAND))
+                    continue;
                 if (test_type_op_listed(&g_excl, t->name, g_ops[oi].name)) { nexcluded++; continue; }
                 gen_param_t gp = gen_params(t, csize);
                 for (int k = 0; k < ncounts; k++) {

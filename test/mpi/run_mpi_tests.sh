@@ -547,14 +547,15 @@ T_START=$SECONDS
 
 XARG=()
 [ -n "$EXCLUDE" ] && XARG=(-x "$EXCLUDE")
-FULL=(-t all -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
+FULL=(-t all,fortran -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
 REDUCED=(-t int8,uint8,int16,uint16,int32,uint32,int64,uint64,float,double -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
 MEDIUM=(-t int8,uint16,int32,int64,float,double -o sum,prod,max,bxor,land -i -m world,rev -s "$SEED" -q "${XARG[@]}")
 LARGE=(-t float,int32 -o sum -c 1 -L -i -m world -s "$SEED" -q "${XARG[@]}")
 
 # --- allreduce_check: full type x op matrix at np 3 (shm), reduced elsewhere
-# (every MPI type once, on shm; the UCX paths with each gpuring type once: the MPI
-# aliases differ only in the entry's type mapping)
+# (every MPI type once, on shm -- Fortran's too: INTEGER, REAL, DOUBLE PRECISION,
+# LOGICAL, went below; the UCX paths with each gpuring type once: the MPI aliases
+# differ only in the entry's type mapping)
 run_case "allreduce_full_np3_rpn0" 3 0 ready "" allreduce_check "${FULL[@]}"
 for rpn in 1 2; do
     run_case "allreduce_reduced_np3_rpn$rpn" 3 $rpn ready "" allreduce_check "${REDUCED[@]}"
