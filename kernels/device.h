@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include "common/gpuring_common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* 1 when this build has the CUDA executor. */
 int gpuring_device_built(void);
 
@@ -61,9 +65,18 @@ gpuring_status_t gpuring_device_stream_wait(void *stream, void *event);
 gpuring_status_t gpuring_device_event_wait(void *event);
 void gpuring_device_event_destroy(void *event);
 
-/* Device memory of the current device; free takes NULL. */
+/*
+ * Device memory of the current device; free takes NULL.  cudaFree waits for every
+ * kernel of the device, and a kernel of gpuring's may be waiting for a peer that
+ * waits for this process (its MPI_Send after an MPI_Comm_free, say): while one is
+ * in flight (gpuring_device_waiting_begin .. _end, the executor's), a free is
+ * deferred, with its device, and the last one's end makes the deferred ones --
+ * none where a kernel never left (its communicator keeps its memory too).
+ */
 gpuring_status_t gpuring_device_alloc(size_t bytes, void **ptr_p);
 void gpuring_device_free(void *ptr);
+void gpuring_device_waiting_begin(void);
+void gpuring_device_waiting_end(void);
 /*
  * The same for the work of one stream (a communicator's memory that only its
  * calls' kernels use), allocated and freed in stream order on `stream` where
@@ -132,5 +145,9 @@ typedef enum {
 } gpuring_device_writes_t;
 gpuring_device_writes_t gpuring_device_remote_writes(int device);
 gpuring_status_t gpuring_device_flush_remote_writes(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GPURING_KERNELS_DEVICE_H */

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -182,16 +183,77 @@ gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, v
     return GPURING_OK;
 }
 
-void gpuring_device_free(void *ptr)
-{
-    cudaError_t err;
+/* The frees deferred while kernels that wait for peers are in flight (device.h). */
+typedef struct device_deferred {
+    void *ptr;
+    int device;
+    struct device_deferred *next;
+} device_deferred_t;
 
-    if (ptr == NULL) return;
-    err = cudaFree(ptr);
+static pthread_mutex_t device_free_lock = PTHREAD_MUTEX_INITIALIZER;
+static int device_waiting;                 /* kernels that wait for peers, in flight */
+static device_deferred_t *device_deferred; /* frees they hold back */
+
+static void device_free_now(void *ptr)
+{
+    cudaError_t err = cudaFree(ptr);
+
     if (err != cudaSuccess) {
         GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "cudaFree: %s", cudaGetErrorName(err));
         (void)cudaGetLastError();
     }
+}
+
+void gpuring_device_free(void *ptr)
+{
+    device_deferred_t *d;
+    int device = 0;
+
+    if (ptr == NULL) return;
+    pthread_mutex_lock(&device_free_lock);
+    if (device_waiting > 0 && cudaGetDevice(&device) == cudaSuccess &&
+        (d = malloc(sizeof(*d))) != NULL) {
+        d->ptr = ptr;
+        d->device = device;
+        d->next = device_deferred;
+        device_deferred = d;
+        pthread_mutex_unlock(&device_free_lock);
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "device memory %p of GPU %d freed once no "
+                      "kernel waits for a peer (%d do)", ptr, device, device_waiting);
+        return;
+    }
+    (void)cudaGetLastError();
+    /* (under the lock: no such kernel launches before it returns) */
+    device_free_now(ptr);
+    pthread_mutex_unlock(&device_free_lock);
+}
+
+void gpuring_device_waiting_begin(void)
+{
+    pthread_mutex_lock(&device_free_lock);
+    device_waiting++;
+    pthread_mutex_unlock(&device_free_lock);
+}
+
+void gpuring_device_waiting_end(void)
+{
+    device_deferred_t *d;
+
+    pthread_mutex_lock(&device_free_lock);
+    if (--device_waiting == 0 && (d = device_deferred) != NULL) {
+        gpuring_device_saved_t app = gpuring_device_save();
+
+        device_deferred = NULL;
+        while (d != NULL) {
+            device_deferred_t *next = d->next;
+
+            if (gpuring_device_use(d->device) == GPURING_OK) device_free_now(d->ptr);
+            free(d);
+            d = next;
+        }
+        gpuring_device_restore(app);
+    }
+    pthread_mutex_unlock(&device_free_lock);
 }
 
 gpuring_device_writes_t gpuring_device_remote_writes(int device)

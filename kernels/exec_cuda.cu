@@ -57,6 +57,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/device.h"
 #include "kernels/dev_hooks.cuh"
 #include "kernels/exec_cuda.h"
 #include "kernels/reduce_dev.cuh"
@@ -1392,9 +1393,11 @@ static int exec_cuda_pool_get(exec_cuda_status_t **host_p, exec_cuda_status_t **
     return ix;
 }
 
+/* (an entry is taken for a kernel that waits for peers: device.h's count of them) */
 static void exec_cuda_pool_put(int ix)
 {
     GPURING_STORE_RELEASE(&exec_cuda_pool_used[ix], (unsigned char)0);
+    gpuring_device_waiting_end();
 }
 
 /* A reset entry for the call `who` launches (exec_cuda_pool_get's views); -1 (logged) when
@@ -1409,6 +1412,7 @@ static int exec_cuda_status_take(const char *who, exec_cuda_status_t **st_p,
                       EXEC_CUDA_POOL);
         return -1;
     }
+    gpuring_device_waiting_begin();
     (*st_p)->abort = 0;
     (*st_p)->got_bytes = 0;
     for (int c = 0; c < GPURING_EXEC_CUDA_MAX_CHANNELS; c++) {

@@ -21,40 +21,31 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/device.h"
 #include "proxy/conn.h"
 
 static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_IPC_HANDLE_BYTES, "IPC handle size");
+static_assert(GPURING_DEVICE_SHARE_BYTES == GPURING_IPC_HANDLE_BYTES, "IPC handle size");
 
 gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
                                               size_t slot_bytes, void *stream,
                                               gpuring_conn_handle_t *handle_p)
 {
     const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_IPC, slot_bytes);
-    cudaIpcMemHandle_t ipc;
+    unsigned char ipc[GPURING_DEVICE_SHARE_BYTES];
     void *fifo = NULL;
-    gpuring_status_t st;
 
-    GPURING_CUDA_CHECK(cudaMalloc(&fifo, bytes));
-    /* zero the counters and the LL flags before any sender can open the FIFO (the
+    /* zeroed -- the counters and the LL flags -- before any sender can open it (the
      * handle goes out later) */
-    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(fifo, 0, bytes - GPURING_NSTEPS * slot_bytes,
-                                            (cudaStream_t)stream),
-                            st, out_free);
-    GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), st, out_free);
-    GPURING_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ipc, fifo), st, out_free);
-
+    GPURING_CHECK(gpuring_device_alloc_shared(bytes, stream, &fifo, ipc));
     gpuring_conn_attach(conn, GPURING_CONN_IPC, GPURING_CONN_RECV, peer, channel, slot_bytes,
                         fifo);
     conn->ipc_fifo = fifo;
     gpuring_conn_handle_init(conn, handle_p);
-    memcpy(handle_p->where.ipc, &ipc, sizeof(ipc));
+    memcpy(handle_p->where.ipc, ipc, sizeof(ipc));
     GPURING_DEBUG(GPURING_SUBSYS_PROXY, "ipc recv from rank %d channel %d: %zu B device FIFO",
                   peer, channel, bytes);
     return GPURING_OK;
-
-out_free:
-    (void)cudaFree(fifo);
-    return st;
 }
 
 gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, int channel,
@@ -89,18 +80,12 @@ gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, i
 
 void gpuring_conn_ipc_destroy(gpuring_conn_t *conn)
 {
-    cudaError_t err;
-
     if (conn->ipc_fifo == NULL) return;
-    err = conn->dir == GPURING_CONN_RECV ? cudaFree(conn->ipc_fifo)
-                                         : cudaIpcCloseMemHandle(conn->ipc_fifo);
-    if (err != cudaSuccess) {
-        /* at teardown the context may already be gone (cudaDeviceReset) */
-        (void)cudaGetLastError();
-        GPURING_DEBUG(GPURING_SUBSYS_PROXY, "ipc %s rank %d channel %d teardown: %s",
-                      conn->dir == GPURING_CONN_RECV ? "recv" : "send", conn->peer,
-                      conn->channel, cudaGetErrorName(err));
-    }
+    /* (the free waits for no kernel of gpuring's that waits for a peer: device.h) */
+    if (conn->dir == GPURING_CONN_RECV)
+        gpuring_device_free(conn->ipc_fifo);
+    else
+        gpuring_device_close_shared(conn->ipc_fifo);
     conn->ipc_fifo = NULL;
     conn->slots = NULL;
     conn->ctrl = NULL;

@@ -18,6 +18,10 @@
  *                waiting for them (MPI allows it: they complete normally)
  *   p2p          a call in flight while its caller receives a large message
  *                from a rank that starts the call only after sending it
+ *   freeother    the same, where the receiver frees another communicator, one
+ *                that ran a device call, between its call and the receive: its
+ *                device memory goes, and cudaFree waits for every kernel of the
+ *                device -- the call's too, which waits for the sender
  *   stream (-d)  the default stream's order: call A, then copies queued on
  *                the default stream (cudaMemcpyAsync, about 0.3 s of them;
  *                the last one writes call B's input), then call B.  A waits
@@ -555,7 +559,7 @@ static void case_freed(unsigned seed)
  * not hold up the receive).  Even rank e receives from e+1, which sends after
  * a pause, so the receiver's progress runs while its call waits for e+1; a
  * rank without a partner only makes the call. */
-static void case_p2p(MPI_Comm comm, unsigned seed)
+static void case_p2p(MPI_Comm comm, unsigned seed, MPI_Comm *freed)
 {
     const size_t bytes = 4u << 20; /* above the shared-memory eager limits: rendezvous */
     unsigned char *msg = xmalloc(bytes);
@@ -575,6 +579,7 @@ static void case_p2p(MPI_Comm comm, unsigned seed)
         rc = MPI_Send(msg, (int)bytes, MPI_BYTE, r - 1, 77, comm);
     }
     if (call_start(&c, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    if (freed != NULL && r % 2 == 0) MPI_Comm_free(freed); /* freeother: the receivers */
     if (r % 2 == 0 && r + 1 < n) {
         rc = MPI_Recv(msg, (int)bytes, MPI_BYTE, r + 1, 77, comm, MPI_STATUS_IGNORE);
         for (size_t i = 0; rc == MPI_SUCCESS && !bad && i < bytes; i++)
@@ -585,8 +590,27 @@ static void case_p2p(MPI_Comm comm, unsigned seed)
                 rc != MPI_SUCCESS ? "failed" : "arrived wrong");
         g_failed++;
     }
-    call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "p2p");
+    call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, freed != NULL ? "freeother" : "p2p");
+    if (freed != NULL && *freed != MPI_COMM_NULL) MPI_Comm_free(freed);
     free(msg);
+}
+
+/* freeother: the usage above; `other` is set up by a call on device buffers first */
+static void case_freeother(MPI_Comm comm, unsigned seed)
+{
+    MPI_Comm other;
+    call_t c;
+    int r, n;
+
+    if (skipped(comm)) return;
+    MPI_Comm_dup(comm, &other);
+    MPI_Comm_set_errhandler(other, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(other, &r);
+    MPI_Comm_size(other, &n);
+    call_init(&c, K_INT32_SUM, 1000, 0, seed, r, n);
+    if (call_start(&c, other) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "freeother (its setup)");
+    case_p2p(comm, seed + 1, &other);
 }
 
 /* first: case_p2p as a fresh communicator's first collective, then a blocking call
@@ -599,7 +623,7 @@ static void case_first(unsigned seed)
 
     MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
     MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
-    case_p2p(fresh, seed);
+    case_p2p(fresh, seed, NULL);
     if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT32_T, MPI_SUM, fresh) != MPI_SUCCESS) {
         fprintf(stderr, "FAILED rank %d first: the blocking call after it failed\n", g_rank);
         g_failed++;
@@ -683,7 +707,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "FAILED rank %d p2p: the blocking call before it failed\n", g_rank);
             g_failed++;
         }
-        case_p2p(dup, 1000u * (unsigned)rep + 3);
+        case_p2p(dup, 1000u * (unsigned)rep + 3, NULL);
         MPI_Comm_free(&dup);
     }
     if (p2p_only) reps = 0; /* and nothing else */
@@ -707,7 +731,8 @@ int main(int argc, char **argv)
         case_overlap(comms[1], seed + 300);
         case_inplace(comms[0], seed + 400);
         case_inplace(comms[2], seed + 500);
-        case_p2p(comms[0], seed + 600);
+        case_p2p(comms[0], seed + 600, NULL);
+        case_freeother(comms[0], seed + 900);
         case_stream(comms[0], seed + 700);
         case_freed(seed + 800);
     }
