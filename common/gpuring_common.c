@@ -2,6 +2,7 @@
  * gpuring_common.c -- status strings, the log line formatter and its sink,
  * monotonic time, the timed spin used by every wait, and the call profile.
  */
+#define _GNU_SOURCE /* pthread_clockjoin_np, pthread_timedjoin_np */
 #include "common/gpuring_common.h"
 
 #include <pthread.h>
@@ -92,6 +93,44 @@ double gpuring_time_sec(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#if defined(HAVE_PTHREAD_MUTEX_CLOCKLOCK) && defined(HAVE_PTHREAD_CLOCKJOIN_NP)
+#define COMMON_WAIT_MONOTONIC 1
+#define COMMON_WAIT_CLOCK CLOCK_MONOTONIC
+#else
+#define COMMON_WAIT_MONOTONIC 0
+#define COMMON_WAIT_CLOCK CLOCK_REALTIME
+#endif
+
+void gpuring_deadline(double seconds, struct timespec *ts)
+{
+    if (seconds <= 0) seconds = 100.0 * 365 * 24 * 3600;
+    clock_gettime(COMMON_WAIT_CLOCK, ts);
+    ts->tv_sec += (time_t)seconds;
+    ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+int gpuring_mutex_lock_until(pthread_mutex_t *mutex, const struct timespec *deadline)
+{
+#if COMMON_WAIT_MONOTONIC
+    return pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, deadline);
+#else
+    return pthread_mutex_timedlock(mutex, deadline);
+#endif
+}
+
+int gpuring_join_until(pthread_t thread, const struct timespec *deadline)
+{
+#if COMMON_WAIT_MONOTONIC
+    return pthread_clockjoin_np(thread, NULL, CLOCK_MONOTONIC, deadline);
+#else
+    return pthread_timedjoin_np(thread, NULL, deadline);
+#endif
 }
 
 /*

@@ -9,6 +9,7 @@
 #ifndef GPURING_COMMON_H
 #define GPURING_COMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -108,6 +109,18 @@ void gpuring_log_emit(int level, unsigned subsys, const char *file, int line,
 
 /* ---- time and waits ---------------------------------------------------- */
 double gpuring_time_sec(void); /* CLOCK_MONOTONIC seconds */
+
+/*
+ * Bounded waits for a mutex and for a thread's end, until a deadline of
+ * gpuring_deadline (`seconds` from now; seconds <= 0, no bound: a century away):
+ * on the monotonic clock (a step of the wall clock neither ends them early nor
+ * makes them last), or the wall clock where the C library has no such waits
+ * (glibc < 2.31).  0, or the error (ETIMEDOUT).
+ */
+struct timespec;
+void gpuring_deadline(double seconds, struct timespec *ts);
+int gpuring_mutex_lock_until(pthread_mutex_t *mutex, const struct timespec *deadline);
+int gpuring_join_until(pthread_t thread, const struct timespec *deadline);
 
 /*
  * A timed spin: call gpuring_spin_init() before a wait loop and

@@ -26,6 +26,7 @@
 #include "kernels/device.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -232,14 +233,66 @@ static void *async_worker(void *arg)
     return NULL;
 }
 
+/*
+ * The waits for the worker.  Its calls end within their wait timeout (a kernel that
+ * will not stop is left running: exec_cuda), so a wait much longer than that means the
+ * worker is stuck in a CUDA or UCX call that no timeout of gpuring's reaches: each
+ * such wait says so at every ASYNC_REPORT_SEC past the bound, and goes on waiting (the
+ * worker owns the communicator's state until it is out).
+ */
+#define ASYNC_REPORT_SEC 30.0
+
+static double async_report_after(const gpuring_comm_t *c)
+{
+    return (c->cfg.wait_timeout > 0 ? c->cfg.wait_timeout : 0) + ASYNC_REPORT_SEC;
+}
+
+static void async_report(const gpuring_comm_t *c, const char *what, double since)
+{
+    GPURING_WARN(GPURING_SUBSYS_COLL, "comm uid %llu: %s for %.0f s, past every bound of "
+                 "its calls (coll_gpuring_wait_timeout %.0f s): the worker thread of its "
+                 "non-blocking calls is stuck in a CUDA or UCX call; still waiting",
+                 (unsigned long long)c->uid, what, gpuring_time_sec() - since,
+                 c->cfg.wait_timeout);
+}
+
+/* Until the worker's device call ends (lock held; the cond's clock is monotonic). */
+static void async_wait_idle(gpuring_comm_t *c, struct gpuring_async *q)
+{
+    const double since = gpuring_time_sec();
+    double report = since + async_report_after(c);
+
+    while (q->busy) {
+        struct timespec ts;
+
+        ts.tv_sec = (time_t)report;
+        ts.tv_nsec = (long)((report - (double)ts.tv_sec) * 1e9);
+        if (pthread_cond_timedwait(&q->idle, &q->lock, &ts) == ETIMEDOUT && q->busy) {
+            async_report(c, "a blocking call waits for the device call the worker runs",
+                         since);
+            report += ASYNC_REPORT_SEC;
+        }
+    }
+}
+
 /* Stop q's worker once its queue is empty, and join it. */
 static void async_join(struct gpuring_async *q)
 {
+    const double since = gpuring_time_sec();
+    double report = async_report_after(q->comm);
+
     pthread_mutex_lock(&q->lock);
     q->stop = 1; /* the worker leaves once the queue is empty */
     pthread_cond_signal(&q->queued);
     pthread_mutex_unlock(&q->lock);
-    pthread_join(q->thread, NULL);
+    for (;;) {
+        struct timespec deadline;
+
+        gpuring_deadline(report, &deadline);
+        if (gpuring_join_until(q->thread, &deadline) != ETIMEDOUT) return;
+        async_report(q->comm, "the communicator's end waits for its worker thread", since);
+        report = ASYNC_REPORT_SEC;
+    }
 }
 
 /* Off the live list: 1 if it was on it (0: gpuring_comm_async_finalize joined it). */
@@ -278,8 +331,8 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* gpuring_time_sec's, for naps */
     pthread_cond_init(&q->queued, &attr);
+    pthread_cond_init(&q->idle, &attr);
     pthread_condattr_destroy(&attr);
-    pthread_cond_init(&q->idle, NULL);
     q->comm = c;
     rc = pthread_create(&q->thread, NULL, async_worker, q);
     if (rc != 0) {
@@ -312,7 +365,7 @@ static void async_drain(gpuring_comm_t *c)
     if (q == NULL) return;
     for (;;) {
         pthread_mutex_lock(&q->lock);
-        while (q->busy) pthread_cond_wait(&q->idle, &q->lock);
+        async_wait_idle(c, q);
         if (async_empty(q)) {
             pthread_mutex_unlock(&q->lock);
             return;

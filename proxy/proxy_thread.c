@@ -572,33 +572,6 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
     return 1;
 }
 
-/* The clock of the bounded waits for the lock and for the thread's end: the
- * monotonic one (a step of the wall clock neither ends them early nor makes them
- * last), or the wall clock where the C library has no such waits (glibc < 2.31). */
-#if defined(HAVE_PTHREAD_MUTEX_CLOCKLOCK) && defined(HAVE_PTHREAD_CLOCKJOIN_NP)
-#define PROXY_CLOCK CLOCK_MONOTONIC
-#define proxy_lock_until(_p, _ts) pthread_mutex_clocklock(&(_p)->lock, PROXY_CLOCK, (_ts))
-#define proxy_join_until(_p, _ts) pthread_clockjoin_np((_p)->thread, NULL, PROXY_CLOCK, (_ts))
-#else
-#define PROXY_CLOCK CLOCK_REALTIME
-#define proxy_lock_until(_p, _ts) pthread_mutex_timedlock(&(_p)->lock, (_ts))
-#define proxy_join_until(_p, _ts) pthread_timedjoin_np((_p)->thread, NULL, (_ts))
-#endif
-
-/* PROXY_CLOCK `seconds` from now; none (seconds <= 0: coll_gpuring_wait_timeout 0,
- * no bound) a century away. */
-static void proxy_deadline(double seconds, struct timespec *ts)
-{
-    if (seconds <= 0) seconds = 100.0 * 365 * 24 * 3600;
-    clock_gettime(PROXY_CLOCK, ts);
-    ts->tv_sec += (time_t)seconds;
-    ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
 {
     const double limit = __atomic_load_n(&proxy->wait_timeout_ms, __ATOMIC_RELAXED) / 1e3;
@@ -612,8 +585,8 @@ int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
         return 0;
     }
     for (;;) {
-        proxy_deadline(limit, &deadline);
-        if (proxy_lock_until(proxy, &deadline) == 0) {
+        gpuring_deadline(limit, &deadline);
+        if (gpuring_mutex_lock_until(&proxy->lock, &deadline) == 0) {
             proxy_held(proxy, doing);
             return 1;
         }
@@ -929,14 +902,14 @@ static int proxy_stop_thread(gpuring_proxy_t *proxy)
     int locked;
 
     if (!proxy->thread_started) return 1;
-    proxy_deadline(limit, &deadline);
+    gpuring_deadline(limit, &deadline);
     /* under the lock where it can be had: the signal then cannot fall between the
      * thread's look at stop and its sleep (without it, its sleep is timed anyway) */
-    locked = proxy_lock_until(proxy, &deadline) == 0;
+    locked = gpuring_mutex_lock_until(&proxy->lock, &deadline) == 0;
     __atomic_store_n(&proxy->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&proxy->cond);
     if (locked) pthread_mutex_unlock(&proxy->lock);
-    if (proxy_join_until(proxy, &deadline) == 0) {
+    if (gpuring_join_until(proxy->thread, &deadline) == 0) {
         proxy->thread_started = 0;
         return 1;
     }
