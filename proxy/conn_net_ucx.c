@@ -1147,7 +1147,10 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
             goto out_stuck;
         ucp_worker_progress(proxy->worker);
         left = ops_outstanding(net);
-        if (left == 0) release_done(net);
+        if (left == 0) {
+            release_done(net);
+            gpuring_proxy_device_conn_gone(proxy, net); /* UCX is done with its slots */
+        }
         gpuring_proxy_unlock(proxy);
         if (left == 0) break;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {

@@ -142,6 +142,7 @@ typedef struct gpuring_net_conn {
     size_t mem_bytes;
     char *slots;    /* in mem, or device memory of `device` */
     int device;     /* GPU-direct: the slots' device ordinal; -1: host slots */
+    int device_counted; /* in proxy->device_conns */
     int flush;      /* GPU-direct: flush RDMA writes before publishing tail */
     gpuring_fifo_ctrl_t *ctrl;
     struct gpuring_proxy_ep *pe; /* the peer process's cached endpoint, not owned */
@@ -210,7 +211,9 @@ struct gpuring_proxy {
 
     ucp_context_h context;
     int cuda_memory; /* the context moves CUDA memory (a CUDA transport is loaded) */
-    int device;        /* GPU of the last GPU-direct connection registered, or -1 */
+    int device;        /* GPU of the last GPU-direct connection registered, or -1 once
+                        * none is left (device_conns: registered, not yet torn down) */
+    int device_conns;
     int thread_device; /* the GPU current on the proxy thread (UCX's CUDA transports and
                           the flush need its context there), or -1 */
     ucp_worker_h worker;
@@ -269,6 +272,10 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
 /* Add / remove a connection from the thread's list.  Lock held. */
 void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
+/* A GPU-direct connection's UCX operations all ended (its teardown): the last one
+ * gives the passes back to the callers (proxy->device -1; an orphan never does).
+ * Lock held. */
+void gpuring_proxy_device_conn_gone(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 /* Keep a destroyed connection whose UCX operations did not finish; freed at
  * finalize once the worker is gone.  Lock held. */
 void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);

@@ -338,7 +338,19 @@ void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
     if (proxy->conns != NULL) proxy->conns->prev = net;
     proxy->conns = net;
     net->registered = 1;
-    if (net->device >= 0) __atomic_store_n(&proxy->device, net->device, __ATOMIC_RELAXED);
+    if (net->device >= 0) {
+        net->device_counted = 1;
+        proxy->device_conns++;
+        __atomic_store_n(&proxy->device, net->device, __ATOMIC_RELAXED);
+    }
+}
+
+void gpuring_proxy_device_conn_gone(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
+{
+    if (!net->device_counted) return;
+    net->device_counted = 0;
+    /* the last: callers drive the passes again (only the thread did: proxy_drive) */
+    if (--proxy->device_conns == 0) __atomic_store_n(&proxy->device, -1, __ATOMIC_RELAXED);
 }
 
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net)
