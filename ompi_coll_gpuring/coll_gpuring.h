@@ -479,8 +479,8 @@ gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_
                                                void *image, int pinned, const char **why_p);
 gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
                                                  void *image, int pinned, const char **why_p);
-/* 1 when the component below is handed device buffers as they are. */
-int mca_coll_gpuring_below_reads_device(void);
+/* 1 when the component below is handed `coll`'s device buffers as they are. */
+int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll);
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                               mca_coll_gpuring_stage_buf_t *bufs, int n);
 int mca_coll_gpuring_stage_out(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,

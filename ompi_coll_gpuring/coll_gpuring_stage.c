@@ -96,13 +96,55 @@ static int stage_device_coll_open(void)
     return 0;
 }
 
+/* The reductions Open MPI's device component wraps in every version (4.1's cuda:
+ * these blocking ones; 5.0's accelerator a few more), staging their buffers itself.
+ * The other reductions -- non-blocking, persistent, MPI_Reduce_scatter, MPI_Reduce_local
+ * -- reach libnbc, tuned or the op framework, which reduce with the CPU. */
+static int stage_device_coll_wraps(mca_coll_gpuring_coll_t coll)
+{
+    switch (coll) {
+    case MCA_COLL_GPURING_COLL_allreduce:
+    case MCA_COLL_GPURING_COLL_reduce:
+    case MCA_COLL_GPURING_COLL_reduce_scatter_block:
+    case MCA_COLL_GPURING_COLL_scan:
+    case MCA_COLL_GPURING_COLL_exscan:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Whether `coll` reduces (an op applied to the buffers' elements). */
+static int stage_reduces(mca_coll_gpuring_coll_t coll)
+{
+    switch (coll) {
+    case MCA_COLL_GPURING_COLL_allreduce: case MCA_COLL_GPURING_COLL_iallreduce:
+    case MCA_COLL_GPURING_COLL_allreduce_init: case MCA_COLL_GPURING_COLL_reduce:
+    case MCA_COLL_GPURING_COLL_ireduce: case MCA_COLL_GPURING_COLL_reduce_init:
+    case MCA_COLL_GPURING_COLL_reduce_scatter: case MCA_COLL_GPURING_COLL_ireduce_scatter:
+    case MCA_COLL_GPURING_COLL_reduce_scatter_init:
+    case MCA_COLL_GPURING_COLL_reduce_scatter_block:
+    case MCA_COLL_GPURING_COLL_ireduce_scatter_block:
+    case MCA_COLL_GPURING_COLL_reduce_scatter_block_init: case MCA_COLL_GPURING_COLL_scan:
+    case MCA_COLL_GPURING_COLL_iscan: case MCA_COLL_GPURING_COLL_scan_init:
+    case MCA_COLL_GPURING_COLL_exscan: case MCA_COLL_GPURING_COLL_iexscan:
+    case MCA_COLL_GPURING_COLL_exscan_init: case MCA_COLL_GPURING_COLL_reduce_local:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /*
  * coll_gpuring_stage_device_buffers: 1 stage, 0 hand device pointers below,
  * -1 ask Open MPI once whether it is CUDA-aware (MPIX_Query_cuda_support,
  * looked up at run time: not every build has the extension) and whether the
- * job's collective components include its device one.
+ * job's collective components include its device one; then hand below as they
+ * are what the component below reads: a collective that does not reduce (the
+ * point-to-point layer moves device memory), a reduction the device component
+ * wraps.
  */
-int mca_coll_gpuring_below_reads_device(void)
+int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll)
 {
     static int answer = -1;
     int param = mca_coll_gpuring_component.stage_device_buffers;
@@ -111,22 +153,24 @@ int mca_coll_gpuring_below_reads_device(void)
     if (param >= 0) return param == 0;
     if (a < 0) {
         int (*query)(void) = NULL;
-        int aware, coll;
+        int aware;
 
         *(void **)&query = dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
         aware = query != NULL && query() == 1;
-        coll = aware && stage_device_coll_open();
-        a = aware && coll;
+        a = aware && stage_device_coll_open();
         GPURING_INFO(GPURING_SUBSYS_COLL,
                      "device buffers on their way to the component below: %s",
-                     a ? "handed over as they are (this Open MPI is CUDA-aware)"
+                     a ? "handed over as they are (this Open MPI is CUDA-aware), but for the "
+                         "reductions its coll cuda / accelerator component does not wrap "
+                         "(non-blocking, persistent, MPI_Reduce_scatter, MPI_Reduce_local), "
+                         "which are staged through host memory"
                      : aware ? "staged through host memory (this Open MPI is CUDA-aware, but "
                                "its coll cuda / accelerator component is not in the job's "
                                "coll list: the others reduce on the CPU)"
                              : "staged through host memory (this Open MPI is not CUDA-aware)");
         __atomic_store_n(&answer, a, __ATOMIC_RELAXED);
     }
-    return a;
+    return a && (!stage_reduces(coll) || stage_device_coll_wraps(coll));
 }
 
 /* ---- spans ------------------------------------------------------------------ */
@@ -591,7 +635,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         walk[i] = stage_span_kind(&bufs[i]);
         any |= bufs[i].device || walk[i];
     }
-    if (!any || mca_coll_gpuring_below_reads_device()) return 0;
+    if (!any || mca_coll_gpuring_below_reads_device(coll)) return 0;
     any = 0;
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
