@@ -696,10 +696,11 @@ static int proxy_pass(gpuring_proxy_t *proxy)
 {
     /* UCX moves device slots with the CUDA driver, on this thread: the slots'
      * context must be current here (a new thread has none) */
-    if (proxy->device != proxy->thread_device &&
-        gpuring_device_use(proxy->device) == GPURING_OK) {
-        proxy->thread_device = proxy->device;
-    }
+    const int device = __atomic_load_n(&proxy->device, __ATOMIC_RELAXED);
+
+    /* (-1: no GPU-direct connection left; the thread keeps the context it has) */
+    if (device >= 0 && device != proxy->thread_device && gpuring_device_use(device) == GPURING_OK)
+        proxy->thread_device = device;
     return proxy_pass_conns(proxy);
 }
 
