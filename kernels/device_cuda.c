@@ -183,7 +183,14 @@ gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, v
     return GPURING_OK;
 }
 
-/* The frees deferred while kernels that wait for peers are in flight (device.h). */
+/*
+ * The frees deferred while kernels that wait for peers are in flight (device.h).  The
+ * executor's side is lock-free (every device call passes it): a kernel's begin counts
+ * itself, then looks whether a free is under way (`device_freeing`, set around every
+ * cudaFree under the lock); a free sets that flag, then looks at the count.  Both
+ * sequentially consistent: at least one sees the other -- the free defers, or the
+ * launch waits for the lock, which the free holds through its cudaFree.
+ */
 typedef struct device_deferred {
     void *ptr;
     int device;
@@ -191,8 +198,10 @@ typedef struct device_deferred {
 } device_deferred_t;
 
 static pthread_mutex_t device_free_lock = PTHREAD_MUTEX_INITIALIZER;
-static int device_waiting;                 /* kernels that wait for peers, in flight */
-static device_deferred_t *device_deferred; /* frees they hold back */
+static int device_waiting;                 /* atomic: kernels that wait for peers, in flight */
+static int device_freeing;                 /* atomic: a cudaFree is under way (lock held) */
+static device_deferred_t *device_deferred; /* frees they hold back (changed under the
+                                            * lock; looked at without it by a kernel's end) */
 
 static void device_free_now(void *ptr)
 {
@@ -204,6 +213,41 @@ static void device_free_now(void *ptr)
     }
 }
 
+/* Lock held: 1 with device_freeing set where no such kernel is in flight (the caller
+ * frees, then device_frees_end), 0 where one is (defer). */
+static int device_frees_begin(void)
+{
+    __atomic_store_n(&device_freeing, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&device_waiting, __ATOMIC_SEQ_CST) == 0) return 1;
+    __atomic_store_n(&device_freeing, 0, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void device_frees_end(void)
+{
+    __atomic_store_n(&device_freeing, 0, __ATOMIC_SEQ_CST);
+}
+
+/* Lock held: the deferred frees, where no such kernel is in flight any more. */
+static void device_drain_locked(void)
+{
+    device_deferred_t *d = device_deferred;
+    gpuring_device_saved_t app;
+
+    if (d == NULL || !device_frees_begin()) return;
+    app = gpuring_device_save();
+    __atomic_store_n(&device_deferred, NULL, __ATOMIC_SEQ_CST);
+    while (d != NULL) {
+        device_deferred_t *next = d->next;
+
+        if (gpuring_device_use(d->device) == GPURING_OK) device_free_now(d->ptr);
+        free(d);
+        d = next;
+    }
+    gpuring_device_restore(app);
+    device_frees_end();
+}
+
 void gpuring_device_free(void *ptr)
 {
     device_deferred_t *d;
@@ -211,48 +255,47 @@ void gpuring_device_free(void *ptr)
 
     if (ptr == NULL) return;
     pthread_mutex_lock(&device_free_lock);
-    if (device_waiting > 0 && cudaGetDevice(&device) == cudaSuccess &&
-        (d = malloc(sizeof(*d))) != NULL) {
-        d->ptr = ptr;
-        d->device = device;
-        d->next = device_deferred;
-        device_deferred = d;
+    if (device_frees_begin()) {
+        device_free_now(ptr);
+        device_frees_end();
         pthread_mutex_unlock(&device_free_lock);
-        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "device memory %p of GPU %d freed once no "
-                      "kernel waits for a peer (%d do)", ptr, device, device_waiting);
         return;
     }
-    (void)cudaGetLastError();
-    /* (under the lock: no such kernel launches before it returns) */
-    device_free_now(ptr);
+    if (cudaGetDevice(&device) != cudaSuccess || (d = malloc(sizeof(*d))) == NULL) {
+        (void)cudaGetLastError();
+        pthread_mutex_unlock(&device_free_lock);
+        device_free_now(ptr); /* (no memory to remember it: as before, at once) */
+        return;
+    }
+    d->ptr = ptr;
+    d->device = device;
+    d->next = device_deferred;
+    __atomic_store_n(&device_deferred, d, __ATOMIC_SEQ_CST);
+    /* the last kernel may have ended since, before it could see this one (its end
+     * looks at the list after its count, this looks at the count after the list) */
+    device_drain_locked();
     pthread_mutex_unlock(&device_free_lock);
+    GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "device memory %p of GPU %d freed once no kernel "
+                  "waits for a peer", ptr, device);
 }
 
 void gpuring_device_waiting_begin(void)
 {
-    pthread_mutex_lock(&device_free_lock);
-    device_waiting++;
-    pthread_mutex_unlock(&device_free_lock);
+    __atomic_fetch_add(&device_waiting, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&device_freeing, __ATOMIC_SEQ_CST)) {
+        /* a cudaFree that saw no such kernel: this one launches after it */
+        pthread_mutex_lock(&device_free_lock);
+        pthread_mutex_unlock(&device_free_lock);
+    }
 }
 
 void gpuring_device_waiting_end(void)
 {
-    device_deferred_t *d;
-
+    if (__atomic_sub_fetch(&device_waiting, 1, __ATOMIC_SEQ_CST) != 0 ||
+        __atomic_load_n(&device_deferred, __ATOMIC_SEQ_CST) == NULL)
+        return;
     pthread_mutex_lock(&device_free_lock);
-    if (--device_waiting == 0 && (d = device_deferred) != NULL) {
-        gpuring_device_saved_t app = gpuring_device_save();
-
-        device_deferred = NULL;
-        while (d != NULL) {
-            device_deferred_t *next = d->next;
-
-            if (gpuring_device_use(d->device) == GPURING_OK) device_free_now(d->ptr);
-            free(d);
-            d = next;
-        }
-        gpuring_device_restore(app);
-    }
+    device_drain_locked();
     pthread_mutex_unlock(&device_free_lock);
 }
 

@@ -579,7 +579,12 @@ static void case_p2p(MPI_Comm comm, unsigned seed, MPI_Comm *freed)
         rc = MPI_Send(msg, (int)bytes, MPI_BYTE, r - 1, 77, comm);
     }
     if (call_start(&c, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
-    if (freed != NULL && r % 2 == 0) MPI_Comm_free(freed); /* freeother: the receivers */
+    if (freed != NULL && r % 2 == 0) {
+        /* freeother, the receivers: once the call's kernel runs (the worker launches it;
+         * the sender sends after 200 ms) */
+        usleep(50 * 1000);
+        MPI_Comm_free(freed);
+    }
     if (r % 2 == 0 && r + 1 < n) {
         rc = MPI_Recv(msg, (int)bytes, MPI_BYTE, r + 1, 77, comm, MPI_STATUS_IGNORE);
         for (size_t i = 0; rc == MPI_SUCCESS && !bad && i < bytes; i++)
