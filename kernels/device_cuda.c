@@ -274,9 +274,10 @@ void gpuring_device_free(void *ptr)
     /* the last kernel may have ended since, before it could see this one (its end
      * looks at the list after its count, this looks at the count after the list) */
     device_drain_locked();
+    if (device_deferred != NULL)
+        GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "device memory %p of GPU %d freed once no "
+                      "kernel waits for a peer", ptr, device);
     pthread_mutex_unlock(&device_free_lock);
-    GPURING_DEBUG(GPURING_SUBSYS_KERNEL, "device memory %p of GPU %d freed once no kernel "
-                  "waits for a peer", ptr, device);
 }
 
 void gpuring_device_waiting_begin(void)
