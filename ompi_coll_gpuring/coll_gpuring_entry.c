@@ -101,7 +101,6 @@ static int entry_map_fortran(struct ompi_datatype_t *dt, gpuring_op_t op, size_t
  * the MPI library names it (coll_gpuring_compat.h); then Fortran's. */
 static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_type_t *type_p)
 {
-    const gpuring_type_t *sint = entry_sint, *uint = entry_uint;
     size_t size;
 
     if (!ompi_datatype_is_predefined(dt)) return 0;
@@ -119,11 +118,11 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
         dt == MPI_LONG_LONG_INT || dt == MPI_INT8_T || dt == MPI_INT16_T ||
         dt == MPI_INT32_T || dt == MPI_INT64_T || dt == MPI_AINT || dt == MPI_OFFSET ||
         dt == MPI_COUNT || dt == MPI_CHAR) {
-        *type_p = sint[size];
+        *type_p = entry_sint[size];
     } else if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UNSIGNED_SHORT || dt == MPI_UNSIGNED ||
                dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT8_T ||
                dt == MPI_UINT16_T || dt == MPI_UINT32_T || dt == MPI_UINT64_T) {
-        *type_p = uint[size];
+        *type_p = entry_uint[size];
     } else if (dt == MPI_C_BOOL && size == 1 && entry_op_logical(op)) {
         *type_p = GPURING_TYPE_UINT8;
     } else if (dt == MPI_BYTE && (op == GPURING_OP_BAND || op == GPURING_OP_BOR ||
