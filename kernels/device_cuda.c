@@ -325,7 +325,8 @@ gpuring_status_t gpuring_device_flush_remote_writes(void)
 
 static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_DEVICE_SHARE_BYTES, "IPC handle size");
 
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void *stream,
+                                             void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {
     cudaIpcMemHandle_t ipc;
@@ -333,7 +334,8 @@ gpuring_status_t gpuring_device_alloc_shared(size_t bytes, void *stream, void **
     gpuring_status_t st;
 
     GPURING_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, bytes, (cudaStream_t)stream), st, out_free);
+    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, zero_bytes, (cudaStream_t)stream), st,
+                            out_free);
     GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), st, out_free);
     GPURING_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ipc, ptr), st, out_free);
     memcpy(handle, &ipc, sizeof(ipc));
