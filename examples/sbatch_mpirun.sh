@@ -6,6 +6,10 @@
 #   cd <gpuring tree> && sbatch examples/sbatch_mpirun.sh
 #   sbatch -N 2 --ntasks-per-node=4 examples/sbatch_mpirun.sh   (options on
 #                                   the command line override the #SBATCH ones)
+#   sbatch -N 2 --ntasks-per-node=4 --gpus-per-node=4 \
+#       --export=ALL,GPURING_PERF_ARGS="-m device -b 8 -e 256M -f 4" \
+#       examples/sbatch_mpirun.sh   device buffers, one rank per GPU (README:
+#                                   "GPU jobs")
 #
 # Optional environment (sbatch hands the submitting shell's environment to
 # the job; relative paths are from the directory sbatch was run in):
@@ -15,6 +19,9 @@
 #                          test/mpi/allreduce_check (default: none)
 #   GPURING_CHECK_ARGS     its arguments
 #   GPURING_NP             ranks (default: the job's task count)
+#   GPURING_MPIRUN         the command that starts the ranks (default mpirun;
+#                          e.g. a site's wrapper, or "test/cudacpu/run mpirun":
+#                          device buffers on the CUDA CPU runtime, no GPU)
 #   GPURING_COMPONENT_DIR  directory with mca_coll_gpuring.so when it is not
 #                          installed in Open MPI's component directory
 #
@@ -61,13 +68,14 @@ fi
 # Ranks: the job's task count. mpirun also learns the nodes and slots from
 # Slurm by itself; --oversubscribe allows more ranks than slots when asked.
 np=${GPURING_NP:-${SLURM_NTASKS:-2}}
+read -r -a mpirun <<< "${GPURING_MPIRUN:-mpirun}"
 perf=${GPURING_PERF:-test/perf/allreduce_perf}
 read -r -a perf_args <<< "${GPURING_PERF_ARGS:--b 8 -e 64M -f 4}"
 
-echo "gpuring job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: mpirun -np $np, OMPI_MCA_coll=$OMPI_MCA_coll"
+echo "gpuring job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: ${mpirun[*]} -np $np, OMPI_MCA_coll=$OMPI_MCA_coll"
 rc=0
 # The benchmark: one row per size; #wrong counts wrong elements (0 expected).
-mpirun -np "$np" --oversubscribe "$perf" "${perf_args[@]}"
+"${mpirun[@]}" -np "$np" --oversubscribe "$perf" "${perf_args[@]}"
 r=$?
 echo "gpuring job: $perf exit $r"
 [ $r != 0 ] && rc=$r
@@ -75,7 +83,7 @@ echo "gpuring job: $perf exit $r"
 # Optional second program, e.g. the correctness test (ends "N passed, N failed").
 if [ -n "${GPURING_CHECK:-}" ]; then
     read -r -a check_args <<< "${GPURING_CHECK_ARGS:-}"
-    mpirun -np "$np" --oversubscribe "$GPURING_CHECK" "${check_args[@]}"
+    "${mpirun[@]}" -np "$np" --oversubscribe "$GPURING_CHECK" "${check_args[@]}"
     r=$?
     echo "gpuring job: $GPURING_CHECK exit $r"
     [ $r != 0 ] && rc=$r

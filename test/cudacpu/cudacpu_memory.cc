@@ -532,6 +532,9 @@ extern "C" cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev
     return ok();
 }
 
+/* CUDACPU_FAIL_IPC_OPEN set: every handle of another process fails to open, as where
+ * the peer's GPU is hidden from this process (per-task GPU binding under Slurm,
+ * CUDA_VISIBLE_DEVICES set per rank) */
 extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
                                             unsigned int flags)
 {
@@ -546,6 +549,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
     if (memcmp(h.magic, ipc_magic, sizeof(h.magic)) != 0) return fail(cudaErrorInvalidValue);
     if (h.pid == (int32_t)getpid()) /* as CUDA: not in the exporting process */
         return fail(cudaErrorDeviceUninitialized);
+    if (getenv("CUDACPU_FAIL_IPC_OPEN") != nullptr) return fail(cudaErrorInvalidDevice);
     std::lock_guard<std::mutex> g(mu);
     for (auto &x : ranges) { /* opened before: the same mapping, counted */
         if (x.second.kind == MEM_IPC_MAPPED && strcmp(x.second.name, h.name) == 0) {

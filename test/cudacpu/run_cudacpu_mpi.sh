@@ -329,6 +329,15 @@ case_run own_ctx_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099 -x "$KNOWN_OMP
 summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv="-x CUDACPU_CTX_SHARED=1"
 case_run own_ctx_shared_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099
 xenv=""
+# no rank can map another's device memory (CUDACPU_FAIL_IPC_OPEN: as where per-task GPU
+# binding hides the peers' GPUs): every communicator's device connections fail at
+# setup on every rank alike, and its device calls go below, staged, right
+summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
+staged=3 xenv="-x CUDACPU_FAIL_IPC_OPEN=1"
+want='device connections failed \(device buffers\): device buffers on this communicator go to the component below'
+case_run ipc_refused_np3 3 "" -d -q -i -m world,split -c 1,17,4099 -t int,float \
+    -x "$KNOWN_OMPI_BUGS"
+summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv=""
 summary=$SUMMARY_ON_DEVICE staged=0
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579

@@ -14,9 +14,15 @@
 #      --mpi=pmix, gpuring selected by examples/mca-params.conf), each
 #      running allreduce_perf and allreduce_check over 2 ranks, with
 #      OMPI_MCA_coll_gpuring_host_buffers=1 OMPI_MCA_coll_gpuring_verbose=3;
+#      and examples/sbatch_mpirun.sh once more on device buffers
+#      (allreduce_perf -m device, allreduce_check -d) through the CUDA CPU
+#      runtime (GPURING_MPIRUN="test/cudacpu/run mpirun": the example's GPU
+#      job without a GPU; left out, with an INFO line, where the runtime is
+#      not built);
 #   4. checks each job: state COMPLETED with exit code 0, a "ready:" line
 #      from both ranks for each program (gpuring ran), allreduce_perf rows
-#      all with #wrong 0, allreduce_check's "N passed, 0 failed";
+#      all with #wrong 0, allreduce_check's "N passed, 0 failed"; the device
+#      job also every rank's allreduce summary with calls on device buffers;
 #   5. always (normal end, failure, SIGINT/SIGTERM): cancels the jobs, stops
 #      every daemon it started by PID (TERM, bounded wait, KILL), kills what
 #      those daemons left (slurmstepd, job tasks: found by a tag variable
@@ -62,6 +68,7 @@ START_TIMEOUT=30
 INJECT=${GPURING_SLURM_INJECT:-}
 PERF_ARGS="-b 8 -e 1M -f 4 -n 5 -w 1 -c 1"
 CHECK_ARGS="-t int32,float -o sum,max -c 0,1,17,4099 -i -s 1"
+CUDACPU_RUN=$SRCDIR/test/cudacpu/run
 NP=2
 
 NPASS=0
@@ -468,9 +475,24 @@ esac
 declare -A JOB_OF=()
 NAMES=(mpirun srun_pmix)
 SCRIPTS=("$SRCDIR/examples/sbatch_mpirun.sh" "$SRCDIR/examples/sbatch_srun_pmix.sh")
-for k in 0 1; do
+# the GPU job, on the CUDA CPU runtime where it is built (the test's builds make it
+# with or without the CUDA toolkit, on x86-64)
+if [ -f "$BUILDDIR/test/cudacpu/runtime/libcudart.so" ] &&
+    [ -f "$BUILDDIR/test/cudacpu/driver/libcuda.so.1" ] &&
+    [ -f "$BUILDDIR/test/cudacpu/component/.libs/mca_coll_gpuring.so" ]; then
+    NAMES+=(mpirun_device)
+    SCRIPTS+=("$SRCDIR/examples/sbatch_mpirun.sh")
+else
+    info "job_mpirun_device not run: the CUDA CPU runtime is not built in $BUILDDIR"
+fi
+for k in "${!NAMES[@]}"; do
     name=${NAMES[k]}
     vars=("${common[@]}")
+    # job 3: device buffers through the example's GPURING_MPIRUN
+    if [ "$name" = mpirun_device ]; then
+        vars+=(GPURING_MPIRUN="$CUDACPU_RUN mpirun" GPURING_BUILDDIR="$BUILDDIR"
+            GPURING_PERF_ARGS="-m device $PERF_ARGS" GPURING_CHECK_ARGS="-d $CHECK_ARGS")
+    fi
     # job 1: OMPI_MCA_coll from the environment (the example's default);
     # job 2: selection and host_buffers from examples/mca-params.conf, only
     #        verbose (and the injection) from the environment
@@ -526,7 +548,7 @@ check_job() {
     else
         # split the output at the job script's "gpuring job: PROG exit N" lines:
         # part 1 is allreduce_perf's, part 2 allreduce_check's
-        local p1 p2 r rows bad npc
+        local p1 p2 r rows bad npc ondev n pat note=""
         p1=$(awk '/^gpuring job: .* exit [0-9]+$/ {exit} {print}' "$out")
         p2=$(awk 'n == 1 && /^gpuring job: .* exit [0-9]+$/ {exit} n == 1 {print} /^gpuring job: .* exit [0-9]+$/ {n++}' "$out")
         for part in perf check; do
@@ -545,6 +567,14 @@ check_job() {
             bad=$(grep -E '^ +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+$' <<< "$p1" |
                 awk '$8 != 0' | wc -l)
             npc=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<< "$p2" | tail -n 1)
+            ondev=$NP
+            if [ "$name" = mpirun_device ]; then # every rank's calls, in both programs
+                pat='\[gpuring rank [0-9]+\] allreduce summary: [1-9][0-9]* calls in gpuring .*[1-9][0-9]* on device buffers'
+                ondev=$(grep -cE "$pat" <<< "$p1")
+                n=$(grep -cE "$pat" <<< "$p2")
+                [ "$n" -lt "$ondev" ] && ondev=$n
+                note=" on device buffers (the CUDA CPU runtime)"
+            fi
             if [ "$rows" -lt 1 ]; then
                 why="no allreduce_perf result row"
             elif [ "$bad" != 0 ]; then
@@ -553,11 +583,13 @@ check_job() {
                 why="allreduce_perf did not report '# out of bounds values : 0 OK'"
             elif ! [[ $npc =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]]; then
                 why="allreduce_check: ${npc:-no 'N passed, N failed' line}"
+            elif [ "$ondev" -lt "$NP" ]; then
+                why="only $ondev of $NP ranks' allreduce summaries (per program) show calls on device buffers in gpuring"
             fi
         fi
     fi
     if [ -z "$why" ]; then
-        pass "job_$name (job $id COMPLETED: gpuring ready on ranks 0-$((NP - 1)) in both programs, $rows allreduce_perf rows #wrong 0, allreduce_check $npc)"
+        pass "job_$name (job $id COMPLETED: gpuring ready on ranks 0-$((NP - 1)) in both programs$note, $rows allreduce_perf rows #wrong 0, allreduce_check $npc)"
     else
         fail "job_$name" "$why"
         echo "    | scontrol: $info_line" | head -c 2000
