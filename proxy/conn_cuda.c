@@ -66,8 +66,9 @@ gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, i
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         GPURING_ERROR(GPURING_SUBSYS_PROXY, "cannot open rank %d's CUDA IPC FIFO (channel %d): "
-                      "%s (%s); are both GPUs visible to both ranks, and peer access possible "
-                      "between them?", peer, channel, cudaGetErrorName(err),
+                      "%s (%s); may this process reach that rank's GPU (a device cgroup "
+                      "per task hides it), and is peer access possible between them?", peer,
+                      channel, cudaGetErrorName(err),
                       cudaGetErrorString(err));
         return GPURING_ERR_CUDA;
     }

@@ -533,8 +533,8 @@ extern "C" cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev
 }
 
 /* CUDACPU_FAIL_IPC_OPEN set: every handle of another process fails to open, as where
- * the peer's GPU is hidden from this process (per-task GPU binding under Slurm,
- * CUDA_VISIBLE_DEVICES set per rank) */
+ * the process may not reach the peer's GPU (a device cgroup per task; CUDA opens
+ * handles of GPUs CUDA_VISIBLE_DEVICES hides) */
 extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
                                             unsigned int flags)
 {

@@ -329,8 +329,8 @@ case_run own_ctx_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099 -x "$KNOWN_OMP
 summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv="-x CUDACPU_CTX_SHARED=1"
 case_run own_ctx_shared_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099
 xenv=""
-# no rank can map another's device memory (CUDACPU_FAIL_IPC_OPEN: as where per-task GPU
-# binding hides the peers' GPUs): every communicator's device connections fail at
+# no rank can map another's device memory (CUDACPU_FAIL_IPC_OPEN: as where a device
+# cgroup per task keeps the peers' GPUs away): every communicator's device connections fail at
 # setup on every rank alike, and its device calls go below, staged, right
 summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
 staged=3 xenv="-x CUDACPU_FAIL_IPC_OPEN=1"
