@@ -26,14 +26,20 @@
 
 int main(int argc, char **argv)
 {
-    int rank, size, ndev = 1, count = argc > 1 ? atoi(argv[1]) : 1 << 20, bad = 0, ok, nok;
+    int rank, size, local, ndev = 1, count = argc > 1 ? atoi(argv[1]) : 1 << 20, bad = 0, ok,
+        nok;
     float *host, *dev;
+    MPI_Comm node;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* one GPU per rank of the node (ranks beyond the GPUs share them: MPS) */
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
     CHECK(cudaGetDeviceCount(&ndev));
-    CHECK(cudaSetDevice(rank % ndev));
+    CHECK(cudaSetDevice(local % ndev));
     host = malloc((size_t)count * sizeof(float));
     CHECK(cudaMalloc((void **)&dev, (size_t)count * sizeof(float)));
     CHECK(cudaMemset(dev, 0, (size_t)count * sizeof(float)));

@@ -4,9 +4,9 @@
 # selected for the whole job through OMPI_MCA_* environment variables.
 #
 #   cd <gpuring tree> && sbatch examples/sbatch_mpirun.sh
-#   sbatch -N 2 --ntasks-per-node=4 examples/sbatch_mpirun.sh   (options on
+#   sbatch -N 2 -n 8 --ntasks-per-node=4 examples/sbatch_mpirun.sh   (options on
 #                                   the command line override the #SBATCH ones)
-#   sbatch -N 2 --ntasks-per-node=4 --gpus-per-node=4 \
+#   sbatch -N 2 -n 8 --ntasks-per-node=4 --gpus-per-node=4 \
 #       --export=ALL,GPURING_PERF_ARGS="-m device -b 8 -e 256M -f 4" \
 #       examples/sbatch_mpirun.sh   device buffers, one rank per GPU (README:
 #                                   "GPU jobs")
@@ -19,9 +19,10 @@
 #                          test/mpi/allreduce_check (default: none)
 #   GPURING_CHECK_ARGS     its arguments
 #   GPURING_NP             ranks (default: the job's task count)
-#   GPURING_MPIRUN         the command that starts the ranks (default mpirun;
-#                          e.g. a site's wrapper, or "test/cudacpu/run mpirun":
-#                          device buffers on the CUDA CPU runtime, no GPU)
+#   GPURING_MPIRUN         the command that starts the ranks, split into words
+#                          at spaces (default mpirun; e.g. a site's wrapper, or
+#                          "test/cudacpu/run mpirun": device buffers on the
+#                          CUDA CPU runtime, no GPU)
 #   GPURING_COMPONENT_DIR  directory with mca_coll_gpuring.so when it is not
 #                          installed in Open MPI's component directory
 #
@@ -30,7 +31,8 @@
 #
 # job name shown by squeue
 #SBATCH --job-name=gpuring-mpirun
-# one node, two ranks (more nodes: -N 2 --ntasks-per-node=N at submission)
+# one node, two ranks (more: -N 2 -n 8 --ntasks-per-node=4 at submission; -n
+# too, since this --ntasks would win over --ntasks-per-node)
 #SBATCH --nodes=1
 #SBATCH --ntasks=2
 # wall-clock limit: Slurm kills the job after this
@@ -68,7 +70,8 @@ fi
 # Ranks: the job's task count. mpirun also learns the nodes and slots from
 # Slurm by itself; --oversubscribe allows more ranks than slots when asked.
 np=${GPURING_NP:-${SLURM_NTASKS:-2}}
-read -r -a mpirun <<< "${GPURING_MPIRUN:-mpirun}"
+read -r -a mpirun <<< "${GPURING_MPIRUN:-}" # (words: no spaces inside one)
+[ ${#mpirun[@]} -gt 0 ] || mpirun=(mpirun)
 perf=${GPURING_PERF:-test/perf/allreduce_perf}
 read -r -a perf_args <<< "${GPURING_PERF_ARGS:--b 8 -e 64M -f 4}"
 

@@ -25,7 +25,8 @@
 #
 # job name shown by squeue
 #SBATCH --job-name=gpuring-srun
-# one node, two ranks (more nodes: -N 2 --ntasks-per-node=N at submission)
+# one node, two ranks (more: -N 2 -n 8 --ntasks-per-node=4 at submission; -n
+# too, since this --ntasks would win over --ntasks-per-node)
 #SBATCH --nodes=1
 #SBATCH --ntasks=2
 # wall-clock limit: Slurm kills the job after this

@@ -31,6 +31,11 @@ size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)
     return GPURING_CTRL_BYTES + conn_ll_bytes(type) + GPURING_NSTEPS * slot_bytes;
 }
 
+size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type)
+{
+    return GPURING_CTRL_BYTES + conn_ll_bytes(type);
+}
+
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
                          int peer, int channel, size_t slot_bytes, void *fifo)
 {

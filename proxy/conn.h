@@ -474,6 +474,9 @@ static inline int gpuring_conn_refused(const gpuring_conn_t *conn)
 /* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
  * slots (not NET), then NSTEPS slots. */
 size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
+/* Its leading bytes that must be zero before a peer opens it: the control page and the
+ * LL slots (the simple slots need not be: read only up to the tail posted). */
+size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type);
 /* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first). */
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
                          int peer, int channel, size_t slot_bytes, void *fifo);

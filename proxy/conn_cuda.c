@@ -35,10 +35,9 @@ gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, in
     unsigned char ipc[GPURING_DEVICE_SHARE_BYTES];
     void *fifo = NULL;
 
-    /* the counters and the LL flags zeroed before any sender can open it (the handle
-     * goes out later); the slots need not be */
-    GPURING_CHECK(gpuring_device_alloc_shared(bytes, bytes - GPURING_NSTEPS * slot_bytes, stream,
-                                              &fifo, ipc));
+    /* zeroed where it must be before any sender can open it (the handle goes out later) */
+    GPURING_CHECK(gpuring_device_alloc_shared(
+        bytes, gpuring_conn_fifo_zero_bytes(GPURING_CONN_IPC), stream, &fifo, ipc));
     gpuring_conn_attach(conn, GPURING_CONN_IPC, GPURING_CONN_RECV, peer, channel, slot_bytes,
                         fifo);
     conn->ipc_fifo = fifo;

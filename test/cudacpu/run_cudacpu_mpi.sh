@@ -338,7 +338,6 @@ want='device connections failed \(device buffers\): device buffers on this commu
 case_run ipc_refused_np3 3 "" -d -q -i -m world,split -c 1,17,4099 -t int,float \
     -x "$KNOWN_OMPI_BUGS"
 summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv=""
-summary=$SUMMARY_ON_DEVICE staged=0
 case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 coll_gpuring_channels_per_call 32" \
     -d -q -i -m world -t int,float,double,short -o sum,max -c 17,4099,65537,1048579
 # the node leaders' NET steps: the host thread waiting for the kernel runs the

@@ -33,7 +33,7 @@
 #                           when that is set, as make check does, else this tree)
 #   GPURING_COMPONENT_DIR   load mca_coll_gpuring.so from this directory
 #                           (default: the one installed in Open MPI's pkglibdir)
-#   GPURING_SLURM_JOB_TIMEOUT  seconds to wait for both jobs (default 120)
+#   GPURING_SLURM_JOB_TIMEOUT  seconds to wait for the jobs (default 120)
 #   GPURING_SLURM_INJECT    failure injection, to test this test:
 #                           nogpuring (host_buffers=0: gpuring does not run),
 #                           badarg (allreduce_perf gets an unknown option),
@@ -464,11 +464,23 @@ submit() {
 common=(GPURING_PERF="$PERF" GPURING_PERF_ARGS="$PERF_ARGS" GPURING_CHECK="$CHECK"
     GPURING_CHECK_ARGS="$CHECK_ARGS" GPURING_NP="$NP"
     OMPI_MCA_coll_gpuring_host_buffers=1 OMPI_MCA_coll_gpuring_verbose=3)
+# the device job's own (job 3): device buffers, the injection reaching it too
+device=(GPURING_MPIRUN="$CUDACPU_RUN mpirun" GPURING_BUILDDIR="$BUILDDIR"
+    GPURING_PERF_ARGS="-m device $PERF_ARGS" GPURING_CHECK_ARGS="-d $CHECK_ARGS")
 case $INJECT in
 "") ;;
-nogpuring) common+=(OMPI_MCA_coll_gpuring_host_buffers=0); info "injected: host_buffers=0" ;;
-badarg) common+=(GPURING_PERF_ARGS="$PERF_ARGS -Z"); info "injected: unknown allreduce_perf option" ;;
-hang) common+=(GPURING_PERF=/bin/sleep GPURING_PERF_ARGS=3600); info "injected: jobs sleep 3600s" ;;
+nogpuring)
+    common+=(OMPI_MCA_coll_gpuring_host_buffers=0)
+    device+=(OMPI_MCA_coll=tuned,libnbc,basic,self) # (device buffers ignore host_buffers)
+    info "injected: host_buffers=0 (the device job: coll without gpuring)" ;;
+badarg)
+    common+=(GPURING_PERF_ARGS="$PERF_ARGS -Z")
+    device+=(GPURING_PERF_ARGS="-m device $PERF_ARGS -Z")
+    info "injected: unknown allreduce_perf option" ;;
+hang)
+    common+=(GPURING_PERF=/bin/sleep GPURING_PERF_ARGS=3600)
+    device+=(GPURING_PERF_ARGS=3600)
+    info "injected: jobs sleep 3600s" ;;
 *) abort prerequisites "unknown GPURING_SLURM_INJECT=$INJECT" ;;
 esac
 
@@ -488,11 +500,8 @@ fi
 for k in "${!NAMES[@]}"; do
     name=${NAMES[k]}
     vars=("${common[@]}")
-    # job 3: device buffers through the example's GPURING_MPIRUN
-    if [ "$name" = mpirun_device ]; then
-        vars+=(GPURING_MPIRUN="$CUDACPU_RUN mpirun" GPURING_BUILDDIR="$BUILDDIR"
-            GPURING_PERF_ARGS="-m device $PERF_ARGS" GPURING_CHECK_ARGS="-d $CHECK_ARGS")
-    fi
+    # job 3: device buffers through the example's GPURING_MPIRUN (later values win)
+    [ "$name" = mpirun_device ] && vars+=("${device[@]}")
     # job 1: OMPI_MCA_coll from the environment (the example's default);
     # job 2: selection and host_buffers from examples/mca-params.conf, only
     #        verbose (and the injection) from the environment
