@@ -178,6 +178,8 @@ mpirun_cpu() {
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
+# ... of a case whose every device call goes to the component below
+SUMMARY_BELOW='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
 summary=$SUMMARY_ON_DEVICE staged=0 want="" verbose=3 bin=allreduce_check below_ok=""
 xenv="" # more mpirun arguments before the program (-x VAR=value)
 
@@ -318,7 +320,7 @@ want='FIFO path \(for the next 63 calls too\)' verbose=4
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct [1-9][0-9]*, direct 0; [1-9][0-9]* on device buffers'
 case_run pool_np3 3 "coll_gpuring_agree_memory 1" -d -P -q -i -m world,split -c 1,17,4099,20000
 want="" verbose=3
-summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
+summary=$SUMMARY_BELOW
 staged=2
 case_run mixed_np3 3 "coll_gpuring_agree_memory 1 coll_gpuring_host_buffers 1" -d -M -q -i \
     -m world,dup -c 1,17,4099 -x "$KNOWN_OMPI_BUGS"
@@ -330,9 +332,9 @@ summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv="-x CUDACPU_CTX_SHARED=1"
 case_run own_ctx_shared_np3 3 "" -d -C -q -i -m world,split -c 1,17,4099
 xenv=""
 # no rank can map another's device memory (CUDACPU_FAIL_IPC_OPEN: as where a device
-# cgroup per task keeps the peers' GPUs away): every communicator's device connections fail at
-# setup on every rank alike, and its device calls go below, staged, right
-summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
+# cgroup per task keeps the peers' GPUs away): every communicator's device connections
+# fail at setup on every rank alike, and its device calls go below, staged, right
+summary=$SUMMARY_BELOW
 staged=3 xenv="-x CUDACPU_FAIL_IPC_OPEN=1"
 want='device connections failed \(device buffers\): device buffers on this communicator go to the component below'
 case_run ipc_refused_np3 3 "" -d -q -i -m world,split -c 1,17,4099 -t int,float \
@@ -412,7 +414,7 @@ case_run iallreduce_np3 3 "" -d -q
 # (the component below cannot read device memory), and completes; so do the calls
 # after, the communicator never set up by a device call (iallreduce_check -d -F;
 # op ^avx: Open MPI 4.1.4's op/avx saturates the 8-bit sums below, known_ompi_bugs.sh)
-summary='allreduce summary: .* 0 on device buffers;.* [1-9][0-9]* handed to the component below'
+summary=$SUMMARY_BELOW
 want='staged through host memory for the component below: .*MPI_Iallreduce [1-9]'
 below_ok=allreduce
 case_run iallreduce_first_np3 3 "coll_gpuring_nonblocking_setup 0 op ^avx" -d -F -q
