@@ -35,7 +35,11 @@ fi
 
 # ---- 2. build and install --------------------------------------------------------
 [ -x configure ] || autoreconf -fi
-[ -f Makefile ] || ./configure ${CONFIGURE_FLAGS:-}
+# configured anew where CONFIGURE_FLAGS differ from the tree's last configure's
+if [ ! -f Makefile ] || { [ -n "${CONFIGURE_FLAGS:-}" ] &&
+        [ "$(./config.status --config 2>/dev/null | tr -d "'")" != "$CONFIGURE_FLAGS" ]; }; then
+    ./configure ${CONFIGURE_FLAGS:-}
+fi
 # the component and the test suite's programs in one make, so the longest
 # compiles (nvcc's kernels, the sanitizer flavor's) share the CPUs; make check
 # then only runs the suite

@@ -52,8 +52,9 @@ if [ -n "${GPURING_COMPONENT_DIR:-}" ]; then
 fi
 
 # Select gpuring for every communicator of the job. The list names the
-# components that may be used; gpuring (priority 90) takes MPI_Allreduce and
-# falls back to tuned for what it does not handle.
+# components that may be used; gpuring (priority 90) takes MPI_Allreduce,
+# MPI_Iallreduce, MPI_Reduce_scatter(_block), MPI_Allgather, MPI_Bcast and
+# MPI_Reduce, and falls back to tuned for what it does not handle.
 export OMPI_MCA_coll=${OMPI_MCA_coll:-gpuring,tuned,libnbc,basic,self}
 # The benchmark reduces host memory: let gpuring run those calls (by default
 # it only takes device buffers).

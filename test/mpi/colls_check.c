@@ -179,12 +179,21 @@ static void put(void *buf, const ty_t *t, size_t i, uint64_t v)
     else memcpy((char *)buf + i * t->size, &v, t->size); /* little-endian: the low bytes */
 }
 
+/* a float's value as the integer put() stored (every float value here is one:
+ * anything else -- a fraction, a negative, a NaN -- reads as UINT64_MAX, which no
+ * expected value is, rather than truncating to one) */
+static uint64_t get_integral(double d)
+{
+    return d >= 0 && d < 18446744073709551616.0 && d == (double)(uint64_t)d ? (uint64_t)d
+                                                                            : UINT64_MAX;
+}
+
 static uint64_t get(const void *buf, const ty_t *t, size_t i)
 {
     uint64_t v = 0;
 
-    if (t->fl == 1) return (uint64_t)((const float *)buf)[i];
-    if (t->fl == 2) return (uint64_t)((const double *)buf)[i];
+    if (t->fl == 1) return get_integral(((const float *)buf)[i]);
+    if (t->fl == 2) return get_integral(((const double *)buf)[i]);
     memcpy(&v, (const char *)buf + i * t->size, t->size);
     return v;
 }

@@ -18,7 +18,7 @@
  * (--mca orte_enable_recovery 1).  The world is then broken, so the
  * survivors do not call MPI_Finalize: rank 0 reports through a file the
  * others write (argv[2], a directory) and prints `N passed, N failed`;
- * every survivor then exits with _exit.
+ * every survivor then exits with _exit (nonzero where its checks failed).
  *
  * Usage: kill_check LIMIT_SECONDS DIR
  */
@@ -34,17 +34,24 @@
 #define COUNT (4 * 1024 * 1024) /* 16 MiB of floats: a call of a few ms */
 #define MAX_CALLS 100000
 
-/* /dev/shm entries of gpuring's segments made by process `pid` */
+/* /dev/shm entries of gpuring's segments made by process `pid`: gpuring-NS-PID-...
+ * (NS: its pid namespace) */
 static int shm_left(int pid)
 {
-    char prefix[64];
+    char mid[32];
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
     int n = 0;
 
     if (d == NULL) return 0;
-    snprintf(prefix, sizeof(prefix), "gpuring-%d-", pid);
-    while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    snprintf(mid, sizeof(mid), "-%d-", pid);
+    while ((e = readdir(d)) != NULL) {
+        const char *p = e->d_name;
+
+        if (strncmp(p, "gpuring-", 8) != 0) continue;
+        for (p += 8; *p >= '0' && *p <= '9'; p++) continue;
+        n += strncmp(p, mid, strlen(mid)) == 0;
+    }
     closedir(d);
     return n;
 }
@@ -68,6 +75,10 @@ int main(int argc, char **argv)
     in = malloc(sizeof(float) * COUNT);
     out = malloc(sizeof(float) * COUNT);
     for (int i = 0; i < COUNT; i++) in[i] = (float)(rank + i % 100);
+    /* no verdict of an earlier run in DIR (every rank's is gone before the first call
+     * ends anywhere, long before any is written) */
+    snprintf(path, sizeof(path), "%s/kill_check.%d", dir, rank);
+    (void)unlink(path);
 
     rc = MPI_Allreduce(in, out, COUNT, MPI_FLOAT, MPI_SUM, comm);
     if (rc == MPI_SUCCESS && out[7] == (float)(7 * size + size * (size - 1) / 2)) {
@@ -150,5 +161,5 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     fflush(stderr);
-    _exit(0);
+    _exit(failed != 0);
 }

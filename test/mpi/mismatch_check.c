@@ -110,6 +110,7 @@ typedef struct {
     int named;        /* the error string names gpuring */
     double idle_cpu;  /* "idle": CPU seconds the process used in the second after */
     int wrong;        /* "copyout": elements of this rank's results not as computed here */
+    int setup_rc;     /* of the call before it, which sets the communicator up */
 } outcome_t;
 
 static double cpu_seconds(void)
@@ -179,7 +180,7 @@ static int wrong_sums(const void *out, int count, int size)
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
-    outcome_t o = {0, 0, 0, 0.0, 0, 0.0, 0};
+    outcome_t o = {0, 0, 0, 0.0, 0, 0.0, 0, 0};
     MPI_Comm comm;
     int rank, size, mine = count;
     MPI_Datatype type = MPI_INT;
@@ -200,10 +201,10 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         }
     }
     if (host_in != NULL) { /* late: set up on host buffers, then the last rank is late */
-        MPI_Allreduce(host_in, host_out, count, MPI_INT, MPI_SUM, comm);
+        o.setup_rc = MPI_Allreduce(host_in, host_out, count, MPI_INT, MPI_SUM, comm);
         if (rank == size - 1) sleep(LATE_SEC);
     } else {
-        MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
+        o.setup_rc = MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
     }
     if (fault != NULL && fault->env != NULL && rank == size - 1) setenv(fault->env, "1", 1);
     if (other_in != NULL) { /* othergpu: this rank's call on another GPU's buffers */
@@ -373,7 +374,9 @@ int main(int argc, char **argv)
 
             const int failing = fault != NULL && r == size - 1; /* its own error */
 
-            if (fault != NULL && fault->alone) { /* its failure alone */
+            if (x->setup_rc != MPI_SUCCESS) { /* (the failures below would be its) */
+                why = "the call before it, which set the communicator up, failed";
+            } else if (fault != NULL && fault->alone) { /* its failure alone */
                 if (failing && x->rc == MPI_SUCCESS) {
                     why = "the rank made to fail returned MPI_SUCCESS";
                 } else if (failing && x->cls != fault->cls) {

@@ -560,9 +560,13 @@ check_job() {
         local p1 p2 r rows bad npc pat note=""
         p1=$(awk '/^gpuring job: .* exit [0-9]+$/ {exit} {print}' "$out")
         p2=$(awk 'n == 1 && /^gpuring job: .* exit [0-9]+$/ {exit} n == 1 {print} /^gpuring job: .* exit [0-9]+$/ {n++}' "$out")
-        # the device job's summaries: every rank's calls in gpuring on device buffers
-        pat='\[gpuring rank [0-9]+\] allreduce summary: [1-9][0-9]* calls in gpuring .*[1-9][0-9]* on device buffers'
-        [ "$name" = mpirun_device ] && note=" on device buffers (the CUDA CPU runtime)"
+        # every rank's summary: its calls ran in gpuring (the device job's: on device
+        # buffers); a "ready:" line alone is printed at setup, before any call
+        pat='\[gpuring rank [0-9]+\] allreduce summary: [1-9][0-9]* calls in gpuring'
+        if [ "$name" = mpirun_device ]; then
+            pat+=' .*[1-9][0-9]* on device buffers'
+            note=" on device buffers (the CUDA CPU runtime)"
+        fi
         for part in perf check; do
             local txt=$p1
             [ $part = check ] && txt=$p2
@@ -572,8 +576,8 @@ check_job() {
                     break 2
                 fi
             done
-            if [ -n "$note" ] && [ "$(grep -cE "$pat" <<< "$txt")" -lt "$NP" ]; then
-                why="allreduce_$part: $(grep -cE "$pat" <<< "$txt") of $NP ranks' allreduce summaries show calls on device buffers in gpuring"
+            if [ "$(grep -cE "$pat" <<< "$txt")" -lt "$NP" ]; then
+                why="allreduce_$part: $(grep -cE "$pat" <<< "$txt") of $NP ranks' allreduce summaries show calls in gpuring$note"
                 break
             fi
         done
