@@ -86,6 +86,7 @@ typedef struct gpuring_peer_info {
     uint64_t proc_id;   /* this process's random name: the key of its NET endpoints and
                          * IPC mappings (a pid repeats across pid namespaces on a host) */
     int32_t pid;
+    uint64_t pid_ns;    /* its pid namespace (gpuring_pid_ns): where pid means something */
     int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
     int32_t nic;        /* nearest NIC in its node's topology, -1 if none */
     char gpu_busid[16]; /* its GPU's PCI bus id, "" without one */

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 gpuring_log_config_t gpuring_log_config = {
     .level = GPURING_LOG_WARN,
@@ -141,6 +145,33 @@ int gpuring_join_until(pthread_t thread, const struct timespec *deadline)
  * more bandwidth at 4 ranks on 2 cores than with 64 busy polls first).
  */
 #define GPURING_SPIN_CLOCK_EVERY 64
+
+int gpuring_shm_reserve(int fd, size_t len, int *err_p)
+{
+    struct stat st;
+    int rc;
+
+    if (fstat(fd, &st) != 0 || ((size_t)st.st_size < len && ftruncate(fd, (off_t)len) != 0)) {
+        *err_p = errno;
+        return -1;
+    }
+    rc = posix_fallocate(fd, 0, (off_t)len);
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) { /* (no fallocate there: as before) */
+        *err_p = rc;
+        return -1;
+    }
+    return 0;
+}
+
+unsigned long long gpuring_pid_ns(void)
+{
+    static unsigned long long ns; /* looked up once (0 again if unknown) */
+    struct stat st;
+
+    if (ns == 0 && stat("/proc/self/ns/pid", &st) == 0)
+        __atomic_store_n(&ns, (unsigned long long)st.st_ino, __ATOMIC_RELAXED);
+    return __atomic_load_n(&ns, __ATOMIC_RELAXED);
+}
 
 void gpuring_spin_init(gpuring_spin_t *spin, double timeout_sec)
 {

@@ -65,7 +65,8 @@ typedef void (*gpuring_log_sink_fn_t)(int level, const char *line);
 
 typedef struct gpuring_log_config {
     int level;                  /* messages at or below this level are emitted */
-    unsigned mask;              /* gpuring_subsys_t bits; errors ignore the mask */
+    unsigned mask;              /* gpuring_subsys_t bits of the info/debug/trace lines
+                                   printed (errors and warnings ignore it) */
     int rank;                   /* world rank for the prefix, -1 if unknown */
     gpuring_log_sink_fn_t sink; /* NULL: stderr */
 } gpuring_log_config_t;
@@ -78,7 +79,7 @@ void gpuring_log_emit(int level, unsigned subsys, const char *file, int line,
 
 #define GPURING_LOG_ENABLED(_lvl, _subsys)                                   \
     ((_lvl) <= gpuring_log_config.level &&                                   \
-     ((_lvl) <= GPURING_LOG_ERROR || (gpuring_log_config.mask & (_subsys))))
+     ((_lvl) <= GPURING_LOG_WARN || (gpuring_log_config.mask & (_subsys))))
 
 #define GPURING_LOG(_lvl, _subsys, ...)                                      \
     do {                                                                     \
@@ -109,6 +110,15 @@ void gpuring_log_emit(int level, unsigned subsys, const char *file, int line,
 
 /* ---- time and waits ---------------------------------------------------- */
 double gpuring_time_sec(void); /* CLOCK_MONOTONIC seconds */
+
+/* This process's pid namespace (its inode): a pid means something only there (a
+ * shared-memory segment's name carries it).  0 if unknown. */
+unsigned long long gpuring_pid_ns(void);
+
+/* A shared-memory segment's size (fd: from shm_open), its pages allocated now: tmpfs
+ * takes any size, and a page it cannot give later, when it is first written, kills the
+ * process (SIGBUS).  Never shrinks, never overwrites.  0, or -1 with *err_p. */
+int gpuring_shm_reserve(int fd, size_t len, int *err_p);
 
 /*
  * Bounded waits for a mutex and for a thread's end, until a deadline of

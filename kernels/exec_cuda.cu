@@ -1726,21 +1726,24 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
 }
 
 /*
- * Poll the stream until it is idle, `timeout` passes without progress
- * (*stop_p = GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
+ * Poll the stream until it is idle, `timeout` passes without progress and no
+ * rank of this host is late to call `seq` (the arrival board, which may be NULL:
+ * *stop_p = its verdict, GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
  * or an abandoned one (*stop_p = exec_cuda_stopped's), or, where the call has
  * a proxy (a->proxy), one of its NET connections failed (*stop_p = its
  * status, logged): those peers never answer then.  With a proxy, every poll
  * also runs one of its passes.
  */
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
-                                  int nchannels, double timeout, const gpuring_exec_args_t *a,
+                                  int nchannels, double timeout, gpuring_arrivals_t *arrivals,
+                                  uint64_t seq, const gpuring_exec_args_t *a,
                                   gpuring_status_t *stop_p)
 {
     struct gpuring_proxy *proxy = a != NULL ? a->proxy : NULL;
 
     gpuring_spin_t spin;
     uint64_t seen = exec_cuda_progress_sum(st, nchannels);
+    double late_since = 0.0;
 
     *stop_p = GPURING_OK;
     gpuring_spin_init(&spin, timeout);
@@ -1767,8 +1770,10 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
             }
         }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            *stop_p = GPURING_ERR_TIMEOUT;
-            return cudaErrorNotReady;
+            /* a rank of this host that has not made the call yet: waited for */
+            *stop_p = gpuring_arrivals_excuse(arrivals, seq, timeout, &late_since);
+            if (*stop_p != GPURING_OK) return cudaErrorNotReady;
+            gpuring_spin_init(&spin, timeout);
         }
     }
 }
@@ -1780,18 +1785,19 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
  * far would end that wait at once): *exited_p 0 if it did not leave.  The stream's status.
  */
 static cudaError_t exec_cuda_watch(cudaStream_t stream, exec_cuda_status_t *st, int n,
-                                   double timeout, const gpuring_exec_args_t *a,
-                                   gpuring_status_t *stop_p, int *exited_p)
+                                   double timeout, gpuring_arrivals_t *arrivals, uint64_t seq,
+                                   const gpuring_exec_args_t *a, gpuring_status_t *stop_p,
+                                   int *exited_p)
 {
     gpuring_status_t abort_stop;
-    cudaError_t err = exec_cuda_poll(stream, st, n, timeout, a, stop_p);
+    cudaError_t err = exec_cuda_poll(stream, st, n, timeout, arrivals, seq, a, stop_p);
 
     GPURING_PROF_MARK(GPURING_PROF_RUN);
     *exited_p = 1;
     if (*stop_p == GPURING_OK) return err;
     st->abort = 1;
     __sync_synchronize();
-    err = exec_cuda_poll(stream, NULL, n, EXEC_CUDA_ABORT_WAIT_SEC, NULL, &abort_stop);
+    err = exec_cuda_poll(stream, NULL, n, EXEC_CUDA_ABORT_WAIT_SEC, NULL, 0, NULL, &abort_stop);
     *exited_p = abort_stop == GPURING_OK;
     return err;
 }
@@ -1865,7 +1871,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
 
-    err = exec_cuda_watch(stream, st, a->nchannels, a->timeout, a, &stop, &exited);
+    err = exec_cuda_watch(stream, st, a->nchannels, a->timeout, a->arrivals, a->call_seq, a, &stop,
+                          &exited);
     rc = stop;
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_cuda)");
@@ -1916,7 +1923,8 @@ static gpuring_status_t exec_cuda_abandon_launch(const void *fn, unsigned blocks
     cudaError_t err = cudaLaunchKernel(fn, dim3(blocks), dim3(1), params, 0, stream);
 
     if (err == cudaSuccess) {
-        err = exec_cuda_poll(stream, NULL, (int)blocks, EXEC_CUDA_ABORT_WAIT_SEC, a, &stop);
+        err = exec_cuda_poll(stream, NULL, (int)blocks, EXEC_CUDA_ABORT_WAIT_SEC, NULL, 0, a,
+                             &stop);
         if (proxy != NULL && gpuring_proxy_progress != NULL) (void)gpuring_proxy_progress(proxy);
     }
     if (err == cudaErrorNotReady) {
@@ -2027,7 +2035,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
-    err = exec_cuda_poll(stream, NULL, 0, a->timeout, NULL, &stop);
+    err = exec_cuda_poll(stream, NULL, 0, a->timeout, NULL, 0, NULL, &stop);
     GPURING_PROF_MARK(GPURING_PROF_RUN);
     if (stop == GPURING_ERR_TIMEOUT) {
         /* it waits for nobody, so it ends; until then it writes every rank's buffers,
@@ -2190,7 +2198,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
         return GPURING_ERR_CUDA;
     }
     GPURING_PROF_MARK(GPURING_PROF_LAUNCH);
-    err = exec_cuda_watch(stream, st, blocks, a->timeout, NULL, &stop, &exited);
+    err = exec_cuda_watch(stream, st, blocks, a->timeout, a->arrivals, a->call_seq, NULL, &stop,
+                          &exited);
     rc = stop;
     /* a block that stopped on another call's header may have left before the poll looked */
     if (rc == GPURING_OK && err == cudaSuccess) rc = exec_cuda_stopped(st, blocks);

@@ -164,6 +164,8 @@ typedef struct gpuring_exec_direct_ll_args {
     void *inbox;                                         /* this rank's */
     void *peer_inbox[GPURING_EXEC_DIRECT_MAX_RANKS];     /* rank r's, mapped (r != rank) */
     double timeout; /* seconds; 0: forever */
+    gpuring_arrivals_t *arrivals; /* asked at each timeout (gpuring_exec_args_t's) */
+    uint64_t call_seq; /* the call's number on its communicator (the board's) */
 } gpuring_exec_direct_ll_args_t;
 
 gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direct_ll_args_t *args,

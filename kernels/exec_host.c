@@ -502,6 +502,7 @@ void gpuring_exec_host_start(gpuring_exec_args_t *a)
     a->status = GPURING_OK;
     a->idle_since = 0.0;
     a->idle_polls = 0;
+    a->late_since = 0.0;
     for (int c = 0; c < a->nchannels; c++) {
         gpuring_exec_channel_t *ch = &a->channels[c];
 
@@ -656,9 +657,14 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
         if (a->idle_since == 0.0) {
             a->idle_since = now;
         } else if (now - a->idle_since > a->timeout) {
-            exec_report_stall(a);
-            a->status = GPURING_ERR_TIMEOUT;
-            return exec_host_end(a);
+            /* a rank of this host that has not made the call yet: waited for */
+            a->status = gpuring_arrivals_excuse(a->arrivals, a->call_seq, a->timeout, &a->late_since);
+            if (a->status == GPURING_OK) {
+                a->idle_since = now;
+            } else {
+                exec_report_stall(a);
+                return exec_host_end(a);
+            }
         }
     }
     *moved_p |= moved;

@@ -39,6 +39,7 @@
 #ifndef GPURING_KERNELS_EXEC_HOST_H
 #define GPURING_KERNELS_EXEC_HOST_H
 
+#include "common/gpuring_arrivals.h"
 #include "common/gpuring_common.h"
 #include "kernels/prog_ops.h"
 #include "kernels/reduce.h"
@@ -73,6 +74,10 @@ typedef struct gpuring_exec_args {
     gpuring_exec_channel_t *channels;
     void *scratch;               /* ordered GATHER: nranks rows of count elements */
     double timeout;              /* seconds without progress before reporting */
+    gpuring_arrivals_t *arrivals; /* asked at each timeout: a rank of this host late to
+                                    the call? (NULL: none; common/gpuring_arrivals.h) */
+    uint64_t call_seq;           /* the call's number on its communicator (the board's) */
+    double late_since;           /* when the call first found such a rank (0: not yet) */
     struct gpuring_proxy *proxy; /* NULL when no channel uses a NET connection */
     int spin_polls;              /* empty polls between yields (0: yield every time) */
     uint64_t call;               /* gpuring_call_id of this call: posted with every step,

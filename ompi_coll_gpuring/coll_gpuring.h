@@ -45,6 +45,7 @@ typedef struct mca_coll_gpuring_component {
     size_t direct_ll_size;
     int ipc_cache;
     int wait_timeout;
+    int arrival_timeout;
     int ranks_per_node;
     char *topo_xml;
     int net_peer_failure; /* gpuring_proxy_peer_failure_t */
@@ -169,6 +170,7 @@ typedef struct mca_coll_gpuring_module {
     void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
     size_t boot_area_bytes;
     int boot_blocking_said;   /* the log said the exchanges are blocking (no Iallgather) */
+    int call_exchanges;       /* exchanges the current MPI call has made (call_run: 0) */
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);

@@ -18,6 +18,7 @@
 #include "proxy/proxy.h"
 
 #define GPURING_WAIT_TIMEOUT_DEFAULT 300 /* seconds */
+#define GPURING_ARRIVAL_TIMEOUT_DEFAULT 3600 /* seconds */
 
 const char *mca_coll_gpuring_component_version_string =
     "Open MPI gpuring collective MCA component version 0.1.0";
@@ -61,6 +62,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .chunk_size = 0,
     .slot_size = 0, /* each plane's default */
     .wait_timeout = GPURING_WAIT_TIMEOUT_DEFAULT,
+    .arrival_timeout = GPURING_ARRIVAL_TIMEOUT_DEFAULT,
     .ranks_per_node = 0,
     .topo_xml = NULL,
     .net_peer_failure = GPURING_PROXY_PEER_FAILURE_REMOTE,
@@ -270,6 +272,13 @@ static int gpuring_register(void)
                          "before gpuring reports what it waited for and fails the call; 0 waits "
                          "forever",
                          OPAL_INFO_LVL_5, &c->wait_timeout);
+    gpuring_register_int("arrival_timeout",
+                         "Seconds a call waits for a rank that has not made it yet: a "
+                         "communicator's first call, or a call's first exchange, for any rank; "
+                         "a step of a peer, for a rank on the same host (its arrival board). "
+                         "Meanwhile a warning every coll_gpuring_wait_timeout names what it "
+                         "waits for; 0 waits without a bound",
+                         OPAL_INFO_LVL_5, &c->arrival_timeout);
     gpuring_register_int("ranks_per_node",
                          "Testing: cut each host's ranks, in rank order, into virtual nodes of "
                          "this many ranks, which talk over UCX as separate nodes would (0: real "
@@ -397,6 +406,8 @@ void mca_coll_gpuring_own_params(void)
 
     gpuring_own_param("wait_timeout", &c->wait_timeout, 0, INT_MAX,
                       GPURING_WAIT_TIMEOUT_DEFAULT, "0 (no bound) or seconds");
+    gpuring_own_param("arrival_timeout", &c->arrival_timeout, 0, INT_MAX,
+                      GPURING_ARRIVAL_TIMEOUT_DEFAULT, "0 (no bound) or seconds");
     gpuring_own_param("net_rndv_size", &c->net_rndv_size, -1, INT_MAX, -1,
                       "-1 (by where the ranks are), 0 (UCX's) or bytes");
     gpuring_own_param("stage_device_buffers", &c->stage_device_buffers, -1, 1, -1,

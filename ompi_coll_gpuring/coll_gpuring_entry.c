@@ -339,10 +339,11 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
 
 /* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
 static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
-                              int plane)
+                              int plane, int *exchanges_p)
 {
     int v[2] = {plane, -plane}; /* max and -min */
 
+    (*exchanges_p)++; /* (the call's first: every rank has made it, once it completes) */
     return m->prev.allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, comm,
                              m->prev.allreduce_module) == OMPI_SUCCESS &&
            v[0] == -v[1];
@@ -420,6 +421,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     int plane, device, host, fallback, was_new, defer, first;
 
     GPURING_PROF_BEGIN();
+    m->call_exchanges = 0; /* (its first waits for ranks late to the call) */
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
     /* A call goes below without waiting for any other rank where this rank hands it
@@ -452,7 +454,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     }
     /* (a blocking call: every rank agrees, whatever its own plane) */
     if (c->request == NULL && mca_coll_gpuring_component.agree_memory &&
-        !entry_planes_agree(m, comm, plane)) {
+        !entry_planes_agree(m, comm, plane, &m->call_exchanges)) {
         plane = -1;
         why = "ranks passed different kinds of memory (host on some, device on others) or "
               "not all can run it";

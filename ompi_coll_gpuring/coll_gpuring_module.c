@@ -227,10 +227,36 @@ static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char 
 }
 
 /*
+ * An exchange that has waited `timeout` s (since `start`) for a rank: 1 to wait
+ * on (warned), 0 to fail.  An MPI call's first exchange (the agreement on the
+ * parameters is one: it waits for every rank's first call) waits for a rank that
+ * has not made the call yet -- every rank that has made it has joined the
+ * exchange -- up to coll_gpuring_arrival_timeout, unless a rank of this host has
+ * exited (the arrival board); a later one has every rank in the call, and waits for
+ * a rank that stopped or left the exchanges.
+ */
+static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double start,
+                        int timeout, const char *what)
+{
+    const int limit = mca_coll_gpuring_component.arrival_timeout;
+    const double waited = gpuring_time_sec() - start;
+
+    if (!first || (limit > 0 && waited >= limit)) return 0;
+    /* (a rank of this host whose process has exited never joins it) */
+    if (m->gcomm != NULL && gpuring_arrivals_gone(m->gcomm->arrivals) >= 0) return 0;
+    GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s has waited %.0f s for a rank that "
+                 "has not made this collective call yet: waiting on, up to "
+                 "coll_gpuring_arrival_timeout (%d s; 0: no bound), warned every %d s",
+                 mca_coll_gpuring_comm_name(m), what, waited, limit, timeout);
+    return 1;
+}
+
+/*
  * The setup exchanges (and the direct allreduce's agreements) are the
  * component below's MPI_Iallgather, waited for at most
- * coll_gpuring_wait_timeout (0: without a bound): a member that never makes
- * the call produces an error on the others, not a hang.  The same
+ * coll_gpuring_wait_timeout (0: without a bound) -- an MPI call's first, for a
+ * rank late to the call, coll_gpuring_arrival_timeout (boot_wait_on): a member
+ * that never makes the call produces an error on the others, not a hang.  The same
  * collective on every rank whatever its own timeout, so that the timeout may
  * differ between ranks.  A timed-out exchange stays in flight, so it works on
  * a copy of the data that is left to it (with no memory for the copy, on the
@@ -240,9 +266,10 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
 {
     mca_coll_gpuring_module_t *m = ctx;
     int timeout = mca_coll_gpuring_component.wait_timeout, size = ompi_comm_size(m->comm);
+    const int first = m->call_exchanges++ == 0;
     ompi_request_t *req = MPI_REQUEST_NULL;
     int done = 0, rc;
-    double deadline;
+    double start, deadline;
     char *area;
 
     if (bytes > INT_MAX) return GPURING_ERR_INVALID;
@@ -282,7 +309,8 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
                             area != NULL ? area + bytes : rbuf, (int)bytes, MPI_BYTE, m->comm,
                             &req, m->prev.iallgather_module);
     if (rc != OMPI_SUCCESS) return gpuring_boot_status(m, rc, "MPI_Iallgather");
-    deadline = gpuring_time_sec() + timeout;
+    start = gpuring_time_sec();
+    deadline = start + timeout;
     while (!done) {
         rc = ompi_request_test(&req, &done, MPI_STATUS_IGNORE);
         if (rc != OMPI_SUCCESS) {
@@ -291,12 +319,16 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
             return gpuring_boot_status(m, rc, "MPI_Iallgather");
         }
         if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
+            if (boot_wait_on(m, first, start, timeout, "gpuring's exchange")) {
+                deadline = gpuring_time_sec() + timeout;
+                continue;
+            }
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (an allgather of %zu bytes "
-                          "through the component below) timed out after %d s: some rank of "
+                          "through the component below) timed out after %.0f s: some rank of "
                           "the communicator has not made this collective call "
-                          "(coll_gpuring_wait_timeout)", mca_coll_gpuring_comm_name(m), bytes,
-                          timeout);
+                          "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), bytes,
+                          gpuring_time_sec() - start, first ? "arrival_timeout" : "wait_timeout");
             m->boot_area = NULL; /* left to the request, which may still write it */
             m->boot_area_bytes = 0;
             return GPURING_ERR_TIMEOUT;
@@ -511,6 +543,7 @@ static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
         return;
     }
     m->params = MCA_COLL_GPURING_PARAMS_POSTED;
+    m->call_exchanges++; /* (every rank's first call: the first exchange of this one) */
 }
 
 void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m, int blocking)
@@ -521,18 +554,23 @@ void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m, int blocking)
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
 {
     const int timeout = mca_coll_gpuring_component.wait_timeout;
-    const double deadline = gpuring_time_sec() + timeout;
+    const double start = gpuring_time_sec();
+    double deadline = start + timeout;
 
     params_start(m, 1);
     while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
         if (timeout > 0 && gpuring_time_sec() > deadline) {
+            if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters")) {
+                deadline = gpuring_time_sec() + timeout;
+                continue;
+            }
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (the agreement on its "
                           "parameters: an allgather of %zu bytes through the component "
-                          "below) timed out after %d s: some rank of the communicator has not "
-                          "made its first collective call that reaches gpuring "
-                          "(coll_gpuring_wait_timeout)",
-                          mca_coll_gpuring_comm_name(m), PARAMS_N * sizeof(int64_t), timeout);
+                          "below) timed out after %.0f s: some rank of the communicator has "
+                          "not made its first collective call that reaches gpuring "
+                          "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
+                          PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start);
             m->params_all = NULL; /* left to the request, which may still write it */
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
@@ -624,6 +662,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
                                                                    GPURING_DEVICE_SLOT_BYTES)},
         .chunk_bytes = c->chunk_size,
         .wait_timeout = c->wait_timeout,
+        .arrival_timeout = c->arrival_timeout,
         .ranks_per_node = c->ranks_per_node,
         .net_gpu_direct = c->net_gpu_direct,
         .direct = c->direct,

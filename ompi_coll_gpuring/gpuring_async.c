@@ -165,7 +165,7 @@ static int async_run_device(gpuring_comm_t *c)
 
     /* CUDA's current device is per thread: this one's, for the plane's GPU */
     st = gpuring_device_use(c->dev.ordinal);
-    if (st != GPURING_OK) __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    if (st != GPURING_OK) gpuring_comm_set_broken(c);
     if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
     w->done_fn(w->done_ctx, st);
     free(w);
@@ -234,33 +234,37 @@ static void *async_worker(void *arg)
 }
 
 /*
- * The waits for the worker.  Its calls end within their wait timeout (a kernel that
- * will not stop is left running: exec_cuda), so a wait much longer than that means the
- * worker is stuck in a CUDA or UCX call that no timeout of gpuring's reaches: each
- * such wait says so at every ASYNC_REPORT_SEC past the bound, and goes on waiting (the
- * worker owns the communicator's state until it is out).
+ * The waits for the worker.  Its calls end within their wait timeout, and the arrival
+ * timeout they may wait for a late rank (a kernel that will not stop is left running:
+ * exec_cuda), so a wait much longer than that means the worker is stuck in a CUDA or
+ * UCX call that no timeout of gpuring's reaches: each such wait says so at every
+ * ASYNC_REPORT_SEC past the bound, and goes on waiting (the worker owns the
+ * communicator's state until it is out).  Where either timeout is 0, a call has no
+ * bound, and nothing is said.
  */
 #define ASYNC_REPORT_SEC 30.0
 
+/* Seconds after which a wait reports; 0: never. */
 static double async_report_after(const gpuring_comm_t *c)
 {
-    return (c->cfg.wait_timeout > 0 ? c->cfg.wait_timeout : 0) + ASYNC_REPORT_SEC;
+    if (c->cfg.wait_timeout <= 0 || c->cfg.arrival_timeout <= 0) return 0;
+    return c->cfg.wait_timeout + c->cfg.arrival_timeout + ASYNC_REPORT_SEC;
 }
 
 static void async_report(const gpuring_comm_t *c, const char *what, double since)
 {
     GPURING_WARN(GPURING_SUBSYS_COLL, "comm uid %llu: %s for %.0f s, past every bound of "
-                 "its calls (coll_gpuring_wait_timeout %.0f s): the worker thread of its "
-                 "non-blocking calls is stuck in a CUDA or UCX call; still waiting",
-                 (unsigned long long)c->uid, what, gpuring_time_sec() - since,
-                 c->cfg.wait_timeout);
+                 "its calls (coll_gpuring_wait_timeout %.0f s, coll_gpuring_arrival_timeout "
+                 "%.0f s): the worker thread of its non-blocking calls is stuck in a CUDA or "
+                 "UCX call; still waiting", (unsigned long long)c->uid, what,
+                 gpuring_time_sec() - since, c->cfg.wait_timeout, c->cfg.arrival_timeout);
 }
 
 /* Until the worker's device call ends (lock held; the cond's clock is monotonic). */
 static void async_wait_idle(gpuring_comm_t *c, struct gpuring_async *q)
 {
-    const double since = gpuring_time_sec();
-    double report = since + async_report_after(c);
+    const double since = gpuring_time_sec(), after = async_report_after(c);
+    double report = since + (after > 0 ? after : 1e9); /* (no bound: a report never due) */
 
     while (q->busy) {
         struct timespec ts;
@@ -279,7 +283,7 @@ static void async_wait_idle(gpuring_comm_t *c, struct gpuring_async *q)
 static void async_join(struct gpuring_async *q)
 {
     const double since = gpuring_time_sec();
-    double report = async_report_after(q->comm);
+    double report = async_report_after(q->comm); /* (0: gpuring_deadline's no bound) */
 
     pthread_mutex_lock(&q->lock);
     q->stop = 1; /* the worker leaves once the queue is empty */
@@ -387,6 +391,10 @@ static gpuring_status_t async_run_here(gpuring_comm_t *c, gpuring_plane_t plane,
     gpuring_work_t w; /* a few KiB: the caller's stack holds it */
     gpuring_status_t st;
 
+    /* this rank is in the call (the number prepare gives it) while the calls queued
+     * before it end: not late to it, to its host's peers (the arrival board) */
+    if (info->count > 0 && !__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+        gpuring_arrivals_mark(c->arrivals, c->calls + 1);
     async_drain(c);
     st = gpuring_enqueue_prepare(c, plane, info, nonblocking, &w);
     if (st != GPURING_OK || w.done) return st;

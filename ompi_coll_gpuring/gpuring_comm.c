@@ -236,6 +236,30 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     return GPURING_OK;
 }
 
+/* The arrival board of this communicator's ranks on this host (the peers' host hash:
+ * real hosts, whatever coll_gpuring_ranks_per_node cuts them into); none if it fails. */
+static void comm_arrivals_open(gpuring_comm_t *c)
+{
+    const uint64_t host = c->peers[c->boot.rank].host_hash;
+    int few[64], *local = c->boot.size <= 64 ? few : malloc(sizeof(int) * (size_t)c->boot.size);
+    int n = 0, me = 0;
+
+    if (local == NULL) return;
+    for (int r = 0; r < c->boot.size; r++) {
+        if (c->peers[r].host_hash != host) continue;
+        if (r == c->boot.rank) me = n;
+        local[n++] = r;
+    }
+    if (n > 1) { /* (a rank alone on its host waits for none of it) */
+        const gpuring_peer_info_t *p = &c->peers[local[0]];
+        const gpuring_arrivals_owner_t owner = {p->pid_ns, p->pid, p->proc_id};
+
+        c->arrivals = gpuring_arrivals_open(c->uid, &owner, local, n, me,
+                                            c->cfg.arrival_timeout);
+    }
+    if (local != few) free(local);
+}
+
 /*
  * Everyone's position in its node's ring per channel (nch), then rings and trees.
  * Every rank takes part in the exchange and the agreement whatever happened here
@@ -323,6 +347,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
         for (int r = 0; r < boot->size; r++) uid = GPURING_MAX(uid, c->peers[r].uid_next);
         GPURING_CHECK_GOTO(comm_uid_agree(c, uid), st, out);
     }
+    comm_arrivals_open(c);
     c->spin_polls = comm_spin_polls(c);
     c->stream_bytes = comm_stream_bytes(c);
     c->net_stream_bytes = cfg->net_stream_bytes > 0 ? cfg->net_stream_bytes
@@ -344,6 +369,8 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
      *    Connections come with each plane's first call. */
     GPURING_CHECK_GOTO(gpuring_conns_net_setup(c, &local_st), st, out);
     st = gpuring_bootstrap_agree(&c->boot, local_st, NULL);
+    /* every rank of this host opened the board before the graph's exchange */
+    gpuring_arrivals_unlink(c->arrivals);
 
 out:
     if (st != GPURING_OK) {
@@ -396,6 +423,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
     gpuring_device_stream_destroy(c->dev.stream);
     if (c->dev.ordinal >= 0) gpuring_device_restore(app);
     if (c->uid_claimed) comm_uid_mark(c->uid, 0);
+    gpuring_arrivals_close(c->arrivals);
     gpuring_graph_free(&c->graph);
     free(c->peer_addrs);
     free(c->peers);

@@ -31,6 +31,7 @@
 #define GPURING_COMM_H
 
 #include "bootstrap_mpi/bootstrap.h"
+#include "common/gpuring_arrivals.h"
 #include "graph/graph.h"
 #include "kernels/exec_host.h"
 #include "kernels/reduce.h"
@@ -53,6 +54,8 @@ typedef struct gpuring_comm_config {
     size_t chunk_bytes;    /* 0: one slot */
     gpuring_proto_t proto; /* AUTO or forced (graph.h) */
     double wait_timeout;   /* seconds */
+    double arrival_timeout; /* seconds a call waits for a rank of its host that has not
+                               made it yet (0: no bound; gpuring_arrivals.h) */
     int ranks_per_node;    /* 0: real hosts */
     int net_gpu_direct;    /* device plane: NET slots in device memory where UCX and the GPU allow */
     int direct;            /* device buffers, one node: the direct allreduce through CUDA IPC */
@@ -155,6 +158,7 @@ typedef struct gpuring_comm {
     int broken;              /* a collective failed midway: refuse further calls (atomic:
                                 the worker of non-blocking calls sets it too) */
     uint64_t calls;          /* calls with data begun here: the next call's number (call ids) */
+    gpuring_arrivals_t *arrivals; /* which call each rank of this host is in (NULL: none) */
     /* what its calls ran: plain counters (its calls end one at a time), added to
      * the process's at destroy -- no locked instruction on a call's path */
     gpuring_comm_stats_t stats[GPURING_COLL_COUNT];

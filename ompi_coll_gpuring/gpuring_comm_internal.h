@@ -83,6 +83,7 @@ typedef struct gpuring_coll_info {
 typedef struct gpuring_work {
     gpuring_coll_info_t info;
     gpuring_plane_t plane;
+    uint64_t seq;        /* the call's number on the communicator */
     uint64_t call;       /* gpuring_call_id */
     gpuring_plan_t plan;
     int done;            /* prepare did all of it (no data; the direct allreduce) */
@@ -167,14 +168,24 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
  * now, in call order; 0 if not (the same on every rank: they made the same calls). */
 int gpuring_direct_ll_take(gpuring_comm_t *c, size_t bytes, uint64_t *seq_p);
 
-/* Run a call that took the LL direct allreduce (on the communicator's stream, after
- * every call taken before it; counted in the stats). */
+/* Run a call (number call_seq, id `call`) that took the LL direct allreduce as its
+ * `ll_seq`-th (on the communicator's stream, after every call taken before it; counted
+ * in the stats). */
 gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_info_t *info,
-                                       uint64_t call, uint64_t seq);
+                                       uint64_t call_seq, uint64_t call, uint64_t ll_seq);
 
 /* At destroy (the device current): the inboxes unmapped and freed -- kept where a
  * kernel of the communicator still runs (`busy`). */
 void gpuring_direct_destroy(gpuring_comm_t *c, int busy);
+
+/* The communicator is unusable from now on (a call failed midway, or its ranks can no
+ * longer agree): every later call is refused -- and this rank is never again one its
+ * host's peers wait for as late to a call (its arrival board's line: past every call). */
+static inline void gpuring_comm_set_broken(gpuring_comm_t *c)
+{
+    __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    gpuring_arrivals_mark(c->arrivals, UINT64_MAX);
+}
 
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */
 

@@ -176,7 +176,7 @@ static void comm_conn_destroy(gpuring_comm_t *c, gpuring_conn_t *conn, double fl
         /* no credit will come; the abort step still goes */
         if (c->broken) gpuring_conn_net_abandon(conn, flush_until - gpuring_time_sec());
         /* one teardown that timed out (a peer gone) abandons the rest: one timeout in all */
-        if (gpuring_conn_net_destroy(c->proxy, conn) != GPURING_OK) c->broken = 1;
+        if (gpuring_conn_net_destroy(c->proxy, conn) != GPURING_OK) gpuring_comm_set_broken(c);
     } else if (conn->type == GPURING_CONN_IPC) {
         gpuring_conn_ipc_destroy(conn);
     }
@@ -386,7 +386,7 @@ static gpuring_status_t comm_connect_failed(gpuring_comm_t *c, gpuring_plane_t p
                      gpuring_comm_plane_name(plane), without);
         return GPURING_ERR_NOT_SUPPORTED;
     }
-    __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    gpuring_comm_set_broken(c);
     GPURING_ERROR(GPURING_SUBSYS_INIT, "%s connections (%s buffers): an exchange with the "
                   "other ranks failed or was left (logged above: a rank more than "
                   "coll_gpuring_wait_timeout late?), so the ranks can no longer agree: the "

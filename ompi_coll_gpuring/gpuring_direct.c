@@ -126,7 +126,7 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
     gpuring_direct_destroy(c, 0);
     c->dev.direct_ll_state = -1;
     if (st != GPURING_OK && bad < 0) { /* an exchange failed: so does the call, and the */
-        c->broken = 1;                   /* ranks can no longer agree */
+        gpuring_comm_set_broken(c);                   /* ranks can no longer agree */
         return st;
     }
     GPURING_INFO(GPURING_SUBSYS_COLL, "LL direct allreduce off: %s; small device calls take "
@@ -156,13 +156,14 @@ int gpuring_direct_ll_take(gpuring_comm_t *c, size_t bytes, uint64_t *seq_p)
 }
 
 gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_info_t *info,
-                                       uint64_t call, uint64_t seq)
+                                       uint64_t call_seq, uint64_t call, uint64_t ll_seq)
 {
     gpuring_exec_direct_ll_args_t a = {
         .nranks = c->graph.nranks, .rank = c->graph.rank, .sendbuf = info->sendbuf,
         .recvbuf = info->recvbuf, .count = info->count, .type = info->type, .op = info->op,
-        .call = call, .seq = seq, .slot_bytes = c->dev.direct_ll_slot,
-        .inbox = c->dev.ll_inbox, .timeout = c->cfg.wait_timeout};
+        .call = call, .seq = ll_seq, .slot_bytes = c->dev.direct_ll_slot,
+        .inbox = c->dev.ll_inbox, .timeout = c->cfg.wait_timeout,
+        .arrivals = c->arrivals, .call_seq = call_seq};
     gpuring_status_t st;
 
     for (int r = 0; r < a.nranks; r++) a.peer_inbox[r] = c->dev.ll_peers[r];
@@ -174,7 +175,7 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
     }
     if (st != GPURING_OK) {
         /* the inboxes' rows are out of step: never again on this communicator */
-        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+        gpuring_comm_set_broken(c);
         return st;
     }
     gpuring_comm_stats_count(c, GPURING_COLL_ALLREDUCE, 2, GPURING_ALGO_AUTO,
@@ -225,7 +226,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
 
         GPURING_CHECK(direct_ll_ready(c, &ready));
         if (ready && gpuring_direct_ll_take(c, count * es, &seq)) {
-            return gpuring_direct_ll_run(c, info, call, seq);
+            return gpuring_direct_ll_run(c, info, c->calls, call, seq);
         }
     }
     if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;
@@ -246,7 +247,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;
     st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
     if (st != GPURING_OK) { /* the ranks can no longer agree: the communicator is unusable */
-        c->broken = 1;
+        gpuring_comm_set_broken(c);
         return st;
     }
     GPURING_PROF_MARK(GPURING_PROF_PUBLISH);
@@ -256,7 +257,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
                       "this rank's %zu %s (direct allreduce): the ranks passed different "
                       "counts, datatypes or ops, or made their calls in a different order",
                       r, count, gpuring_type_name(type));
-        c->broken = 1;
+        gpuring_comm_set_broken(c);
         return GPURING_ERR_MISMATCH;
     }
     for (int r = 0; r < n; r++) {
@@ -308,11 +309,11 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's kernel failed",
                           bad);
         }
-        if (st != GPURING_OK) c->broken = 1; /* results are partial on every rank */
+        if (st != GPURING_OK) gpuring_comm_set_broken(c); /* results are partial on every rank */
     } else if (!gpuring_bootstrap_in_step(&c->boot, st)) {
         /* the agreement's exchange failed (or was left): so does the call; the ranks
          * can no longer agree, so the communicator is unusable */
-        c->broken = 1;
+        gpuring_comm_set_broken(c);
     } else {
         /* a mapping failed somewhere, before any data moved: never again on this comm */
         GPURING_INFO(GPURING_SUBSYS_COLL, "direct allreduce: rank %d could not map its peers' "

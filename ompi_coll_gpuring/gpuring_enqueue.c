@@ -303,6 +303,8 @@ static void enqueue_order_check(gpuring_status_t st)
 static gpuring_status_t enqueue_refuse_broken(const gpuring_comm_t *c)
 {
     if (!__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) return GPURING_OK;
+    /* (again: a call prepared as another thread broke it may have marked its number) */
+    gpuring_arrivals_mark(c->arrivals, UINT64_MAX);
     GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
     return GPURING_ERR_BROKEN;
 }
@@ -322,8 +324,11 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->order = NULL;
     GPURING_CHECK(enqueue_refuse_broken(c));
     if (count == 0) return GPURING_OK;
-    /* every rank numbers the calls with data alike: the id its steps carry */
-    w->call = gpuring_call_id(++c->calls, count, info->type, info->op, (int)info->kind,
+    /* every rank numbers the calls with data alike: the id its steps carry; and this
+     * rank is in the call from now on (its host's arrival board) */
+    w->seq = ++c->calls;
+    gpuring_arrivals_mark(c->arrivals, w->seq);
+    w->call = gpuring_call_id(w->seq, count, info->type, info->op, (int)info->kind,
                               info->root);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
@@ -381,7 +386,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
  */
 static void enqueue_abandon(gpuring_comm_t *c, gpuring_work_t *w)
 {
-    __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+    gpuring_comm_set_broken(c);
     if (w->plane == GPURING_PLANE_HOST) {
         gpuring_exec_host_abandon(&w->args);
     } else {
@@ -412,6 +417,8 @@ gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
     x->channels = w->channels;
     x->scratch = scratch;
     x->timeout = c->cfg.wait_timeout;
+    x->arrivals = c->arrivals;
+    x->call_seq = w->seq;
     x->proxy = c->proxy;
     x->spin_polls = c->spin_polls;
     x->call = w->call;
@@ -448,7 +455,7 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
 
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
     if (w->args.status != GPURING_OK) {
-        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+        gpuring_comm_set_broken(c);
         return w->args.status;
     }
     gpuring_comm_stats_count(c, info->kind, 0, w->plan.algo, w->plane,
@@ -526,7 +533,7 @@ gpuring_status_t gpuring_enqueue_launch(gpuring_comm_t *c, gpuring_work_t *w)
     }
     if (w->direct_ll) {
         GPURING_CHECK(enqueue_refuse_broken(c));
-        return gpuring_direct_ll_run(c, &w->info, w->call, w->direct_ll_seq);
+        return gpuring_direct_ll_run(c, &w->info, w->seq, w->call, w->direct_ll_seq);
     }
     st = gpuring_enqueue_start(c, w);
 

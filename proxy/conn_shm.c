@@ -28,25 +28,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The segment's size, its pages allocated now: tmpfs takes any size, and a page it
- * cannot give later, when a step first writes it, kills the process (SIGBUS).  0, or
- * -1 with *err_p. */
-static int conn_shm_reserve(int fd, size_t len, int *err_p)
-{
-    int rc;
-
-    if (ftruncate(fd, (off_t)len) != 0) {
-        *err_p = errno;
-        return -1;
-    }
-    rc = posix_fallocate(fd, 0, (off_t)len);
-    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) { /* (no fallocate there: as before) */
-        *err_p = rc;
-        return -1;
-    }
-    return 0;
-}
-
 static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, void **base_p)
 {
     int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
@@ -57,7 +38,7 @@ static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, v
         GPURING_ERROR(GPURING_SUBSYS_PROXY, "shm_open(%s) failed: %s", name, strerror(errno));
         return GPURING_ERR_SYSTEM;
     }
-    if (create && conn_shm_reserve(fd, len, &err) != 0) {
+    if (create && gpuring_shm_reserve(fd, len, &err) != 0) {
         GPURING_ERROR(GPURING_SUBSYS_PROXY, "cannot reserve %zu bytes of shared memory for "
                       "%s: %s (is /dev/shm full? a container's is 64 MiB unless --shm-size "
                       "says otherwise)", len, name, strerror(err));
@@ -76,21 +57,9 @@ static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, v
     return GPURING_OK;
 }
 
-/* This process's pid namespace (its inode), which every segment name carries: a
- * pid means something only there.  0 if unknown. */
-static unsigned long long conn_shm_pid_ns(void)
-{
-    static unsigned long long ns; /* looked up once (0 again if unknown) */
-    struct stat st;
-
-    if (ns == 0 && stat("/proc/self/ns/pid", &st) == 0)
-        __atomic_store_n(&ns, (unsigned long long)st.st_ino, __ATOMIC_RELAXED);
-    return __atomic_load_n(&ns, __ATOMIC_RELAXED);
-}
-
 int gpuring_conn_shm_sweep(void)
 {
-    const unsigned long long ns = conn_shm_pid_ns();
+    const unsigned long long ns = gpuring_pid_ns();
     char prefix[48], name[sizeof(((struct dirent *)0)->d_name) + 1];
     struct dirent *e;
     int removed = 0;
@@ -137,7 +106,7 @@ gpuring_status_t gpuring_conn_shm_recv_create(gpuring_conn_t *conn, int peer, in
     void *base;
 
     (void)pthread_once(&swept, conn_shm_sweep_once);
-    snprintf(name, sizeof(name), "/gpuring-%llu-%d-%llu-%u", conn_shm_pid_ns(), (int)getpid(),
+    snprintf(name, sizeof(name), "/gpuring-%llu-%d-%llu-%u", gpuring_pid_ns(), (int)getpid(),
              (unsigned long long)comm_uid, __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
     GPURING_CHECK(conn_shm_map(name, 1, len, &base));
     /* a fresh segment reads as zeros: tail = head = 0 */

@@ -91,6 +91,8 @@
 #                   sums are right, the next call works everywhere (IPC, net)
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
 #                   connections': it abandons the call, its peers fail at once
+#   late2_*_np3     a rank 7 s late to a call (wait timeout 3): waited for, on the
+#                   FIFO, LL direct and direct paths, every result right
 #   late_connect_np3  one rank more than the wait timeout late to the call that
 #                   connects the device plane: every rank fails it, none falls back
 #                   (_window_: between one and two wait timeouts late)
@@ -132,7 +134,7 @@ limit=${CUDACPU_TEST_TIMEOUT:-300}
 logs=${CUDACPU_MPI_LOGDIR:-$top/test/cudacpu/mpi-logs}
 flavor=${CUDACPU_FLAVOR_DIR:-$top/test/cudacpu}
 extra=${CUDACPU_MPIRUN_ARGS:-}
-cases=${CUDACPU_MPI_CASES:-}
+cases=$(echo ${CUDACPU_MPI_CASES:-}) # (one space between names, whatever separated them)
 orders=${CUDACPU_FIBER_ORDERS:-}
 case_types="-t ${CUDACPU_CASE_TYPES:-all,fortran}"
 turn=0 # unset orders: the cases take the two in turn
@@ -175,6 +177,17 @@ mpirun_cpu() {
         -x LD_LIBRARY_PATH -x CUDACPU_DRIVER $extra "$@"
 }
 
+# with_arrival "MCA PARAMS": the params, and coll_gpuring_arrival_timeout as long as
+# their wait timeout (2/5 of the limit without one) where they set none: a call that
+# waits for a rank that never makes it (a case's skipped call) fails at that timeout
+with_arrival() {
+    case " $1 " in
+    *" coll_gpuring_arrival_timeout "*) echo "$1"; return ;;
+    esac
+    wt=$(echo " $1 " | sed -n 's/.* coll_gpuring_wait_timeout \([0-9][0-9]*\) .*/\1/p')
+    echo "$1 coll_gpuring_arrival_timeout ${wt:-$((limit * 2 / 5))}"
+}
+
 # what case_run expects of every rank's allreduce summary, and how many ranks must
 # report allreduces staged for the component below
 SUMMARY_ON_DEVICE='allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers'
@@ -210,7 +223,7 @@ case_run() {
     for order in $case_orders; do
         log=$logs/$name-$order.log
         mca=""
-        for p in coll_gpuring_verbose $verbose $params; do mca="$mca $p"; done
+        for p in coll_gpuring_verbose $verbose $(with_arrival "$params"); do mca="$mca $p"; done
         # a stalled call names what it waits for before the limit kills the job
         case " $params " in
         *" coll_gpuring_wait_timeout "*) ;;
@@ -242,6 +255,7 @@ case_run() {
             passed=$((passed + ${counts% *}))
             failed=$((failed + ${counts#* }))
             [ "${counts#* }" = 0 ] || why="${why:+$why, }${counts#* } cases failed"
+            [ "${counts% *}" -ge 1 ] || why="${why:+$why, }no check ran"
         fi
         if [ -z "$why" ]; then
             echo "PASS $name ($order, $(($(date +%s) - start)) s)"
@@ -439,7 +453,8 @@ wanted churn && for churn in "2 1" "3 0"; do
     counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$log" | tail -1)
     ondev=$(grep -c 'allreduce summary: [1-9][0-9]* calls in gpuring.*[1-9][0-9]* on device buffers' "$log")
     report=$(sanitizer_report "$log")
-    if [ "$rc" -eq 0 ] && [ "${counts#* }" = 0 ] && [ "$ondev" -eq "$np" ] && [ -z "$report" ]; then
+    if [ "$rc" -eq 0 ] && [ -n "$counts" ] && [ "${counts#* }" = 0 ] && [ "${counts% *}" -ge 1 ] &&
+        [ "$ondev" -eq "$np" ] && [ -z "$report" ]; then
         echo "PASS churn_np$np (device buffers, direct $direct)"
         passed=$((passed + ${counts% *}))
     else
@@ -460,7 +475,7 @@ failure_case() {
     for order in $case_orders; do
         log=$logs/$name-$order.log
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" \
-            $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $params) \
+            $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $(with_arrival "$params")) \
             -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
         rc=$?
         report=$(sanitizer_report "$log")
@@ -585,6 +600,21 @@ failure_case copyout_vnodes_np3 3 4 "$COPYOUT_REPORT" \
 # abandons it, so that its peers fail at once and the call is numbered everywhere
 failure_case othergpu_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
     -x CUDACPU_DEVICES=2 "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device othergpu
+# a rank late to a call on device buffers (timeout_check late2: 7 s, past the wait
+# timeout, within coll_gpuring_arrival_timeout) is waited for, and every rank's result
+# is right: the FIFO kernels' and the LL direct kernel's waits ask the arrival board
+# (a rank of this host behind the call), the direct allreduce's first exchange waits
+# as such (run as failure_case: exit 0, every check passed, a rank said so)
+LATE_WAIT='(which has not made it yet|for a rank that has not made this collective call yet)'
+failure_case late2_fifo_np3 3 6 "$LATE_WAIT" \
+    "coll_gpuring_direct 0 coll_gpuring_wait_timeout 3 coll_gpuring_arrival_timeout 60" \
+    "$top/test/mpi/timeout_check" 60 device,late2=7
+failure_case late2_direct_ll_np3 3 6 "$LATE_WAIT" \
+    "coll_gpuring_wait_timeout 3 coll_gpuring_arrival_timeout 60" \
+    "$top/test/mpi/timeout_check" 60 device,small,late2=7
+failure_case late2_direct_np3 3 6 "$LATE_WAIT" \
+    "coll_gpuring_wait_timeout 3 coll_gpuring_arrival_timeout 60" \
+    "$top/test/mpi/timeout_check" 60 device,late2=7
 # the communicator's first device call made by one rank more than the wait timeout
 # late (mismatch_check late): the device plane's exchanges time out on the others,
 # then on it; every rank fails the call and refuses the next (no fallback: the ranks

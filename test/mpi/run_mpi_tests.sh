@@ -45,6 +45,12 @@ fi
 mkdir -p "$LOGDIR" || { echo "cannot create log dir $LOGDIR"; exit 2; }
 TIMEOUT=${GPURING_TEST_TIMEOUT:-300}
 WAIT=$((TIMEOUT * 2 / 5)) # coll_gpuring_wait_timeout of cases that set none
+# what a call that waits for a rank late to it says (EREs): the arrival board's
+# warning, naming the rank (between the two), and an MPI call's first exchange's
+LATE_BOARD='call [0-9]+ has waited [0-9]+ s for rank '
+LATE_BOARD_END=' of this host, which has not made it yet'
+LATE_EXCHANGE='has waited [0-9]+ s for a rank that has not made this collective call yet'
+
 SEED=${GPURING_TEST_SEED:-1}
 MPIRUN=${MPIRUN:-mpirun}
 CHURN_N=${GPURING_CHURN_N:-1000}
@@ -131,9 +137,14 @@ run_case() {
     read -r -a p <<< "$params"
     # the defaults a case's params may override; a stalled call reports what it
     # waits for (gpuring's wait timeout) before the case's timeout kills the job
-    # silently
+    # silently -- and a call that waits for a rank that never makes it (a case's
+    # skipped call) fails at the same time (coll_gpuring_arrival_timeout: as long as
+    # the case's wait timeout)
+    local wt=$WAIT
+    [[ " $params " =~ \ coll_gpuring_wait_timeout\ ([0-9]+)\  ]] && wt=${BASH_REMATCH[1]}
     local -a d=(coll_gpuring_verbose 3 coll_gpuring_host_buffers 1
-                coll_gpuring_ranks_per_node "$rpn" coll_gpuring_wait_timeout "$WAIT")
+                coll_gpuring_ranks_per_node "$rpn" coll_gpuring_wait_timeout "$WAIT"
+                coll_gpuring_arrival_timeout "$wt")
     local k
     for ((k = 0; k < ${#d[@]}; k += 2)); do
         [[ " $params " == *" ${d[k]} "* ]] || p+=("${d[k]}" "${d[k + 1]}")
@@ -216,8 +227,8 @@ run_case() {
         fail "$name" "exit $rc${last:+, $last}" "$log"
         return
     fi
-    if [ -z "$last" ] || ! [[ $last =~ ^[0-9]+\ passed,\ 0\ failed$ ]]; then
-        fail "$name" "no clean 'N passed, 0 failed' line${last:+ ($last)}" "$log"
+    if [ -z "$last" ] || ! [[ $last =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]]; then
+        fail "$name" "no clean 'N passed, 0 failed' line, N at least 1${last:+ ($last)}" "$log"
         return
     fi
     if [ $ACTIVE = 1 ]; then
@@ -251,6 +262,21 @@ run_case() {
                 need_every_rank " comm .* ready:" "gpuring did not run: no 'ready:' line from rank @" || return 0
                 # and ran calls: the closing summary counts them
                 need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring" "rank @ ran no allreduce in gpuring (summary line)" || return 0
+                # ... by the algorithm the case forces, and on as many channels
+                local forced
+                case " $params " in
+                *" coll_gpuring_algorithm ring "*) forced="ring [1-9][0-9]*, tree 0, gather 0," ;;
+                *" coll_gpuring_algorithm tree "*) forced="ring 0, tree [1-9][0-9]*, gather 0," ;;
+                # (the gather takes calls up to its scratch's size, the ring the rest)
+                *" coll_gpuring_algorithm gather "*) forced="ring [0-9]+, tree 0, gather [1-9][0-9]*," ;;
+                *) forced="" ;;
+                esac
+                if [ -n "$forced" ]; then
+                    need_every_rank " allreduce summary: [0-9]+ calls in gpuring \\($forced" "rank @'s allreduces did not all run the forced algorithm ($forced)" || return 0
+                fi
+                if [[ " $params " =~ \ coll_gpuring_nchannels\ ([0-9]+)\  ]]; then
+                    need_every_rank " comm MPI_COMM_WORLD ready: .*, ${BASH_REMATCH[1]} host channels," "rank @'s world has not the ${BASH_REMATCH[1]} host channels asked for" || return 0
+                fi
                 # and handed none below but where the case says (BELOW: collectives
                 # that may; a fallback case's allreduce; colls_check's unequal
                 # reduce_scatters)
@@ -300,6 +326,17 @@ run_case() {
                     fail "$name" "no timeout report naming step and peer" "$log"
                     return
                 fi
+                ;;
+            latewait)
+                # every rank but the last, which came late to a call, waited for it,
+                # saying so (the arrival board: a rank of its host behind the call; or
+                # the call's first exchange)
+                for ((r = 0; r < np - 1; r++)); do
+                    if ! grep -qE "\[gpuring rank $r\].* ($LATE_BOARD$((np - 1))$LATE_BOARD_END|$LATE_EXCHANGE)" "$log"; then
+                        fail "$name" "rank $r did not say it waited for late rank $((np - 1))" "$log"
+                        return
+                    fi
+                done
                 ;;
             mismatch)
                 # a rank names the peer whose step was of another call, with both sizes
@@ -522,9 +559,12 @@ run_case() {
             echo "$fb" | sed 's/^/INFO     /'
         fi
         local nerr
-        # (a `lines` case's expected lines are not counted)
+        # (a `lines` case's expected lines are not counted, nor a `latewait` case's
+        # warnings that it waits for the late rank)
         nerr=$(grep -iE '\[gpuring rank [0-9]+\].*(error|warn)' "$log" |
-            { if [[ $checks == *lines* ]]; then grep -vE -e "$EXPECT_LINES"; else cat; fi; } |
+            { if [[ $checks == *lines* ]]; then grep -vE -e "$EXPECT_LINES"
+              elif [[ $checks == *latewait* ]]; then grep -vE "$LATE_BOARD[0-9]+$LATE_BOARD_END|$LATE_EXCHANGE"
+              else cat; fi; } |
             grep -c .)
         if [[ $checks == *ready* && $checks != *timeout* && $checks != *mismatch* && $checks != *gaveup* && $checks != *bootnomem* && $checks != *unwaited* && $nerr != 0 ]]; then
             # a healthy run logs no gpuring warning: a fallback would hide a bug
@@ -584,7 +624,8 @@ run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" all
 # a slot size past the 64 MiB limit (2^61: 8 slots of it wrapped the FIFO's size):
 # gpuring disabled on every rank, every call below, results right (no 8/16-bit
 # sums: Open MPI 4.1.4's op/avx saturates them); the old code segfaulted
-run_case "allreduce_slot_huge_np3_rpn0" 3 0 "" "coll_gpuring_slot_size 2305843009213693952" \
+EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_slot_size is 2305843009213693952, not 0 or 64 B to 64 MiB: gpuring disabled" \
+    run_case "allreduce_slot_huge_np3_rpn0" 3 0 lines "coll_gpuring_slot_size 2305843009213693952" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,1048576 -i -m world,dup -s "$SEED" -q
 # agreed parameters out of their documented ranges: every rank says which, disables
 # gpuring alike, every call below, results right
@@ -601,10 +642,16 @@ EXPECT_LINES=".* coll_gpuring_wait_timeout is -5, not 0 \(no bound\) or seconds:
 .* coll_gpuring_net_rndv_size is -9, not -1 \(by where the ranks are\), 0 \(UCX's\) or bytes: -1 \(its default\) used instead
 .* coll_gpuring_stage_device_buffers is 7, not -1, 0 or 1: -1 \(its default\) used instead
 .* coll_gpuring_ipc_cache is 100, not 0-64: 64 \(its default\) used instead
+.* coll_gpuring_arrival_timeout is -3, not 0 \(no bound\) or seconds: 3600 \(its default\) used instead
 .* coll_gpuring_verbose_subsys: 'nonsense' is no subsystem .*: ignored" \
     run_case "params_own_range_np3_rpn1" 3 1 ready,rndv65537,lines \
-    "coll_gpuring_wait_timeout -5 coll_gpuring_net_rndv_size -9 coll_gpuring_stage_device_buffers 7 coll_gpuring_ipc_cache 100 coll_gpuring_verbose_subsys init,coll,net,nonsense" \
+    "coll_gpuring_wait_timeout -5 coll_gpuring_arrival_timeout -3 coll_gpuring_net_rndv_size -9 coll_gpuring_stage_device_buffers 7 coll_gpuring_ipc_cache 100 coll_gpuring_verbose_subsys init,coll,net,nonsense" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,300000 -m world,dup -s "$SEED" -q
+# a misspelt subsystem in verbose_subsys: no info line prints, but the warning does
+# (warnings pass whatever the subsystems; it used to be silenced with the rest)
+EXPECT_LINES=".* coll_gpuring_verbose_subsys: 'tunning' is no subsystem .*: ignored" \
+    run_case "verbose_subsys_typo_np2_rpn0" 2 0 lines "coll_gpuring_verbose_subsys tunning" \
+    allreduce_check -t int32 -o sum -c 1,17 -m world -s "$SEED" -q
 # outputs written around the cache (non-temporal stores) from 1000 B on: odd heads and
 # tails of every step, on shm and UCX connections (by default only calls too large for
 # the host's cache stream, which these tests' sizes may never reach)
@@ -785,6 +832,16 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # ... but a rank late to a call gpuring runs -- past the wait timeout, within
+    # coll_gpuring_arrival_timeout -- is waited for: the others say so, and every
+    # rank's result is right (shm; net between virtual nodes; a non-blocking call)
+    LATE2="coll_gpuring_wait_timeout 3 coll_gpuring_arrival_timeout 60"
+    run_case "late2_np3_rpn0" 3 0 ready,latewait "$LATE2" timeout_check 60 late2=7
+    run_case "late2_np3_rpn1" 3 1 ready,latewait "$LATE2" timeout_check 60 late2=7
+    run_case "late2_nonblocking_np3_rpn1" 3 1 ready,latewait "$LATE2" \
+        timeout_check 60 nonblocking,late2=7
+    # ... and to the communicator's first call (its agreement on the parameters waits)
+    run_case "late1_np3_rpn1" 3 1 ready,latewait "$LATE2" timeout_check 60 late1=7
     # ... but a call gpuring hands below (host buffers, gpuring's default) waits for no
     # rank: the last rank 5 s late to the first collective, past the wait timeout, and
     # every call right (gpuring's agreement on its parameters timed out there, and
@@ -886,8 +943,8 @@ if [ $ACTIVE = 1 ]; then
     # addresses' lengths): it leaves the exchanges, and every rank's call fails -- none
     # falls back below, where it would wait for the others forever -- and a new
     # communicator works
-    # (168: 3 ranks' peer info of 56 B)
-    for b in 168 48 24; do
+    # (192: 3 ranks' peer info of 64 B)
+    for b in 192 48 24; do
         PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_${b}_np3_rpn1" 3 1 \
             setuptimeout,setupleft "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=$b"
     done
@@ -926,9 +983,9 @@ if [ $ACTIVE = 1 ]; then
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     # rank 1 without memory for the copy of the setup's first exchange (its peer info,
-    # 56 B from each of 3 ranks and its own: 224 B): it joins the others' exchange all
+    # 64 B from each of 3 ranks and its own: 256 B): it joins the others' exchange all
     # the same, on the caller's buffers, and every call runs in gpuring
-    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:224 \
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:256 \
         run_case "boot_nomem_np3_rpn1" 3 1 ready,allcalls,bootnomem "" "${PDIFF[@]}" -m world,dup,split
     # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
     # setup's exchanges are still the others'): every call runs in gpuring

@@ -32,11 +32,18 @@
  * rank comes to the communicator's first collective S seconds late, past the wait
  * timeout: gpuring waits for no rank in a call it does not take, so every rank's
  * MPI_Bcast (from the late rank) and the MPI_Allreduce after it succeed, right.
+ * With "late2=S" (alone or after "device," or "device,small," or "nonblocking,";
+ * calls gpuring runs), every rank makes the first call, and the last rank comes to
+ * the second S seconds late, past the wait timeout but within
+ * coll_gpuring_arrival_timeout: the others wait for it (warning that it has not
+ * made the call yet) and every rank's second call succeeds, every element right.
+ * "late1=S": the same with the communicator's first call (its setup) instead.
  * Prints `N passed, N failed` on rank 0.
  *
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
  *                                      device,nonblocking|setup,nonblocking|busy|
- *                                      leave=N|late=S]]
+ *                                      leave=N|late=S|[device,[small,]]late{1,2}=S|
+ *                                      nonblocking,late{1,2}=S]]
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -171,6 +178,45 @@ static void late_check(double late, int *in, int *out, MPI_Comm comm, int *passe
     }
 }
 
+/* Sleep `s` seconds. */
+static void late_sleep(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) continue;
+}
+
+/* "late1=S", "late2=S" (the usage above): the call the last rank comes S seconds late
+ * to; every element of every rank's result checked (`host`: room for a device copy) */
+static void latecall_check(double late, const int *in, int *out, int *host, int device,
+                        MPI_Comm comm, int *passed, int *failed)
+{
+    int rank, size, rc, bad = -1;
+    double t0;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == size - 1) late_sleep(late);
+    t0 = MPI_Wtime();
+    rc = allreduce(in, out, comm);
+    if (device) {
+        if (cu.memcpy_(host, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) rc = -1;
+    } else {
+        memcpy(host, out, sizeof(int) * (size_t)count);
+    }
+    /* rank r's input is r + i */
+    for (int i = 0; rc == MPI_SUCCESS && i < count && bad < 0; i++) {
+        if (host[i] != size * i + size * (size - 1) / 2) bad = i;
+    }
+    if (rc == MPI_SUCCESS && bad < 0) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: the call the last rank came %.0f s late to returned %d "
+                "after %.1f s%s\n", rank, late, rc, MPI_Wtime() - t0,
+                bad >= 0 ? ", a wrong element" : "");
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, rc, passed = 0, failed = 0;
@@ -182,6 +228,14 @@ int main(int argc, char **argv)
     int busy = argc > 2 && strcmp(argv[2], "busy") == 0, provided = 0;
     const char *leave = argc > 2 && strncmp(argv[2], "leave=", 6) == 0 ? argv[2] + 6 : NULL;
     double late = argc > 2 && strncmp(argv[2], "late=", 5) == 0 ? atof(argv[2] + 5) : 0;
+    const char *late_arg = argc > 2 ? strstr(argv[2], "late") : NULL;
+    /* "late1=S" / "late2=S": the call the last rank comes late to (0: none) */
+    int late_call = late_arg != NULL && (late_arg[4] == '1' || late_arg[4] == '2') &&
+                            late_arg[5] == '='
+                        ? late_arg[4] - '0'
+                        : 0;
+    double late_s = late_call != 0 ? atof(late_arg + 6) : 0;
+    int *late_host = NULL;
     int *hin = NULL;
     MPI_Comm comm, busy_comm = MPI_COMM_NULL;
     pthread_t busy_thread;
@@ -220,6 +274,8 @@ int main(int argc, char **argv)
         out = malloc(sizeof(int) * COUNT);
     }
 
+    if (late_call != 0 && (late_host = malloc(sizeof(int) * COUNT)) == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 3);
     if (busy) {
         MPI_Comm_split(MPI_COMM_WORLD, rank != size - 1 ? 0 : MPI_UNDEFINED, rank, &busy_comm);
         if (busy_comm != MPI_COMM_NULL) {
@@ -234,6 +290,8 @@ int main(int argc, char **argv)
         leave_check(leave, in, out, comm, limit, &passed, &failed);
     } else if (late > 0) {
         late_check(late, in, out, comm, &passed, &failed);
+    } else if (late_call == 1) {
+        latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
     } else if (!setup) {
         int out7 = -1;
         rc = allreduce(in, out, comm);
@@ -247,7 +305,9 @@ int main(int argc, char **argv)
         }
     }
 
-    if (leave == NULL && late == 0 && rank != size - 1) {
+    if (late_call == 2) {
+        latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
+    } else if (late_call == 0 && leave == NULL && late == 0 && rank != size - 1) {
         t0 = MPI_Wtime();
         rc = allreduce(in, out, comm);
         elapsed = MPI_Wtime() - t0;
@@ -292,6 +352,7 @@ int main(int argc, char **argv)
         free(out);
     }
     free(hin);
+    free(late_host);
     MPI_Finalize();
     return failed != 0 || (rank == 0 && all[1] != 0);
 }

@@ -1,0 +1,155 @@
+/*
+ * gpuring_arrivals.c -- a communicator's arrival board (gpuring_arrivals.h).
+ */
+#include "common/gpuring_arrivals.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_owner_t *owner,
+                                          const int *ranks, int nlocal, int me, double limit)
+{
+    gpuring_arrivals_t *b = calloc(1, sizeof(*b) + sizeof(int) * (size_t)nlocal);
+    const char *what = "allocating it";
+    void *base;
+    int fd = -1, err = 0;
+
+    if (b == NULL) goto fail;
+    memcpy(b->ranks, ranks, sizeof(int) * (size_t)nlocal);
+    b->nlocal = nlocal;
+    b->me = me;
+    b->limit = limit;
+    b->bytes = sizeof(gpuring_arrivals_slot_t) * (size_t)nlocal;
+    /* the scheme of every segment of gpuring's (gpuring_conn_shm_sweep removes those of
+     * a dead pid): the lowest rank's pid namespace and pid, and the process's random name
+     * (a pid repeats across namespaces) */
+    snprintf(b->name, sizeof(b->name), "/gpuring-%llu-%d-arrivals-%016llx-%llu",
+             (unsigned long long)owner->pid_ns, (int)owner->pid,
+             (unsigned long long)owner->proc_id, (unsigned long long)uid);
+    /* whichever rank of the host comes first creates it; each makes it its size (the
+     * same on every rank: what another one wrote stays) */
+    what = "shm_open";
+    fd = shm_open(b->name, O_RDWR | O_CREAT, 0600);
+    if (fd < 0) goto fail;
+    what = "its pages";
+    if (gpuring_shm_reserve(fd, b->bytes, &err) != 0) {
+        errno = err;
+        goto fail;
+    }
+    what = "mmap";
+    base = mmap(NULL, b->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) goto fail;
+    b->linked = 1;
+    close(fd);
+    b->slots = base;
+    b->slots[me].pid_ns = gpuring_pid_ns();
+    __atomic_store_n(&b->slots[me].call, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->slots[me].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+    return b;
+
+fail:
+    GPURING_WARN(GPURING_SUBSYS_INIT, "no arrival board for this communicator (%s: %s): its "
+                 "waits cannot tell a rank of this host that is late to a call from one that "
+                 "stopped in it, and fail at coll_gpuring_wait_timeout either way", what,
+                 b != NULL ? strerror(errno) : "no memory");
+    if (fd >= 0) close(fd);
+    gpuring_arrivals_close(b); /* (its name stays: the others' board, unlinked by them) */
+    return NULL;
+}
+
+void gpuring_arrivals_unlink(gpuring_arrivals_t *b)
+{
+    if (b == NULL || !b->linked) return;
+    (void)shm_unlink(b->name); /* (another rank of the host may have done it: ENOENT) */
+    b->linked = 0;
+}
+
+void gpuring_arrivals_close(gpuring_arrivals_t *b)
+{
+    if (b == NULL) return;
+    gpuring_arrivals_unlink(b);
+    if (b->slots != NULL) munmap(b->slots, b->bytes);
+    free(b);
+}
+
+/* Has the process of line i exited?  (Its pid means something here only in this pid
+ * namespace; a line without one -- a rank without the board -- is no process.) */
+static int arrivals_exited(const gpuring_arrivals_t *b, int i)
+{
+    const unsigned long long ns = gpuring_pid_ns();
+    const int32_t pid = __atomic_load_n(&b->slots[i].pid, __ATOMIC_ACQUIRE);
+
+    return pid > 0 && ns != 0 && b->slots[i].pid_ns == ns && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* The first rank of this host behind call `call` (-1: none), its last call in
+ * *seen_p; *gone_p set where its process has exited. */
+static int arrivals_late(const gpuring_arrivals_t *b, uint64_t call, uint64_t *seen_p,
+                         int *gone_p)
+{
+    for (int i = 0; i < b->nlocal; i++) {
+        const gpuring_arrivals_slot_t *s = &b->slots[i];
+
+        /* (a rank without the board: never late) */
+        if (i == b->me || __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE) <= 0) continue;
+        *seen_p = __atomic_load_n(&s->call, __ATOMIC_ACQUIRE);
+        if (*seen_p >= call) continue;
+        *gone_p = arrivals_exited(b, i);
+        return i;
+    }
+    return -1;
+}
+
+int gpuring_arrivals_gone(const gpuring_arrivals_t *b)
+{
+    for (int i = 0; b != NULL && i < b->nlocal; i++) {
+        if (i == b->me || !arrivals_exited(b, i)) continue;
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "rank %d of this host has exited (pid %d)",
+                      b->ranks[i], (int)b->slots[i].pid);
+        return b->ranks[i];
+    }
+    return -1;
+}
+
+gpuring_status_t gpuring_arrivals_excuse(gpuring_arrivals_t *b, uint64_t call, double every,
+                                         double *late_since_p)
+{
+    uint64_t seen = 0;
+    double now, waited;
+    int late, gone;
+
+    if (b == NULL || (late = arrivals_late(b, call, &seen, &gone)) < 0) return GPURING_ERR_TIMEOUT;
+    if (gone) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu waits for rank %d of this host, whose "
+                      "process (pid %d) has exited before making it (its last call was %llu)",
+                      (unsigned long long)call, b->ranks[late], (int)b->slots[late].pid,
+                      (unsigned long long)seen);
+        return GPURING_ERR_REMOTE;
+    }
+    now = gpuring_time_sec();
+    if (*late_since_p == 0.0) { /* idle `every` already */
+        *late_since_p = now - every;
+        waited = every;
+    } else {
+        waited = now - *late_since_p;
+    }
+    if (b->limit > 0 && waited >= b->limit) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu has waited %.0f s for rank %d of this "
+                      "host, which has not made it (its last call is %llu): past "
+                      "coll_gpuring_arrival_timeout (%.0f s)", (unsigned long long)call, waited,
+                      b->ranks[late], (unsigned long long)seen, b->limit);
+        return GPURING_ERR_TIMEOUT;
+    }
+    GPURING_WARN(GPURING_SUBSYS_COLL, "call %llu has waited %.0f s for rank %d of this host, "
+                 "which has not made it yet (its last call is %llu): waiting on, up to "
+                 "coll_gpuring_arrival_timeout (%.0f s; 0: no bound)", (unsigned long long)call,
+                 waited, b->ranks[late], (unsigned long long)seen, b->limit);
+    return GPURING_OK;
+}

@@ -1,0 +1,97 @@
+/*
+ * gpuring_arrivals.h -- a communicator's arrival board: which call each of its
+ * ranks on this host has made.
+ *
+ * A wait for a peer cannot tell a rank that has not made the call yet (an
+ * application that writes a checkpoint on one rank while the others go on to
+ * the next MPI_Allreduce: a valid program, which Open MPI alone waits for)
+ * from one that stopped inside it -- in a ring, a late rank stalls the rank
+ * two steps on as surely as a dead one.  Only every rank's call count can, so
+ * each rank of a host publishes the number of the call it is in (one relaxed
+ * store per call, in a shared-memory page per communicator and host), and a
+ * wait that has been idle for its wait timeout asks the board before it
+ * fails: a rank of this host behind the call -> warn, naming it, and go on
+ * waiting (up to the board's limit, coll_gpuring_arrival_timeout); a rank of
+ * this host whose process is gone -> fail at once, naming it; every rank of
+ * this host in the call -> fail as the wait would without the board (a stall,
+ * or a rank on another host: gpuring cannot see its count).
+ *
+ * The page is named after the communicator's uid and its lowest rank on the
+ * host (that process's pid namespace, pid and random name: the scheme of every
+ * segment of gpuring's, so the sweep of a dead pid's segments removes it);
+ * every rank of the host opens (creates) it before the setup's exchanges and
+ * unlinks it once they agreed (all have opened it by then), so nothing stays in
+ * /dev/shm.  A rank that could not
+ * open it (or a host whose ranks do not share /dev/shm) is never counted late.
+ */
+#ifndef GPURING_COMMON_ARRIVALS_H
+#define GPURING_COMMON_ARRIVALS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpuring_common.h"
+
+#define GPURING_ARRIVALS_NAME_MAX 96
+
+/* One rank's line: written by its owner only. */
+typedef struct gpuring_arrivals_slot {
+    uint64_t call;   /* the number of the call it is in or made last (atomic) */
+    uint64_t pid_ns; /* its pid namespace (gpuring_pid_ns): where pid means something */
+    int32_t pid;     /* 0 until it opened the board */
+    char pad[GPURING_CACHELINE - 2 * sizeof(uint64_t) - sizeof(int32_t)];
+} gpuring_arrivals_slot_t;
+
+typedef struct gpuring_arrivals {
+    gpuring_arrivals_slot_t *slots; /* the shared page(s): one line per rank of the host */
+    size_t bytes;
+    int nlocal, me;                 /* the host's ranks, and which of them this one is */
+    double limit;                   /* seconds a call waits for a late rank (0: no bound) */
+    char name[GPURING_ARRIVALS_NAME_MAX];
+    int linked;                     /* name still in /dev/shm (this rank's view) */
+    int ranks[];                    /* the communicator rank of each */
+} gpuring_arrivals_t;
+
+/* The process of a host's lowest rank, which names the board. */
+typedef struct gpuring_arrivals_owner {
+    uint64_t pid_ns;  /* its pid namespace (gpuring_pid_ns) */
+    int32_t pid;
+    uint64_t proc_id; /* its random name */
+} gpuring_arrivals_owner_t;
+
+/*
+ * Open (or create) the board of the communicator with uid `uid` for the ranks
+ * `ranks[0..nlocal)` of this host (communicator ranks, ascending: ranks[me] is
+ * this one; `owner`, ranks[0]'s process), and publish this rank in it.
+ * `limit`: coll_gpuring_arrival_timeout.  NULL (logged at warn level) when it
+ * cannot: the communicator then waits as without it.
+ */
+gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_owner_t *owner,
+                                          const int *ranks, int nlocal, int me, double limit);
+/* Remove its name from /dev/shm (every rank of the host has opened it). */
+void gpuring_arrivals_unlink(gpuring_arrivals_t *board);
+void gpuring_arrivals_close(gpuring_arrivals_t *board);
+
+/* This rank makes call number `call` of the communicator now. */
+static inline void gpuring_arrivals_mark(gpuring_arrivals_t *board, uint64_t call)
+{
+    if (board != NULL) __atomic_store_n(&board->slots[board->me].call, call, __ATOMIC_RELEASE);
+}
+
+/* A rank of this host whose process has exited (logged), or -1 (none, or no board). */
+int gpuring_arrivals_gone(const gpuring_arrivals_t *board);
+
+/*
+ * A wait of call number `call` has been idle for its whole timeout (`every`
+ * seconds, its wait_timeout).  GPURING_OK: a rank of this host has not made
+ * the call yet -- warned, naming it and how long the call has waited for it;
+ * the caller restarts its clock and waits on.  GPURING_ERR_TIMEOUT: every rank
+ * of this host has made it (or no board), or the board's limit has passed
+ * (logged): the wait fails as it would without the board.  GPURING_ERR_REMOTE:
+ * the late rank's process has exited (logged).  *late_since_p is the caller's
+ * (0.0 at the start of its wait): when the call first found a rank late.
+ */
+gpuring_status_t gpuring_arrivals_excuse(gpuring_arrivals_t *board, uint64_t call, double every,
+                                         double *late_since_p);
+
+#endif /* GPURING_COMMON_ARRIVALS_H */

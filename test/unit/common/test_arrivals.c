@@ -1,0 +1,105 @@
+/*
+ * test_arrivals.c -- the arrival board (common/gpuring_arrivals.h) between
+ * processes of one host: every rank's line seen by the others, a rank behind
+ * the call excused (and named) until the board's limit, no excuse once every
+ * rank has made the call, a rank whose process has exited named at once, a
+ * rank that never opened the board never counted late, and the name gone
+ * from /dev/shm once unlinked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/gpuring_arrivals.h"
+#include "test/unit/unit_test.h"
+
+#define NLOCAL 3
+
+/* A board of three ranks (communicator ranks 4, 7, 9) as rank `me` sees it. */
+static gpuring_arrivals_t *open_as(uint64_t uid, int me, double limit)
+{
+    static const int ranks[NLOCAL] = {4, 7, 9};
+    const gpuring_arrivals_owner_t owner = {gpuring_pid_ns(), 1, 0x1234abcdull};
+
+    return gpuring_arrivals_open(uid, &owner, ranks, NLOCAL, me, limit);
+}
+
+int main(void)
+{
+    const uint64_t uid = (uint64_t)getpid(); /* a name no other run uses */
+    gpuring_arrivals_t *b0, *b1;
+    double since = 0.0;
+    int up[2], down[2], st; /* child to parent, parent to child */
+    pid_t child;
+    char c = 0;
+
+    /* rank 0 (this process) and rank 1 (a child that makes call 5, then exits on
+     * request); rank 2 never opens the board */
+    b0 = open_as(uid, 0, 0.0);
+    EXPECT(b0 != NULL, "rank 0 opened the board");
+    if (b0 == NULL) return unit_report();
+    EXPECT(pipe(up) == 0 && pipe(down) == 0, "pipes");
+    child = fork();
+    if (child == 0) {
+        gpuring_arrivals_t *b = open_as(uid, 1, 0.0);
+
+        if (b == NULL) _exit(2);
+        gpuring_arrivals_mark(b, 5);
+        if (write(up[1], "m", 1) != 1) _exit(3);
+        if (read(down[0], &c, 1) != 1) _exit(4); /* until the parent says */
+        _exit(0);
+    }
+    EXPECT(read(up[0], &c, 1) == 1 && c == 'm', "the child marked call 5");
+
+    /* call 5: rank 1 is in it, rank 2 never opened: no one is late */
+    gpuring_arrivals_mark(b0, 5);
+    EXPECT(gpuring_arrivals_excuse(b0, 5, 1.0, &since) == GPURING_ERR_TIMEOUT,
+           "every rank with the board made call 5: no excuse");
+    EXPECT(since == 0.0, "no lateness recorded");
+    /* call 6: rank 1 (communicator rank 7) is behind it */
+    gpuring_arrivals_mark(b0, 6);
+    EXPECT(gpuring_arrivals_excuse(b0, 6, 1.0, &since) == GPURING_OK,
+           "rank 7 behind call 6: waited for");
+    EXPECT(since > 0.0, "the call's lateness began");
+    /* a limit: a second board of rank 0's with a 2 s limit, lateness 1 s old, then 3 */
+    b1 = open_as(uid, 0, 2.0);
+    EXPECT(b1 != NULL, "a second view of the board");
+    if (b1 != NULL) {
+        double s1 = 0.0;
+
+        EXPECT(gpuring_arrivals_excuse(b1, 6, 1.0, &s1) == GPURING_OK, "within the limit");
+        s1 -= 2.0;
+        EXPECT(gpuring_arrivals_excuse(b1, 6, 1.0, &s1) == GPURING_ERR_TIMEOUT,
+               "past the limit: the wait fails");
+        gpuring_arrivals_close(b1);
+    }
+    /* the child exits: its process gone, named at once */
+    EXPECT(write(down[1], "x", 1) == 1, "tell the child");
+    EXPECT(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "the child exited cleanly (status %d)", st);
+    EXPECT(gpuring_arrivals_excuse(b0, 6, 1.0, &since) == GPURING_ERR_REMOTE,
+           "a late rank whose process exited: the wait fails at once");
+
+    /* unlinked: the name is gone, the mapping still works */
+    gpuring_arrivals_unlink(b0);
+    {
+        char name[GPURING_ARRIVALS_NAME_MAX];
+        int fd;
+
+        snprintf(name, sizeof(name), "%s", b0->name);
+        fd = shm_open(name, O_RDWR, 0);
+        EXPECT(fd < 0 && errno == ENOENT, "the board's name left /dev/shm");
+        if (fd >= 0) close(fd);
+    }
+    gpuring_arrivals_mark(b0, 7);
+    EXPECT(__atomic_load_n(&b0->slots[0].call, __ATOMIC_RELAXED) == 7, "marks after unlink");
+    gpuring_arrivals_close(b0);
+    EXPECT(gpuring_arrivals_excuse(NULL, 1, 1.0, &since) == GPURING_ERR_TIMEOUT,
+           "no board: no excuse");
+    return unit_report();
+}
