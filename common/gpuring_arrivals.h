@@ -78,6 +78,12 @@ static inline void gpuring_arrivals_mark(gpuring_arrivals_t *board, uint64_t cal
     if (board != NULL) __atomic_store_n(&board->slots[board->me].call, call, __ATOMIC_RELEASE);
 }
 
+/* The call this rank is in (its own line). */
+static inline uint64_t gpuring_arrivals_mine(const gpuring_arrivals_t *board)
+{
+    return __atomic_load_n(&board->slots[board->me].call, __ATOMIC_RELAXED);
+}
+
 /* A rank of this host whose process has exited (logged), or -1 (none, or no board). */
 int gpuring_arrivals_gone(const gpuring_arrivals_t *board);
 

@@ -2,8 +2,8 @@
  * cuda_allreduce.c -- an MPI program written for a GPU: every rank fills a
  * cudaMalloc'd buffer, MPI_Allreduce sums it across ranks in place, and
  * each rank checks the result it copies back.  It uses nothing but plain
- * MPI and the CUDA runtime (cudaSetDevice, cudaMalloc, cudaMemset,
- * cudaMemcpy, cudaDeviceSynchronize, cudaFree, cudaGetErrorString).
+ * MPI and the CUDA runtime (cudaGetDeviceCount, cudaSetDevice, cudaMalloc,
+ * cudaMemset, cudaMemcpy, cudaDeviceSynchronize, cudaFree, cudaGetErrorString).
  *
  * On a GPU machine:   mpicc cuda_allreduce.c -lcudart -o cuda_allreduce
  * Without a GPU:      test/cudacpu/run cc examples/cuda_allreduce.c -o cuda_allreduce

@@ -473,6 +473,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     if (gcomm == NULL) {
         return fallback; /* setup failed or disabled: logged there */
     }
+    gpuring_comm_arrive(gcomm, c->count);
     if (defer && !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
         mca_coll_gpuring_log_fallback("%s fallback: no %s connections on comm %s yet, "
                                       "and a non-blocking call does not make them "

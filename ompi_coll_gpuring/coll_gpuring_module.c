@@ -228,22 +228,33 @@ static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char 
 
 /*
  * An exchange that has waited `timeout` s (since `start`) for a rank: 1 to wait
- * on (warned), 0 to fail.  An MPI call's first exchange (the agreement on the
- * parameters is one: it waits for every rank's first call) waits for a rank that
- * has not made the call yet -- every rank that has made it has joined the
- * exchange -- up to coll_gpuring_arrival_timeout, unless a rank of this host has
- * exited (the arrival board); a later one has every rank in the call, and waits for
- * a rank that stopped or left the exchanges.
+ * on (warned), 0 to fail.  A rank of this host that has not made the call yet (the
+ * communicator's arrival board: *late_since_p is the board's) is waited for, up to
+ * coll_gpuring_arrival_timeout; one whose process has exited, or every rank of this
+ * host in the call where the communicator has no other host, is not.  Otherwise an
+ * MPI call's first exchange (`first`; the agreement on the parameters is one: it
+ * waits for every rank's first call) waits for a rank that has not made the call yet
+ * -- every rank that has made it has joined the exchange -- up to the same timeout;
+ * a later one has every rank in the call, and waits for a rank that stopped or left
+ * the exchanges.
  */
 static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double start,
-                        int timeout, const char *what)
+                        int timeout, const char *what, double *late_since_p)
 {
     const int limit = mca_coll_gpuring_component.arrival_timeout;
     const double waited = gpuring_time_sec() - start;
+    gpuring_arrivals_t *board = m->gcomm != NULL ? m->gcomm->arrivals : NULL;
 
+    if (board != NULL) {
+        gpuring_status_t st = gpuring_arrivals_excuse(board, gpuring_arrivals_mine(board),
+                                                      timeout, late_since_p);
+
+        if (st == GPURING_OK) return 1; /* (warned, naming the rank) */
+        if (st != GPURING_ERR_TIMEOUT || board->nlocal == ompi_comm_size(m->comm) ||
+            gpuring_arrivals_gone(board) >= 0)
+            return 0;
+    }
     if (!first || (limit > 0 && waited >= limit)) return 0;
-    /* (a rank of this host whose process has exited never joins it) */
-    if (m->gcomm != NULL && gpuring_arrivals_gone(m->gcomm->arrivals) >= 0) return 0;
     GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s has waited %.0f s for a rank that "
                  "has not made this collective call yet: waiting on, up to "
                  "coll_gpuring_arrival_timeout (%d s; 0: no bound), warned every %d s",
@@ -269,7 +280,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
     const int first = m->call_exchanges++ == 0;
     ompi_request_t *req = MPI_REQUEST_NULL;
     int done = 0, rc;
-    double start, deadline;
+    double start, deadline, late_since = 0.0;
     char *area;
 
     if (bytes > INT_MAX) return GPURING_ERR_INVALID;
@@ -319,7 +330,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
             return gpuring_boot_status(m, rc, "MPI_Iallgather");
         }
         if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
-            if (boot_wait_on(m, first, start, timeout, "gpuring's exchange")) {
+            if (boot_wait_on(m, first, start, timeout, "gpuring's exchange", &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
@@ -555,12 +566,13 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
 {
     const int timeout = mca_coll_gpuring_component.wait_timeout;
     const double start = gpuring_time_sec();
-    double deadline = start + timeout;
+    double deadline = start + timeout, late_since = 0.0;
 
     params_start(m, 1);
     while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
         if (timeout > 0 && gpuring_time_sec() > deadline) {
-            if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters")) {
+            if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters",
+                             &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }

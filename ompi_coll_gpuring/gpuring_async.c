@@ -391,10 +391,6 @@ static gpuring_status_t async_run_here(gpuring_comm_t *c, gpuring_plane_t plane,
     gpuring_work_t w; /* a few KiB: the caller's stack holds it */
     gpuring_status_t st;
 
-    /* this rank is in the call (the number prepare gives it) while the calls queued
-     * before it end: not late to it, to its host's peers (the arrival board) */
-    if (info->count > 0 && !__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
-        gpuring_arrivals_mark(c->arrivals, c->calls + 1);
     async_drain(c);
     st = gpuring_enqueue_prepare(c, plane, info, nonblocking, &w);
     if (st != GPURING_OK || w.done) return st;

@@ -220,6 +220,21 @@ void gpuring_comm_destroy(gpuring_comm_t *comm);
 gpuring_status_t gpuring_comm_plane_ready(gpuring_comm_t *comm, gpuring_plane_t plane,
                                           int ordinal);
 
+/*
+ * This rank makes the communicator's next call, of `count` elements: published on
+ * its host's arrival board (common/gpuring_arrivals.h) before any exchange or step of
+ * the call, so that its host's peers waiting in them see it in the call.  The number
+ * is the one the call then gets (gpuring_enqueue_prepare: calls with data are numbered
+ * alike on every rank); a call that does not get it (handed below on every rank)
+ * leaves this rank counted in it -- never late, at worst.  A broken communicator's
+ * line stays past every call.  The caller's thread: the calls' order.
+ */
+static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
+{
+    if (count > 0 && !__atomic_load_n(&comm->broken, __ATOMIC_ACQUIRE))
+        gpuring_arrivals_mark(comm->arrivals, comm->calls + 1);
+}
+
 /* Has the plane's first call been made (connected, or failed for good)?  0:
  * gpuring_comm_plane_ready would connect it, exchanges every rank must join. */
 static inline int gpuring_comm_plane_tried(const gpuring_comm_t *comm, gpuring_plane_t plane)

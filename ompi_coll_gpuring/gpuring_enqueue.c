@@ -324,10 +324,9 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->order = NULL;
     GPURING_CHECK(enqueue_refuse_broken(c));
     if (count == 0) return GPURING_OK;
-    /* every rank numbers the calls with data alike: the id its steps carry; and this
-     * rank is in the call from now on (its host's arrival board) */
+    /* every rank numbers the calls with data alike: the id its steps carry (this rank
+     * is on its host's arrival board in the call since gpuring_comm_arrive) */
     w->seq = ++c->calls;
-    gpuring_arrivals_mark(c->arrivals, w->seq);
     w->call = gpuring_call_id(w->seq, count, info->type, info->op, (int)info->kind,
                               info->root);
     if (c->ring_state[plane] <= 0) {
