@@ -89,22 +89,41 @@ static int arrivals_exited(const gpuring_arrivals_t *b, int i)
     return pid > 0 && ns != 0 && b->slots[i].pid_ns == ns && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-/* The first rank of this host behind call `call` (-1: none), its last call in
- * *seen_p; *gone_p set where its process has exited. */
+/* A rank of this host behind call `call` (-1: none) -- one whose process has exited
+ * if any has (*gone_p set), else the first -- and its last call in *seen_p. */
 static int arrivals_late(const gpuring_arrivals_t *b, uint64_t call, uint64_t *seen_p,
                          int *gone_p)
 {
+    int late = -1;
+
+    *gone_p = 0;
     for (int i = 0; i < b->nlocal; i++) {
         const gpuring_arrivals_slot_t *s = &b->slots[i];
+        uint64_t seen;
 
         /* (a rank without the board: never late) */
         if (i == b->me || __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE) <= 0) continue;
-        *seen_p = __atomic_load_n(&s->call, __ATOMIC_ACQUIRE);
-        if (*seen_p >= call) continue;
-        *gone_p = arrivals_exited(b, i);
-        return i;
+        seen = __atomic_load_n(&s->call, __ATOMIC_ACQUIRE);
+        if (seen >= call) continue;
+        if (arrivals_exited(b, i)) {
+            *seen_p = seen;
+            *gone_p = 1;
+            return i;
+        }
+        if (late < 0) {
+            late = i;
+            *seen_p = seen;
+        }
     }
-    return -1;
+    return late;
+}
+
+int gpuring_arrivals_whole(const gpuring_arrivals_t *b, int size)
+{
+    if (b == NULL || b->nlocal != size) return 0;
+    for (int i = 0; i < b->nlocal; i++)
+        if (__atomic_load_n(&b->slots[i].pid, __ATOMIC_ACQUIRE) <= 0) return 0;
+    return 1;
 }
 
 int gpuring_arrivals_gone(const gpuring_arrivals_t *b)
@@ -125,7 +144,9 @@ gpuring_status_t gpuring_arrivals_excuse(gpuring_arrivals_t *b, uint64_t call, d
     double now, waited;
     int late, gone;
 
-    if (b == NULL || (late = arrivals_late(b, call, &seen, &gone)) < 0) return GPURING_ERR_TIMEOUT;
+    /* (a broken communicator's rank, past every call, waits for no one as late) */
+    if (b == NULL || call == UINT64_MAX || (late = arrivals_late(b, call, &seen, &gone)) < 0)
+        return GPURING_ERR_TIMEOUT;
     if (gone) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu waits for rank %d of this host, whose "
                       "process (pid %d) has exited before making it (its last call was %llu)",

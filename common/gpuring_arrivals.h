@@ -84,6 +84,10 @@ static inline uint64_t gpuring_arrivals_mine(const gpuring_arrivals_t *board)
     return __atomic_load_n(&board->slots[board->me].call, __ATOMIC_RELAXED);
 }
 
+/* Does the board hold every one of the communicator's `size` ranks, each with its line
+ * (the communicator is on this host alone)? */
+int gpuring_arrivals_whole(const gpuring_arrivals_t *board, int size);
+
 /* A rank of this host whose process has exited (logged), or -1 (none, or no board). */
 int gpuring_arrivals_gone(const gpuring_arrivals_t *board);
 

@@ -250,7 +250,7 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
                                                       timeout, late_since_p);
 
         if (st == GPURING_OK) return 1; /* (warned, naming the rank) */
-        if (st != GPURING_ERR_TIMEOUT || board->nlocal == ompi_comm_size(m->comm) ||
+        if (st != GPURING_ERR_TIMEOUT || gpuring_arrivals_whole(board, ompi_comm_size(m->comm)) ||
             gpuring_arrivals_gone(board) >= 0)
             return 0;
     }

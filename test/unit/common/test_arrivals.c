@@ -3,7 +3,8 @@
  * processes of one host: every rank's line seen by the others, a rank behind
  * the call excused (and named) until the board's limit, no excuse once every
  * rank has made the call, a rank whose process has exited named at once, a
- * rank that never opened the board never counted late, and the name gone
+ * rank that never opened the board never counted late (nor the board whole), a
+ * rank past every call (a broken communicator's) waiting for no one, and the name gone
  * from /dev/shm once unlinked.
  */
 #include <errno.h>
@@ -61,6 +62,9 @@ int main(void)
     EXPECT(gpuring_arrivals_excuse(b0, 5, 1.0, &since) == GPURING_ERR_TIMEOUT,
            "every rank with the board made call 5: no excuse");
     EXPECT(since == 0.0, "no lateness recorded");
+    EXPECT(!gpuring_arrivals_whole(b0, NLOCAL), "a rank without its line: not whole");
+    EXPECT(gpuring_arrivals_excuse(b0, UINT64_MAX, 1.0, &since) == GPURING_ERR_TIMEOUT,
+           "a broken communicator's rank (past every call) waits for no one as late");
     /* call 6: rank 1 (communicator rank 7) is behind it */
     gpuring_arrivals_mark(b0, 6);
     EXPECT(gpuring_arrivals_excuse(b0, 6, 1.0, &since) == GPURING_OK,
