@@ -1090,7 +1090,8 @@ static int stage_persistent_free(ompi_request_t **rptr)
 
 int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_request_t **reqp)
 {
-    ompi_request_t *req = rc == OMPI_SUCCESS ? *reqp : NULL, *over;
+    ompi_request_t *req = rc == OMPI_SUCCESS ? *reqp : NULL;
+    mca_coll_gpuring_request_t *over;
 
     if (nb == NULL) return rc;
     if (rc != OMPI_SUCCESS || req == NULL) {
@@ -1116,10 +1117,14 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
     if (!REQUEST_COMPLETE(req)) {
         /* running: the application gets gpuring's request, complete once this one is and
          * the results are back (a callback armed on this one now could be missed by a
-         * thread completing it meanwhile) */
-        over = mca_coll_gpuring_request_over(nb->over, req, stage_nb_end, nb);
-        nb->over = NULL; /* (the request's now) */
-        *reqp = over;
+         * thread completing it meanwhile).  The request leaves nb before it is
+         * published: from then on another thread's progress may end it -- stage_nb_end
+         * frees nb, which must not release the request a second time (it did: the
+         * application's MPI_Wait then freed it again, and its communicator lost a
+         * reference each time) -- and nb is not touched again here. */
+        over = nb->over;
+        nb->over = NULL;
+        *reqp = mca_coll_gpuring_request_over(over, req, stage_nb_end, nb);
         return OMPI_SUCCESS;
     }
     /* done inside the call (or a shared, completed request) */

@@ -4,7 +4,8 @@
 #   host      test/mpi/run_mpi_tests.sh's cases on host buffers with the
 #             instrumented component (test/sanitize/host): shm, virtual nodes
 #             (shm and UCX), all-UCX small slots, the tree, a timeout, threads,
-#             communicator churn, device buffers staged (stand-in driver), the
+#             communicator churn, device buffers staged (stand-in driver; non-blocking
+#             with a second thread completing the requests below), the
 #             other collectives, MPI_Iallreduce and its timeout
 #   cudacpu   test/cudacpu/run_cudacpu_mpi.sh's device-buffer cases with the
 #             instrumented component and CUDA CPU runtime (test/sanitize/cudacpu):
@@ -93,7 +94,7 @@ else
 fi
 host_cases="allreduce_reduced_np2_rpn0 allreduce_reduced_np4_rpn2 allreduce_slot4k_np2_rpn1
 tree_np4_rpn2 timeout_np3_rpn1 threads_np3_rpn1 device_colls_np3_rpn1
-device_colls_nonblocking_np2_rpn0 $persistent churn_np2_rpn0 churn_np2_rpn1 colls_np3_rpn1
+device_colls_nonblocking_np2_rpn0 device_colls_nonblocking_progress_np3_rpn0 $persistent churn_np2_rpn0 churn_np2_rpn1 colls_np3_rpn1
 iallreduce_np4_rpn2 timeout_nonblocking_np3_rpn1 mix_np3_rpn1 allreduce_hosts_np3_rpn0
 mismatch_refused_np5_rpn1 mismatch_iallreduce_np3_rpn0 late2_np3_rpn0"
 # the cases GPURING_TEST_SKIP leaves out (the Open MPI 5 job's) are not expected
