@@ -19,7 +19,6 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
     gpuring_arrivals_t *b = calloc(1, sizeof(*b) + sizeof(int) * (size_t)nlocal);
     const char *what = "allocating it";
     void *base;
-    int fd = -1, err = 0;
 
     if (b == NULL) goto fail;
     memcpy(b->ranks, ranks, sizeof(int) * (size_t)nlocal);
@@ -35,19 +34,8 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
              (unsigned long long)owner->proc_id, (unsigned long long)uid);
     /* whichever rank of the host comes first creates it; each makes it its size (the
      * same on every rank: what another one wrote stays) */
-    what = "shm_open";
-    fd = shm_open(b->name, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) goto fail;
-    what = "its pages";
-    if (gpuring_shm_reserve(fd, b->bytes, &err) != 0) {
-        errno = err;
-        goto fail;
-    }
-    what = "mmap";
-    base = mmap(NULL, b->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) goto fail;
+    if (gpuring_shm_map(b->name, O_CREAT, b->bytes, &base, &what) != 0) goto fail;
     b->linked = 1;
-    close(fd);
     b->slots = base;
     b->slots[me].pid_ns = gpuring_pid_ns();
     __atomic_store_n(&b->slots[me].call, 0, __ATOMIC_RELAXED);
@@ -59,7 +47,6 @@ fail:
                  "waits cannot tell a rank of this host that is late to a call from one that "
                  "stopped in it, and fail at coll_gpuring_wait_timeout either way", what,
                  b != NULL ? strerror(errno) : "no memory");
-    if (fd >= 0) close(fd);
     gpuring_arrivals_close(b); /* (its name stays: the others' board, unlinked by them) */
     return NULL;
 }

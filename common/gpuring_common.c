@@ -13,6 +13,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,21 +147,46 @@ int gpuring_join_until(pthread_t thread, const struct timespec *deadline)
  */
 #define GPURING_SPIN_CLOCK_EVERY 64
 
-int gpuring_shm_reserve(int fd, size_t len, int *err_p)
+/* The segment's size, its pages allocated: 0, or -1 with errno set. */
+static int shm_reserve(int fd, size_t len)
 {
     struct stat st;
     int rc;
 
-    if (fstat(fd, &st) != 0 || ((size_t)st.st_size < len && ftruncate(fd, (off_t)len) != 0)) {
-        *err_p = errno;
+    if (fstat(fd, &st) != 0 || ((size_t)st.st_size < len && ftruncate(fd, (off_t)len) != 0))
         return -1;
-    }
     rc = posix_fallocate(fd, 0, (off_t)len);
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) { /* (no fallocate there: as before) */
-        *err_p = rc;
+        errno = rc;
         return -1;
     }
     return 0;
+}
+
+int gpuring_shm_map(const char *name, int oflag, size_t len, void **base_p, const char **what_p)
+{
+    int fd = shm_open(name, O_RDWR | oflag, 0600), err;
+    void *base;
+
+    if (fd < 0) {
+        *what_p = "shm_open";
+        return -1;
+    }
+    if ((oflag & O_CREAT) && shm_reserve(fd, len) != 0) {
+        *what_p = "its pages";
+    } else {
+        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base != MAP_FAILED) {
+            close(fd);
+            *base_p = base;
+            return 0;
+        }
+        *what_p = "mmap";
+    }
+    err = errno;
+    close(fd);
+    errno = err;
+    return -1;
 }
 
 unsigned long long gpuring_pid_ns(void)

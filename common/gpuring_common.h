@@ -115,10 +115,14 @@ double gpuring_time_sec(void); /* CLOCK_MONOTONIC seconds */
  * shared-memory segment's name carries it).  0 if unknown. */
 unsigned long long gpuring_pid_ns(void);
 
-/* A shared-memory segment's size (fd: from shm_open), its pages allocated now: tmpfs
- * takes any size, and a page it cannot give later, when it is first written, kills the
- * process (SIGBUS).  Never shrinks, never overwrites.  0, or -1 with *err_p. */
-int gpuring_shm_reserve(int fd, size_t len, int *err_p);
+/* A POSIX shared-memory segment mapped read-write, len bytes: shm_open(name, oflag)
+ * (O_RDWR is implied; O_CREAT, with or without O_EXCL, makes it), and where oflag
+ * creates, its pages allocated now -- tmpfs takes any size, and a page it cannot give
+ * later, when it is first written, kills the process (SIGBUS); never shrunk, what is
+ * written stays.  0 with *base_p; or -1 with errno set and *what_p naming the step
+ * that failed ("shm_open", "its pages", "mmap").  The name is never unlinked here:
+ * whether it is the caller's to remove is the caller's to say. */
+int gpuring_shm_map(const char *name, int oflag, size_t len, void **base_p, const char **what_p);
 
 /*
  * Bounded waits for a mutex and for a thread's end, until a deadline of

@@ -30,31 +30,21 @@
 
 static gpuring_status_t conn_shm_map(const char *name, int create, size_t len, void **base_p)
 {
-    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
-    void *base;
-    int err = 0;
+    const char *what = "";
 
-    if (fd < 0) {
-        GPURING_ERROR(GPURING_SUBSYS_PROXY, "shm_open(%s) failed: %s", name, strerror(errno));
-        return GPURING_ERR_SYSTEM;
-    }
-    if (create && gpuring_shm_reserve(fd, len, &err) != 0) {
+    if (gpuring_shm_map(name, create ? O_CREAT | O_EXCL : 0, len, base_p, &what) == 0)
+        return GPURING_OK;
+    if (strcmp(what, "its pages") == 0) {
         GPURING_ERROR(GPURING_SUBSYS_PROXY, "cannot reserve %zu bytes of shared memory for "
                       "%s: %s (is /dev/shm full? a container's is 64 MiB unless --shm-size "
-                      "says otherwise)", len, name, strerror(err));
-        close(fd);
-        shm_unlink(name);
-        return GPURING_ERR_SYSTEM;
+                      "says otherwise)", len, name, strerror(errno));
+    } else {
+        GPURING_ERROR(GPURING_SUBSYS_PROXY, "%s(%s, %zu) failed: %s", what, name, len,
+                      strerror(errno));
     }
-    base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED) {
-        GPURING_ERROR(GPURING_SUBSYS_PROXY, "mmap(%s, %zu) failed: %s", name, len, strerror(errno));
-        if (create) shm_unlink(name);
-        return GPURING_ERR_SYSTEM;
-    }
-    *base_p = base;
-    return GPURING_OK;
+    /* (one this rank made is its own to remove; an O_EXCL that failed made none) */
+    if (create && strcmp(what, "shm_open") != 0) shm_unlink(name);
+    return GPURING_ERR_SYSTEM;
 }
 
 int gpuring_conn_shm_sweep(void)
