@@ -170,7 +170,7 @@ typedef struct mca_coll_gpuring_module {
     void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
     size_t boot_area_bytes;
     int boot_blocking_said;   /* the log said the exchanges are blocking (no Iallgather) */
-    int call_exchanges;       /* exchanges the current MPI call has made (call_run: 0) */
+    int call_exchanges;       /* exchanges the current MPI call has made (call_begin: 0) */
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
@@ -229,6 +229,18 @@ typedef struct mca_coll_gpuring_call {
                               tells the memory's kind, never touched): call_run takes the
                               plane's path and abandons it there (gpuring_comm_abandon) */
 } mca_coll_gpuring_call_t;
+/* An MPI call begins on gpuring's module (every entry point's first step): the module,
+ * its call's exchanges counted from none -- the call's first waits for a rank late to
+ * it (coll_gpuring_arrival_timeout), whichever step of the call makes it (the agreement
+ * on the parameters, packing a datatype's elements, or call_run's). */
+static inline mca_coll_gpuring_module_t *
+mca_coll_gpuring_call_begin(mca_coll_base_module_t *module)
+{
+    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+
+    m->call_exchanges = 0;
+    return m;
+}
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                               const mca_coll_gpuring_call_t *call);
 /* Whether memory of buf's kind goes below on this rank whatever the call (host buffers

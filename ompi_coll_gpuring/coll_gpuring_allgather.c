@@ -15,7 +15,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLGATHER};
     mca_coll_gpuring_packed_t in = {0}, out = {0};
     const size_t n = (size_t)ompi_comm_size(comm), me = (size_t)ompi_comm_rank(comm);

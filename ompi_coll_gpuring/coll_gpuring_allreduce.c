@@ -15,7 +15,7 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm, ompi_request_t **request,
                            mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_ALLREDUCE,
                                  .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
                                  .recvbuf = rbuf, .count = (size_t)count, .request = request};

@@ -12,7 +12,7 @@
 int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_BCAST, .root = root};
     mca_coll_gpuring_packed_t packed = {0};
     const int at_root = ompi_comm_rank(comm) == root;

@@ -421,7 +421,6 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     int plane, device, host, fallback, was_new, defer, first;
 
     GPURING_PROF_BEGIN();
-    m->call_exchanges = 0; /* (its first waits for ranks late to the call) */
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
     /* A call goes below without waiting for any other rank where this rank hands it

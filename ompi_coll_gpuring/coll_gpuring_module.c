@@ -243,17 +243,10 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
 {
     const int limit = mca_coll_gpuring_component.arrival_timeout;
     const double waited = gpuring_time_sec() - start;
-    gpuring_arrivals_t *board = m->gcomm != NULL ? m->gcomm->arrivals : NULL;
+    const int here = gpuring_comm_exchange_late(m->gcomm, ompi_comm_size(m->comm), timeout,
+                                                late_since_p);
 
-    if (board != NULL) {
-        gpuring_status_t st = gpuring_arrivals_excuse(board, gpuring_arrivals_mine(board),
-                                                      timeout, late_since_p);
-
-        if (st == GPURING_OK) return 1; /* (warned, naming the rank) */
-        if (st != GPURING_ERR_TIMEOUT || gpuring_arrivals_whole(board, ompi_comm_size(m->comm)) ||
-            gpuring_arrivals_gone(board) >= 0)
-            return 0;
-    }
+    if (here >= 0) return here; /* (a late rank of this host: warned, naming it) */
     if (!first || (limit > 0 && waited >= limit)) return 0;
     GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s has waited %.0f s for a rank that "
                  "has not made this collective call yet: waiting on, up to "

@@ -70,7 +70,7 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     const int at_root = ompi_comm_rank(comm) == root;
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE,
                                  .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,

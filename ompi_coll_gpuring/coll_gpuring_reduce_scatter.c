@@ -15,7 +15,7 @@ int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
                                           struct ompi_communicator_t *comm,
                                           mca_coll_base_module_t *module)
 {
-    mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
+    mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE_SCATTER,
                                  .sendbuf = sbuf == MPI_IN_PLACE ? rbuf : sbuf,
                                  .recvbuf = rbuf, .count = (size_t)rcount};
