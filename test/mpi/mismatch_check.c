@@ -206,6 +206,15 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     } else {
         o.setup_rc = MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
     }
+    if (fault != NULL && fault->valued) {
+        /* gpuring's threads read it at any time, for any communicator's traffic: what the
+         * calls before still owe (a credit the progress thread sends once idle; the
+         * communicator MPI_Comm_dup agreed over) goes out first, or the fault hits it --
+         * another communicator broken on this rank, its next call failing (the
+         * netfail case's rare failure in MPI_Comm_dup) */
+        MPI_Barrier(MPI_COMM_WORLD);
+        usleep(200 * 1000);
+    }
     if (fault != NULL && fault->env != NULL && rank == size - 1) setenv(fault->env, "1", 1);
     if (other_in != NULL) { /* othergpu: this rank's call on another GPU's buffers */
         cin = other_in;
