@@ -32,6 +32,8 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     memset(&m->stage, 0, sizeof(m->stage));
     m->boot_area = NULL;
     m->boot_area_bytes = 0;
+    m->boot_blocking_said = 0;
+    m->call_exchanges = 0;
 }
 
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
