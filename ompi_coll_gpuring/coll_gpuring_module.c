@@ -245,8 +245,7 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
 {
     const int limit = mca_coll_gpuring_component.arrival_timeout;
     const double waited = gpuring_time_sec() - start;
-    const int here = gpuring_comm_exchange_late(m->gcomm, ompi_comm_size(m->comm), timeout,
-                                                late_since_p);
+    const int here = gpuring_comm_exchange_late(m->gcomm, timeout, late_since_p);
 
     if (here >= 0) return here; /* (a late rank of this host: warned, naming it) */
     if (!first || (limit > 0 && waited >= limit)) return 0;

@@ -440,8 +440,7 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
              c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }
 
-int gpuring_comm_exchange_late(gpuring_comm_t *comm, int size, int timeout,
-                               double *late_since_p)
+int gpuring_comm_exchange_late(gpuring_comm_t *comm, int timeout, double *late_since_p)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;
     gpuring_status_t st;
@@ -449,7 +448,7 @@ int gpuring_comm_exchange_late(gpuring_comm_t *comm, int size, int timeout,
     if (board == NULL) return -1;
     st = gpuring_arrivals_excuse(board, gpuring_arrivals_mine(board), timeout, late_since_p);
     if (st == GPURING_OK) return 1;
-    if (st != GPURING_ERR_TIMEOUT || gpuring_arrivals_whole(board, size) ||
+    if (st != GPURING_ERR_TIMEOUT || gpuring_arrivals_whole(board, comm->boot.size) ||
         gpuring_arrivals_gone(board) >= 0)
         return 0;
     return -1;

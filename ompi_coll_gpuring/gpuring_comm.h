@@ -240,13 +240,12 @@ static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
  * the MCA module runs) idle for `timeout` s, asked of its host's arrival board: 1 to
  * wait on -- a rank of this host has not made the call yet (warned, naming it; since
  * *late_since_p, over the call's waits, up to the board's limit) --, 0 to fail -- the
- * late rank's process exited, the limit passed, or the communicator's `size` ranks are
- * all on this host, every one in the call --, -1 where the board cannot tell: none on
- * this host (comm NULL, or a rank alone there), or a rank on another host may be the
- * late one.
+ * late rank's process exited, the limit passed, or the communicator's ranks are all on
+ * this host, every one in the call --, -1 where the board cannot tell: none on this
+ * host (comm NULL, or a rank alone there), or a rank on another host may be the late
+ * one.
  */
-int gpuring_comm_exchange_late(gpuring_comm_t *comm, int size, int timeout,
-                               double *late_since_p);
+int gpuring_comm_exchange_late(gpuring_comm_t *comm, int timeout, double *late_since_p);
 
 /* Has the plane's first call been made (connected, or failed for good)?  0:
  * gpuring_comm_plane_ready would connect it, exchanges every rank must join. */

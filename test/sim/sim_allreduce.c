@@ -81,11 +81,11 @@ static size_t sim_fifo_bytes(const sim_t *sim)
 static int sim_link(sim_t *sim, gpuring_conn_t *s, int sender, gpuring_conn_t *r, int receiver,
                     int ch)
 {
-    size_t slot = sim->slot_elems * sizeof(int32_t);
+    const size_t slot = sim->slot_elems * sizeof(int32_t), bytes = sim_fifo_bytes(sim);
     sim_link_t *l = &sim->links[sim->nlinks++];
 
-    l->fifo_s = sim_fifo_alloc(sim_fifo_bytes(sim));
-    l->fifo_r = sim_fifo_alloc(sim_fifo_bytes(sim));
+    l->fifo_s = sim_fifo_alloc(bytes);
+    l->fifo_r = sim_fifo_alloc(bytes);
     if (l->fifo_s == NULL || l->fifo_r == NULL) return -1;
     /* each end has its own FIFO, as over a network: the round delivers */
     gpuring_conn_attach(s, GPURING_CONN_SHM, GPURING_CONN_SEND, receiver, ch, slot, l->fifo_s);
@@ -175,9 +175,11 @@ static int sim_setup(sim_t *sim)
 
 static void sim_free(sim_t *sim)
 {
+    const size_t bytes = sim_fifo_bytes(sim);
+
     for (int i = 0; i < sim->nlinks; i++) {
-        sim_fifo_free(sim->links[i].fifo_s, sim_fifo_bytes(sim));
-        sim_fifo_free(sim->links[i].fifo_r, sim_fifo_bytes(sim));
+        sim_fifo_free(sim->links[i].fifo_s, bytes);
+        sim_fifo_free(sim->links[i].fifo_r, bytes);
     }
     for (int r = 0; r < sim->n && sim->ranks != NULL; r++) {
         free(sim->ranks[r].in);
