@@ -359,8 +359,10 @@ case_run fifo32_np2 2 "coll_gpuring_direct 0 coll_gpuring_device_nchannels 32 co
 # the node leaders' NET steps: the host thread waiting for the kernel runs the
 # proxy's passes (its finalize line counts them, debug, subsystem proxy)
 want='proxy finalized: [0-9]+ passes \([1-9][0-9]* run by waiting executors' verbose=4
+# (each element width, integer and floating point, a bitwise op: the net steps move
+# bytes; the kernels reducing what they staged are fifo_np3's, run there on every type)
 case_run vnodes_np4 4 "coll_gpuring_direct 0 coll_gpuring_ranks_per_node 2 coll_gpuring_verbose_subsys coll,proxy" \
-    -d -q -i -c 1,17,4099,65537
+    -d -q -i -c 1,17,4099,65537 -t schar,short,int,long,float,double -o sum,prod,max,bxor
 want="" verbose=3
 # the LL protocol forced on the FIFO kernels; every rank's plans (debug, subsystem
 # tuning) must say LL on device buffers
