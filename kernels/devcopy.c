@@ -140,16 +140,17 @@ static void devcopy_forget_stream(void *ctx)
 
 /* ---- copies ------------------------------------------------------------------ */
 
-/* A copy in the owner's context: on the legacy stream, or (`back`, into device memory)
- * on the context's copy-back stream. */
-static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, int host_pinned,
+/* Copies of blocks blk[0 .. n) in the owner's context (that of blk[0]'s device memory):
+ * on the legacy stream, or (`back`, into device memory) on the context's copy-back
+ * stream, all queued before one synchronization. */
+static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, int host_pinned,
                                     int back, const char **why_p)
 {
     gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
     int rc;
 
-    if (bytes == 0) return GPURING_OK;
+    if (n == 0 || (n == 1 && blk[0].bytes == 0)) return GPURING_OK;
     if (!devcopy_lookup()) {
         *why_p = "the process's CUDA driver lacks cuMemcpy, cuStreamSynchronize or the context "
                  "functions";
@@ -157,20 +158,26 @@ static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, in
     }
     /* in the context of the device memory's GPU: its legacy stream is the one the copy
      * follows, and a thread that never used CUDA has none of its own */
-    owner = devcopy_owner(src);
-    if (owner == NULL) owner = devcopy_owner(dst);
+    owner = devcopy_owner(blk[0].src);
+    if (owner == NULL) owner = devcopy_owner(blk[0].dst);
     gpuring_cuda_ctx_enter(owner, &scope);
     if (back) stream = devcopy_back_stream(owner);
     rc = -1;
     if (stream != NULL) {
         /* from pageable memory the driver returns once it holds the bytes: the stream's
          * synchronization waits for them to land */
-        rc = devcopy_drv.memcpy_async((uintptr_t)dst, (uintptr_t)src, bytes, stream);
+        rc = 0;
+        for (int i = 0; i < n && rc == 0; i++) {
+            rc = devcopy_drv.memcpy_async((uintptr_t)blk[i].dst, (uintptr_t)blk[i].src,
+                                          blk[i].bytes, stream);
+        }
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
-    if (rc != 0) {
-        rc = devcopy_drv.memcpy_((uintptr_t)dst, (uintptr_t)src, bytes);
+    if (rc != 0) { /* (every block again: the same bytes, where some landed) */
+        rc = 0;
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = devcopy_drv.memcpy_((uintptr_t)blk[i].dst, (uintptr_t)blk[i].src, blk[i].bytes);
         /* from pageable memory the driver may return before the data reached the
          * device: its legacy stream holds the rest */
         if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
@@ -188,13 +195,23 @@ static gpuring_status_t devcopy_run(void *dst, const void *src, size_t bytes, in
 gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
                                  const char **why_p)
 {
-    return devcopy_run(dst, src, bytes, host_pinned, 0, why_p);
+    const gpuring_devcopy_block_t blk = {dst, src, bytes};
+
+    return devcopy_run(&blk, 1, host_pinned, 0, why_p);
 }
 
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p)
 {
-    return devcopy_run(dst, src, bytes, host_pinned, 1, why_p);
+    const gpuring_devcopy_block_t blk = {dst, src, bytes};
+
+    return devcopy_run(&blk, 1, host_pinned, 1, why_p);
+}
+
+gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
+                                             int host_pinned, const char **why_p)
+{
+    return devcopy_run(blocks, n, host_pinned, 1, why_p);
 }
 
 gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)

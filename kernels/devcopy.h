@@ -45,6 +45,20 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p);
 
+/* A block of a copy: `bytes` from src to dst. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} gpuring_devcopy_block_t;
+
+/* gpuring_devcopy_back for n blocks into device memory of one context (that of
+ * blocks[0].dst): a result whose datatype has holes goes back block by block, leaving
+ * the bytes between them -- not the call's: the application may write them while the
+ * call runs -- as they are; queued together, one synchronization. */
+gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
+                                             int host_pinned, const char **why_p);
+
 /* Wait for the work queued so far on the legacy stream of device memory ptr's context
  * (every blocking stream's before it): what a copy out of ptr does first, for memory a
  * call writes without reading -- its result, copied back by gpuring_devcopy_back, must

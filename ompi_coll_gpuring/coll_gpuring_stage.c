@@ -283,9 +283,23 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 
 /* ---- pieces: a span over several allocations ---------------------------------------- */
 
+/* A result's copy back block by block (stage_span_copy): device blocks queued, up to
+ * STAGE_COPY_BATCH of one piece (allocation) at a time, for one
+ * gpuring_devcopy_back_blocks */
+#define STAGE_COPY_BATCH 64
+typedef struct {
+    const char *image; /* the span's host image: its first byte is the span's */
+    int pinned;
+    int piece;         /* that of the queued blocks (-1: the span is one piece) */
+    int n;
+    gpuring_devcopy_block_t q[STAGE_COPY_BATCH];
+    gpuring_status_t st;
+} stage_copy_t;
+
 /* The walk of a span's blocks, in the order its datatype lists them. */
 typedef struct {
     mca_coll_gpuring_stage_buf_t *b;
+    stage_copy_t *copy;       /* the walk copies the blocks back: it makes no pieces */
     int cap;
     int cur;                  /* the piece of the device allocation `range`; -1: none */
     gpuring_mem_range_t range;
@@ -326,6 +340,56 @@ static int stage_walk_piece(stage_walk_t *w, int k, ptrdiff_t lo, size_t len, ui
     return 0;
 }
 
+static int stage_copy_flush(stage_walk_t *w)
+{
+    stage_copy_t *c = w->copy;
+
+    if (c->n > 0) c->st = gpuring_devcopy_back_blocks(c->q, c->n, c->pinned, &w->why);
+    c->n = 0;
+    return c->st == GPURING_OK ? 0 : -1;
+}
+
+/* [at, at + len) of the span, all in piece k (-1: the span is one), back from the image:
+ * host memory at once, device memory queued (joined to the block before where it goes on
+ * from it) */
+static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
+{
+    stage_copy_t *c = w->copy;
+    const mca_coll_gpuring_stage_buf_t *b = w->b;
+    const char *in = c->image + ((ptrdiff_t)(at - (uintptr_t)b->buf) - b->lo);
+    gpuring_devcopy_block_t *last = c->n > 0 ? &c->q[c->n - 1] : NULL;
+
+    if (k >= 0 && b->pieces[k].alloc == 0) {
+        memcpy((void *)at, in, len);
+        return 0;
+    }
+    if (last != NULL && c->piece == k && (uintptr_t)last->dst + last->bytes == at &&
+        (const char *)last->src + last->bytes == in) {
+        last->bytes += len;
+        return 0;
+    }
+    if ((c->n == STAGE_COPY_BATCH || (c->n > 0 && c->piece != k)) && stage_copy_flush(w) != 0)
+        return -1;
+    c->piece = k;
+    c->q[c->n++] = (gpuring_devcopy_block_t){.dst = (void *)at, .src = in, .bytes = len};
+    return 0;
+}
+
+/* The block [at, at + len) back from the image: its part in each piece */
+static int stage_copy_block(stage_walk_t *w, uintptr_t at, size_t len)
+{
+    const mca_coll_gpuring_stage_buf_t *b = w->b;
+
+    if (b->npieces == 0) return stage_copy_part(w, -1, at, len);
+    for (int k = 0; k < b->npieces; k++) {
+        uintptr_t lo = (uintptr_t)mca_coll_gpuring_at(b->buf, b->pieces[k].lo);
+        uintptr_t from = GPURING_MAX(at, lo), to = GPURING_MIN(at + len, lo + b->pieces[k].bytes);
+
+        if (from < to && stage_copy_part(w, k, from, to - from) != 0) return -1;
+    }
+    return 0;
+}
+
 /* The block [at, at + len) into pieces: each part of it in one device allocation into
  * that allocation's piece (a block may run on into the next mapping); host memory into
  * the last host piece where the block meets it, else a new one. */
@@ -333,6 +397,7 @@ static int stage_walk_block(stage_walk_t *w, uintptr_t at, size_t len)
 {
     mca_coll_gpuring_stage_buf_t *b = w->b;
 
+    if (w->copy != NULL) return stage_copy_block(w, at, len);
     if (w->probe) { /* its first and last bytes tell; the first device block ends the walk */
         if (gpuring_mem_kind((const void *)at, NULL) != GPURING_MEM_DEVICE &&
             (len < 2 ||
@@ -534,10 +599,22 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 }
 
 /* Copy the span's bytes at buf into its host image (back: from the image to buf): in
- * one copy, or piece by piece. */
+ * one copy, or piece by piece; back, where its datatype has holes, block by block -- the
+ * bytes between the blocks are not the call's: the application may write them while it
+ * runs (another thread, a kernel, before a non-blocking call's wait) */
 static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, void *image,
                                         int pinned, int back, const char **why_p)
 {
+    if (back && b->holes) {
+        stage_copy_t copy = {.image = image, .pinned = pinned, .st = GPURING_OK};
+        /* (a walk that copies reads b: it makes no pieces) */
+        stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &copy, .cur = -1,
+                          .host = -1};
+
+        if (stage_walk_shape(&w) == 0 && stage_copy_flush(&w) == 0) return GPURING_OK;
+        *why_p = w.why;
+        return copy.st != GPURING_OK ? copy.st : GPURING_ERR_INVALID;
+    }
     if (b->npieces == 0) {
         void *at = mca_coll_gpuring_at(b->buf, b->lo);
         return back ? gpuring_devcopy_back(at, image, b->bytes, pinned, why_p)
@@ -662,7 +739,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
 }
 
 /* Copy what the call reads of the staged spans (its inputs, and written spans it may not
- * fill) from device memory. */
+ * fill: a neighbor collective's blocks of MPI_PROC_NULL neighbors) from device memory. */
 static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuring_coll_t coll,
                          const char *comm, const mca_coll_gpuring_stage_buf_t *bufs, int n)
 {

@@ -921,6 +921,47 @@ static void case_gather(ctx_t *c, size_t count, int root, int all, int v, int in
     free(displs);
 }
 
+/* -i, -p: the holes of a receive datatype are not the call's: the application writes
+ * them between the call's start and its wait (as a kernel updating what lies between a
+ * halo's blocks would), and must find there what it wrote -- MPI_Iallgather
+ * (MPI_Allgather_init) into vec elements, whose result a component below that cannot
+ * read device memory gets staged: it must come back block by block */
+static void case_holes_in_flight(ctx_t *c, size_t count)
+{
+    const int n = c->npeers, mark = 0x5A5A5A5A;
+    size_t nint = 3 * count * (size_t)n; /* vec: 2 ints, a hole between, extent 3 */
+    int *mine = vals(c->id, 2 * count, 5);
+    dbuf_t s, r;
+    int rc;
+
+    dbuf_make(&s, 2 * count * sizeof(int));
+    dbuf_make(&r, nint * sizeof(int));
+    dbuf_load(&s, 0, mine, 2 * count * sizeof(int));
+    for (int q = 0; q < n; q++) {
+        int *theirs = vals(c->peer0 + q, 2 * count, 5);
+
+        for (size_t e = 0; e < count; e++) {
+            size_t at = ((size_t)q * count + e) * 3 * sizeof(int);
+            dbuf_expect(&r, at, &theirs[2 * e], sizeof(int));
+            dbuf_expect(&r, at + 2 * sizeof(int), &theirs[2 * e + 1], sizeof(int));
+        }
+        free(theirs);
+    }
+    WHAT("%s %s into vector holes written in flight count %zu", c->name,
+         g_persistent ? "allgather_init" : "iallgather", count);
+    rc = g_persistent ? PERSISTENT(Allgather)(dbuf_ptr(&s), (int)(2 * count), MPI_INT,
+                                              dbuf_ptr(&r), (int)count, c->vec, c->comm,
+                                              MPI_INFO_NULL, &g_req)
+                      : MPI_Iallgather(dbuf_ptr(&s), (int)(2 * count), MPI_INT, dbuf_ptr(&r),
+                                       (int)count, c->vec, c->comm, &g_req);
+    if (rc == MPI_SUCCESS && g_persistent) rc = MPI_Start(&g_req);
+    for (size_t i = 1; i < nint; i += 3) dbuf_load(&r, i * sizeof(int), &mark, sizeof(int));
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
+    if (g_persistent && g_req != MPI_REQUEST_NULL) MPI_Request_free(&g_req);
+    check_pair(rc, &s, &r);
+    free(mine);
+}
+
 /* MPI_Scatter(v), the root's receive buffer in place or not */
 static void case_scatter(ctx_t *c, size_t count, int root, int v, int inplace)
 {
@@ -1202,6 +1243,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
          * order of its blocks is not for this test to guess */
         if (c->size >= 3 && !c->inter) case_neighbor(c, n, 1), case_neighbor(c, n, 0);
         if (g_persistent && n > 0) case_restart(c, n);
+        if ((g_persistent || g_nonblocking) && n > 0) case_holes_in_flight(c, n);
         for (int user = 0; user < 2 && !g_persistent && !g_nonblocking; user++)
             case_reduce_local(c, n, user);
     }
