@@ -386,6 +386,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
 static void enqueue_abandon(gpuring_comm_t *c, gpuring_work_t *w)
 {
     gpuring_comm_set_broken(c);
+    gpuring_conns_quiet(c);
     if (w->plane == GPURING_PLANE_HOST) {
         gpuring_exec_host_abandon(&w->args);
     } else {
@@ -455,6 +456,7 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
     if (w->args.status != GPURING_OK) {
         gpuring_comm_set_broken(c);
+        gpuring_conns_quiet(c);
         return w->args.status;
     }
     gpuring_comm_stats_count(c, info->kind, 0, w->plan.algo, w->plane,

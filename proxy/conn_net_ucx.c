@@ -349,7 +349,7 @@ static ucs_status_t op_retire(gpuring_net_op_t *op)
 static int send_progress(gpuring_net_conn_t *net, int closing)
 {
     uint64_t tail, done0 = net->done, sent0 = net->sent, remote0 = net->remote_head;
-    int pending;
+    int pending, live;
 
     /* sends completed, in order: the executor may reuse those slots */
     while (net->done < net->sent) {
@@ -394,16 +394,19 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
         post_data_send(net, net->sent);
         net->sent++;
     }
-    /* a receiver that refused the call takes nothing more and sends no more credits:
-     * nothing more is sent, and the sends under way (which may never complete: a
-     * rendezvous the receiver no longer matches) owe no pass -- the thread's backstop
-     * looks at them -- where they would keep it spinning until the communicator goes */
-    pending = !net->failed && !net->refused &&
-              (tail > net->sent || __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED) ||
-               net->done < net->sent);
+    /* a receiver that refused the call takes nothing more and sends no more credits, nor
+     * does one whose endpoint failed (a process gone, net_error): nothing more is sent,
+     * and the sends under way (which may never complete: a rendezvous the receiver no
+     * longer matches) owe no pass -- the thread's backstop looks at them -- where they
+     * would keep it spinning until the communicator goes; nor do those of a failed call
+     * (quiet: a receiver busy elsewhere, or gone unseen on a transport without failure
+     * detection) */
+    live = !net->failed && !net->refused && !__atomic_load_n(&net->quiet, __ATOMIC_RELAXED) &&
+           net_error(net, NULL, 0) == GPURING_OK;
+    pending = live && (tail > net->sent || __atomic_load_n(&net->abort_due, __ATOMIC_RELAXED) ||
+                       net->done < net->sent);
     return (pending ? GPURING_NET_PENDING : 0) |
-           (!net->failed && !net->refused &&
-                    net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
+           (live && net->sent >= net->remote_head + GPURING_NET_CREDIT_BATCH
                 ? GPURING_NET_POLL
                 : 0) |
            (net->done != done0 || net->sent != sent0 || net->remote_head != remote0
@@ -478,8 +481,10 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     if (net->credit.busy && net->credit.done && op_retire(&net->credit) != UCS_OK)
         net->failed = 1; /* immediate completion */
 
-    /* a credit owed but not due is no work: it waits for more steps or the teardown */
-    pending = credit_due(net, head, closing) || net->credit.busy;
+    /* a credit owed but not due is no work: it waits for more steps or the teardown (and a
+     * failed call's, due or not, the backstop: quiet) */
+    pending = !__atomic_load_n(&net->quiet, __ATOMIC_RELAXED) &&
+              (credit_due(net, head, closing) || net->credit.busy);
     return (pending ? GPURING_NET_PENDING : 0) |
            (net->landed != landed0 || net->credited != credited0 ? GPURING_NET_MOVED : 0);
 }
@@ -1032,6 +1037,11 @@ void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s)
         conn->net->abandon_flush_s = GPURING_MAX(0.0, flush_s);
         conn->net->abandon_until = gpuring_time_sec() + conn->net->abandon_flush_s;
     }
+}
+
+void gpuring_conn_net_quiet(gpuring_conn_t *conn)
+{
+    if (conn != NULL && conn->net != NULL) __atomic_store_n(&conn->net->quiet, 1, __ATOMIC_RELAXED);
 }
 
 void gpuring_conn_net_abort_later(gpuring_conn_t *conn)

@@ -163,6 +163,13 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                                             failed the call too never does */
 void gpuring_conn_net_abandon(gpuring_conn_t *conn, double flush_s);
 /*
+ * The connection's call failed (its communicator is broken): what that call left in
+ * flight -- sends a peer still busy elsewhere has not taken, a credit or an abort step
+ * waiting for a slot -- keeps the progress thread from napping no longer; its backstop
+ * and the teardown's own passes still move them.  Any thread.
+ */
+void gpuring_conn_net_quiet(gpuring_conn_t *conn);
+/*
  * A send end's call failed, and its abort step (gpuring_conn_post_abort)
  * found every slot busy: sends in flight whose completions have not come
  * in yet.  The proxy posts the abort step as soon as one completes, so a

@@ -119,6 +119,7 @@ typedef struct gpuring_net_conn {
     int draining;   /* its communicator is being torn down: credits go at once */
     int settling;   /* the process is idle (gpuring_net_conns_settle): a credit owed goes */
     int abandoned;  /* its communicator failed: teardown waits for no credit */
+    int quiet;      /* atomic: its call failed (gpuring_conn_net_quiet): no spinning */
     double abandon_flush_s; /* abandoned send end: how long teardown may wait for the
                                steps already in its FIFO (the abort step) to go out */
     double abandon_until;   /* ... and the communicator's deadline for all its ends

@@ -7,7 +7,9 @@
  * from a timer, so it dies inside a call, as a crashed rank would) a few
  * tens of milliseconds in.  Every other rank must see a call fail
  * (MPI_ERRORS_RETURN) no later than `limit` seconds after that call began,
- * then a call on the same communicator refused at once.  With every rank its
+ * then a call on the same communicator refused at once, and its process idle
+ * (under 0.3 s of CPU in the next second: gpuring's progress thread does not spin
+ * on the broken communicator's connections).  With every rank its
  * own virtual node the survivors' connections to the dead rank are NET
  * connections: on the same host they have no UCX failure detection, so the
  * wait timeout (coll_gpuring_wait_timeout, a few seconds in the driver) ends
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -121,6 +124,28 @@ int main(int argc, char **argv)
     } else {
         failed++;
         fprintf(stderr, "rank %d: the call after the failure returned %d\n", rank, rc);
+    }
+    /* the broken communicator, still allocated, costs no CPU: nothing of its calls is
+     * left for gpuring's progress thread to spin on (a send waiting for the dead rank's
+     * credit, or for one from a rank that gave up on the call) */
+    {
+        struct rusage r0, r1;
+        double cpu;
+
+        getrusage(RUSAGE_SELF, &r0);
+        usleep(1000 * 1000);
+        getrusage(RUSAGE_SELF, &r1);
+        cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec -
+                       r0.ru_stime.tv_sec) +
+              (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
+                       r0.ru_stime.tv_usec) / 1e6;
+        fprintf(stderr, "rank %d: %.3f s of CPU over 1 s idle after the failure\n", rank, cpu);
+        if (cpu < 0.3) {
+            passed++;
+        } else {
+            failed++;
+            fprintf(stderr, "rank %d: the process spins after the failure\n", rank);
+        }
     }
     /* the dead rank's segments are unlinked by its peers' setup; ours too */
     if (shm_left(victim_pid) + shm_left((int)getpid()) == 0) {
