@@ -1209,5 +1209,8 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
              ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
              : OMPI_SUCCESS;
     stage_nb_free(nb);
+    /* results that did not come back fail the call: no request goes to the application,
+     * which would never free this one */
+    if (rc != OMPI_SUCCESS) (void)ompi_request_free(reqp);
     return rc;
 }
