@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/memkind.h"
 
@@ -33,6 +34,7 @@ typedef struct devcopy_driver {
     /* may be missing: results then go back on the legacy stream */
     int (*stream_create)(void **stream, unsigned int flags);
     int (*memcpy_async)(uintptr_t dst, uintptr_t src, size_t bytes, void *stream);
+    int (*error_name)(int rc, const char **name); /* may be missing: the code then */
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -51,6 +53,7 @@ static int devcopy_lookup(void)
     *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
     *(void **)&d.stream_create = gpuring_cuda_driver_sym("cuStreamCreate");
     *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
+    *(void **)&d.error_name = gpuring_cuda_driver_sym("cuGetErrorName");
     /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
         d.host_register == NULL || d.host_unregister == NULL ||
@@ -184,9 +187,15 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
     }
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
-        *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
-                     ? "cuMemcpy between device and host memory failed: no CUDA context"
-                     : "cuMemcpy between device and host memory failed";
+        static __thread char why[128]; /* (the caller logs it before its next copy) */
+        const char *name = NULL;
+
+        if (devcopy_drv.error_name == NULL || devcopy_drv.error_name(rc, &name) != 0 ||
+            name == NULL)
+            name = "error";
+        snprintf(why, sizeof(why), "cuMemcpy between device and host memory failed: %s%s %d",
+                 rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT ? "no CUDA context, " : "", name, rc);
+        *why_p = why;
         return GPURING_ERR_CUDA;
     }
     return GPURING_OK;

@@ -195,6 +195,21 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
     return cuGetProcAddress(symbol, pfn, version, flags);
 }
 
+/* the names of the codes this driver returns (the real one names them all) */
+int cuGetErrorName(int error, const char **name)
+{
+    switch (error) {
+    case FAKE_CUDA_SUCCESS: *name = "CUDA_SUCCESS"; break;
+    case FAKE_CUDA_ERROR_INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case FAKE_CUDA_ERROR_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case FAKE_CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case FAKE_CUDA_ERROR_ILLEGAL_ADDRESS: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
+    case FAKE_CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
+    default: *name = NULL; return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    return FAKE_CUDA_SUCCESS;
+}
+
 int cuPointerGetAttribute(void *data, int attribute, uintptr_t ptr)
 {
     fake_range_t r = fake_find(ptr);
