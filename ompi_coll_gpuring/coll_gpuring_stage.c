@@ -28,6 +28,7 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +79,27 @@ uint64_t mca_coll_gpuring_stage_count(mca_coll_gpuring_coll_t coll)
     return __atomic_load_n(&stage_calls[coll], __ATOMIC_RELAXED);
 }
 
-/* Is a collective component that reduces device buffers open in this job (Open
- * MPI 4.1's coll/cuda, 5.0's coll/accelerator)?  A CUDA-aware Open MPI moves device
- * memory in its point-to-point layer, but tuned, libnbc and basic reduce with the
- * CPU: without that component in the job's coll list, they would read device
+/* The priority of coll component `name` (its coll_<name>_priority), or INT_MIN where it
+ * has none. */
+static int stage_coll_priority(const char *name)
+{
+    const int *value = NULL;
+    int idx = mca_base_var_find("ompi", "coll", name, "priority");
+
+    if (idx < 0 || mca_base_var_get_value(idx, (const void *)&value, NULL, NULL) != OPAL_SUCCESS ||
+        value == NULL)
+        return INT_MIN;
+    return *value;
+}
+
+/* Is a collective component that reduces device buffers open in this job (Open MPI
+ * 4.1's coll/cuda, 5.0's coll/accelerator), and below gpuring (a lower priority: one
+ * above wraps its calls before gpuring sees them, and what it does not wrap reaches
+ * gpuring, and then the components below, with its device pointers)?  A CUDA-aware
+ * Open MPI moves device memory in its point-to-point layer, but tuned, libnbc and basic
+ * reduce with the CPU: without that component under gpuring, they would read device
  * pointers. */
-static int stage_device_coll_open(void)
+static int stage_device_coll_below(void)
 {
     mca_base_component_list_item_t *cli;
 
@@ -91,7 +107,9 @@ static int stage_device_coll_open(void)
                        mca_base_component_list_item_t) {
         const char *name = cli->cli_component->mca_component_name;
 
-        if (strcmp(name, "cuda") == 0 || strcmp(name, "accelerator") == 0) return 1;
+        if ((strcmp(name, "cuda") == 0 || strcmp(name, "accelerator") == 0) &&
+            stage_coll_priority(name) < mca_coll_gpuring_component.priority)
+            return 1;
     }
     return 0;
 }
@@ -157,7 +175,7 @@ int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll)
 
         *(void **)&query = dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
         aware = query != NULL && query() == 1;
-        a = aware && stage_device_coll_open();
+        a = aware && stage_device_coll_below();
         GPURING_INFO(GPURING_SUBSYS_COLL,
                      "device buffers on their way to the component below: %s",
                      a ? "handed over as they are (this Open MPI is CUDA-aware), but for the "
@@ -166,7 +184,8 @@ int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll)
                          "which are staged through host memory"
                      : aware ? "staged through host memory (this Open MPI is CUDA-aware, but "
                                "its coll cuda / accelerator component is not in the job's "
-                               "coll list: the others reduce on the CPU)"
+                               "coll list, or not below gpuring (its priority not under "
+                               "coll_gpuring_priority): the others reduce on the CPU)"
                              : "staged through host memory (this Open MPI is not CUDA-aware)");
         __atomic_store_n(&answer, a, __ATOMIC_RELAXED);
     }
