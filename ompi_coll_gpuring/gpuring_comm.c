@@ -422,7 +422,12 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
         gpuring_device_event_destroy(c->dev.order_events[k]);
     gpuring_device_stream_destroy(c->dev.stream);
     if (c->dev.ordinal >= 0) gpuring_device_restore(app);
-    if (c->uid_claimed) comm_uid_mark(c->uid, 0);
+    /* a broken communicator's uid stays claimed for the process: its failed calls may
+     * have left messages under it in UCX's queues (a refusal credit, an abort step, a
+     * rendezvous request no receive will match), which a later communicator on the same
+     * uid and edges would take for its own */
+    if (c->uid_claimed && !__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+        comm_uid_mark(c->uid, 0);
     gpuring_arrivals_close(c->arrivals);
     gpuring_graph_free(&c->graph);
     free(c->peer_addrs);
