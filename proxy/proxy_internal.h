@@ -312,6 +312,9 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
  * operations active, whether it naps, and its state in the kernel.  Lock
  * NOT held: it sleeps. */
 #define GPURING_PROXY_LOOK_NS (20 * 1000 * 1000)
+/* the most the endpoints' flush before their forced close waits, all together (a live
+ * peer's takes a round trip; a dead one's never ends) */
+#define GPURING_PROXY_CLOSE_FLUSH_S 1.0
 void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len);
 
 /* conn_net_ucx.c ----------------------------------------------------------- */

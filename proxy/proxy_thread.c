@@ -283,17 +283,41 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
  * Close every cached endpoint, bounded; 1 if a close did not end (its endpoint's
  * error callback may still come: its record is kept, and UCX must not be torn
  * down).  One with peer failure detection is force-closed (its peer may be
- * gone: nothing to flush to it).  UCX refuses to force-close one without
- * (UCP_ERR_HANDLING_MODE_NONE: "Invalid parameter"), and a flushing close
+ * gone: a flushing close could wait for ever) after a flush of what it sent,
+ * bounded by GPURING_PROXY_CLOSE_FLUSH_S for all of them together.  UCX refuses
+ * to force-close one without (UCP_ERR_HANDLING_MODE_NONE: "Invalid parameter"), and a flushing close
  * would wait for a peer that may have gone unseen: such an endpoint is left
  * to ucp_worker_destroy, which destroys it as a forced close would (or, where
  * UCX is not torn down, to the process's exit).
  */
+/* What went out over a live endpoint with failure detection before its forced close
+ * (which drops what UCX holds: a last credit reported sent may still sit in a socket's
+ * buffer, and the peer's teardown would wait its wait timeout for it), waited for until
+ * `until` (gpuring_time_sec): one bound for all of the proxy's endpoints. */
+static void proxy_ep_flush(gpuring_proxy_t *proxy, gpuring_proxy_ep_t *pe, double until)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t req;
+    gpuring_spin_t spin;
+    const double left = until - gpuring_time_sec();
+
+    if (left <= 0 || __atomic_load_n(&pe->failed, __ATOMIC_ACQUIRE)) return;
+    memset(&param, 0, sizeof(param));
+    req = ucp_ep_flush_nbx(pe->ep, &param);
+    if (!UCS_PTR_IS_PTR(req)) return; /* flushed already, or it failed: nothing to wait for */
+    gpuring_spin_init(&spin, left);
+    while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+           gpuring_proxy_poll_tick(proxy, &spin) == GPURING_OK)
+        continue;
+    ucp_request_free(req); /* (done or not: the forced close ends it) */
+}
+
 static int proxy_close_eps(gpuring_proxy_t *proxy)
 {
     gpuring_proxy_ep_t *pe;
     ucp_request_param_t param;
     int open = 0;
+    const double flush_until = gpuring_time_sec() + GPURING_PROXY_CLOSE_FLUSH_S;
 
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -306,7 +330,10 @@ static int proxy_close_eps(gpuring_proxy_t *proxy)
 
         proxy->eps = pe->next;
         proxy_ep_warm_finish(pe);
-        if (pe->detects_failure) req = ucp_ep_close_nbx(pe->ep, &param);
+        if (pe->detects_failure) {
+            proxy_ep_flush(proxy, pe, flush_until);
+            req = ucp_ep_close_nbx(pe->ep, &param);
+        }
         if (UCS_PTR_IS_PTR(req)) {
             gpuring_spin_init(&spin, proxy->wait_timeout);
             while (ucp_request_check_status(req) == UCS_INPROGRESS) {
