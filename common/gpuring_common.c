@@ -206,6 +206,29 @@ void gpuring_spin_init(gpuring_spin_t *spin, double timeout_sec)
     spin->timeout = timeout_sec;
 }
 
+static gpuring_wait_progress_fn wait_progress_fn;
+static __thread int wait_progress_off; /* a thread of gpuring's own, or inside it */
+
+void gpuring_wait_progress_set(gpuring_wait_progress_fn fn)
+{
+    __atomic_store_n(&wait_progress_fn, fn, __ATOMIC_RELEASE);
+}
+
+void gpuring_wait_progress_thread_off(void)
+{
+    wait_progress_off = 1;
+}
+
+void gpuring_wait_progress(void)
+{
+    gpuring_wait_progress_fn fn = __atomic_load_n(&wait_progress_fn, __ATOMIC_ACQUIRE);
+
+    if (fn == NULL || wait_progress_off) return;
+    wait_progress_off = 1;
+    fn();
+    wait_progress_off = 0;
+}
+
 gpuring_status_t gpuring_spin_tick(gpuring_spin_t *spin)
 {
     spin->polls++;

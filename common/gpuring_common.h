@@ -151,6 +151,23 @@ typedef struct gpuring_spin {
 void gpuring_spin_init(gpuring_spin_t *spin, double timeout_sec);
 gpuring_status_t gpuring_spin_tick(gpuring_spin_t *spin);
 
+/*
+ * The MPI library's progress while a blocking gpuring call waits for its peers: they
+ * may be waiting for this rank's other MPI operations -- a non-blocking call handed to
+ * the component below, whose next round only this rank's progress posts; a rendezvous
+ * send -- before they make the call (MPI's progress rule: a blocking call in one rank
+ * must not keep another's pending operations from completing).  The component sets
+ * the function (NULL: none); the waits of an application's thread call
+ * gpuring_wait_progress() when they would yield.  Threads of gpuring's own (the worker
+ * of non-blocking calls, the progress thread) never drive the MPI library's progress
+ * (gpuring_wait_progress_thread_off: the application's thread level may not allow it),
+ * and a wait inside it (its callbacks run gpuring's own passes) does not again.
+ */
+typedef void (*gpuring_wait_progress_fn)(void);
+void gpuring_wait_progress_set(gpuring_wait_progress_fn fn);
+void gpuring_wait_progress_thread_off(void);
+void gpuring_wait_progress(void);
+
 /* ---- where a call's time goes (coll_gpuring_profile) -------------------
  * Points down a blocking call's path, in the order a call passes them; each
  * is charged the time since the point before it in the same call on the

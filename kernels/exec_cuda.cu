@@ -1769,6 +1769,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
                 return cudaErrorNotReady;
             }
         }
+        gpuring_wait_progress(); /* the MPI library's other operations */
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             /* a rank of this host that has not made the call yet: waited for */
             *stop_p = gpuring_arrivals_excuse(arrivals, seq, timeout, &late_since);

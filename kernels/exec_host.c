@@ -680,6 +680,7 @@ gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *a)
             idle = 0;
         } else if (++idle > a->spin_polls) { /* a short spin before yielding */
             idle = 0;
+            gpuring_wait_progress(); /* the MPI library's other operations */
             sched_yield();
         }
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
 #include "graph/graph.h"
@@ -418,6 +419,13 @@ void mca_coll_gpuring_own_params(void)
     (void)gpuring_parse_subsys(c->verbose_subsys, 1);
 }
 
+/* What a blocking gpuring call's waits run now and then (gpuring_wait_progress): Open
+ * MPI's progress, which the component's own waits would otherwise be without */
+static void gpuring_wait_progress_opal(void)
+{
+    (void)opal_progress();
+}
+
 static int gpuring_open(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
@@ -432,6 +440,7 @@ static int gpuring_open(void)
     opal_output_set_verbosity(c->output, 100); /* gpuring filters by itself */
     gpuring_log_set(&cfg);
     gpuring_prof_on = c->profile;
+    gpuring_wait_progress_set(gpuring_wait_progress_opal);
     return OMPI_SUCCESS;
 }
 
@@ -490,6 +499,7 @@ static int gpuring_close(void)
     gpuring_proxy_finalize();
     gpuring_device_restore(app);
     gpuring_graph_topo_finalize();
+    gpuring_wait_progress_set(NULL);
     gpuring_log_config.sink = NULL;
     if (c->output >= 0) {
         opal_output_close(c->output);

@@ -203,6 +203,7 @@ static void *async_worker(void *arg)
     unsigned long passes = 0;            /* MPI threads' passes, at the last look */
     int idle = 0;
 
+    gpuring_wait_progress_thread_off(); /* (the application's thread level may not allow it) */
     pthread_mutex_lock(&q->lock);
     for (;;) {
         const double now = gpuring_time_sec();
@@ -260,22 +261,31 @@ static void async_report(const gpuring_comm_t *c, const char *what, double since
                  gpuring_time_sec() - since, c->cfg.wait_timeout, c->cfg.arrival_timeout);
 }
 
-/* Until the worker's device call ends (lock held; the cond's clock is monotonic). */
+/* Until the worker's device call ends (lock held; the cond's clock is monotonic), in
+ * slices of ASYNC_PROGRESS_SEC between which the MPI library's progress runs (lock
+ * open: its callbacks step the queues): the call may wait for peers that wait for this
+ * rank's other MPI operations. */
+#define ASYNC_PROGRESS_SEC 0.001
 static void async_wait_idle(gpuring_comm_t *c, struct gpuring_async *q)
 {
     const double since = gpuring_time_sec(), after = async_report_after(c);
     double report = since + (after > 0 ? after : 1e9); /* (no bound: a report never due) */
 
     while (q->busy) {
+        const double until = GPURING_MIN(report, gpuring_time_sec() + ASYNC_PROGRESS_SEC);
         struct timespec ts;
 
-        ts.tv_sec = (time_t)report;
-        ts.tv_nsec = (long)((report - (double)ts.tv_sec) * 1e9);
-        if (pthread_cond_timedwait(&q->idle, &q->lock, &ts) == ETIMEDOUT && q->busy) {
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        if (pthread_cond_timedwait(&q->idle, &q->lock, &ts) != ETIMEDOUT || !q->busy) continue;
+        if (gpuring_time_sec() >= report) {
             async_report(c, "a blocking call waits for the device call the worker runs",
                          since);
             report += ASYNC_REPORT_SEC;
         }
+        pthread_mutex_unlock(&q->lock);
+        gpuring_wait_progress();
+        pthread_mutex_lock(&q->lock);
     }
 }
 
@@ -379,6 +389,7 @@ static void async_drain(gpuring_comm_t *c)
             idle = 0;
         } else if (++idle > c->spin_polls) {
             idle = 0;
+            gpuring_wait_progress(); /* the MPI library's other operations */
             sched_yield(); /* the worker's turn (a device call) or the stepping thread's */
         }
     }

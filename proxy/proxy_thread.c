@@ -860,6 +860,7 @@ static void *proxy_main(void *arg)
     int busy = 0;
     double settled = gpuring_time_sec();
 
+    gpuring_wait_progress_thread_off();
     __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
     gpuring_proxy_lock(proxy, "the progress thread's pass");
     while (!__atomic_load_n(&proxy->stop, __ATOMIC_ACQUIRE)) {

@@ -6,10 +6,11 @@
 #                    none (nothing when none did).  Each of the NP ranks must have
 #                    handed 0 calls below for every collective not in ALLOW (a
 #                    space list of allreduce reduce bcast allgather
-#                    reduce_scatter) -- but reduce_scatter on a rank whose test
-#                    program said "colls_check rank R: N reduce_scatter calls
-#                    with unequal counts": exactly N (that fallback and no
-#                    other).  The count is the rank's closing summary's "handed
+#                    reduce_scatter) -- but a collective of a rank whose test
+#                    program said "PROG rank R: N COLL calls with unequal
+#                    counts" (colls_check's reduce_scatter) or "... with a user
+#                    op" (iallreduce_check's allreduce): exactly N (that
+#                    fallback and no other).  The count is the rank's closing summary's "handed
 #                    to the component below" (host buffers' runs), or with
 #                    `staged` (device buffers' runs, where host calls go below
 #                    by design) its "device buffers staged through host memory"
@@ -42,10 +43,8 @@ below_check() {
                 [ -n "$_bc_n" ] || continue
             fi
             _bc_want=0
-            if [ "$_bc_k" = reduce_scatter ]; then
-                _bc_w=$(sed -n "s/^colls_check rank $_bc_r: \([0-9][0-9]*\) reduce_scatter calls with unequal counts\$/\1/p" "$_bc_log" | tail -n 1)
-                [ -z "$_bc_w" ] || _bc_want=$_bc_w
-            fi
+            _bc_w=$(sed -n "s/^[a-z_]* rank $_bc_r: \([0-9][0-9]*\) $_bc_k calls with \(unequal counts\|a user op\)\$/\1/p" "$_bc_log" | tail -n 1)
+            [ -z "$_bc_w" ] || _bc_want=$_bc_w
             if [ "$_bc_n" != "$_bc_want" ]; then
                 echo "rank $_bc_r handed $_bc_n $_bc_k calls to the component below${_bc_staged:+ (staged)}, not $_bc_want"
                 return 0

@@ -18,6 +18,11 @@
  *                waiting for them (MPI allows it: they complete normally)
  *   p2p          a call in flight while its caller receives a large message
  *                from a rank that starts the call only after sending it
+ *   below        a call the component below runs (a user op) in flight on every
+ *                rank; rank 0 makes a blocking call (gpuring's) before it waits for
+ *                it, the others after: the others' waits need rank 0's progress (the
+ *                below call's later rounds, its rendezvous), which its blocking call
+ *                must drive while it waits for them (MPI's progress rule)
  *   freeother    the same, where the receiver frees another communicator, one
  *                that ran a device call, between its call and the receive: its
  *                device memory goes, and cudaFree waits for every kernel of the
@@ -87,6 +92,7 @@ static const struct {
 
 static int g_rank, g_quiet, g_device;
 static long g_passed, g_failed;
+static int g_user_op_calls; /* the calls below's: every rank says how many (the runners' below_check) */
 
 /* One call: its buffers (host images; device copies with -d) and what it reduces. */
 typedef struct call {
@@ -600,6 +606,45 @@ static void case_p2p(MPI_Comm comm, unsigned seed, MPI_Comm *freed)
     free(msg);
 }
 
+static void user_sum_int32(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++) ((int32_t *)inout)[i] += ((const int32_t *)in)[i];
+}
+
+/* below: the usage above */
+static void case_below(MPI_Comm comm, unsigned seed)
+{
+    const size_t off = GUARD * g_kinds[K_INT32_SUM].size;
+    call_t c, b;
+    MPI_Op op;
+    int r, n, rc;
+
+    if (skipped(comm)) return;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    MPI_Op_create(user_sum_int32, 1, &op);
+    g_user_op_calls++;
+    call_init(&c, K_INT32_SUM, 1u << 20, 0, seed, r, n); /* 4 MiB: rendezvous */
+    call_init(&b, K_INT32_SUM, 1000, 0, seed + 1, r, n);
+    if (MPI_Iallreduce((g_device ? c.dsend : c.send) + off, (g_device ? c.drecv : c.recv) + off,
+                       (int)c.count, MPI_INT32_T, op, comm, &c.req) != MPI_SUCCESS)
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    if (r == 0) {
+        rc = MPI_Allreduce((g_device ? b.dsend : b.send) + off,
+                           (g_device ? b.drecv : b.recv) + off, (int)b.count, MPI_INT32_T,
+                           MPI_SUM, comm);
+        call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "below (rank 0: after)");
+    } else {
+        call_check(&c, MPI_Wait(&c.req, MPI_STATUS_IGNORE), n, "below");
+        rc = MPI_Allreduce((g_device ? b.dsend : b.send) + off,
+                           (g_device ? b.drecv : b.recv) + off, (int)b.count, MPI_INT32_T,
+                           MPI_SUM, comm);
+    }
+    call_check(&b, rc, n, "below (the blocking call)");
+    MPI_Op_free(&op);
+}
+
 /* freeother: the usage above; `other` is set up by a call on device buffers first */
 static void case_freeother(MPI_Comm comm, unsigned seed)
 {
@@ -738,10 +783,16 @@ int main(int argc, char **argv)
         case_inplace(comms[2], seed + 500);
         case_p2p(comms[0], seed + 600, NULL);
         case_freeother(comms[0], seed + 900);
+        case_below(comms[1], seed + 1000);
         case_stream(comms[0], seed + 700);
         case_freed(seed + 800);
     }
 
+    if (g_user_op_calls > 0) {
+        printf("iallreduce_check rank %d: %d allreduce calls with a user op\n", g_rank,
+               g_user_op_calls);
+        fflush(stdout);
+    }
     counts[0] = g_passed;
     counts[1] = g_failed;
     test_verdict_sum(counts, sums, 2, MPI_COMM_WORLD);

@@ -778,14 +778,18 @@ run_case "ll_large_np2_rpn0" 2 0 ready "$LL" allreduce_check "${LARGE[@]}"
 # --- MPI_Iallreduce: several calls in flight, mixed with blocking ones, on world, dup
 # and split at once; a large call that must finish while its caller makes no MPI call;
 # the type x op matrix one non-blocking call at a time (allreduce_check -B); a stuck
-# call's error through MPI_Wait.  gpuring-only: plain Open MPI's libnbc moves data only
-# inside MPI calls, and 4.1's 8-bit sums saturate
+# call's error through MPI_Wait; one with a user op (libnbc's, below) in flight while
+# one rank makes a blocking gpuring call that the others make only once it completed
+# (gpuring's waits drive Open MPI's progress: its later rounds need that rank's; every
+# other allreduce in gpuring: below_check counts the user op's calls, each rank's
+# "iallreduce_check rank R: N allreduce calls with a user op").  gpuring-only: plain
+# Open MPI's libnbc moves data only inside MPI calls, and 4.1's 8-bit sums saturate
 if [ $ACTIVE = 1 ]; then
-    run_case "iallreduce_np2_rpn0" 2 0 ready,allcalls "" iallreduce_check -q
-    run_case "iallreduce_np4_rpn2" 4 2 ready,allcalls "" iallreduce_check -q
-    run_case "iallreduce_tree_np5_rpn2" 5 2 ready,tree,allcalls "coll_gpuring_algorithm tree" \
+    run_case "iallreduce_np2_rpn0" 2 0 ready "" iallreduce_check -q
+    run_case "iallreduce_np4_rpn2" 4 2 ready "" iallreduce_check -q
+    run_case "iallreduce_tree_np5_rpn2" 5 2 ready,tree "coll_gpuring_algorithm tree" \
         iallreduce_check -q
-    run_case "iallreduce_ll_np3_rpn0" 3 0 ready,allcalls "$LL" iallreduce_check -q
+    run_case "iallreduce_ll_np3_rpn0" 3 0 ready "$LL" iallreduce_check -q
     run_case "iallreduce_matrix_np3_rpn1" 3 1 ready,allcalls "" allreduce_check -B "${MEDIUM[@]}"
     # a fresh communicator's first collective is an MPI_Iallreduce whose caller then
     # needs a rank's send that rank makes before the call: with the setup left to
