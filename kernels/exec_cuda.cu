@@ -1734,6 +1734,9 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
  * status, logged): those peers never answer then.  With a proxy, every poll
  * also runs one of its passes.
  */
+/* the MPI library's other operations (gpuring_wait_progress) every this many idle polls:
+ * a small call's short wait pays nothing for them */
+#define EXEC_CUDA_PROGRESS_EVERY 16
 static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t *st,
                                   int nchannels, double timeout, gpuring_arrivals_t *arrivals,
                                   uint64_t seq, const gpuring_exec_args_t *a,
@@ -1744,6 +1747,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
     gpuring_spin_t spin;
     uint64_t seen = exec_cuda_progress_sum(st, nchannels);
     double late_since = 0.0;
+    unsigned idle = 0;
 
     *stop_p = GPURING_OK;
     gpuring_spin_init(&spin, timeout);
@@ -1769,7 +1773,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
                 return cudaErrorNotReady;
             }
         }
-        gpuring_wait_progress(); /* the MPI library's other operations */
+        if (++idle % EXEC_CUDA_PROGRESS_EVERY == 0) gpuring_wait_progress();
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             /* a rank of this host that has not made the call yet: waited for */
             *stop_p = gpuring_arrivals_excuse(arrivals, seq, timeout, &late_since);

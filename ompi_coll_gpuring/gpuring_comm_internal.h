@@ -224,8 +224,5 @@ int gpuring_conns_trees_ready(gpuring_comm_t *c, gpuring_plane_t plane);
 
 /* At destroy: every connection, peers' IPC FIFOs this rank opened first. */
 void gpuring_conns_destroy(gpuring_comm_t *c);
-/* A call on c failed (c is broken): what it left on c's NET ends owes the progress
- * thread no spinning (gpuring_conn_net_quiet) */
-void gpuring_conns_quiet(gpuring_comm_t *c);
 
 #endif /* GPURING_COMM_INTERNAL_H */

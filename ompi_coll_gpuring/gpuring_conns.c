@@ -164,13 +164,6 @@ static gpuring_status_t comm_end_connect(gpuring_comm_t *c, int i,
     return gpuring_conn_shm_send_connect(conn, e->peer, e->channel, remote);
 }
 
-void gpuring_conns_quiet(gpuring_comm_t *c)
-{
-    for (int i = 0; i < c->nconns; i++) {
-        if (c->conns[i].type == GPURING_CONN_NET) gpuring_conn_net_quiet(&c->conns[i]);
-    }
-}
-
 /* Destroy one end.  flush_until: until when (gpuring_time_sec) the NET send ends
  * of a broken communicator may flush their queued abort steps, one deadline for
  * all of the communicator's ends. */

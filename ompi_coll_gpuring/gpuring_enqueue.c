@@ -375,6 +375,23 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
 }
 
 /*
+ * A failed call's NET ends: what it left on them -- sends a peer busy elsewhere has not
+ * taken, a refusal credit or an abort step waiting for a slot -- owes the progress
+ * thread no spinning (gpuring_conn_net_quiet).  Its own ends only, which stay while it
+ * runs: the communicator's list may grow meanwhile in the application's thread (the
+ * next call connecting trees while the worker ends this one).
+ */
+static void enqueue_quiet(gpuring_work_t *w)
+{
+    for (int ch = 0; ch < w->args.nchannels; ch++) {
+        for (int p = 0; p < GPURING_MAX_PEERS; p++) {
+            gpuring_conn_net_quiet(w->args.channels[ch].send[p]);
+            gpuring_conn_net_quiet(w->args.channels[ch].recv[p]);
+        }
+    }
+}
+
+/*
  * This rank's call failed before its executor moved a step (no memory for its
  * scratch or aligned copies, a copy that failed, or what it needed before the call:
  * info->fail): its peers wait for its steps, or for
@@ -386,12 +403,12 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
 static void enqueue_abandon(gpuring_comm_t *c, gpuring_work_t *w)
 {
     gpuring_comm_set_broken(c);
-    gpuring_conns_quiet(c);
     if (w->plane == GPURING_PLANE_HOST) {
         gpuring_exec_host_abandon(&w->args);
     } else {
         (void)gpuring_exec_cuda_abandon(&w->args, c->dev.stream);
     }
+    enqueue_quiet(w); /* (after the abandon's steps: they go out at once) */
 }
 
 gpuring_status_t gpuring_enqueue_start(gpuring_comm_t *c, gpuring_work_t *w)
@@ -456,7 +473,7 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
     if (c->proxy != NULL) gpuring_proxy_active_end(c->proxy);
     if (w->args.status != GPURING_OK) {
         gpuring_comm_set_broken(c);
-        gpuring_conns_quiet(c);
+        enqueue_quiet(w);
         return w->args.status;
     }
     gpuring_comm_stats_count(c, info->kind, 0, w->plan.algo, w->plane,
