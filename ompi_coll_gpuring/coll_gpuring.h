@@ -256,12 +256,13 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
  * take, another CUDA context's) while `in` alone could -- the send buffers being the
  * only ones every rank passes, and so the ones every rank decides its path on. */
 int mca_coll_gpuring_out_apart(const void *in, const void *out);
-/* A call gpuring took failed: logged (the collective, the rank, the cause, and whether
- * the communicator is `broken` -- or the failure this rank's alone); the MPI error.
- * From the communicator, not its module: a request may end after MPI_Finalize has
- * destroyed MPI_COMM_WORLD's module (the communicator itself is static). */
+/* A call gpuring took failed: logged (the collective, the communicator's name for the
+ * log and this rank in it, the cause, and whether the communicator is `broken` -- or the
+ * failure this rank's alone); the MPI error.  From the name, not the module: a request
+ * may end after MPI_Finalize has destroyed its communicator's module, or the
+ * communicator itself (coll_gpuring_request.c). */
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *call, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, int broken,
+                                 const char *comm_name, int rank, int broken,
                                  gpuring_status_t st);
 /* A reduction's MPI type and op as gpuring's; 0 (the reason logged): not handled. */
 int mca_coll_gpuring_map_reduction(gpuring_coll_kind_t coll, struct ompi_datatype_t *dtype,
@@ -425,6 +426,11 @@ typedef struct mca_coll_gpuring_request {
     ompi_request_t *below; /* request_over's: the component below's, and its end */
     mca_coll_gpuring_request_end_fn_t end;
     void *end_ctx;
+    /* its communicator destroyed under it (mca_coll_gpuring_request_comm_gone): its hold
+     * gone, and the communicator's name and this rank in it, for the error report */
+    int comm_gone;
+    int comm_rank;
+    char comm_name[MPI_MAX_OBJECT_NAME];
 } mca_coll_gpuring_request_t;
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_request_t);
 
@@ -440,6 +446,11 @@ ompi_request_t *mca_coll_gpuring_request_over(mca_coll_gpuring_request_t *req,
                                               mca_coll_gpuring_request_end_fn_t end, void *ctx);
 void mca_coll_gpuring_request_over_drop(mca_coll_gpuring_request_t *req);
 void mca_coll_gpuring_request_finalize(void);
+/* comm is being destroyed (its coll modules go first), with requests still on it: ended
+ * or running calls (MPI_Finalize releases a communicator the application freed as the
+ * application's, when its last hold is a request's) -- they let go of nothing more, and
+ * report with the name they read now. */
+void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm);
 
 /* coll_gpuring_stage.c, continued */
 
@@ -452,6 +463,9 @@ const char *mca_coll_gpuring_comm_name(const mca_coll_gpuring_module_t *m);
  * id), into buf. */
 void mca_coll_gpuring_comm_unnamed(const struct ompi_communicator_t *comm, char *buf,
                                    size_t size);
+/* Any communicator's name for the log: its MPI name, or the unnamed one written into buf. */
+const char *mca_coll_gpuring_comm_label(const struct ompi_communicator_t *comm, char *buf,
+                                        size_t size);
 
 /* buf + off in address arithmetic: buf may be MPI_BOTTOM (NULL) with an absolute
  * offset, or a host copy standing in for a span that starts far from it. */

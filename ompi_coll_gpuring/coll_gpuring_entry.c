@@ -191,6 +191,14 @@ void mca_coll_gpuring_comm_unnamed(const struct ompi_communicator_t *comm, char 
     snprintf(buf, size, "(unnamed, cid %u)", (unsigned)MCA_COLL_GPURING_COMM_CID(comm));
 }
 
+const char *mca_coll_gpuring_comm_label(const struct ompi_communicator_t *comm, char *buf,
+                                        size_t size)
+{
+    if (comm->c_name[0] != '\0') return comm->c_name;
+    mca_coll_gpuring_comm_unnamed(comm, buf, size);
+    return buf;
+}
+
 int mca_coll_gpuring_bad_count(const mca_coll_gpuring_module_t *m, gpuring_coll_kind_t coll,
                                int nonblocking, int count)
 {
@@ -517,7 +525,8 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return fallback;
     }
     if (st != GPURING_OK)
-        return mca_coll_gpuring_call_failed(c, plane, comm,
+        return mca_coll_gpuring_call_failed(c, plane, mca_coll_gpuring_comm_name(m),
+                                            ompi_comm_rank(comm),
                                             __atomic_load_n(&gcomm->broken, __ATOMIC_ACQUIRE),
                                             st);
     if (req != NULL) *c->request = &req->super.super;
@@ -527,21 +536,18 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
 }
 
 int mca_coll_gpuring_call_failed(const mca_coll_gpuring_call_t *c, gpuring_plane_t plane,
-                                 struct ompi_communicator_t *comm, int broken,
+                                 const char *comm_name, int rank, int broken,
                                  gpuring_status_t st)
 {
     /* the copies (bcast, allgather) count bytes */
     const int bytes = c->coll == GPURING_COLL_BCAST || c->coll == GPURING_COLL_ALLGATHER;
-    char unnamed[32];
-
-    if (comm->c_name[0] == '\0') mca_coll_gpuring_comm_unnamed(comm, unnamed, sizeof(unnamed));
 
     GPURING_ERROR(GPURING_SUBSYS_COLL,
                   "%s%s of %zu %s on %s buffers on comm %s (rank %d) failed: %s; %s%s",
                   c->request != NULL ? "non-blocking " : "", gpuring_coll_names[c->coll],
                   c->count, bytes ? "bytes" : gpuring_type_name(c->type),
                   plane == GPURING_PLANE_HOST ? "host" : "device",
-                  comm->c_name[0] != '\0' ? comm->c_name : unnamed, ompi_comm_rank(comm),
+                  comm_name, rank,
                   gpuring_status_str(st),
                   broken ? "the communicator cannot be used by gpuring any more"
                          : "this rank's failure alone: its peers' calls stand, and the "

@@ -41,9 +41,12 @@ static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
     params_abandon(m); /* before the component below goes */
     if (m->gcomm != NULL) {
-        gpuring_comm_destroy(m->gcomm);
+        gpuring_comm_destroy(m->gcomm); /* (its calls run to their end) */
         m->gcomm = NULL;
     }
+    /* the communicator goes (disable) or never had a call (enable): a request left on it
+     * is one whose hold MPI_Finalize released */
+    if (m->comm != NULL) mca_coll_gpuring_request_comm_gone(m->comm);
 #define GPURING_RELEASE_PREV(_slot, _type) \
     if (m->prev._slot##_module != NULL) OBJ_RELEASE(m->prev._slot##_module);
     MCA_COLL_GPURING_COLLS(GPURING_RELEASE_PREV)

@@ -49,14 +49,16 @@ OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_coll_base_nbc_request_t, NUL
 
 /* The request's end, and with it its hold on the communicator (taken at the call: MPI
  * lets the application free the communicator while the request is pending, and the
- * last release may destroy it here -- so never under request_lock). */
+ * last release may destroy it here -- so never under request_lock); none where the
+ * communicator went first (request_comm_gone). */
 static void request_release(mca_coll_gpuring_request_t *req)
 {
     struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
+    int gone = req->comm_gone;
 
     OMPI_REQUEST_FINI(REQ(req));
     OBJ_RELEASE(req);
-    OBJ_RELEASE(comm);
+    if (!gone) OBJ_RELEASE(comm);
 }
 
 /* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
@@ -157,10 +159,14 @@ static int request_ended_progress(void)
     for (; req != NULL; req = next, n++) {
         next = req->next;
         if (req->st != GPURING_OK) {
-            REQ(req)->req_status.MPI_ERROR =
-                mca_coll_gpuring_call_failed(&req->call, req->plane,
-                                             REQ(req)->req_mpi_object.comm, req->broken,
-                                             req->st);
+            struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
+            char unnamed[MPI_MAX_OBJECT_NAME];
+
+            REQ(req)->req_status.MPI_ERROR = mca_coll_gpuring_call_failed(
+                &req->call, req->plane,
+                req->comm_gone ? req->comm_name
+                               : mca_coll_gpuring_comm_label(comm, unnamed, sizeof(unnamed)),
+                req->comm_gone ? req->comm_rank : ompi_comm_rank(comm), req->broken, req->st);
         }
         request_complete(req, &release);
     }
@@ -250,6 +256,7 @@ static mca_coll_gpuring_request_t *request_make(struct ompi_communicator_t *comm
     req->next = NULL;
     req->run_prev = req->run_next = NULL;
     req->below = NULL;
+    req->comm_gone = 0;
     return req;
 }
 
@@ -347,4 +354,31 @@ void mca_coll_gpuring_request_finalize(void)
                      "every request before MPI_Finalize", n, n > 1 ? "s" : "",
                      n > 1 ? "their" : "its");
     }
+}
+
+/* Each request on comm in `list` (linked by next, or by run_next): marked gone. */
+static void request_list_gone(mca_coll_gpuring_request_t *list, int running,
+                              struct ompi_communicator_t *comm)
+{
+    char unnamed[MPI_MAX_OBJECT_NAME];
+
+    for (mca_coll_gpuring_request_t *req = list; req != NULL;
+         req = running ? req->run_next : req->next) {
+        if (REQ(req)->req_mpi_object.comm != comm) continue;
+        req->comm_gone = 1;
+        req->comm_rank = ompi_comm_rank(comm);
+        snprintf(req->comm_name, sizeof(req->comm_name), "%s",
+                 mca_coll_gpuring_comm_label(comm, unnamed, sizeof(unnamed)));
+    }
+}
+
+void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm)
+{
+    /* (a request that completed, and that the application holds, is on no list: after
+     * MPI_Finalize nothing can free it) */
+    pthread_mutex_lock(&request_lock);
+    request_list_gone(request_ended, 0, comm);
+    request_list_gone(request_over, 0, comm);
+    request_list_gone(request_running, 1, comm);
+    pthread_mutex_unlock(&request_lock);
 }

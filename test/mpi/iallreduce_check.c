@@ -49,7 +49,11 @@
  *                MPI_Request_free (MPI allows it), two never waited for (an
  *                erroneous program, which Open MPI alone ends cleanly): the
  *                process must exit cleanly too (gpuring's workers still ran when
- *                its code was unloaded: a segfault in MPI_Finalize)
+ *                its code was unloaded: a segfault in MPI_Finalize); and on two
+ *                communicators the application freed, a call of rank 0's alone,
+ *                which fails at MPI_Finalize (one request kept, one freed): the
+ *                request's hold is the communicator's last, and MPI_Finalize
+ *                releases it as the application's
  * Values: rank r's element i of call k is a function of (k, r, i), so each
  * rank computes every rank's contribution: int32 sums of small values,
  * int8 sums that wrap (computed in unsigned arithmetic), doubles holding
@@ -686,7 +690,7 @@ static void case_first(unsigned seed)
  * MPI_Finalize) */
 static void case_unwaited(void)
 {
-    static int32_t in[4096], out[3][4096];
+    static int32_t in[4096], out[3][4096], lone_out[2][4096];
     MPI_Comm u;
     MPI_Request req[3];
     int n, one = 1;
@@ -709,6 +713,38 @@ static void case_unwaited(void)
         }
     }
     MPI_Request_free(&req[0]);
+
+    /* a communicator freed with one call in flight that MPI_Finalize finds: rank 0
+     * alone starts it (nothing matches it: it can only fail, at coll_gpuring_wait_timeout),
+     * so the request holds the communicator's last reference, which MPI_Finalize
+     * releases as if it were the application's; on "unwaited_kept" the request is
+     * kept, on "unwaited_freed" freed with MPI_Request_free */
+    for (int k = 0; k < 2; k++) {
+        MPI_Comm lone;
+        MPI_Request r;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &lone);
+        MPI_Comm_set_errhandler(lone, MPI_ERRORS_RETURN);
+        MPI_Comm_set_name(lone, k == 0 ? "unwaited_kept" : "unwaited_freed");
+        one = 1;
+        if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_SUM, lone) != MPI_SUCCESS ||
+            one != n) {
+            fprintf(stderr, "FAILED rank %d unwaited: the blocking call on %d gave %d\n",
+                    g_rank, k, one);
+            g_failed++;
+        }
+        if (g_rank == 0) {
+            if (MPI_Iallreduce(in, lone_out[k], 4096, MPI_INT32_T, MPI_SUM, lone, &r) !=
+                MPI_SUCCESS) {
+                fprintf(stderr, "FAILED rank %d unwaited: the lone call %d did not start\n",
+                        g_rank, k);
+                g_failed++;
+            } else if (k == 1) {
+                MPI_Request_free(&r);
+            }
+        }
+        MPI_Comm_free(&lone);
+    }
 }
 
 int main(int argc, char **argv)

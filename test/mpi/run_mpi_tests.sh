@@ -503,6 +503,14 @@ run_case() {
                 # every rank said which communicators MPI_Finalize found kept alive by
                 # calls never waited for (and still ended cleanly: exit 0, checked above)
                 need_every_rank " warn [^ ]+: MPI_Finalize with 1 communicator kept alive by non-blocking calls never completed" "rank @ did not report the calls never waited for" || return 0
+                # and rank 0 its lone calls on the communicators MPI_Finalize destroyed
+                # under them, by the names they had (read before they went)
+                for c in unwaited_kept unwaited_freed; do
+                    if ! grep -qE "\[gpuring rank 0\] error [^ ]+: non-blocking allreduce of 4096 int32 on host buffers on comm $c \(rank 0\) failed" "$log"; then
+                        fail "$name" "rank 0 did not report its lone call on $c" "$log"
+                        return
+                    fi
+                done
                 ;;
             setupleft)
                 # the last rank, without memory for its part of a setup exchange, left them
@@ -813,9 +821,14 @@ if [ $ACTIVE = 1 ]; then
     # outlives MPI_Finalize's release, and with it gpuring's worker thread, which still
     # ran when the component was unloaded -- every rank segfaulted (exit 139); now
     # each ends cleanly and says why (shm connections; net ones, whose proxy closes
-    # with them still open)
-    run_case "unwaited_np3_rpn0" 3 0 ready,unwaited "" iallreduce_check -q -U
-    run_case "unwaited_np3_rpn1" 3 1 ready,unwaited "" iallreduce_check -q -U
+    # with them still open).  And a call that fails in MPI_Finalize on a communicator
+    # the application freed: MPI_Finalize's release destroyed the communicator under
+    # the request, whose report then read its name, and whose release (MPI_Request_free
+    # before) released it again: use after free (the sanitizer flavor runs these)
+    run_case "unwaited_np3_rpn0" 3 0 ready,unwaited "coll_gpuring_wait_timeout 3" \
+        iallreduce_check -q -U
+    run_case "unwaited_np3_rpn1" 3 1 ready,unwaited "coll_gpuring_wait_timeout 3" \
+        iallreduce_check -q -U
 fi
 
 # --- a seeded random sequence of mixed calls (mix_check): allreduce, iallreduce (up to 4
