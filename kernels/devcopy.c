@@ -19,10 +19,28 @@
 #define DEVCOPY_CU_MEMORYTYPE_DEVICE 2
 #define DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define DEVCOPY_CU_MEMORYTYPE_HOST 1
 #define DEVCOPY_CU_STREAM_LEGACY ((void *)0x1)
 #define DEVCOPY_CU_STREAM_NON_BLOCKING 0x1
 #define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
 #define DEVCOPY_MAX_DEVICES 64
+
+/* CUDA_MEMCPY2D (cuda.h, the _v2 API's) */
+typedef struct {
+    size_t src_x, src_y;
+    int src_type;
+    const void *src_host;
+    uintptr_t src_device;
+    void *src_array;
+    size_t src_pitch;
+    size_t dst_x, dst_y;
+    int dst_type;
+    void *dst_host;
+    uintptr_t dst_device;
+    void *dst_array;
+    size_t dst_pitch;
+    size_t width, height;
+} devcopy_2d_t;
 
 typedef struct devcopy_driver {
     int (*memcpy_)(uintptr_t dst, uintptr_t src, size_t bytes);
@@ -34,7 +52,9 @@ typedef struct devcopy_driver {
     /* may be missing: results then go back on the legacy stream */
     int (*stream_create)(void **stream, unsigned int flags);
     int (*memcpy_async)(uintptr_t dst, uintptr_t src, size_t bytes, void *stream);
-    int (*error_name)(int rc, const char **name); /* may be missing: the code then */
+    /* may be missing: rows then one by one */
+    int (*memcpy_2d_async)(const devcopy_2d_t *copy, void *stream);
+    int (*error_name)(int rc, const char **name); /* may be missing: the number alone */
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -53,6 +73,7 @@ static int devcopy_lookup(void)
     *(void **)&d.device_get = gpuring_cuda_driver_sym("cuDeviceGet");
     *(void **)&d.stream_create = gpuring_cuda_driver_sym("cuStreamCreate");
     *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
+    *(void **)&d.memcpy_2d_async = gpuring_cuda_driver_sym("cuMemcpy2DAsync_v2");
     *(void **)&d.error_name = gpuring_cuda_driver_sym("cuGetErrorName");
     /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
@@ -143,6 +164,33 @@ static void devcopy_forget_stream(void *ctx)
 
 /* ---- copies ------------------------------------------------------------------ */
 
+/* gpuring_devcopy_back_blocks's rows and copies (atomic) */
+static unsigned long long devcopy_back_rows, devcopy_back_copies;
+
+/* Block b (rows of it) queued on `stream` (host memory to device memory); a driver error. */
+static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream)
+{
+    int rc = 0;
+
+    if (b->rows > 1 && devcopy_drv.memcpy_2d_async != NULL) {
+        const devcopy_2d_t copy = {.src_type = DEVCOPY_CU_MEMORYTYPE_HOST,
+                                   .src_host = b->src,
+                                   .src_pitch = b->pitch,
+                                   .dst_type = DEVCOPY_CU_MEMORYTYPE_DEVICE,
+                                   .dst_device = (uintptr_t)b->dst,
+                                   .dst_pitch = b->pitch,
+                                   .width = b->bytes,
+                                   .height = b->rows};
+
+        return devcopy_drv.memcpy_2d_async(&copy, stream);
+    }
+    for (size_t r = 0; r < b->rows && rc == 0; r++) {
+        rc = devcopy_drv.memcpy_async((uintptr_t)b->dst + r * b->pitch,
+                                      (uintptr_t)b->src + r * b->pitch, b->bytes, stream);
+    }
+    return rc;
+}
+
 /* Copies of blocks blk[0 .. n) in the owner's context (that of blk[0]'s device memory):
  * on the legacy stream, or (`back`, into device memory) on the context's copy-back
  * stream, all queued before one synchronization. */
@@ -170,17 +218,19 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         /* from pageable memory the driver returns once it holds the bytes: the stream's
          * synchronization waits for them to land */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) {
-            rc = devcopy_drv.memcpy_async((uintptr_t)blk[i].dst, (uintptr_t)blk[i].src,
-                                          blk[i].bytes, stream);
-        }
+        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_queue(&blk[i], stream);
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++)
-            rc = devcopy_drv.memcpy_((uintptr_t)blk[i].dst, (uintptr_t)blk[i].src, blk[i].bytes);
+        for (int i = 0; i < n && rc == 0; i++) {
+            for (size_t r = 0; r < blk[i].rows && rc == 0; r++) {
+                rc = devcopy_drv.memcpy_((uintptr_t)blk[i].dst + r * blk[i].pitch,
+                                         (uintptr_t)blk[i].src + r * blk[i].pitch,
+                                         blk[i].bytes);
+            }
+        }
         /* from pageable memory the driver may return before the data reached the
          * device: its legacy stream holds the rest */
         if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
@@ -204,7 +254,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
 gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int host_pinned,
                                  const char **why_p)
 {
-    const gpuring_devcopy_block_t blk = {dst, src, bytes};
+    const gpuring_devcopy_block_t blk = {.dst = dst, .src = src, .bytes = bytes, .rows = 1};
 
     return devcopy_run(&blk, 1, host_pinned, 0, why_p);
 }
@@ -212,7 +262,7 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p)
 {
-    const gpuring_devcopy_block_t blk = {dst, src, bytes};
+    const gpuring_devcopy_block_t blk = {.dst = dst, .src = src, .bytes = bytes, .rows = 1};
 
     return devcopy_run(&blk, 1, host_pinned, 1, why_p);
 }
@@ -220,7 +270,22 @@ gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, 
 gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
                                              int host_pinned, const char **why_p)
 {
-    return devcopy_run(blocks, n, host_pinned, 1, why_p);
+    gpuring_status_t st = devcopy_run(blocks, n, host_pinned, 1, why_p);
+    unsigned long long rows = 0, copies = 0;
+
+    for (int i = 0; i < n; i++) {
+        rows += blocks[i].rows;
+        copies += blocks[i].rows > 1 && devcopy_drv.memcpy_2d_async != NULL ? 1 : blocks[i].rows;
+    }
+    __atomic_fetch_add(&devcopy_back_rows, rows, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&devcopy_back_copies, copies, __ATOMIC_RELAXED);
+    return st;
+}
+
+void gpuring_devcopy_back_counts(unsigned long long *rows_p, unsigned long long *copies_p)
+{
+    *rows_p = __atomic_load_n(&devcopy_back_rows, __ATOMIC_RELAXED);
+    *copies_p = __atomic_load_n(&devcopy_back_copies, __ATOMIC_RELAXED);
 }
 
 gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)

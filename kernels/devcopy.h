@@ -45,19 +45,27 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p);
 
-/* A block of a copy: `bytes` from src to dst. */
+/* A block of a copy: `bytes` from src to dst; or (rows > 1) `rows` such rows, each the
+ * last's `pitch` bytes on in both (pitch > bytes, at most GPURING_DEVCOPY_MAX_PITCH):
+ * one 2D copy, where a datatype repeats a block at a stride. */
 typedef struct {
     void *dst;
     const void *src;
     size_t bytes;
+    size_t rows;  /* 1: a block alone */
+    size_t pitch; /* rows > 1 */
 } gpuring_devcopy_block_t;
+#define GPURING_DEVCOPY_MAX_PITCH ((size_t)2147483647) /* a GPU's CU_DEVICE_ATTRIBUTE_MAX_PITCH */
 
-/* gpuring_devcopy_back for n blocks into device memory of one context (that of
- * blocks[0].dst): a result whose datatype has holes goes back block by block, leaving
- * the bytes between them -- not the call's: the application may write them while the
- * call runs -- as they are; queued together, one synchronization. */
+/* gpuring_devcopy_back for n blocks from host memory into device memory of one context
+ * (that of blocks[0].dst): a result whose datatype has holes goes back block by block,
+ * leaving the bytes between them -- not the call's: the application may write them
+ * while the call runs -- as they are; queued together, one synchronization. */
 gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
                                              int host_pinned, const char **why_p);
+/* What gpuring_devcopy_back_blocks moved so far in this process: rows (blocks), and the
+ * copies the driver was asked for (a 2D copy moves many rows). */
+void gpuring_devcopy_back_counts(unsigned long long *rows_p, unsigned long long *copies_p);
 
 /* Wait for the work queued so far on the legacy stream of device memory ptr's context
  * (every blocking stream's before it): what a copy out of ptr does first, for memory a

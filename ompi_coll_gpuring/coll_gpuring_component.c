@@ -14,6 +14,7 @@
 #include "opal/util/output.h"
 
 #include "graph/graph.h"
+#include "kernels/devcopy.h"
 #include "kernels/device.h"
 #include "proxy/ipc_buf.h"
 #include "proxy/proxy.h"
@@ -339,11 +340,13 @@ static int gpuring_register(void)
     return OMPI_SUCCESS;
 }
 
-/* One line listing the collectives staged, if any. */
+/* One line listing the collectives staged, if any; one more where results whose datatype
+ * has holes went back block by block. */
 static void gpuring_stage_summary(void)
 {
     char line[1024];
     size_t len = 0;
+    unsigned long long rows, copies;
 
     line[0] = '\0';
     for (int i = 0; i < MCA_COLL_GPURING_NCOLLS && len < sizeof(line); i++) {
@@ -357,6 +360,11 @@ static void gpuring_stage_summary(void)
     if (len == 0) return;
     GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers staged through host memory for the "
                  "component below: %s", line);
+    gpuring_devcopy_back_counts(&rows, &copies);
+    if (rows > 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "staged results copied back block by block (their "
+                     "datatypes have holes): %llu blocks in %llu copies", rows, copies);
+    }
 }
 
 /* The gpuring log sink: one line on our opal_output stream. */

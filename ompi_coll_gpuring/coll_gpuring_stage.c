@@ -304,7 +304,8 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 
 /* A result's copy back block by block (stage_span_copy): device blocks queued, up to
  * STAGE_COPY_BATCH of one piece (allocation) at a time, for one
- * gpuring_devcopy_back_blocks */
+ * gpuring_devcopy_back_blocks; blocks of one size at one stride as one entry of rows
+ * (a vector type's: one 2D copy) */
 #define STAGE_COPY_BATCH 64
 typedef struct {
     const char *image; /* the span's host image: its first byte is the span's */
@@ -359,10 +360,40 @@ static int stage_walk_piece(stage_walk_t *w, int k, ptrdiff_t lo, size_t len, ui
     return 0;
 }
 
+/* The last queued block folded into the entry before it, where it is that entry's next
+ * row (the image mirrors the span: one stride in both). */
+static void stage_copy_fold(stage_copy_t *c)
+{
+    gpuring_devcopy_block_t *run, *last;
+    uintptr_t next;
+
+    if (c->n < 2) return;
+    run = &c->q[c->n - 2];
+    last = &c->q[c->n - 1];
+    if (last->rows != 1 || last->bytes != run->bytes) return;
+    if (run->rows == 1) {
+        uintptr_t pitch = (uintptr_t)last->dst - (uintptr_t)run->dst;
+
+        if ((uintptr_t)last->dst <= (uintptr_t)run->dst || pitch <= run->bytes ||
+            pitch > GPURING_DEVCOPY_MAX_PITCH ||
+            (uintptr_t)last->src - (uintptr_t)run->src != pitch)
+            return;
+        run->pitch = pitch;
+    } else {
+        next = run->rows * run->pitch;
+        if ((uintptr_t)last->dst != (uintptr_t)run->dst + next ||
+            (uintptr_t)last->src != (uintptr_t)run->src + next)
+            return;
+    }
+    run->rows++;
+    c->n--;
+}
+
 static int stage_copy_flush(stage_walk_t *w)
 {
     stage_copy_t *c = w->copy;
 
+    stage_copy_fold(c);
     if (c->n > 0) c->st = gpuring_devcopy_back_blocks(c->q, c->n, c->pinned, &w->why);
     c->n = 0;
     return c->st == GPURING_OK ? 0 : -1;
@@ -370,7 +401,7 @@ static int stage_copy_flush(stage_walk_t *w)
 
 /* [at, at + len) of the span, all in piece k (-1: the span is one), back from the image:
  * host memory at once, device memory queued (joined to the block before where it goes on
- * from it) */
+ * from it; the block before, complete then, folded into the rows before it) */
 static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
 {
     stage_copy_t *c = w->copy;
@@ -382,15 +413,17 @@ static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
         memcpy((void *)at, in, len);
         return 0;
     }
-    if (last != NULL && c->piece == k && (uintptr_t)last->dst + last->bytes == at &&
-        (const char *)last->src + last->bytes == in) {
+    if (last != NULL && c->piece == k && last->rows == 1 &&
+        (uintptr_t)last->dst + last->bytes == at && (const char *)last->src + last->bytes == in) {
         last->bytes += len;
         return 0;
     }
+    if (c->n > 0 && c->piece == k) stage_copy_fold(c);
     if ((c->n == STAGE_COPY_BATCH || (c->n > 0 && c->piece != k)) && stage_copy_flush(w) != 0)
         return -1;
     c->piece = k;
-    c->q[c->n++] = (gpuring_devcopy_block_t){.dst = (void *)at, .src = in, .bytes = len};
+    c->q[c->n++] =
+        (gpuring_devcopy_block_t){.dst = (void *)at, .src = in, .bytes = len, .rows = 1};
     return 0;
 }
 

@@ -43,7 +43,8 @@
  *                         legacy stream (the pool the device says it has:
  *                         cuDeviceGetAttribute)
  *  cuStreamCreate, cuMemcpyAsync   a non-blocking stream of the runtime's, a copy
- *                         queued on it (gpuring's copies back to device memory)
+ *                         queued on it (gpuring's copies back to device memory);
+ *                         cuMemcpy2DAsync one such copy per row
  *  cuMemHostRegister      not supported: staging then copies unpinned
  *  cuInit, cuDriverGetVersion
  *
@@ -56,6 +57,7 @@
 #include <string.h>
 
 #include "test/cuda_attrs_batch.h"
+#include "test/cuda_memcpy2d.h"
 
 #include "test/cudacpu/cudacpu_driver_link.h"
 
@@ -360,6 +362,26 @@ int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
     return link->copy_async((void *)dst, (const void *)src, bytes, stream) == 0
                ? DRV_SUCCESS
                : DRV_ERROR_INVALID_VALUE;
+}
+
+/* its rows queued on the stream one by one, in order: what the stream then does */
+int cuMemcpy2DAsync_v2(const cuda_memcpy2d_t *c, void *stream)
+{
+    uintptr_t src, dst;
+
+    if (c == NULL || c->width > c->src_pitch || c->width > c->dst_pitch)
+        return DRV_ERROR_INVALID_VALUE;
+    src = cuda_memcpy2d_at(c->src_type, c->src_host, c->src_device, c->src_x, c->src_y,
+                           c->src_pitch);
+    dst = cuda_memcpy2d_at(c->dst_type, c->dst_host, c->dst_device, c->dst_x, c->dst_y,
+                           c->dst_pitch);
+    if (src == 0 || dst == 0) return DRV_ERROR_INVALID_VALUE;
+    for (size_t r = 0; r < c->height; r++) {
+        int rc = cuMemcpyAsync(dst + r * c->dst_pitch, src + r * c->src_pitch, c->width, stream);
+
+        if (rc != DRV_SUCCESS) return rc;
+    }
+    return DRV_SUCCESS;
 }
 
 int cuDeviceGetAttribute(int *value, int attribute, int device)

@@ -20,7 +20,8 @@
  * view.  cuMemAllocAsync's memory is of the device's pool: of no context, as
  * the driver says of it (a thread without a current context must borrow its
  * GPU's primary one), freed by cuMemFreeAsync only, and cuMemFree only frees
- * cuMemAlloc's.  cuMemHostRegister'ed memory answers as host memory.  A test may
+ * cuMemAlloc's.  cuMemcpy2DAsync checks what its memory types say of each side and
+ * each row's range.  cuMemHostRegister'ed memory answers as host memory.  A test may
  * make the next device copies fail (fake_cuda_fail_copies).  Enough of
  * device and context management (cuInit, cuDeviceGet, primary context) for
  * a test written against the driver API to run unchanged on a real GPU.
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "test/cuda_attrs_batch.h"
+#include "test/cuda_memcpy2d.h"
 
 /* driver API values (cuda.h) */
 enum {
@@ -423,13 +425,63 @@ int cuStreamCreate(void **stream, unsigned int flags)
     return FAKE_CUDA_SUCCESS;
 }
 
+static int fake_stream_ok(const void *stream)
+{ /* one of this driver's: its own, the default, legacy or per-thread */
+    return stream == NULL || stream == &fake_stream || stream == (void *)0x1 ||
+           stream == (void *)0x2;
+}
+
 int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
 {
-    if (stream != NULL && stream != &fake_stream && stream != (void *)0x1 &&
-        stream != (void *)0x2) {
-        return FAKE_CUDA_ERROR_INVALID_VALUE; /* not a stream of this driver's */
-    }
+    if (!fake_stream_ok(stream)) return FAKE_CUDA_ERROR_INVALID_VALUE;
     return cuMemcpy(dst, src, bytes);
+}
+
+/* One side of a 2D copy: the address of its first byte (cuda_memcpy2d_at), where its
+ * memory type says what the address is (host: no device memory; device: device memory;
+ * unified: either); 0 otherwise. */
+static uintptr_t fake_2d_side(int type, const void *host, uintptr_t device, size_t x, size_t y,
+                              size_t pitch)
+{
+    uintptr_t at = cuda_memcpy2d_at(type, host, device, x, y, pitch);
+    fake_range_t r = fake_find(at);
+
+    if (type == FAKE_CU_MEMORYTYPE_HOST && r.bytes != 0 && r.memtype != FAKE_CU_MEMORYTYPE_HOST)
+        return 0;
+    if (type == FAKE_CU_MEMORYTYPE_DEVICE && (r.bytes == 0 || r.memtype == FAKE_CU_MEMORYTYPE_HOST))
+        return 0;
+    return at;
+}
+
+/* Rows of `width` bytes, each a pitch on from the last: one device copy (one failure
+ * of fake_cuda_fail_copies), row by row through the driver's views, every row's range
+ * checked as cuMemcpy's is. */
+int cuMemcpy2DAsync_v2(const cuda_memcpy2d_t *c, void *stream)
+{
+    uintptr_t src, dst;
+
+    if (!fake_stream_ok(stream)) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (c == NULL || c->width > c->src_pitch || c->width > c->dst_pitch) {
+        return FAKE_CUDA_ERROR_INVALID_VALUE;
+    }
+    src = fake_2d_side(c->src_type, c->src_host, c->src_device, c->src_x, c->src_y,
+                       c->src_pitch);
+    dst = fake_2d_side(c->dst_type, c->dst_host, c->dst_device, c->dst_x, c->dst_y,
+                       c->dst_pitch);
+    if (src == 0 || dst == 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    for (size_t r = 0; r < c->height; r++) {
+        if (fake_view(dst + r * c->dst_pitch, c->width) == NULL ||
+            fake_view(src + r * c->src_pitch, c->width) == NULL) {
+            return FAKE_CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (size_t r = 0; r < c->height; r++) {
+        memmove(fake_view(dst + r * c->dst_pitch, c->width),
+                fake_view(src + r * c->src_pitch, c->width), c->width);
+    }
+    return FAKE_CUDA_SUCCESS;
 }
 
 int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)

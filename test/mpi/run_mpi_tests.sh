@@ -495,6 +495,20 @@ run_case() {
                     fi
                 done
                 ;;
+            rows)
+                # every rank copied staged results back block by block (device_coll_check's
+                # vector types have holes), a vector's blocks as rows of 2D copies: at
+                # least 8 blocks a copy (one copy each: 25-2000 times more copies)
+                need_every_rank " staged results copied back block by block" "rank @ copied no result back block by block" || return 0
+                local r blocks copies
+                for ((r = 0; r < np; r++)); do
+                    read -r blocks copies < <(sed -nE "s/.*\[gpuring rank $r\] staged results copied back block by block .*: ([0-9]+) blocks in ([0-9]+) copies$/\1 \2/p" "$log" | tail -n 1)
+                    if [ "$copies" -eq 0 ] || [ $((blocks / copies)) -lt 8 ]; then
+                        fail "$name" "rank $r copied $blocks blocks back in $copies copies (a 2D copy per vector expected)" "$log"
+                        return
+                    fi
+                done
+                ;;
             setupfail)
                 # one rank's failure must make every rank fall back
                 need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
@@ -1095,7 +1109,7 @@ if [ $ACTIVE = 1 ]; then
     STAGED_ALL=""
     for coll in $STAGED_BLOCKING; do STAGED_ALL="$STAGED_ALL MPI_I${coll#MPI_}"; done
     STAGED_ALL=$(echo "$STAGED_ALL" | sed 's/MPI_I\([A-Z]\)/MPI_I\L\1/g')
-    run_case "device_colls_nonblocking_np2_rpn0" 2 0 staged "" \
+    run_case "device_colls_nonblocking_np2_rpn0" 2 0 staged,rows "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -q
     run_case "device_colls_pool_nonblocking_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -a -q
@@ -1152,19 +1166,19 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -m inter -q
     EXPECT_ABORT_RC=
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
-    run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged "" \
+    run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged,rows "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -c 0,1,7,1000,65537 -m world,split,inter -q
     # the persistent forms (MPI_Bcast_init, ...; Open MPI 4's MPIX_ ones), each started
     # twice: staged with the request, copied in at every start and back at every
     # completion
     STAGED_ALL=""
     for coll in $STAGED_BLOCKING; do STAGED_ALL="$STAGED_ALL ${coll}_init"; done
-    run_case "device_colls_persistent_np2_rpn0" 2 0 staged "" \
+    run_case "device_colls_persistent_np2_rpn0" 2 0 staged,rows "" \
         device_coll_check -D "$FAKE_CUDA" -H -p -q
     run_case "device_colls_pool_persistent_np2_rpn0" 2 0 staged "" \
         device_coll_check -D "$FAKE_CUDA" -H -p -a -q
     STAGED_ALL="$STAGED_ALL MPI_Neighbor_allgather_init MPI_Neighbor_alltoall_init"
-    run_case "device_colls_persistent_np3_rpn1" 3 1 staged "" \
+    run_case "device_colls_persistent_np3_rpn1" 3 1 staged,rows "" \
         device_coll_check -D "$FAKE_CUDA" -H -p -c 0,1,7,1000 -m world,split,inter -q
     # the control: handed down unstaged, the same device memory kills the component below
     if wanted device_colls_unstaged_crash; then
