@@ -167,11 +167,11 @@ static gpuring_status_t graph_trees(gpuring_graph_t *g)
     /* depth: the node tree's depth plus the longest chain (tuning) */
     {
         int maxchain = 0, depth = 0;
-        for (int n = 0; n < g->nnodes; n++) {
-            int len = 0;
-            for (int r = 0; r < g->nranks; r++) len += g->node[r] == n;
-            maxchain = GPURING_MAX(maxchain, len - 1);
-        }
+        int *len = head; /* (done with: the ranks per node, one pass) */
+
+        memset(len, 0, sizeof(int) * (size_t)g->nnodes);
+        for (int r = 0; r < g->nranks; r++) len[g->node[r]]++;
+        for (int n = 0; n < g->nnodes; n++) maxchain = GPURING_MAX(maxchain, len[n] - 1);
         for (int n = 0; n < g->nnodes; n++) {
             int d = 0, x = n, p[2], c0[2], c1[2];
             for (;;) {

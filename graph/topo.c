@@ -346,8 +346,12 @@ static gpuring_status_t topo_load(const char *key, gpuring_topo_t **topo_p)
         topo_free(t);
         return GPURING_ERR_SYSTEM;
     }
-    /* GPUs and NICs are I/O objects, which hwloc drops by default */
+    /* GPUs and NICs are I/O objects, which hwloc drops by default: their PCI devices and
+     * bridges are what locality needs; not the OS devices, whose discovery runs hwloc's
+     * gl, opencl, cuda and nvml plugins wherever installed (each rank probing X displays
+     * :0..:9 and the OpenCL drivers, a known cause of slow topology loads) */
     hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    hwloc_topology_set_type_filter(t->hw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
     if (t->from_xml && hwloc_topology_set_xml(t->hw, key) != 0) {
         GPURING_ERROR(GPURING_SUBSYS_GRAPH, "hwloc cannot use '%s' as an xml topology: %s", key,
                       strerror(errno));
