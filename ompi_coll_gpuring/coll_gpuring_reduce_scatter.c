@@ -10,10 +10,11 @@
 
 #include "ompi/communicator/communicator.h"
 
-int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                          struct ompi_communicator_t *comm,
-                                          mca_coll_base_module_t *module)
+/* Either entry point's call: rcounts NULL for MPI_Reduce_scatter_block; else
+ * MPI_Reduce_scatter's (every rank's count rcount), which falls back as itself. */
+static int reduce_scatter_run(const void *sbuf, void *rbuf, int rcount, const int *rcounts,
+                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpuring_module_t *m = mca_coll_gpuring_call_begin(module);
     mca_coll_gpuring_call_t c = {.coll = GPURING_COLL_REDUCE_SCATTER,
@@ -29,12 +30,25 @@ int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
 
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
+    if (rcounts != NULL && rc == MCA_COLL_GPURING_FALLBACK_HOST)
+        return MCA_COLL_GPURING_PREV(m, reduce_scatter, sbuf, rbuf, rcounts, dtype, op, comm);
+    if (rcounts != NULL)
+        return mca_coll_gpuring_reduce_scatter_below(sbuf, rbuf, rcounts, dtype, op, comm,
+                                                     module);
     if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
         return MCA_COLL_GPURING_PREV(m, reduce_scatter_block, sbuf, rbuf, rcount, dtype, op,
                                      comm);
     }
     return mca_coll_gpuring_reduce_scatter_block_below(sbuf, rbuf, rcount, dtype, op, comm,
                                                        module);
+}
+
+int mca_coll_gpuring_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                          struct ompi_communicator_t *comm,
+                                          mca_coll_base_module_t *module)
+{
+    return reduce_scatter_run(sbuf, rbuf, rcount, NULL, dtype, op, comm, module);
 }
 
 int mca_coll_gpuring_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
@@ -53,6 +67,7 @@ int mca_coll_gpuring_reduce_scatter(const void *sbuf, void *rbuf, const int *rco
                                                          module);
         }
     }
-    return mca_coll_gpuring_reduce_scatter_block(sbuf, rbuf, rcounts[0], dtype, op, comm,
-                                                 module);
+    /* (what gpuring does not run goes below as MPI_Reduce_scatter: the component below
+     * may have no reduce_scatter_block, and its own choice for this one is the user's) */
+    return reduce_scatter_run(sbuf, rbuf, rcounts[0], rcounts, dtype, op, comm, module);
 }
