@@ -1400,12 +1400,55 @@ static void exec_cuda_pool_put(int ix)
     gpuring_device_waiting_end();
 }
 
+/*
+ * The entries of kernels that did not leave within EXEC_CUDA_ABORT_WAIT_SEC of their
+ * abort (exec_cuda_status_give), each with an event recorded behind its kernel: such a
+ * kernel may only have started late (queued behind the application's work, or behind
+ * other kernels on a GPU that runs them in turn) and leave at its first look at the
+ * abort.  Until it has, its entry is kept, and with it device.h's count of kernels in
+ * flight, which holds back every gpuring_device_free of the process; once its event
+ * has completed, the next status take gives the entry back.
+ */
+static struct {
+    int ix;
+    cudaEvent_t left;
+    double since;
+} exec_cuda_orphans[EXEC_CUDA_POOL];
+static int exec_cuda_norphans; /* atomic for the look without the lock */
+static pthread_mutex_t exec_cuda_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void exec_cuda_orphans_reclaim(void)
+{
+    if (GPURING_LOAD_ACQUIRE(&exec_cuda_norphans) == 0) return;
+    pthread_mutex_lock(&exec_cuda_orphan_lock);
+    for (int i = 0; i < exec_cuda_norphans;) {
+        const cudaError_t err = cudaEventQuery(exec_cuda_orphans[i].left);
+
+        if (err == cudaErrorNotReady) {
+            i++;
+            continue;
+        }
+        (void)cudaGetLastError(); /* (a failed kernel was reported: it has left too) */
+        GPURING_INFO(GPURING_SUBSYS_KERNEL, "exec_cuda: the kernel of a call aborted %.1f s "
+                     "ago has left: its status entry is back", gpuring_time_sec() -
+                     exec_cuda_orphans[i].since);
+        (void)cudaEventDestroy(exec_cuda_orphans[i].left);
+        exec_cuda_pool_put(exec_cuda_orphans[i].ix);
+        exec_cuda_orphans[i] = exec_cuda_orphans[exec_cuda_norphans - 1];
+        GPURING_STORE_RELEASE(&exec_cuda_norphans, exec_cuda_norphans - 1);
+    }
+    pthread_mutex_unlock(&exec_cuda_orphan_lock);
+}
+
 /* A reset entry for the call `who` launches (exec_cuda_pool_get's views); -1 (logged) when
  * EXEC_CUDA_POOL calls are in flight. */
 static int exec_cuda_status_take(const char *who, exec_cuda_status_t **st_p,
                                  exec_cuda_status_t **dev_p)
 {
-    const int ix = exec_cuda_pool_get(st_p, dev_p);
+    int ix;
+
+    exec_cuda_orphans_reclaim();
+    ix = exec_cuda_pool_get(st_p, dev_p);
 
     if (ix < 0) {
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "%s: more than %d calls in flight", who,
@@ -1423,15 +1466,34 @@ static int exec_cuda_status_take(const char *who, exec_cuda_status_t **st_p,
     return ix;
 }
 
-/* Entry ix back to the pool once its kernel `exited`; one still running keeps it for good. */
-static void exec_cuda_status_give(const char *who, int ix, int exited)
+/* Entry ix back to the pool once its kernel (the last work on `stream`) `exited`; one
+ * still running is an orphan until it leaves (exec_cuda_orphans_reclaim) -- or for good,
+ * where no event can follow it. */
+static void exec_cuda_status_give(const char *who, int ix, int exited, cudaStream_t stream)
 {
+    cudaEvent_t left = NULL;
+
     if (exited) {
         exec_cuda_pool_put(ix);
         return;
     }
-    GPURING_WARN(GPURING_SUBSYS_KERNEL, "%s: the kernel did not stop %.1f s after the abort; "
-                 "the stream stays busy", who, EXEC_CUDA_ABORT_WAIT_SEC);
+    if (cudaEventCreateWithFlags(&left, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(left, stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (left != NULL) (void)cudaEventDestroy(left);
+        GPURING_WARN(GPURING_SUBSYS_KERNEL, "%s: the kernel did not stop %.1f s after the "
+                     "abort; the stream stays busy", who, EXEC_CUDA_ABORT_WAIT_SEC);
+        return;
+    }
+    GPURING_WARN(GPURING_SUBSYS_KERNEL, "%s: the kernel did not stop %.1f s after the abort "
+                 "(it may not have started: queued behind other work); the stream stays "
+                 "busy until it does", who, EXEC_CUDA_ABORT_WAIT_SEC);
+    pthread_mutex_lock(&exec_cuda_orphan_lock);
+    exec_cuda_orphans[exec_cuda_norphans].ix = ix; /* (at most one per entry) */
+    exec_cuda_orphans[exec_cuda_norphans].left = left;
+    exec_cuda_orphans[exec_cuda_norphans].since = gpuring_time_sec();
+    GPURING_STORE_RELEASE(&exec_cuda_norphans, exec_cuda_norphans + 1);
+    pthread_mutex_unlock(&exec_cuda_orphan_lock);
 }
 
 /* ---- host: walking a program (the kernel's step rules) ------------------------------ */
@@ -1907,7 +1969,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
         if (rc == GPURING_OK) rc = stopped;
     }
     if (rc != GPURING_OK && exited) exec_cuda_net_abort_later(a);
-    exec_cuda_status_give("exec_cuda", ix, exited);
+    exec_cuda_status_give("exec_cuda", ix, exited, stream);
     return rc;
 }
 
@@ -2224,6 +2286,6 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                       gpuring_type_name(a->type), gpuring_op_name(a->op));
         rc = GPURING_ERR_CUDA;
     }
-    exec_cuda_status_give("exec_cuda_direct_ll", ix, exited);
+    exec_cuda_status_give("exec_cuda_direct_ll", ix, exited, stream);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -159,6 +160,11 @@ extern "C" cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
      * fewer registers than the block asks */
     if (threads > 1 && getenv("CUDACPU_FAIL_LAUNCH") != nullptr)
         return fail(cudaErrorLaunchOutOfResources);
+    /* CUDACPU_LATE_LAUNCH_MS (read the same way): the kernel starts that long after its
+     * stream reaches it, as one queued on a GPU behind work that runs long (the stream
+     * waits with it) */
+    const char *late = getenv("CUDACPU_LATE_LAUNCH_MS");
+    const long late_ms = late != nullptr ? atol(late) : 0;
 
     auto l = std::make_shared<launch>();
     l->k = k;
@@ -178,7 +184,10 @@ extern "C" cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
         l->params.push_back(base + bytes);
         bytes += k->sizes[i];
     }
-    return stream_enqueue(stream, [l] { grid_run(l.get()); });
+    return stream_enqueue(stream, [l, late_ms] {
+        if (late_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+        grid_run(l.get());
+    });
 }
 
 extern "C" cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)

@@ -86,6 +86,8 @@
 #   nolaunch_*      one rank's kernel does not launch: it abandons the call
 #                   (FIFO over IPC and net, LL direct; the direct allreduce's
 #                   agreement) and its peers fail at once
+#   latekernel_np3  one rank's kernel starts after its abort's grace: its status
+#                   entry comes back when it has left
 #   copyout_*       one rank's result cannot be copied out of its aligned copy
 #                   (after every step moved): its call alone fails, the others'
 #                   sums are right, the next call works everywhere (IPC, net)
@@ -583,6 +585,15 @@ failure_case nolaunch_vnodes_np3 3 4 "$GAVE_UP_REPORT" \
 failure_case nolaunch_direct_np3 3 4 "$GAVE_UP_REPORT" \
     "coll_gpuring_wait_timeout 60" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device nolaunch
+# one rank's kernel for a call starts 5 s late (mismatch_check latekernel: queued behind
+# long work), past its wait timeout (2 s) and the second's grace after the abort: it
+# leaves at its first look, and the rank's next device call (a new communicator's)
+# takes its status entry back -- before, the entry stayed taken for good, and with it
+# the count of kernels in flight that holds back every device free of the process
+failure_case latekernel_np3 3 2 \
+    '\[gpuring rank 2\].*the kernel of a call aborted [0-9.]+ s ago has left: its status entry is back' \
+    "coll_gpuring_wait_timeout 2 coll_gpuring_direct 0" \
+    "$top/test/mpi/mismatch_check" 20 131072:1 device latekernel
 # one rank's receive buffer off its element grid (its call runs on an aligned copy), and
 # the copy of its result out of it fails (mismatch_check copyout: every device copy of
 # its runtime refused during the call), after every step moved: its call fails, the

@@ -62,6 +62,14 @@
  *             (MPI_ERR_OTHER) and no other's: the others' results are right, and the
  *             call after it succeeds on every rank, its results right -- the failure
  *             is the rank's result alone, not the communicator's.
+ *   latekernel the last rank's kernels of the failing call start LATE_KERNEL_MS after
+ *             their stream reaches them (CUDACPU_LATE_LAUNCH_MS: as kernels queued on a
+ *             GPU behind long work), past its wait timeout and the second's grace after
+ *             it: every rank fails the call (MPI_ERR_OTHER: the peers time out, and so
+ *             does that rank, whose kernel is then still to start); the kernel leaves
+ *             late, at its first look at the abort, and the rank's next device call must
+ *             take its status entry back (every rank sleeps until then, before the
+ *             new communicator's call)
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -88,7 +96,7 @@
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|othergpu|
- *                       late|nothread|netfail]
+ *                       late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -141,15 +149,18 @@ static const struct fault {
                    a variable may move the environment under a concurrent getenv) */
     int alone;  /* the failing rank's call alone fails: the others' succeed, and so does
                    the call after it everywhere */
+    const char *value; /* env's value (NULL: "1") */
 } faults[] = {
-    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0, 0},
-    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0, 0},
-    {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1},
-    {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0},
-    {"late", NULL, MPI_ERR_OTHER, 1, 0, 0},
-    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0},
-    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1, 0},
+    {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0, 0, NULL},
+    {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0, 0, NULL},
+    {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1, NULL},
+    {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0, NULL},
+    {"late", NULL, MPI_ERR_OTHER, 1, 0, 0, NULL},
+    {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0, NULL},
+    {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1, 0, NULL},
+    {"latekernel", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "5000"},
 };
+#define LATE_KERNEL_SEC 5 /* latekernel's delay ("5000" above) */
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
@@ -215,7 +226,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         MPI_Barrier(MPI_COMM_WORLD);
         usleep(200 * 1000);
     }
-    if (fault != NULL && fault->env != NULL && rank == size - 1) setenv(fault->env, "1", 1);
+    if (fault != NULL && fault->env != NULL && rank == size - 1)
+        setenv(fault->env, fault->value != NULL ? fault->value : "1", 1);
     if (other_in != NULL) { /* othergpu: this rank's call on another GPU's buffers */
         cin = other_in;
         cout = other_out;
@@ -439,7 +451,9 @@ int main(int argc, char **argv)
         free(all);
     }
 
-    /* a new communicator is not affected: one call, checked */
+    /* a new communicator is not affected: one call, checked (latekernel: once the late
+     * kernels have left) */
+    if (fault != NULL && strcmp(fault->arg, "latekernel") == 0) sleep(LATE_KERNEL_SEC);
     {
         MPI_Comm comm;
         int rc;
