@@ -67,8 +67,12 @@ int gpuring_conn_shm_sweep(void)
         if (strncmp(e->d_name, prefix, n) != 0) continue;
         pid = strtol(e->d_name + n, &end, 10);
         if (end == e->d_name + n || *end != '-' || pid <= 0) continue;
-        /* alive (or not ours to ask); this process's pid: a dead one's (none made yet) */
+        /* alive (or not ours to ask); this process's pid: a dead one's (no segment of its
+         * own made yet) -- but for arrival boards, which this process may have opened
+         * already, on another thread, as its host's lowest rank (gpuring_arrivals_open:
+         * named with the owner's pid) */
         if ((pid_t)pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue;
+        if ((pid_t)pid == getpid() && strncmp(end, "-arrivals-", 10) == 0) continue;
         snprintf(name, sizeof(name), "/%s", e->d_name);
         if (shm_unlink(name) == 0) removed++;
     }
