@@ -167,8 +167,10 @@ static void devcopy_forget_stream(void *ctx)
 /* gpuring_devcopy_back_blocks's rows and copies (atomic) */
 static unsigned long long devcopy_back_rows, devcopy_back_copies;
 
-/* Block b (rows of it) queued on `stream` (host memory to device memory); a driver error. */
-static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream)
+/* Block b (rows of it) queued on `stream` (host memory to device memory), the driver's
+ * copies counted into *copies; a driver error. */
+static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream,
+                         unsigned long long *copies)
 {
     int rc = 0;
 
@@ -182,9 +184,10 @@ static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream)
                                    .width = b->bytes,
                                    .height = b->rows};
 
+        (*copies)++;
         return devcopy_drv.memcpy_2d_async(&copy, stream);
     }
-    for (size_t r = 0; r < b->rows && rc == 0; r++) {
+    for (size_t r = 0; r < b->rows && rc == 0; r++, (*copies)++) {
         rc = devcopy_drv.memcpy_async((uintptr_t)b->dst + r * b->pitch,
                                       (uintptr_t)b->src + r * b->pitch, b->bytes, stream);
     }
@@ -193,9 +196,10 @@ static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream)
 
 /* Copies of blocks blk[0 .. n) in the owner's context (that of blk[0]'s device memory):
  * on the legacy stream, or (`back`, into device memory) on the context's copy-back
- * stream, all queued before one synchronization. */
+ * stream, all queued before one synchronization; the driver's copies counted into
+ * *copies. */
 static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, int host_pinned,
-                                    int back, const char **why_p)
+                                    int back, const char **why_p, unsigned long long *copies)
 {
     gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
@@ -218,14 +222,14 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         /* from pageable memory the driver returns once it holds the bytes: the stream's
          * synchronization waits for them to land */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_queue(&blk[i], stream);
+        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_queue(&blk[i], stream, copies);
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         rc = 0;
         for (int i = 0; i < n && rc == 0; i++) {
-            for (size_t r = 0; r < blk[i].rows && rc == 0; r++) {
+            for (size_t r = 0; r < blk[i].rows && rc == 0; r++, (*copies)++) {
                 rc = devcopy_drv.memcpy_((uintptr_t)blk[i].dst + r * blk[i].pitch,
                                          (uintptr_t)blk[i].src + r * blk[i].pitch,
                                          blk[i].bytes);
@@ -255,28 +259,27 @@ gpuring_status_t gpuring_devcopy(void *dst, const void *src, size_t bytes, int h
                                  const char **why_p)
 {
     const gpuring_devcopy_block_t blk = {.dst = dst, .src = src, .bytes = bytes, .rows = 1};
+    unsigned long long copies = 0;
 
-    return devcopy_run(&blk, 1, host_pinned, 0, why_p);
+    return devcopy_run(&blk, 1, host_pinned, 0, why_p, &copies);
 }
 
 gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, int host_pinned,
                                       const char **why_p)
 {
     const gpuring_devcopy_block_t blk = {.dst = dst, .src = src, .bytes = bytes, .rows = 1};
+    unsigned long long copies = 0;
 
-    return devcopy_run(&blk, 1, host_pinned, 1, why_p);
+    return devcopy_run(&blk, 1, host_pinned, 1, why_p, &copies);
 }
 
 gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
                                              int host_pinned, const char **why_p)
 {
-    gpuring_status_t st = devcopy_run(blocks, n, host_pinned, 1, why_p);
     unsigned long long rows = 0, copies = 0;
+    gpuring_status_t st = devcopy_run(blocks, n, host_pinned, 1, why_p, &copies);
 
-    for (int i = 0; i < n; i++) {
-        rows += blocks[i].rows;
-        copies += blocks[i].rows > 1 && devcopy_drv.memcpy_2d_async != NULL ? 1 : blocks[i].rows;
-    }
+    for (int i = 0; i < n; i++) rows += blocks[i].rows;
     __atomic_fetch_add(&devcopy_back_rows, rows, __ATOMIC_RELAXED);
     __atomic_fetch_add(&devcopy_back_copies, copies, __ATOMIC_RELAXED);
     return st;
