@@ -10,37 +10,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kernels/cuda_memcpy2d.h"
 #include "kernels/memkind.h"
 
 /* driver API values (cuda.h), which the build may not have */
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define DEVCOPY_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
-#define DEVCOPY_CU_MEMORYTYPE_DEVICE 2
 #define DEVCOPY_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
-#define DEVCOPY_CU_MEMORYTYPE_HOST 1
 #define DEVCOPY_CU_STREAM_LEGACY ((void *)0x1)
 #define DEVCOPY_CU_STREAM_NON_BLOCKING 0x1
 #define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
 #define DEVCOPY_MAX_DEVICES 64
-
-/* CUDA_MEMCPY2D (cuda.h, the _v2 API's) */
-typedef struct {
-    size_t src_x, src_y;
-    int src_type;
-    const void *src_host;
-    uintptr_t src_device;
-    void *src_array;
-    size_t src_pitch;
-    size_t dst_x, dst_y;
-    int dst_type;
-    void *dst_host;
-    uintptr_t dst_device;
-    void *dst_array;
-    size_t dst_pitch;
-    size_t width, height;
-} devcopy_2d_t;
 
 typedef struct devcopy_driver {
     int (*memcpy_)(uintptr_t dst, uintptr_t src, size_t bytes);
@@ -53,7 +35,7 @@ typedef struct devcopy_driver {
     int (*stream_create)(void **stream, unsigned int flags);
     int (*memcpy_async)(uintptr_t dst, uintptr_t src, size_t bytes, void *stream);
     /* may be missing: rows then one by one */
-    int (*memcpy_2d_async)(const devcopy_2d_t *copy, void *stream);
+    int (*memcpy_2d_async)(const gpuring_cuda_memcpy2d_t *copy, void *stream);
     int (*error_name)(int rc, const char **name); /* may be missing: the number alone */
 } devcopy_driver_t;
 
@@ -104,7 +86,7 @@ static void *devcopy_owner(const void *ptr)
     if (ptr == NULL ||
         devcopy_drv.pointer_attr(&type, DEVCOPY_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                  (uintptr_t)ptr) != 0 ||
-        type != DEVCOPY_CU_MEMORYTYPE_DEVICE) {
+        type != GPURING_CU_MEMORYTYPE_DEVICE) {
         return NULL;
     }
     if (devcopy_drv.pointer_attr(&owner, DEVCOPY_CU_POINTER_ATTRIBUTE_CONTEXT,
@@ -167,31 +149,42 @@ static void devcopy_forget_stream(void *ctx)
 /* gpuring_devcopy_back_blocks's rows and copies (atomic) */
 static unsigned long long devcopy_back_rows, devcopy_back_copies;
 
+/* Block b's rows one copy each: queued on `stream`, or (NULL) on the legacy stream with
+ * cuMemcpy; counted into *copies.  A driver error. */
+static int devcopy_rows(const gpuring_devcopy_block_t *b, void *stream,
+                        unsigned long long *copies)
+{
+    int rc = 0;
+
+    for (size_t r = 0; r < b->rows && rc == 0; r++, (*copies)++) {
+        const uintptr_t dst = (uintptr_t)b->dst + r * b->pitch;
+        const uintptr_t src = (uintptr_t)b->src + r * b->pitch;
+
+        rc = stream != NULL ? devcopy_drv.memcpy_async(dst, src, b->bytes, stream)
+                            : devcopy_drv.memcpy_(dst, src, b->bytes);
+    }
+    return rc;
+}
+
 /* Block b (rows of it) queued on `stream` (host memory to device memory), the driver's
  * copies counted into *copies; a driver error. */
 static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream,
                          unsigned long long *copies)
 {
-    int rc = 0;
-
     if (b->rows > 1 && devcopy_drv.memcpy_2d_async != NULL) {
-        const devcopy_2d_t copy = {.src_type = DEVCOPY_CU_MEMORYTYPE_HOST,
-                                   .src_host = b->src,
-                                   .src_pitch = b->pitch,
-                                   .dst_type = DEVCOPY_CU_MEMORYTYPE_DEVICE,
-                                   .dst_device = (uintptr_t)b->dst,
-                                   .dst_pitch = b->pitch,
-                                   .width = b->bytes,
-                                   .height = b->rows};
+        const gpuring_cuda_memcpy2d_t copy = {.src_type = GPURING_CU_MEMORYTYPE_HOST,
+                                              .src_host = b->src,
+                                              .src_pitch = b->pitch,
+                                              .dst_type = GPURING_CU_MEMORYTYPE_DEVICE,
+                                              .dst_device = (uintptr_t)b->dst,
+                                              .dst_pitch = b->pitch,
+                                              .width = b->bytes,
+                                              .height = b->rows};
 
         (*copies)++;
         return devcopy_drv.memcpy_2d_async(&copy, stream);
     }
-    for (size_t r = 0; r < b->rows && rc == 0; r++, (*copies)++) {
-        rc = devcopy_drv.memcpy_async((uintptr_t)b->dst + r * b->pitch,
-                                      (uintptr_t)b->src + r * b->pitch, b->bytes, stream);
-    }
-    return rc;
+    return devcopy_rows(b, stream, copies);
 }
 
 /* Copies of blocks blk[0 .. n) in the owner's context (that of blk[0]'s device memory):
@@ -228,13 +221,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) {
-            for (size_t r = 0; r < blk[i].rows && rc == 0; r++, (*copies)++) {
-                rc = devcopy_drv.memcpy_((uintptr_t)blk[i].dst + r * blk[i].pitch,
-                                         (uintptr_t)blk[i].src + r * blk[i].pitch,
-                                         blk[i].bytes);
-            }
-        }
+        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_rows(&blk[i], NULL, copies);
         /* from pageable memory the driver may return before the data reached the
          * device: its legacy stream holds the rest */
         if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);

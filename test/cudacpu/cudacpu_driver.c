@@ -365,17 +365,11 @@ int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
 }
 
 /* its rows queued on the stream one by one, in order: what the stream then does */
-int cuMemcpy2DAsync_v2(const cuda_memcpy2d_t *c, void *stream)
+int cuMemcpy2DAsync_v2(const gpuring_cuda_memcpy2d_t *c, void *stream)
 {
     uintptr_t src, dst;
 
-    if (c == NULL || c->width > c->src_pitch || c->width > c->dst_pitch)
-        return DRV_ERROR_INVALID_VALUE;
-    src = cuda_memcpy2d_at(c->src_type, c->src_host, c->src_device, c->src_x, c->src_y,
-                           c->src_pitch);
-    dst = cuda_memcpy2d_at(c->dst_type, c->dst_host, c->dst_device, c->dst_x, c->dst_y,
-                           c->dst_pitch);
-    if (src == 0 || dst == 0) return DRV_ERROR_INVALID_VALUE;
+    if (cuda_memcpy2d_ends(c, &src, &dst) != 0) return DRV_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < c->height; r++) {
         int rc = cuMemcpyAsync(dst + r * c->dst_pitch, src + r * c->src_pitch, c->width, stream);
 

@@ -437,39 +437,31 @@ int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
     return cuMemcpy(dst, src, bytes);
 }
 
-/* One side of a 2D copy: the address of its first byte (cuda_memcpy2d_at), where its
- * memory type says what the address is (host: no device memory; device: device memory;
- * unified: either); 0 otherwise. */
-static uintptr_t fake_2d_side(int type, const void *host, uintptr_t device, size_t x, size_t y,
-                              size_t pitch)
+/* Does the memory at `at` (a 2D copy's side) say what its memory type does (host: no
+ * device memory; device: device memory; unified: either)? */
+static int fake_2d_type_ok(int type, uintptr_t at)
 {
-    uintptr_t at = cuda_memcpy2d_at(type, host, device, x, y, pitch);
     fake_range_t r = fake_find(at);
 
-    if (type == FAKE_CU_MEMORYTYPE_HOST && r.bytes != 0 && r.memtype != FAKE_CU_MEMORYTYPE_HOST)
-        return 0;
-    if (type == FAKE_CU_MEMORYTYPE_DEVICE && (r.bytes == 0 || r.memtype == FAKE_CU_MEMORYTYPE_HOST))
-        return 0;
-    return at;
+    if (type == FAKE_CU_MEMORYTYPE_HOST)
+        return r.bytes == 0 || r.memtype == FAKE_CU_MEMORYTYPE_HOST;
+    if (type == FAKE_CU_MEMORYTYPE_DEVICE)
+        return r.bytes != 0 && r.memtype != FAKE_CU_MEMORYTYPE_HOST;
+    return 1;
 }
 
 /* Rows of `width` bytes, each a pitch on from the last: one device copy (one failure
  * of fake_cuda_fail_copies), row by row through the driver's views, every row's range
  * checked as cuMemcpy's is. */
-int cuMemcpy2DAsync_v2(const cuda_memcpy2d_t *c, void *stream)
+int cuMemcpy2DAsync_v2(const gpuring_cuda_memcpy2d_t *c, void *stream)
 {
     uintptr_t src, dst;
 
     if (!fake_stream_ok(stream)) return FAKE_CUDA_ERROR_INVALID_VALUE;
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
-    if (c == NULL || c->width > c->src_pitch || c->width > c->dst_pitch) {
+    if (cuda_memcpy2d_ends(c, &src, &dst) != 0 || !fake_2d_type_ok(c->src_type, src) ||
+        !fake_2d_type_ok(c->dst_type, dst))
         return FAKE_CUDA_ERROR_INVALID_VALUE;
-    }
-    src = fake_2d_side(c->src_type, c->src_host, c->src_device, c->src_x, c->src_y,
-                       c->src_pitch);
-    dst = fake_2d_side(c->dst_type, c->dst_host, c->dst_device, c->dst_x, c->dst_y,
-                       c->dst_pitch);
-    if (src == 0 || dst == 0) return FAKE_CUDA_ERROR_INVALID_VALUE;
     for (size_t r = 0; r < c->height; r++) {
         if (fake_view(dst + r * c->dst_pitch, c->width) == NULL ||
             fake_view(src + r * c->src_pitch, c->width) == NULL) {
