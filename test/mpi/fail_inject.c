@@ -11,11 +11,15 @@
  *       rank, posix_fallocate of a gpuring segment in /dev/shm fails with
  *       ENOSPC (as in a container whose /dev/shm is full).
  *   GPURING_TEST_FAIL_NET=1: ucp_tag_send_nbx called from gpuring's
- *       component fails at once with UCS_ERR_IO_ERROR (as a transfer over a
- *       broken link does).  The endpoint itself stays sound: only the
- *       connections that send then fail.  mismatch_check's "netfail" fault
- *       sets it to 1 on one rank around one call, and to 0 before MPI_Init
- *       (every thread of gpuring's reads it: see mismatch_check's `valued`).
+ *       component for one communicator fails at once with UCS_ERR_IO_ERROR
+ *       (as a transfer over a broken link does): the communicator of the
+ *       first data step sent while it is set (its tag's uid), every send of
+ *       it, data and credits.  The endpoint itself stays sound: only the
+ *       connections that send then fail, and another communicator's credit
+ *       that the progress thread sends meanwhile (what an earlier call still
+ *       owed) goes through.  mismatch_check's "netfail" fault sets it to 1
+ *       on one rank around one call, and to 0 before MPI_Init (every thread
+ *       of gpuring's reads it: see mismatch_check's `valued`).
  *   GPURING_TEST_FAIL_MALLOC=R:N: on world rank R, the first malloc or calloc
  *       of exactly N bytes called from gpuring's component after MPI_Init
  *       (MPI_Init_thread) returned gives NULL (as when memory runs out at that
@@ -39,6 +43,8 @@
 #include <unistd.h>
 
 #include <ucp/api/ucp.h>
+
+#include "proxy/proxy_internal.h" /* gpuring's tag layout */
 
 /* the next definition of `name` (the real one), looked up once */
 static void *next_fn(void **cache, const char *name)
@@ -94,6 +100,9 @@ int posix_fallocate(int fd, off_t offset, off_t len)
 typedef ucs_status_ptr_t (*tag_send_fn)(ucp_ep_h, const void *, size_t, ucp_tag_t,
                                         const ucp_request_param_t *);
 
+/* GPURING_TEST_FAIL_NET: the uid of the communicator whose sends fail (0: none yet) */
+static uint64_t failing_uid;
+
 ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count, ucp_tag_t tag,
                                   const ucp_request_param_t *param)
 {
@@ -104,10 +113,19 @@ ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count,
 
     *(void **)&next = next_fn(&cache, "ucp_tag_send_nbx");
     if (next == NULL) return UCS_STATUS_PTR(UCS_ERR_NO_ELEM);
-    if (on != NULL && strcmp(on, "1") == 0 &&
-        dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
-        strstr(info.dli_fname, "mca_coll_gpuring") != NULL)
-        return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
+    if (on == NULL || strcmp(on, "1") != 0) {
+        __atomic_store_n(&failing_uid, 0, __ATOMIC_RELAXED); /* disarmed */
+    } else if (dladdr(__builtin_return_address(0), &info) != 0 && info.dli_fname != NULL &&
+               strstr(info.dli_fname, "mca_coll_gpuring") != NULL) {
+        gpuring_net_tag_fields_t f = gpuring_net_tag_fields(tag);
+        uint64_t none = 0;
+
+        if (f.kind == GPURING_TAG_KIND_DATA && f.comm_uid != GPURING_TAG_UID_WARMUP)
+            __atomic_compare_exchange_n(&failing_uid, &none, f.comm_uid, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
+        if (f.comm_uid == __atomic_load_n(&failing_uid, __ATOMIC_RELAXED) && f.comm_uid != 0)
+            return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
+    }
     return next(ep, buffer, count, tag, param);
 }
 

@@ -218,13 +218,14 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.setup_rc = MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm); /* setup */
     }
     if (fault != NULL && fault->valued) {
-        /* gpuring's threads read it at any time, for any communicator's traffic: what the
-         * calls before still owe (a credit the progress thread sends once idle; the
-         * communicator MPI_Comm_dup agreed over) goes out first, or the fault hits it --
-         * another communicator broken on this rank, its next call failing (the
-         * netfail case's rare failure in MPI_Comm_dup) */
+        /* gpuring's threads read it at any time: every data step of the calls before
+         * (the communicator MPI_Comm_dup agreed over, the setup call) has arrived
+         * before it is set, so that the first data step sent after it is the failing
+         * call's, whose communicator fail_inject.c then fails alone (a credit still
+         * owed on another goes through: it used to break that communicator, now and
+         * then, when the progress thread sent it late -- the netfail case's rare
+         * failure in MPI_Comm_dup) */
         MPI_Barrier(MPI_COMM_WORLD);
-        usleep(200 * 1000);
     }
     if (fault != NULL && fault->env != NULL && rank == size - 1)
         setenv(fault->env, fault->value != NULL ? fault->value : "1", 1);
