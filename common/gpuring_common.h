@@ -137,37 +137,14 @@ int gpuring_mutex_lock_until(pthread_mutex_t *mutex, const struct timespec *dead
 int gpuring_join_until(pthread_t thread, const struct timespec *deadline);
 
 /*
- * An idle wait's pause, once per poll that found nothing to do (after a wait's
- * own short spin, if any): it yields the CPU -- ranks share cores more often
- * than not -- until the wait has gone GPURING_IDLE_NAP_AFTER_SEC without
- * progress, then sleeps, each time a sixteenth of how long it has waited and
- * at most GPURING_IDLE_NAP_MAX_SEC.  A peer that comes after such a wait is
- * seen at most that much later (6%, 1 ms), and a rank that waits seconds for a
- * late peer or a timeout leaves its core to others instead of yielding in a
- * loop.  gpuring_idle_reset() when the wait moves; pause returns the seconds
- * it has waited since.
- */
-#define GPURING_IDLE_NAP_AFTER_SEC 10e-3
-#define GPURING_IDLE_NAP_MAX_SEC 1e-3
-typedef struct gpuring_idle {
-    double since; /* the first empty poll since the last progress; 0: none */
-} gpuring_idle_t;
-
-static inline void gpuring_idle_reset(gpuring_idle_t *idle)
-{
-    idle->since = 0.0;
-}
-double gpuring_idle_pause(gpuring_idle_t *idle);
-
-/*
  * A timed spin: call gpuring_spin_init() before a wait loop and
- * gpuring_spin_tick() once per unsuccessful poll.  Ticks pause as an idle
- * wait does (gpuring_idle_pause) and return GPURING_ERR_TIMEOUT once the
- * timeout has passed; the caller reports who it was waiting for.  timeout
- * <= 0 waits forever.
+ * gpuring_spin_tick() once per unsuccessful poll.  Ticks yield the CPU
+ * (ranks are often oversubscribed) and check the clock now and then.  tick() returns GPURING_ERR_TIMEOUT once the timeout has passed;
+ * the caller reports who it was waiting for.  timeout <= 0 waits forever.
  */
 typedef struct gpuring_spin {
-    gpuring_idle_t idle;
+    uint64_t polls;
+    double start;
     double timeout;
 } gpuring_spin_t;
 

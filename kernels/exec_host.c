@@ -673,17 +673,15 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
 
 gpuring_status_t gpuring_exec_host_wait(gpuring_exec_args_t *a)
 {
-    gpuring_idle_t pause = {0};
     int moved, idle = 0;
 
     while (!gpuring_exec_host_test(a, &moved)) {
         if (moved) {
             idle = 0;
-            gpuring_idle_reset(&pause);
-        } else if (++idle > a->spin_polls) { /* a short spin before pausing */
+        } else if (++idle > a->spin_polls) { /* a short spin before yielding */
             idle = 0;
             gpuring_wait_progress(); /* the MPI library's other operations */
-            (void)gpuring_idle_pause(&pause);
+            sched_yield();
         }
     }
     return a->status;

@@ -12,9 +12,8 @@
  * (gpuring_proxy_post: the step or the credit, no poll of the worker), and
  * on every empty poll it runs a proxy pass (gpuring_proxy_progress), so a
  * step goes out and a landed step is seen without waiting for the proxy
- * thread.  An empty poll pauses (gpuring_idle_pause: a yield, a nap once
- * nothing has moved for a while) only every spin_polls polls (0: every time,
- * for ranks that share cores).
+ * thread.  An empty poll yields the CPU only every spin_polls polls (0:
+ * every time, for ranks that share cores).
  *
  * With args->zcopy, a NET step that an operation would only copy into the
  * output is asked, NSTEPS steps ahead, to land there instead of in its slot
@@ -146,7 +145,7 @@ gpuring_status_t gpuring_exec_host_run(gpuring_exec_args_t *args);
  * proxy pass; *moved_p says whether anything moved.  The call fails with
  * GPURING_ERR_TIMEOUT in the test that finds it `timeout` seconds without
  * progress, so any thread may test it, at any rate.  wait tests until the
- * end, pausing after spin_polls empty passes (gpuring_idle_pause).
+ * end, yielding the CPU after spin_polls empty passes.
  */
 void gpuring_exec_host_start(gpuring_exec_args_t *args);
 int gpuring_exec_host_test(gpuring_exec_args_t *args, int *moved_p);

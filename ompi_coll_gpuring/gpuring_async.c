@@ -201,7 +201,6 @@ static void *async_worker(void *arg)
     gpuring_comm_t *c = q->comm; /* (c->async is q by the time a call is queued) */
     double busy_at = gpuring_time_sec(); /* when it last had a call */
     unsigned long passes = 0;            /* MPI threads' passes, at the last look */
-    gpuring_idle_t pause = {0};
     int idle = 0;
 
     gpuring_wait_progress_thread_off(); /* (the application's thread level may not allow it) */
@@ -211,7 +210,6 @@ static void *async_worker(void *arg)
 
         if (q->head == NULL && q->active == NULL) {
             if (q->stop) break;
-            gpuring_idle_reset(&pause);
             async_nap(q, now - busy_at < GPURING_ASYNC_LINGER_SEC ? GPURING_ASYNC_NAP_SEC : 0);
             continue;
         }
@@ -220,17 +218,15 @@ static void *async_worker(void *arg)
         if (__atomic_load_n(&q->mpi_passes, __ATOMIC_RELAXED) != passes) {
             /* an MPI thread steps it: look again after a nap */
             passes = __atomic_load_n(&q->mpi_passes, __ATOMIC_RELAXED);
-            gpuring_idle_reset(&pause);
             async_nap(q, GPURING_ASYNC_NAP_SEC);
             continue;
         }
         pthread_mutex_unlock(&q->lock);
         if (async_step(c, 0) > 0) {
             idle = 0;
-            gpuring_idle_reset(&pause);
         } else if (++idle > c->spin_polls) { /* the call waits for its peers */
             idle = 0;
-            (void)gpuring_idle_pause(&pause);
+            sched_yield();
         }
         pthread_mutex_lock(&q->lock);
     }
@@ -378,7 +374,6 @@ static gpuring_status_t async_start(gpuring_comm_t *c)
 static void async_drain(gpuring_comm_t *c)
 {
     struct gpuring_async *q = c->async;
-    gpuring_idle_t pause = {0};
     int idle = 0;
 
     if (q == NULL) return;
@@ -392,12 +387,10 @@ static void async_drain(gpuring_comm_t *c)
         pthread_mutex_unlock(&q->lock);
         if (async_step(c, 1) > 0) {
             idle = 0;
-            gpuring_idle_reset(&pause);
         } else if (++idle > c->spin_polls) {
             idle = 0;
             gpuring_wait_progress(); /* the MPI library's other operations */
-            /* the worker's turn (a device call) or the stepping thread's */
-            (void)gpuring_idle_pause(&pause);
+            sched_yield(); /* the worker's turn (a device call) or the stepping thread's */
         }
     }
 }

@@ -7,8 +7,7 @@
  * ucp_worker_progress) and releases it between passes, so the main thread can
  * create endpoints and connections while it runs.  It spins (sched_yield
  * between passes) while an operation is active or a connection has work
- * pending -- pausing as an idle wait does (gpuring_idle_pause) once its passes
- * have moved nothing for a while: a peer late to the call --, and otherwise sleeps on a condition variable with a short timed
+ * pending, and otherwise sleeps on a condition variable with a short timed
  * wait, so an idle process costs nothing on an oversubscribed node.  While
  * executors run the passes themselves (gpuring_proxy_progress), it sleeps
  * in steps of GPURING_PROXY_BACKSTOP_US and takes over as soon as a step
@@ -860,7 +859,6 @@ static void *proxy_main(void *arg)
     uint64_t tries_seen = __atomic_load_n(&proxy->tries, __ATOMIC_RELAXED);
     int busy = 0;
     double settled = gpuring_time_sec();
-    gpuring_idle_t pause = {0}; /* operations active, none moving */
 
     gpuring_wait_progress_thread_off();
     __atomic_store_n(&proxy->thread_tid, proxy_thread_id(), __ATOMIC_RELAXED);
@@ -881,8 +879,6 @@ static void *proxy_main(void *arg)
         proxy->handoff = 0;
         tries_seen = tries;
         flags = proxy_pass(proxy);
-        if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) == 0)
-            gpuring_idle_reset(&pause); /* (a wait with nothing moving pauses below) */
         if ((flags & GPURING_NET_MOVED) && ++busy < GPURING_PROXY_BUSY_PASSES) {
             /* data is moving: go again at once, but open the lock in between */
             gpuring_proxy_unlock(proxy);
@@ -891,10 +887,7 @@ static void *proxy_main(void *arg)
             busy = 0;
             proxy_settle(proxy, &settled, 0);
             gpuring_proxy_unlock(proxy);
-            if (flags)
-                sched_yield();
-            else
-                (void)gpuring_idle_pause(&pause);
+            sched_yield();
             gpuring_proxy_lock(proxy, "the progress thread's pass");
         } else {
             busy = 0;
