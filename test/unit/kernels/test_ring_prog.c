@@ -525,9 +525,11 @@ static void check_shm_sweep(void)
         unit_result(fd >= 0, "shm sweep: create %s: %s", names[k], strerror(errno));
         if (fd >= 0) close(fd);
     }
+    /* (another process's first shm connection -- make check runs two suites at
+     * once -- may sweep the dead pid's first: this one's own pid's is its alone) */
     removed = gpuring_conn_shm_sweep();
     for (int k = 0; k < 4; k += 3) {
-        unit_result(removed >= 2 && !shm_there(names[k]),
+        unit_result(removed >= 1 && !shm_there(names[k]),
                     "shm sweep: %s segment removed (%d removed in all)", what[k], removed);
     }
     for (int k = 1; k < 5; k++) {
