@@ -1250,6 +1250,7 @@ static void test_driven(gpuring_proxy_t *proxy)
     const uint64_t n = quick ? 20 : 60;
     xfer_t xr = {.proxy = proxy, .seed = 11, .size_mode = 1, .drive = 1}, xs;
     uint64_t s, t0;
+    double slowest = 0.0; /* the longest step: between two of the executor's passes */
     pair_t p;
     int ok = 1;
 
@@ -1262,6 +1263,8 @@ static void test_driven(gpuring_proxy_t *proxy)
     t0 = thread_passes(proxy);
     gpuring_proxy_active_begin(proxy, 1);
     for (s = 0; s < n && ok; s++) {
+        const double step0 = gpuring_time_sec();
+
         if (s >= GPURING_NSTEPS &&
             wait_gt(&xs, &p.send.ctrl->head, s - GPURING_NSTEPS, "send head") != GPURING_OK)
             ok = 0;
@@ -1274,6 +1277,7 @@ static void test_driven(gpuring_proxy_t *proxy)
              verify(&xr, p.recv.slots + (s % GPURING_NSTEPS) * slot, s, slot);
         GPURING_STORE_RELEASE(&p.recv.ctrl->head, s + 1);
         (void)gpuring_proxy_progress(proxy); /* the credit */
+        slowest = GPURING_MAX(slowest, gpuring_time_sec() - step0);
     }
     gpuring_proxy_active_end(proxy);
     t0 = thread_passes(proxy) - t0;
@@ -1281,8 +1285,15 @@ static void test_driven(gpuring_proxy_t *proxy)
            "%llu passes\n", (unsigned long long)n, (unsigned long long)t0);
     EXPECT(ok, "%llu steps of 64 KiB, the executor driving, 1 ms of work after each: %s %s",
            (unsigned long long)n, xs.msg, xr.msg);
-    EXPECT(t0 <= 4, "the thread ran %llu passes while the executor drove (at most 4: it leaves "
-           "them to the executor)", (unsigned long long)t0);
+    /* (a step longer than the backstop interval -- this process off its core, as
+     * beside another test suite on a small machine -- is one the thread may take
+     * over: then nothing is asked of it) */
+    if (slowest >= GPURING_PROXY_BACKSTOP_US * 1e-6)
+        printf("driven: a step took %.1f ms, past the thread's %d ms backstop: its passes "
+               "not counted\n", slowest * 1e3, GPURING_PROXY_BACKSTOP_US / 1000);
+    else
+        EXPECT(t0 <= 4, "the thread ran %llu passes while the executor drove (at most 4: it "
+               "leaves them to the executor)", (unsigned long long)t0);
     pair_destroy(proxy, &p);
 }
 
