@@ -10,12 +10,12 @@
  * After one warm-up dup/allreduce/free (so that process-wide state such as a
  * progress thread or caches exists) and again at the end, each rank counts
  * its open file descriptors (/proc/self/fd), its threads (/proc/self/status
- * "Threads:") and the entries of /dev/shm it made: gpuring's segments
- * (gpuring-NS-PID-...) and the CUDA CPU runtime's (cudacpu-PID-...) named with
- * its pid -- every segment has one owner, a rank of the job, so the ranks'
- * counts together cover the job's, and another job's segments (make check runs
- * two suites at once) never count.  None of them may grow.  Resources released asynchronously get a grace
- * period of up to 3 s before the final count.
+ * "Threads:") and the entries of /dev/shm it made (test/shm_segments.h:
+ * gpuring's and the CUDA CPU runtime's, named with its pid -- every segment
+ * has one owner, a rank of the job, so the ranks' counts together cover the
+ * job's, and another job's segments (make check runs two suites at once) never
+ * count).  None of them may grow.  Resources released asynchronously get a
+ * grace period of up to 3 s before the final count.
  *
  * Cases: one per iteration (the allreduce result) plus one each for fds,
  * threads and shm.  The verdict is gathered with MPI_Gather; rank 0 prints
@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/shm_segments.h"
 
 #define COUNT 5
 
@@ -71,29 +72,6 @@ static int count_threads(void)
     return n;
 }
 
-/* this process's segments in /dev/shm: gpuring-NS-PID-... and cudacpu-PID-... */
-static int count_shm(void)
-{
-    DIR *d = opendir("/dev/shm");
-    if (!d) return 0;
-    char mid[32];
-    int n = 0;
-    struct dirent *e;
-    snprintf(mid, sizeof(mid), "-%d-", (int)getpid());
-    while ((e = readdir(d)) != NULL) {
-        const char *p = e->d_name;
-        if (!strncmp(p, "gpuring-", 8))
-            for (p += 8; *p >= '0' && *p <= '9'; p++) continue; /* the namespace */
-        else if (!strncmp(p, "cudacpu", 7))
-            p += 7;
-        else
-            continue;
-        n += !strncmp(p, mid, strlen(mid));
-    }
-    closedir(d);
-    return n;
-}
-
 /* -d: the call's buffers are device memory, data copied in and out around it */
 static int *dsend, *drecv;
 
@@ -115,7 +93,7 @@ typedef struct {
 
 static res_t measure(void)
 {
-    res_t r = {count_fds(), count_threads(), count_shm()};
+    res_t r = {count_fds(), count_threads(), shm_segments_of((int)getpid())};
     return r;
 }
 

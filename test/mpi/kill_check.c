@@ -25,7 +25,6 @@
  * Usage: kill_check LIMIT_SECONDS DIR
  */
 #include <mpi.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,30 +33,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "test/shm_segments.h"
+
 #define COUNT (4 * 1024 * 1024) /* 16 MiB of floats: a call of a few ms */
 #define MAX_CALLS 100000
-
-/* /dev/shm entries of gpuring's segments made by process `pid`: gpuring-NS-PID-...
- * (NS: its pid namespace) */
-static int shm_left(int pid)
-{
-    char mid[32];
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL) return 0;
-    snprintf(mid, sizeof(mid), "-%d-", pid);
-    while ((e = readdir(d)) != NULL) {
-        const char *p = e->d_name;
-
-        if (strncmp(p, "gpuring-", 8) != 0) continue;
-        for (p += 8; *p >= '0' && *p <= '9'; p++) continue;
-        n += strncmp(p, mid, strlen(mid)) == 0;
-    }
-    closedir(d);
-    return n;
-}
 
 int main(int argc, char **argv)
 {
@@ -148,7 +127,7 @@ int main(int argc, char **argv)
         }
     }
     /* the dead rank's segments are unlinked by its peers' setup; ours too */
-    if (shm_left(victim_pid) + shm_left((int)getpid()) == 0) {
+    if (shm_segments_of(victim_pid) + shm_segments_of((int)getpid()) == 0) {
         passed++;
     } else {
         failed++;
