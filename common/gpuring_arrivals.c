@@ -33,8 +33,21 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
              (unsigned long long)owner->pid_ns, (int)owner->pid,
              (unsigned long long)owner->proc_id, (unsigned long long)uid);
     /* whichever rank of the host comes first creates it; each makes it its size (the
-     * same on every rank: what another one wrote stays) */
-    if (gpuring_shm_map(b->name, O_CREAT, b->bytes, &base, &what) != 0) goto fail;
+     * same on every rank: what another one wrote stays).  The one that created it
+     * removes it again where it cannot map it (a full /dev/shm: no rank of the host
+     * can), so that nothing is left behind; a rank that comes after that makes a new
+     * board, whose line the ranks on the first never see (to them a rank without the
+     * board: never late). */
+    if (gpuring_shm_map(b->name, O_CREAT | O_EXCL, b->bytes, &base, &what) != 0) {
+        const int made = strcmp(what, "shm_open") != 0, err = errno;
+
+        if (made || err != EEXIST) {
+            if (made) (void)shm_unlink(b->name);
+            errno = err;
+            goto fail;
+        }
+        if (gpuring_shm_map(b->name, O_CREAT, b->bytes, &base, &what) != 0) goto fail;
+    }
     b->linked = 1;
     b->slots = base;
     b->slots[me].pid_ns = gpuring_pid_ns();

@@ -4,9 +4,11 @@
  * the call excused (and named) until the board's limit, no excuse once every
  * rank has made the call, a rank whose process has exited named at once, a
  * rank that never opened the board never counted late (nor the board whole), a
- * rank past every call (a broken communicator's) waiting for no one, and the name gone
- * from /dev/shm once unlinked.
+ * rank past every call (a broken communicator's) waiting for no one, the name gone
+ * from /dev/shm once unlinked, and no name left behind where /dev/shm is full.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +22,28 @@
 #include "test/unit/unit_test.h"
 
 #define NLOCAL 3
+
+/* A full /dev/shm, where fallocate_fails says: this program's posix_fallocate is the
+ * one gpuring_shm_map calls (libgpuring_core is linked in statically). */
+static int fallocate_fails;
+
+int posix_fallocate(int fd, off_t offset, off_t len)
+{
+    int (*real)(int, off_t, off_t);
+
+    if (fallocate_fails) return ENOSPC;
+    real = (int (*)(int, off_t, off_t))dlsym(RTLD_NEXT, "posix_fallocate");
+    return real != NULL ? real(fd, offset, len) : EOPNOTSUPP;
+}
+
+/* Is `name` in /dev/shm? */
+static int shm_exists(const char *name)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
 
 /* A board of three ranks (communicator ranks 4, 7, 9) as rank `me` sees it. */
 static gpuring_arrivals_t *open_as(uint64_t uid, int me, double limit)
@@ -103,6 +127,34 @@ int main(void)
     gpuring_arrivals_mark(b0, 7);
     EXPECT(__atomic_load_n(&b0->slots[0].call, __ATOMIC_RELAXED) == 7, "marks after unlink");
     gpuring_arrivals_close(b0);
+
+    /* /dev/shm full: no board, and no name left behind by the rank that made it */
+    {
+        char name[GPURING_ARRIVALS_NAME_MAX];
+
+        fallocate_fails = 1;
+        b0 = open_as(uid + 1, 0, 0.0);
+        fallocate_fails = 0;
+        EXPECT(b0 == NULL, "no board where its pages cannot be had");
+        gpuring_arrivals_close(b0);
+        snprintf(name, sizeof(name), "/gpuring-%llu-1-arrivals-%016llx-%llu",
+                 (unsigned long long)gpuring_pid_ns(), 0x1234abcdull,
+                 (unsigned long long)(uid + 1));
+        EXPECT(!shm_exists(name), "its maker removed the name %s", name);
+    }
+    /* a rank that cannot map a board another rank made leaves the name to its maker */
+    b1 = open_as(uid + 2, 1, 0.0);
+    EXPECT(b1 != NULL, "rank 1 made a board");
+    fallocate_fails = 1;
+    b0 = open_as(uid + 2, 0, 0.0);
+    fallocate_fails = 0;
+    EXPECT(b0 == NULL, "rank 0 could not map it");
+    gpuring_arrivals_close(b0);
+    if (b1 != NULL) {
+        EXPECT(shm_exists(b1->name), "rank 1's board stays in /dev/shm");
+        gpuring_arrivals_unlink(b1);
+        gpuring_arrivals_close(b1);
+    }
     EXPECT(gpuring_arrivals_excuse(NULL, 1, 1.0, &since) == GPURING_ERR_TIMEOUT,
            "no board: no excuse");
     return unit_report();
