@@ -209,6 +209,11 @@ void gpuring_conns_destroy(gpuring_comm_t *c)
     const double flush_until = gpuring_time_sec() + GPURING_NET_ABANDON_FLUSH_S;
 
     comm_net_summary(c);
+    for (int i = 0; i < c->nconns; i++) {
+        if (c->conns[i].type != GPURING_CONN_NET) continue;
+        gpuring_conn_net_closing(c->proxy, c->uid);
+        break;
+    }
     /* peers' FIFOs this rank opened are closed before its own are freed */
     for (int i = 0; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_IPC && c->conns[i].dir == GPURING_CONN_SEND)

@@ -630,16 +630,18 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
     if (stuck) gpuring_proxy_describe_thread(net->proxy, buf, len);
 }
 
-void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid)
+void gpuring_conn_net_closing(gpuring_proxy_t *proxy, uint64_t comm_uid)
 {
     gpuring_net_conn_t *net;
 
+    if (proxy == NULL || !gpuring_proxy_lock_within(proxy, "a communicator's teardown")) return;
     for (net = proxy->conns; net != NULL; net = net->next) {
         if (net->comm_uid != comm_uid || net->draining) continue;
         net->draining = 1;
         (void)gpuring_net_conn_progress(net); /* the owed credit, now */
     }
     pthread_cond_signal(&proxy->cond); /* the thread finishes what is in flight */
+    gpuring_proxy_unlock(proxy);
 }
 
 void gpuring_net_conns_settle(gpuring_proxy_t *proxy)
@@ -1074,8 +1076,6 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     if (!gpuring_proxy_lock_within(proxy, "a connection's teardown")) goto out_stuck;
     gpuring_proxy_deregister(proxy, net);
     net->draining = 1;
-    /* the communicator's other connections owe their peers the last credits */
-    gpuring_net_conns_drain(proxy, net->comm_uid);
     gpuring_proxy_unlock(proxy);
 
     /* bounded wait: sends in flight, the final credit both ways (abandoned: the

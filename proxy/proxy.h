@@ -147,6 +147,13 @@ gpuring_status_t gpuring_proxy_peer_describe(gpuring_proxy_t *proxy, uint64_t pe
  */
 gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t *conn);
 /*
+ * Communicator comm_uid is closing: each of its connections sends the credit it owes
+ * at once, unbatched, from now on.  Before destroying them (a peer that tears the same
+ * connections down in another order waits for those credits); not before destroying
+ * some (a failed connect's new ends): the others would send a credit per step.
+ */
+void gpuring_conn_net_closing(gpuring_proxy_t *proxy, uint64_t comm_uid);
+/*
  * Before destroy, when the connection's communicator failed (its peers'
  * counters are out of step: owed credits never come): destroy then waits
  * for no credit owed, and cancels every operation (at most a second for

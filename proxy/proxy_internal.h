@@ -116,7 +116,8 @@ typedef struct gpuring_net_conn {
     int err;        /* atomic (release after err_msg): the connection's first failure, a
                        gpuring_status_t (GPURING_OK: none; net_fail) */
     char err_msg[200];
-    int draining;   /* its communicator is being torn down: credits go at once */
+    int draining;   /* it, or its communicator, is being torn down (gpuring_conn_net_closing):
+                     * credits go at once */
     int settling;   /* the process is idle (gpuring_net_conns_settle): a credit owed goes */
     int abandoned;  /* its communicator failed: teardown waits for no credit */
     int quiet;      /* atomic: its call failed (gpuring_conn_net_quiet): no spinning */
@@ -327,9 +328,6 @@ void gpuring_proxy_describe_thread(gpuring_proxy_t *proxy, char *buf, size_t len
  * in UCX for a poll of the worker (gpuring_proxy_post polls then) */
 #define GPURING_NET_POLL 4
 int gpuring_net_conn_progress(gpuring_net_conn_t *net);
-/* Credits of every connection of communicator comm_uid go at once from now
- * on (it is being torn down: its peers wait for them).  Lock held. */
-void gpuring_net_conns_drain(gpuring_proxy_t *proxy, uint64_t comm_uid);
 /* No operation is on and nothing moves (the progress thread, about to nap):
  * every credit owed goes now, due or not, so that a peer's teardown, which
  * waits for the last credit of its sends, never waits for this rank's own

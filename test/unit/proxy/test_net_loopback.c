@@ -80,9 +80,13 @@ fail:
     return st;
 }
 
+/* (as its communicator's teardown does) */
 static void pair_destroy(gpuring_proxy_t *proxy, pair_t *p)
 {
-    if (p->send.net == NULL && p->recv.net == NULL) return;
+    const gpuring_conn_t *end = p->send.net != NULL ? &p->send : &p->recv;
+
+    if (end->net == NULL) return;
+    gpuring_conn_net_closing(proxy, end->net->comm_uid);
     gpuring_conn_net_destroy(proxy, &p->send);
     gpuring_conn_net_destroy(proxy, &p->recv);
 }
@@ -945,6 +949,34 @@ static void test_connect_while_busy(gpuring_proxy_t *proxy)
     printf("busy: %d create/use/destroy cycles during a %llu step stream, worst %.1f ms\n",
            cycles, (unsigned long long)b.nsteps, worst * 1e3);
     pair_destroy(proxy, &big);
+}
+
+/* A failed connect destroys its new ends alone: the communicator's other connections
+ * go on batching their credits (one per step would cost every later call) until the
+ * communicator closes (gpuring_conn_net_closing). */
+static void test_closing(gpuring_proxy_t *proxy)
+{
+    pair_t ring, tree;
+    int ok;
+
+    memset(&tree, 0, sizeof(tree));
+    ok = pair_create(proxy, &ring, 0, 4096, 80, 0, 1) == GPURING_OK &&
+         pair_create(proxy, &tree, 1, 4096, 80, 2, 3) == GPURING_OK;
+    EXPECT(ok, "two pairs of one communicator");
+    if (ok) ok = run_pairs(proxy, &ring, 1, 50, 0, 1, NULL);
+    EXPECT(ok, "50 steps through the first");
+    gpuring_conn_net_destroy(proxy, &tree.send);
+    gpuring_conn_net_destroy(proxy, &tree.recv);
+    if (ok) {
+        EXPECT(!ring.send.net->draining && !ring.recv.net->draining,
+               "the second pair destroyed: the first still batches its credits");
+        EXPECT(run_pairs(proxy, &ring, 1, 50, 0, 1, NULL), "and moves steps");
+        gpuring_conn_net_closing(proxy, 80);
+        EXPECT(ring.send.net->draining && ring.recv.net->draining,
+               "the communicator closing: its credits go at once");
+    }
+    pair_destroy(proxy, &ring);
+    EXPECT(ring.send.net == NULL && ring.recv.net == NULL, "the first pair destroyed");
 }
 
 static void test_churn(gpuring_proxy_t *proxy)
@@ -2149,6 +2181,7 @@ int main(int argc, char **argv)
     test_slot_layout(proxy);
     test_landing(proxy);
     test_connect_while_busy(proxy);
+    test_closing(proxy);
     test_churn(proxy);
     test_driven(proxy);
     test_handoff(proxy);
