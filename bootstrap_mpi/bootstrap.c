@@ -76,6 +76,7 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
         if (all[r] != GPURING_OK) bad = r;
     }
     free(all);
+    b->bad_rank = bad;
     if (bad_rank_p != NULL) *bad_rank_p = bad;
     if (st != GPURING_OK) return st;
     if (bad >= 0) gpuring_bootstrap_end_alike(b); /* every member saw the same failure */

@@ -38,6 +38,9 @@ typedef struct gpuring_bootstrap {
      * failed, or data every member holds said so (gpuring_bootstrap_end_alike);
      * cleared by each exchange */
     int ended_alike;
+    /* the first member whose part of the last agreement was a failure, -1 if none
+     * (gpuring_bootstrap_agree): for the other members' logs */
+    int bad_rank;
 } gpuring_bootstrap_t;
 
 /* Once b->failed, returns GPURING_ERR_BROKEN and posts nothing: a member that went
@@ -73,7 +76,7 @@ int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st);
 /*
  * Every rank contributes its local status; all get GPURING_OK only if every
  * rank succeeded, else GPURING_ERR_REMOTE (or the local error) and
- * *bad_rank_p (may be NULL) names the first rank that failed.  This keeps
+ * *bad_rank_p (may be NULL) and b->bad_rank name the first rank that failed.  This keeps
  * collective setup all-or-nothing: no rank goes on while another gave up.  A
  * failed outcome ends the sequence alike on every member.
  */

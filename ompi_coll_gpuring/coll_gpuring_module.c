@@ -656,7 +656,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;
     gpuring_bootstrap_t boot = {.ops = &gpuring_boot_ops, .ctx = m,
                                 .rank = ompi_comm_rank(m->comm),
-                                .size = ompi_comm_size(m->comm)};
+                                .size = ompi_comm_size(m->comm), .bad_rank = -1};
     gpuring_comm_config_t cfg = {
         .algo = gpuring_algo_from_name(c->algorithm),
         .proto = gpuring_proto_from_name(c->protocol),
@@ -705,10 +705,16 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         return NULL;
     }
     if (st != GPURING_OK) {
+        char why[64];
+
+        if (st == GPURING_ERR_REMOTE && boot.bad_rank >= 0)
+            snprintf(why, sizeof(why), "failure on rank %d, whose log says why", boot.bad_rank);
+        else
+            snprintf(why, sizeof(why), "%s", gpuring_status_str(st));
         GPURING_WARN(GPURING_SUBSYS_INIT,
                      "comm %s: gpuring setup failed (%s); its collectives fall back to the "
                      "component below",
-                     mca_coll_gpuring_comm_name(m), gpuring_status_str(st));
+                     mca_coll_gpuring_comm_name(m), why);
         m->state = MCA_COLL_GPURING_COMM_DISABLED;
         return NULL;
     }

@@ -315,7 +315,7 @@ out:
 }
 
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
-                                     const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p)
+                                     gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p)
 {
     gpuring_comm_t *c = calloc(1, sizeof(*c));
     gpuring_peer_info_t me;
@@ -378,6 +378,7 @@ out:
          * this rank out of step with them */
         if (!gpuring_bootstrap_in_step(&c->boot, st) && st != GPURING_ERR_TIMEOUT)
             st = GPURING_ERR_BROKEN;
+        boot->bad_rank = c->boot.bad_rank;
         gpuring_comm_destroy(c);
         return st;
     }

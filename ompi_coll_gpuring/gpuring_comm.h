@@ -194,10 +194,11 @@ typedef struct gpuring_comm {
  * wait timeout) or GPURING_ERR_BROKEN (this rank out of step with the others:
  * an exchange failed, or it left them on a local failure; logged): the
  * communicator is unusable by gpuring, every call on it fails; another error:
- * every rank failed alike, and falls back.
+ * every rank failed alike, and falls back (GPURING_ERR_REMOTE: boot->bad_rank
+ * names the first rank that failed, for the log).
  */
 gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
-                                     const gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p);
+                                     gpuring_bootstrap_t *boot, gpuring_comm_t **comm_p);
 void gpuring_comm_destroy(gpuring_comm_t *comm);
 
 /*

@@ -22,6 +22,7 @@
 #include "kernels/exec_cuda.h"
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,7 +231,7 @@ void gpuring_conns_destroy(gpuring_comm_t *c)
 static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_status_t local_st)
 {
     gpuring_conn_handle_t *mine, *all;
-    int per_rank, bad_rank = -1, max_local = c->nconns - first;
+    int per_rank, max_local = c->nconns - first;
     int32_t counts_mine = max_local, *counts;
     gpuring_status_t st;
 
@@ -263,18 +264,15 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, all,
                                                    sizeof(*mine) * (size_t)per_rank),
                        st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st, NULL), st, out);
     for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
         local_st = comm_end_connect(c, i, all, per_rank);
     }
-    st = gpuring_bootstrap_agree(&c->boot, local_st, &bad_rank);
+    st = gpuring_bootstrap_agree(&c->boot, local_st, NULL);
     for (int i = first; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_SHM) gpuring_conn_shm_unlink(&c->conns[i]);
     }
 out:
-    if (st == GPURING_ERR_REMOTE) {
-        GPURING_INFO(GPURING_SUBSYS_INIT, "connecting failed on rank %d", bad_rank);
-    }
     if (st != GPURING_OK) {
         for (int i = first; i < c->nconns; i++) comm_conn_destroy(c, &c->conns[i], 0.0);
         c->nconns = first;
@@ -387,7 +385,10 @@ static gpuring_status_t comm_connect_failed(gpuring_comm_t *c, gpuring_plane_t p
                                             const char *without)
 {
     if (gpuring_bootstrap_in_step(&c->boot, st)) {
-        GPURING_WARN(GPURING_SUBSYS_INIT, "%s connections failed (%s buffers): %s", what,
+        char who[48] = "";
+
+        if (c->boot.bad_rank >= 0) snprintf(who, sizeof(who), " on rank %d", c->boot.bad_rank);
+        GPURING_WARN(GPURING_SUBSYS_INIT, "%s connections failed%s (%s buffers): %s", what, who,
                      gpuring_comm_plane_name(plane), without);
         return GPURING_ERR_NOT_SUPPORTED;
     }

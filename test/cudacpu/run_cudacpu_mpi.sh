@@ -352,7 +352,7 @@ xenv=""
 # fail at setup on every rank alike, and its device calls go below, staged, right
 summary=$SUMMARY_BELOW
 staged=3 xenv="-x CUDACPU_FAIL_IPC_OPEN=1"
-want='device connections failed \(device buffers\): device buffers on this communicator go to the component below'
+want='device connections failed on rank 0 \(device buffers\): device buffers on this communicator go to the component below'
 case_run ipc_refused_np3 3 "" -d -q -i -m world,split -c 1,17,4099 -t int,float \
     -x "$KNOWN_OMPI_BUGS"
 summary=$SUMMARY_ON_DEVICE staged=0 want="" xenv=""

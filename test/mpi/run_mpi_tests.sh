@@ -510,8 +510,18 @@ run_case() {
                 done
                 ;;
             setupfail)
-                # one rank's failure must make every rank fall back
+                # one rank's failure must make every rank fall back, the others naming it
+                # (the first rank of the case's environment, or graphnomem's rank 1)
                 need_every_rank ".*gpuring setup failed" "rank @ did not report the failed setup" || return 0
+                local bad=0 r
+                [[ ",$checks," == *,graphnomem,* ]] && bad=1
+                for ((r = 0; r < np; r++)); do
+                    [ "$r" -eq "$bad" ] && continue
+                    if ! grep -qE "\[gpuring rank $r\] warn [^ ]+: comm MPI_COMM_WORLD: gpuring setup failed \(failure on rank $bad, whose log says why\)" "$log"; then
+                        fail "$name" "rank $r did not name rank $bad as the one whose setup failed" "$log"
+                        return
+                    fi
+                done
                 ;;
             unwaited)
                 # every rank said which communicators MPI_Finalize found kept alive by
