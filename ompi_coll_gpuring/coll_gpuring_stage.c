@@ -1006,6 +1006,7 @@ struct mca_coll_gpuring_stage_nb {
     mca_coll_gpuring_request_t *over; /* not persistent: the application's request, made
                                        * before the call below starts */
     char comm[MPI_MAX_OBJECT_NAME]; /* for the log: the communicator may be freed first */
+    void *shape_mem[STAGE_MAX_BUFS]; /* bufs[i].shape's arrays (stage_nb_keep_shapes) */
 };
 
 /* The persistent requests gpuring stages, each with its record. */
@@ -1030,11 +1031,62 @@ static mca_coll_gpuring_stage_nb_t *stage_persistent_find(ompi_request_t *req, i
     return nb;
 }
 
+/*
+ * The counts, displacements and datatypes a v or w span was made from, kept with the
+ * record (bufs[i].shape then points at the copies): its copy back walks them when the
+ * call completes, and the application's arrays need not live that long -- Open MPI
+ * 4.1's Fortran bindings free the ones they convert (datatype handles; counts where
+ * INTEGER is wider than int) as soon as the C call returns.  Space first (0, or -1
+ * without memory), then the copies.
+ */
+static size_t stage_shape_bytes(const mca_coll_gpuring_shape_t *sh)
+{
+    const size_t n = (size_t)sh->n;
+
+    if (sh->form == 1) return n * 2 * sizeof(int);
+    if (sh->form == 2)
+        return n * (sizeof(sh->types[0]) + (sh->aint ? sizeof(MPI_Aint) : sizeof(int)) +
+                    sizeof(int));
+    return 0;
+}
+
+static int stage_nb_shape_space(mca_coll_gpuring_stage_nb_t *nb,
+                                const mca_coll_gpuring_stage_buf_t *bufs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = bufs[i].dir != 0 ? stage_shape_bytes(&bufs[i].shape) : 0;
+
+        if (bytes == 0) continue;
+        nb->shape_mem[i] = malloc(bytes);
+        if (nb->shape_mem[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+static void stage_nb_keep_shapes(mca_coll_gpuring_stage_nb_t *nb)
+{
+    for (int i = 0; i < nb->n; i++) {
+        mca_coll_gpuring_shape_t *sh = &nb->bufs[i].shape;
+        const size_t n = (size_t)sh->n;
+        char *at = nb->shape_mem[i];
+
+        if (at == NULL) continue;
+        if (sh->form == 2) { /* (pointers, then MPI_Aints: each aligned where it starts) */
+            sh->types = memcpy(at, sh->types, n * sizeof(sh->types[0]));
+            at += n * sizeof(sh->types[0]);
+        }
+        sh->displs = memcpy(at, sh->displs, n * (sh->aint ? sizeof(MPI_Aint) : sizeof(int)));
+        at += n * (sh->aint ? sizeof(MPI_Aint) : sizeof(int));
+        sh->counts = memcpy(at, sh->counts, n * sizeof(int));
+    }
+}
+
 static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
 {
     mca_coll_gpuring_request_over_drop(nb->over);
     stage_release(nb->bufs, nb->n);
     mca_coll_gpuring_stage_area_free(&nb->area);
+    for (int i = 0; i < STAGE_MAX_BUFS; i++) free(nb->shape_mem[i]);
     nb->magic = 0;
     free(nb);
 }
@@ -1056,10 +1108,14 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     if (any <= 0)
         return any < 0 ? stage_failed(m->comm, peers, name, coll, OMPI_ERROR) : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));
+    if (nb != NULL && stage_nb_shape_space(nb, bufs, n) != 0) {
+        stage_nb_free(nb);
+        nb = NULL;
+    }
     if (nb != NULL && !persistent) { /* (the application's request: made before the call) */
         nb->over = mca_coll_gpuring_request_over_new(m->comm);
         if (nb->over == NULL) {
-            free(nb);
+            stage_nb_free(nb);
             nb = NULL;
         }
     }
@@ -1081,6 +1137,7 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
         return stage_failed(m->comm, peers, name, coll, rc);
     }
     memcpy(nb->bufs, bufs, (size_t)n * sizeof(bufs[0]));
+    stage_nb_keep_shapes(nb);
     *nb_p = nb;
     return OMPI_SUCCESS;
 }

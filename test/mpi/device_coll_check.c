@@ -20,7 +20,10 @@
  *
  * Every call is made blocking, or with -i in its non-blocking form (MPI_Ibcast,
  * MPI_Igather, ...: a component below that cannot read device memory gets them
- * staged too, the results copied back when the request completes) and waited for.
+ * staged too, the results copied back when the request completes) and waited for;
+ * MPI_Ialltoallv's and MPI_Ialltoallw's arrays of counts, displacements and
+ * datatypes are overwritten before the wait (with -p, before the start), as Open MPI
+ * 4.1's Fortran bindings free the arrays they convert at once.
  *
  * With -p, every call in its persistent form (MPI_Bcast_init, ...; Open MPI 4's
  * MPIX_ extension), started twice (each start reads the device buffers anew,
@@ -294,13 +297,31 @@ static void fail_arm(void)
     g_failing = g_fail_next;
     g_fail_next = 0;
 }
+/* ... and what the call's arrays of counts, displacements and datatypes held is
+ * overwritten once it returned (a persistent one's init), before its wait (start):
+ * Open MPI 4.1's Fortran bindings free the arrays they convert at once, so a
+ * component must keep what it reads of them later (a staged result's copy back) */
+static struct {
+    int *ints[4];
+    MPI_Datatype *types;
+    int n;
+} g_arrays;
+static void arrays_scribble(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (g_arrays.ints[i] != NULL) memset(g_arrays.ints[i], 0, sizeof(int) * (size_t)g_arrays.n);
+    for (int i = 0; g_arrays.types != NULL && i < g_arrays.n; i++) g_arrays.types[i] = MPI_BYTE;
+    memset(&g_arrays, 0, sizeof(g_arrays));
+}
 static int nb_wait(int rc)
 {
+    arrays_scribble();
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
     return rc;
 }
 static int p_run(int rc)
 {
+    arrays_scribble();
     if (rc == MPI_SUCCESS) fail_arm();
     if (rc == MPI_SUCCESS) rc = MPI_Start(&g_req);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&g_req, MPI_STATUS_IGNORE);
@@ -1045,10 +1066,16 @@ static void case_alltoall(ctx_t *c, size_t count, int kind, int inplace)
     }
     {
         const void *sb = inplace ? MPI_IN_PLACE : dbuf_ptr(&s);
+        if (kind != A2A) { /* (-i, -p: overwritten before the wait; the call's results stand) */
+            g_arrays.ints[0] = sc, g_arrays.ints[1] = sd, g_arrays.ints[2] = rc_, g_arrays.ints[3] = rd;
+            g_arrays.types = kind == A2AW ? types : NULL;
+            g_arrays.n = n;
+        }
         if (kind == A2A) rc = COLL(Alltoall, Ialltoall, sb, (int)count, MPI_INT, dbuf_ptr(&r), (int)count, MPI_INT, c->comm);
         else if (kind != A2AW) rc = COLL(Alltoallv, Ialltoallv, sb, sc, sd, MPI_INT, dbuf_ptr(&r), rc_, rd, MPI_INT, c->comm);
         else rc = COLL(Alltoallw, Ialltoallw, sb, sc, sd, types, dbuf_ptr(&r), rc_, rd, types, c->comm);
     }
+    memset(&g_arrays, 0, sizeof(g_arrays)); /* (a blocking call: nothing to overwrite) */
     check_pair(rc, &s, &r);
     free(sc), free(sd), free(rc_), free(rd), free(types);
 }
