@@ -11,8 +11,9 @@
 # mode).  The whole sweep is repeated R times (R pairs per size) and each
 # column is the median over the R runs of allreduce_perf's time (its average
 # over iters, max over ranks) and busbw.  Ratios: gpuring/tuned is the
-# busbw ratio (> 1: gpuring faster); gpuring/memcpy is gpuring's busbw over
-# the memcpy rate.  Run it with GPURING_MCA_ARGS empty once to see the noise:
+# busbw ratio (> 1: gpuring faster), taken from the median times (the same
+# bytes each: busbw printed with 3 decimals would round small calls' ratios);
+# gpuring/memcpy is gpuring's busbw over the memcpy rate.  Run it with GPURING_MCA_ARGS empty once to see the noise:
 # both columns are then the same plain Open MPI.
 #
 #   gpuring: mpirun $GPURING_MCA_ARGS --mca coll_gpuring_priority 90 ...
@@ -213,7 +214,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     done
 done
 
-ratio() { # a / b, busbw values
+ratio() { # a / b: busbw values, or times the other way round
     awk -v g="$1" -v t="$2" 'BEGIN { if (g == "" || g == "-" || t == "" || t == "-" || t + 0 == 0) print "-"; else printf "%.2f", g / t }'
 }
 declare -A MED
@@ -237,7 +238,7 @@ printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "size(B)" "$BL(us)" "gpuring
 for s in "${SIZES[@]}"; do
     printf "%12s %12s %12s %12s %12s %8s %12s %8s %s\n" "$s" "${MED[tuned.t.$s]}" "${MED[gpuring.t.$s]}" \
         "${MED[tuned.bw.$s]}" "${MED[gpuring.bw.$s]}" \
-        "$(ratio "${MED[gpuring.bw.$s]}" "${MED[tuned.bw.$s]}")" "${MED[memcpy.bw.$s]}" \
+        "$(ratio "${MED[tuned.t.$s]}" "${MED[gpuring.t.$s]}")" "${MED[memcpy.bw.$s]}" \
         "$(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}")" "$(note_of "$s")"
 done
 echo
@@ -246,6 +247,6 @@ echo
 echo "| size (B) | $BL time (us) | gpuring time (us) | $BL busbw | gpuring busbw | gpuring/$BL | memcpy (GB/s) | gpuring/memcpy |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 for s in "${SIZES[@]}"; do
-    echo "| $s | ${MED[tuned.t.$s]} | ${MED[gpuring.t.$s]} | ${MED[tuned.bw.$s]} | ${MED[gpuring.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[tuned.bw.$s]}") | ${MED[memcpy.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}") |"
+    echo "| $s | ${MED[tuned.t.$s]} | ${MED[gpuring.t.$s]} | ${MED[tuned.bw.$s]} | ${MED[gpuring.bw.$s]} | $(ratio "${MED[tuned.t.$s]}" "${MED[gpuring.t.$s]}") | ${MED[memcpy.bw.$s]} | $(ratio "${MED[gpuring.bw.$s]}" "${MED[memcpy.bw.$s]}") |"
 done
 exit $STATUS
