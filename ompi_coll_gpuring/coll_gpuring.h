@@ -301,6 +301,8 @@ typedef struct mca_coll_gpuring_stage_buf {
     size_t bytes;     /* 0: nothing (or buf is MPI_IN_PLACE / not significant here) */
     int dir;          /* MCA_COLL_GPURING_STAGE_*; 0: not touched on this rank */
     int holes;        /* written, but perhaps not every byte of the span */
+    int partial;      /* written, but perhaps not every block of its datatype: a neighbor
+                       * collective's MPI_PROC_NULL neighbors' (copied in too) */
     int device;       /* set by stage_in: the span is device memory (all or part of it) */
     void *host;       /* what the component below gets */
     void *staged;     /* the host copy of the span; NULL: not staged */

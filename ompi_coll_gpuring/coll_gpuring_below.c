@@ -288,7 +288,7 @@ static void below_neighbor_allgather_bufs(below_buf_t b[2], const void *sbuf, in
 
     below_degrees(comm, &in, &out);
     below_gather_bufs(b, sbuf, scount, sdt, BELOW_IN, rbuf, (size_t)rcount * in, rdt, BELOW_OUT);
-    b[1].holes = 1; /* an MPI_PROC_NULL neighbour's block is not written */
+    b[1].holes = b[1].partial = 1; /* an MPI_PROC_NULL neighbour's block is not written */
 }
 
 static void below_neighbor_allgatherv_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -301,6 +301,7 @@ static void below_neighbor_allgatherv_bufs(below_buf_t b[2], const void *sbuf, i
     below_degrees(comm, &in, &out);
     SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount, sdt);
     SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, displs, in, rdt);
+    b[1].partial = 1;
 }
 
 static void below_neighbor_alltoall_bufs(below_buf_t b[2], const void *sbuf, int scount,
@@ -312,7 +313,7 @@ static void below_neighbor_alltoall_bufs(below_buf_t b[2], const void *sbuf, int
     below_degrees(comm, &in, &out);
     SPAN(&b[0], sbuf, BELOW_IN, (size_t)scount * out, sdt);
     SPAN(&b[1], rbuf, BELOW_OUT, (size_t)rcount * in, rdt);
-    b[1].holes = 1; /* an MPI_PROC_NULL neighbour's block is not written */
+    b[1].holes = b[1].partial = 1; /* an MPI_PROC_NULL neighbour's block is not written */
 }
 
 static void below_neighbor_alltoallv_bufs(below_buf_t b[2], const void *sbuf,
@@ -326,6 +327,7 @@ static void below_neighbor_alltoallv_bufs(below_buf_t b[2], const void *sbuf,
     below_degrees(comm, &in, &out);
     SPAN_V(&b[0], sbuf, BELOW_IN, scounts, sdispls, out, sdt);
     SPAN_V(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, in, rdt);
+    b[1].partial = 1;
 }
 
 static void below_neighbor_alltoallw_bufs(below_buf_t b[2], const void *sbuf,
@@ -339,6 +341,7 @@ static void below_neighbor_alltoallw_bufs(below_buf_t b[2], const void *sbuf,
     below_degrees(comm, &in, &out);
     SPAN_W(&b[0], sbuf, BELOW_IN, scounts, sdispls, 1, sdts, out);
     SPAN_W(&b[1], rbuf, BELOW_OUT, rcounts, rdispls, 1, rdts, in);
+    b[1].partial = 1;
 }
 
 /* ---- blocking: staged around the call ---------------------------------------------- */

@@ -209,6 +209,7 @@ static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int
      * the callers give a buffer that does not count on this rank dir 0) */
     b->dir = buf == MPI_IN_PLACE || !gpuring_mem_any_device() ? 0 : dir;
     b->holes = 0;
+    b->partial = 0;
     b->host = (void *)buf;
     b->staged = NULL;
     memset(&b->shape, 0, sizeof(b->shape));
@@ -790,8 +791,27 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
     return any;
 }
 
+/* A span the call only writes: its result must land after the application's earlier
+ * work on it (gpuring_devcopy_back's stream waits for none) -- in each device piece's
+ * context where it is pieced (its first byte may be host memory). */
+static gpuring_status_t stage_span_order(const mca_coll_gpuring_stage_buf_t *b,
+                                         const char **why_p)
+{
+    gpuring_status_t st = GPURING_OK;
+
+    if (b->npieces == 0) return gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->lo), why_p);
+    for (int k = 0; k < b->npieces && st == GPURING_OK; k++) {
+        if (b->pieces[k].alloc != 0)
+            st = gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->pieces[k].lo), why_p);
+    }
+    return st;
+}
+
 /* Copy what the call reads of the staged spans (its inputs, and written spans it may not
- * fill: a neighbor collective's blocks of MPI_PROC_NULL neighbors) from device memory. */
+ * fill: a neighbor collective's blocks of MPI_PROC_NULL neighbors) from device memory.
+ * A span it only writes, every block, is not copied: its copy back writes only the
+ * blocks (the bytes between them, and a datatype's hull may be far larger than its
+ * blocks, neither read nor written). */
 static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuring_coll_t coll,
                          const char *comm, const mca_coll_gpuring_stage_buf_t *bufs, int n)
 {
@@ -803,10 +823,8 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
         gpuring_status_t st;
 
         if (b->staged == NULL) continue;
-        /* written only: nothing to copy, but its result must land after the
-         * application's earlier work on it (gpuring_devcopy_back's stream waits for none) */
-        st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->holes
-                 ? gpuring_devcopy_order(at, &why)
+        st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->partial
+                 ? stage_span_order(b, &why)
                  : stage_span_copy(b, b->staged, b->npieces == 0 && area->pin != NULL, 0,
                                    &why);
         if (st != GPURING_OK) {
