@@ -130,11 +130,14 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
     p->host = malloc(p->len);
     if (p->host == NULL) goto fail;
     if (p->device >= 0 || span->npieces > 0) {
-        /* a host image of the span: packed from, and unpacked into with its holes kept */
+        /* a host image of the span: packed from (its bytes copied in where they are read),
+         * and unpacked into -- the copy back writes only the datatype's blocks, so a
+         * receiver's image needs none of the span's bytes (a hull far larger than its
+         * blocks is never touched but at the blocks) */
         p->image = span->npieces > 0 ? mca_coll_gpuring_span_image_new(span)
                                      : malloc(span->bytes);
         if (p->image == NULL) goto fail;
-        fail = mca_coll_gpuring_span_copy_in(span, p->image, 0, &why);
+        fail = in ? mca_coll_gpuring_span_copy_in(span, p->image, 0, &why) : GPURING_OK;
         if (fail != GPURING_OK) goto fail;
     }
     if (in && pack_convert(1, dt, count, pack_elements(p), p->host, p->len) != OMPI_SUCCESS)
