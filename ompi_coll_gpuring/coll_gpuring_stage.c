@@ -909,7 +909,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         stage_release(bufs, n);
         return OMPI_ERROR;
     }
-    __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED);
+    if (copy) __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED); /* (else: starts) */
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: device buffers staged: %zu bytes in "
                   "the host area, %d spans in pieces", mca_coll_gpuring_coll_name(coll), comm,
                   total, pieced);
@@ -1234,6 +1234,7 @@ static int stage_persistent_start(size_t count, ompi_request_t **reqs)
             return MPI_ERR_REQUEST;
         }
         rc = stage_copy_in(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n);
+        __atomic_fetch_add(&stage_calls[nb->coll], 1, __ATOMIC_RELAXED);
         /* with peers, the job ends (the communicator may be gone: the request holds its
          * name only); alone, the request runs and its completion carries the error
          * (Open MPI 4's MPI_Startall drops a start's) */
