@@ -289,12 +289,21 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
         if (m->boot_area == NULL) m->boot_area_bytes = 0;
     }
     if (m->prev.iallgather == NULL) {
+        static int warned; /* (once a process; each communicator at verbose 3) */
+
         if (!m->boot_blocking_said) {
             m->boot_blocking_said = 1;
-            GPURING_INFO(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
-                         "MPI_Iallgather: gpuring's setup exchanges are its blocking "
-                         "MPI_Allgather, without coll_gpuring_wait_timeout",
-                         mca_coll_gpuring_comm_name(m));
+            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
+                             "MPI_Iallgather (is libnbc in the coll list?): gpuring's setup "
+                             "exchanges are its blocking MPI_Allgather, without "
+                             "coll_gpuring_wait_timeout: a rank that never comes is waited "
+                             "for without a bound", mca_coll_gpuring_comm_name(m));
+            else
+                GPURING_INFO(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
+                             "MPI_Iallgather: gpuring's setup exchanges are its blocking "
+                             "MPI_Allgather, without coll_gpuring_wait_timeout",
+                             mca_coll_gpuring_comm_name(m));
         }
         return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
                                                         (int)bytes, MPI_BYTE, m->comm,
