@@ -61,8 +61,9 @@ gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout);
  */
 gpuring_status_t gpuring_device_event_record_default(void **event_p);
 gpuring_status_t gpuring_device_stream_wait(void *stream, void *event);
-/* Block until that work is done (NULL: nothing to wait for). */
-gpuring_status_t gpuring_device_event_wait(void *event);
+/* Wait until that work is done (NULL: nothing to wait for), at most timeout_sec
+ * seconds (<= 0: no bound): GPURING_ERR_TIMEOUT past it. */
+gpuring_status_t gpuring_device_event_wait(void *event, double timeout_sec);
 void gpuring_device_event_destroy(void *event);
 
 /*

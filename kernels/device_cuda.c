@@ -113,9 +113,17 @@ gpuring_status_t gpuring_device_stream_wait(void *stream, void *event)
     return GPURING_OK;
 }
 
-gpuring_status_t gpuring_device_event_wait(void *event)
+gpuring_status_t gpuring_device_event_wait(void *event, double timeout_sec)
 {
-    if (event != NULL) GPURING_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+    gpuring_spin_t spin;
+    cudaError_t err;
+
+    if (event == NULL) return GPURING_OK;
+    gpuring_spin_init(&spin, timeout_sec);
+    while ((err = cudaEventQuery((cudaEvent_t)event)) == cudaErrorNotReady) {
+        if (gpuring_spin_tick(&spin) != GPURING_OK) return GPURING_ERR_TIMEOUT;
+    }
+    GPURING_CUDA_CHECK(err);
     return GPURING_OK;
 }
 

@@ -31,8 +31,9 @@ gpuring_status_t gpuring_device_stream_wait(void *stream, void *event)
     return GPURING_ERR_NOT_SUPPORTED;
 }
 
-gpuring_status_t gpuring_device_event_wait(void *event)
+gpuring_status_t gpuring_device_event_wait(void *event, double timeout_sec)
 {
+    (void)timeout_sec;
     return GPURING_ERR_NOT_SUPPORTED;
 }
 

@@ -297,7 +297,14 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         args.in[r] = (const char *)in + first * es;
         args.out[r] = (char *)out + first * es;
     }
-    if (local == GPURING_OK) local = gpuring_device_event_wait(c->dev.event);
+    if (local == GPURING_OK) {
+        local = gpuring_device_event_wait(c->dev.event, c->cfg.wait_timeout);
+        if (local == GPURING_ERR_TIMEOUT)
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the work this rank queued on "
+                          "the default stream before the call has not finished after %.0f s "
+                          "(coll_gpuring_wait_timeout); the call does not start",
+                          c->cfg.wait_timeout);
+    }
     GPURING_PROF_MARK(GPURING_PROF_MAP);
     st = gpuring_bootstrap_agree(&c->boot, local, &bad);
     GPURING_PROF_MARK(GPURING_PROF_AGREE);
@@ -305,9 +312,13 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         local = gpuring_exec_cuda_direct(&args, c->dev.stream);
         st = gpuring_bootstrap_agree(&c->boot, local, &bad);
         GPURING_PROF_MARK(GPURING_PROF_CLOSE);
-        if (st != GPURING_OK && local == GPURING_OK) {
+        if (st != GPURING_OK && local == GPURING_OK && bad >= 0) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's kernel failed",
                           bad);
+        } else if (st != GPURING_OK && local == GPURING_OK) {
+            GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the agreement after the "
+                          "kernels failed (%s): a peer's kernel may still run",
+                          gpuring_status_str(st));
         }
         if (st != GPURING_OK) gpuring_comm_set_broken(c); /* results are partial on every rank */
     } else if (!gpuring_bootstrap_in_step(&c->boot, st)) {
