@@ -29,6 +29,7 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/runtime/opal_progress.h"
 
 #include <pthread.h>
@@ -50,15 +51,21 @@ OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_coll_base_nbc_request_t, NUL
 /* The request's end, and with it its hold on the communicator (taken at the call: MPI
  * lets the application free the communicator while the request is pending, and the
  * last release may destroy it here -- so never under request_lock); none where the
- * communicator went first (request_comm_gone). */
+ * communicator went first (request_comm_gone).  Once MPI_Finalize has begun the hold
+ * is left: ompi_comm_finalize releases the application's reference to a communicator
+ * never freed, and the request's, released after that -- as a call ends in gpuring's
+ * close -- would destroy it after the communicator table and the PML are gone (and
+ * OMPI_REQUEST_FINI would clear a Fortran handle in a table destroyed too). */
 static void request_release(mca_coll_gpuring_request_t *req)
 {
     struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
+    const int finalizing = ompi_mpi_state >= OMPI_MPI_STATE_FINALIZE_STARTED;
     int gone = req->comm_gone;
 
+    if (finalizing) REQ(req)->req_f_to_c_index = MPI_UNDEFINED;
     OMPI_REQUEST_FINI(REQ(req));
     OBJ_RELEASE(req);
-    if (!gone) OBJ_RELEASE(comm);
+    if (!gone && !finalizing) OBJ_RELEASE(comm);
 }
 
 /* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
@@ -147,7 +154,7 @@ static int request_over_progress(void)
 /* Complete what the workers filed (a failed call's error logged: failures only). */
 static int request_ended_progress(void)
 {
-    mca_coll_gpuring_request_t *req, *next, *release = NULL;
+    mca_coll_gpuring_request_t *req, *next, *oldest = NULL, *release = NULL;
     int n = 0;
 
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
@@ -156,7 +163,14 @@ static int request_ended_progress(void)
     req = request_ended;
     request_ended = NULL;
     __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
-    for (; req != NULL; req = next, n++) {
+    /* (filed newest first: completed in the order the calls ended, a communicator's in
+     * its calls' order -- MPI_Waitany, MPI_Testsome see the older first) */
+    for (; req != NULL; req = next) {
+        next = req->next;
+        req->next = oldest;
+        oldest = req;
+    }
+    for (req = oldest; req != NULL; req = next, n++) {
         next = req->next;
         if (req->st != GPURING_OK) {
             struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;

@@ -53,7 +53,11 @@
  *                communicators the application freed, a call of rank 0's alone,
  *                which fails at MPI_Finalize (one request kept, one freed): the
  *                request's hold is the communicator's last, and MPI_Finalize
- *                releases it as the application's
+ *                releases it as the application's; and on a communicator the
+ *                application never frees, rank 0's lone call freed with
+ *                MPI_Request_free (MPI_Finalize releases the application's
+ *                reference; the request's, the last, must not destroy it after
+ *                Open MPI's tables are gone)
  * Values: rank r's element i of call k is a function of (k, r, i), so each
  * rank computes every rank's contribution: int32 sums of small values,
  * int8 sums that wrap (computed in unsigned arithmetic), doubles holding
@@ -744,6 +748,35 @@ static void case_unwaited(void)
             }
         }
         MPI_Comm_free(&lone);
+    }
+    /* ... and on one the application never frees, rank 0's lone call freed with
+     * MPI_Request_free: MPI_Finalize releases the application's reference, and the
+     * request's is the last -- released as the call fails in gpuring's close, it
+     * destroyed the communicator after Open MPI's tables and PML were gone */
+    {
+        MPI_Comm held;
+        MPI_Request r;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &held);
+        MPI_Comm_set_errhandler(held, MPI_ERRORS_RETURN);
+        MPI_Comm_set_name(held, "unwaited_held");
+        one = 1;
+        if (MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_SUM, held) != MPI_SUCCESS ||
+            one != n) {
+            fprintf(stderr, "FAILED rank %d unwaited: the blocking call on held gave %d\n",
+                    g_rank, one);
+            g_failed++;
+        }
+        if (g_rank == 0) {
+            if (MPI_Iallreduce(in, lone_out[0], 4096, MPI_INT32_T, MPI_SUM, held, &r) !=
+                MPI_SUCCESS) {
+                fprintf(stderr, "FAILED rank %d unwaited: the lone call on held did not "
+                        "start\n", g_rank);
+                g_failed++;
+            } else {
+                MPI_Request_free(&r);
+            }
+        }
     }
 }
 
