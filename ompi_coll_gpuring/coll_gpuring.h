@@ -204,9 +204,12 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
  * buffers to be host memory (they go below as they are: a CUDA process pays its
  * driver's pointer query, a few hundred ns, once per buffer, not again in the
  * staging layer), MCA_COLL_GPURING_FALLBACK otherwise (through the staging layer).
+ * (Values no MPI error code or class and no OMPI_ERR_* takes: MPI_ERR_BUFFER is 1 and
+ * MPI_ERR_COUNT 2, which an error of gpuring's -- a mismatch, where no code of its own
+ * could be made -- would have read as a fallback.)
  */
-#define MCA_COLL_GPURING_FALLBACK 1
-#define MCA_COLL_GPURING_FALLBACK_HOST 2
+#define MCA_COLL_GPURING_FALLBACK (-0x67720001)
+#define MCA_COLL_GPURING_FALLBACK_HOST (-0x67720002)
 #define MCA_COLL_GPURING_FELL_BACK(_rc)                                                     \
     ((_rc) == MCA_COLL_GPURING_FALLBACK || (_rc) == MCA_COLL_GPURING_FALLBACK_HOST)
 /* The component below's _slot on the call's buffers as they are (MCA_COLL_GPURING_FALLBACK_HOST;
