@@ -13,12 +13,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The board's name opened: made here (*made_p 1) or found, another rank's (0) -- one
+ * that its maker removes in between is made here then.  -1 (errno) on failure. */
+static int arrivals_shm_open(const char *name, int *made_p)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+        *made_p = fd >= 0;
+        if (fd >= 0 || errno != EEXIST) return fd;
+        fd = shm_open(name, O_RDWR, 0600);
+        if (fd >= 0 || errno != ENOENT) return fd;
+    }
+    return -1; /* (made and removed over and over: errno ENOENT) */
+}
+
 gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_owner_t *owner,
                                           const int *ranks, int nlocal, int me, double limit)
 {
     gpuring_arrivals_t *b = calloc(1, sizeof(*b) + sizeof(int) * (size_t)nlocal);
     const char *what = "allocating it";
     void *base;
+    int fd, made;
 
     if (b == NULL) goto fail;
     memcpy(b->ranks, ranks, sizeof(int) * (size_t)nlocal);
@@ -33,20 +49,22 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
              (unsigned long long)owner->pid_ns, (int)owner->pid,
              (unsigned long long)owner->proc_id, (unsigned long long)uid);
     /* whichever rank of the host comes first creates it; each makes it its size (the
-     * same on every rank: what another one wrote stays).  The one that created it
-     * removes it again where it cannot map it (a full /dev/shm: no rank of the host
-     * can), so that nothing is left behind; a rank that comes after that makes a new
-     * board, whose line the ranks on the first never see (to them a rank without the
-     * board: never late). */
-    if (gpuring_shm_map(b->name, O_CREAT | O_EXCL, b->bytes, &base, &what) != 0) {
-        const int made = strcmp(what, "shm_open") != 0, err = errno;
+     * same on every rank: what another one wrote stays) */
+    what = "shm_open";
+    fd = arrivals_shm_open(b->name, &made);
+    if (fd < 0) goto fail;
+    if (gpuring_shm_map_fd(fd, 1, b->bytes, &base, &what) != 0) {
+        /* the rank that made the name removes it again (a full /dev/shm: no rank of the
+         * host can map it), so that nothing is left behind; a rank that comes after
+         * makes a new board, whose line the ranks on the first never see (to them a
+         * rank without the board: never late) */
+        if (made) {
+            const int err = errno;
 
-        if (made || err != EEXIST) {
-            if (made) (void)shm_unlink(b->name);
+            (void)shm_unlink(b->name);
             errno = err;
-            goto fail;
         }
-        if (gpuring_shm_map(b->name, O_CREAT, b->bytes, &base, &what) != 0) goto fail;
+        goto fail;
     }
     b->linked = 1;
     b->slots = base;

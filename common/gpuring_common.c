@@ -165,14 +165,21 @@ static int shm_reserve(int fd, size_t len)
 
 int gpuring_shm_map(const char *name, int oflag, size_t len, void **base_p, const char **what_p)
 {
-    int fd = shm_open(name, O_RDWR | oflag, 0600), err;
-    void *base;
+    int fd = shm_open(name, O_RDWR | oflag, 0600);
 
     if (fd < 0) {
         *what_p = "shm_open";
         return -1;
     }
-    if ((oflag & O_CREAT) && shm_reserve(fd, len) != 0) {
+    return gpuring_shm_map_fd(fd, oflag & O_CREAT, len, base_p, what_p);
+}
+
+int gpuring_shm_map_fd(int fd, int reserve, size_t len, void **base_p, const char **what_p)
+{
+    int err;
+    void *base;
+
+    if (reserve && shm_reserve(fd, len) != 0) {
         *what_p = "its pages";
     } else {
         base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

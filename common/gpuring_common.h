@@ -123,6 +123,9 @@ unsigned long long gpuring_pid_ns(void);
  * that failed ("shm_open", "its pages", "mmap").  The name is never unlinked here:
  * whether it is the caller's to remove is the caller's to say. */
 int gpuring_shm_map(const char *name, int oflag, size_t len, void **base_p, const char **what_p);
+/* The same on an open segment's fd (closed here either way), its pages allocated now
+ * where `reserve`. */
+int gpuring_shm_map_fd(int fd, int reserve, size_t len, void **base_p, const char **what_p);
 
 /*
  * Bounded waits for a mutex and for a thread's end, until a deadline of

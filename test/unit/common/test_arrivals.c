@@ -36,6 +36,25 @@ int posix_fallocate(int fd, off_t offset, off_t len)
     return real != NULL ? real(fd, offset, len) : EOPNOTSUPP;
 }
 
+/* Another rank's board removed by its maker right after this process found it there:
+ * where unlink_after_eexist says, this program's shm_open (the one gpuring_arrivals_open
+ * calls) removes the name once a create found it existing. */
+static int unlink_after_eexist;
+
+int shm_open(const char *name, int oflag, mode_t mode)
+{
+    int (*real)(const char *, int, mode_t) =
+        (int (*)(const char *, int, mode_t))dlsym(RTLD_NEXT, "shm_open");
+    int fd = real(name, oflag, mode), err = errno;
+
+    if (fd < 0 && err == EEXIST && unlink_after_eexist) {
+        unlink_after_eexist = 0;
+        (void)shm_unlink(name);
+        errno = err;
+    }
+    return fd;
+}
+
 /* Is `name` in /dev/shm? */
 static int shm_exists(const char *name)
 {
@@ -141,6 +160,25 @@ int main(void)
                  (unsigned long long)gpuring_pid_ns(), 0x1234abcdull,
                  (unsigned long long)(uid + 1));
         EXPECT(!shm_exists(name), "its maker removed the name %s", name);
+    }
+    /* ... and none by a rank that found another's name, which its maker then removed
+     * (this rank makes it anew, and removes it) */
+    b1 = open_as(uid + 3, 1, 0.0);
+    EXPECT(b1 != NULL, "rank 1 made a board");
+    if (b1 != NULL) {
+        char name[GPURING_ARRIVALS_NAME_MAX];
+
+        snprintf(name, sizeof(name), "%s", b1->name);
+        unlink_after_eexist = 1;
+        fallocate_fails = 1;
+        b0 = open_as(uid + 3, 0, 0.0);
+        fallocate_fails = 0;
+        EXPECT(b0 == NULL && unlink_after_eexist == 0,
+               "rank 0 found the name, which went, then could not map its own");
+        gpuring_arrivals_close(b0);
+        EXPECT(!shm_exists(name), "no name left behind: %s", name);
+        b1->linked = 0; /* (its maker's name is gone already) */
+        gpuring_arrivals_close(b1);
     }
     /* a rank that cannot map a board another rank made leaves the name to its maker */
     b1 = open_as(uid + 2, 1, 0.0);
