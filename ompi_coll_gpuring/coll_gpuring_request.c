@@ -48,24 +48,27 @@ OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_coll_base_nbc_request_t, NUL
 
 #define REQ(_r) (&(_r)->super.super) /* its ompi_request_t */
 
+/* ompi_comm_finalize has begun (it destroys MPI_COMM_WORLD first: request_comm_gone) */
+static int request_comms_final; /* atomic */
+
 /* The request's end, and with it its hold on the communicator (taken at the call: MPI
  * lets the application free the communicator while the request is pending, and the
  * last release may destroy it here -- so never under request_lock); none where the
- * communicator went first (request_comm_gone).  Once MPI_Finalize has begun the hold
- * is left: ompi_comm_finalize releases the application's reference to a communicator
- * never freed, and the request's, released after that -- as a call ends in gpuring's
- * close -- would destroy it after the communicator table and the PML are gone (and
+ * communicator went first (request_comm_gone).  Once ompi_comm_finalize has run the
+ * hold is left: it released the application's reference to a communicator never
+ * freed, and the request's, released after that -- as a call ends in gpuring's close
+ * -- would destroy it after the communicator table and the PML are gone (and
  * OMPI_REQUEST_FINI would clear a Fortran handle in a table destroyed too). */
 static void request_release(mca_coll_gpuring_request_t *req)
 {
     struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
-    const int finalizing = ompi_mpi_state >= OMPI_MPI_STATE_FINALIZE_STARTED;
+    const int final = __atomic_load_n(&request_comms_final, __ATOMIC_ACQUIRE);
     int gone = req->comm_gone;
 
-    if (finalizing) REQ(req)->req_f_to_c_index = MPI_UNDEFINED;
+    if (final) REQ(req)->req_f_to_c_index = MPI_UNDEFINED;
     OMPI_REQUEST_FINI(REQ(req));
     OBJ_RELEASE(req);
-    if (!gone && !finalizing) OBJ_RELEASE(comm);
+    if (!gone && !final) OBJ_RELEASE(comm);
 }
 
 /* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
@@ -388,6 +391,8 @@ static void request_list_gone(mca_coll_gpuring_request_t *list, int running,
 
 void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm)
 {
+    if (comm == &ompi_mpi_comm_world.comm && ompi_mpi_state >= OMPI_MPI_STATE_FINALIZE_STARTED)
+        __atomic_store_n(&request_comms_final, 1, __ATOMIC_RELEASE);
     /* (a request that completed, and that the application holds, is on no list: after
      * MPI_Finalize nothing can free it) */
     pthread_mutex_lock(&request_lock);
