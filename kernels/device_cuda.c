@@ -82,16 +82,29 @@ void gpuring_device_stream_destroy(void *stream)
     }
 }
 
-gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout)
+/* Poll until the work before `event` (NULL: all of `stream`'s) is done, at most
+ * timeout seconds (<= 0: no bound): the last query's result (cudaErrorNotReady past
+ * the timeout). */
+static cudaError_t device_poll_done(void *stream, void *event, double timeout)
 {
     gpuring_spin_t spin;
     cudaError_t err;
 
-    if (stream == NULL) return GPURING_OK;
     gpuring_spin_init(&spin, timeout);
-    while ((err = cudaStreamQuery((cudaStream_t)stream)) == cudaErrorNotReady) {
-        if (gpuring_spin_tick(&spin) != GPURING_OK) return GPURING_ERR_TIMEOUT;
+    while ((err = event != NULL ? cudaEventQuery((cudaEvent_t)event)
+                                : cudaStreamQuery((cudaStream_t)stream)) == cudaErrorNotReady) {
+        if (gpuring_spin_tick(&spin) != GPURING_OK) break;
     }
+    return err;
+}
+
+gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout)
+{
+    cudaError_t err;
+
+    if (stream == NULL) return GPURING_OK;
+    err = device_poll_done(stream, NULL, timeout);
+    if (err == cudaErrorNotReady) return GPURING_ERR_TIMEOUT;
     if (err != cudaSuccess) (void)cudaGetLastError(); /* a failed kernel was reported */
     return GPURING_OK;
 }
@@ -115,14 +128,11 @@ gpuring_status_t gpuring_device_stream_wait(void *stream, void *event)
 
 gpuring_status_t gpuring_device_event_wait(void *event, double timeout_sec)
 {
-    gpuring_spin_t spin;
     cudaError_t err;
 
     if (event == NULL) return GPURING_OK;
-    gpuring_spin_init(&spin, timeout_sec);
-    while ((err = cudaEventQuery((cudaEvent_t)event)) == cudaErrorNotReady) {
-        if (gpuring_spin_tick(&spin) != GPURING_OK) return GPURING_ERR_TIMEOUT;
-    }
+    err = device_poll_done(NULL, event, timeout_sec);
+    if (err == cudaErrorNotReady) return GPURING_ERR_TIMEOUT;
     GPURING_CUDA_CHECK(err);
     return GPURING_OK;
 }

@@ -298,12 +298,15 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         args.out[r] = (char *)out + first * es;
     }
     if (local == GPURING_OK) {
-        local = gpuring_device_event_wait(c->dev.event, c->cfg.wait_timeout);
+        /* (half the wait timeout: this rank's failure must reach the agreement before
+         * the peers waiting in it give up on it) */
+        const double bound = c->cfg.wait_timeout / 2;
+
+        local = gpuring_device_event_wait(c->dev.event, bound);
         if (local == GPURING_ERR_TIMEOUT)
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the work this rank queued on "
                           "the default stream before the call has not finished after %.0f s "
-                          "(coll_gpuring_wait_timeout); the call does not start",
-                          c->cfg.wait_timeout);
+                          "(half coll_gpuring_wait_timeout); the call does not start", bound);
     }
     GPURING_PROF_MARK(GPURING_PROF_MAP);
     st = gpuring_bootstrap_agree(&c->boot, local, &bad);
