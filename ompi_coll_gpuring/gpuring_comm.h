@@ -113,9 +113,10 @@ typedef struct gpuring_comm_device {
     size_t bounce_bytes;
     int net_device;     /* NET slots: this GPU's ordinal (GPU-direct), or -1 (pinned host staging) */
     const char *net_staging_why; /* why not GPU-direct, for the log */
-    int direct_state;   /* direct allreduce: 0 not tried, 1 ran, -1 off for good (agreed) */
-    /* the direct allreduce's declines in a row (some rank's buffers could not be shared),
-     * and the calls left that take the FIFOs without asking (every rank counts alike) */
+    int direct_state;   /* direct allreduce: 0 not run yet, 1 ran */
+    /* the direct allreduce's declines in a row (some rank's buffers could not be shared,
+     * or mapped), and the calls left that take the FIFOs without asking (every rank
+     * counts alike) */
     int direct_declines, direct_skip;
     int direct_ll_state; /* LL direct allreduce: 0 not set up, 1 ready, -1 off for good (agreed) */
     size_t direct_ll_bytes; /* agreed: the calls it takes, at most */

@@ -186,6 +186,15 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
 /* ---- the direct allreduce ---------------------------------------------------------------- */
 #define DIRECT_MAX_BACKOFF 6 /* declines in a row: at most 2^6 - 1 calls skip the exchange */
 
+/* The k-th decline in a row (some rank's buffers cannot be shared, or a mapping
+ * failed): the next 2^k - 1 calls take the FIFOs without the exchange, then ask again.
+ * Every rank counts alike (from what every rank received). */
+static void direct_back_off(gpuring_comm_t *c)
+{
+    c->dev.direct_declines = GPURING_MIN(c->dev.direct_declines + 1, DIRECT_MAX_BACKOFF);
+    c->dev.direct_skip = (1 << c->dev.direct_declines) - 1;
+}
+
 /*
  * Every rank publishes its buffers' IPC handles (allgather); if one cannot
  * be shared, or is not aligned to its elements (the kernel reads whole ones
@@ -193,7 +202,8 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
  * GPURING_ERR_NOT_SUPPORTED (the FIFO path), as it does without asking for the
  * next 2^k - 1 calls after k such declines in a row (k up to
  * DIRECT_MAX_BACKOFF: an application's buffers rarely change kind, and the
- * exchange is an MPI_Allgather through the component below).  Each rank maps
+ * exchange is an MPI_Allgather through the component below), and where a
+ * rank could not map its peers' buffers (direct_back_off).  Each rank maps
  * the others' buffers and waits for its own legacy-stream work (the kernels
  * write every rank's buffers, so each rank's ordering after its default stream
  * must hold before anyone's kernel starts: the FIFO path gets it from its
@@ -229,7 +239,6 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
             return gpuring_direct_ll_run(c, info, c->calls, call, seq);
         }
     }
-    if (c->dev.direct_state < 0) return GPURING_ERR_NOT_SUPPORTED;
     if (c->dev.direct_skip > 0) {
         c->dev.direct_skip--;
         return GPURING_ERR_NOT_SUPPORTED;
@@ -262,10 +271,8 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     }
     for (int r = 0; r < n; r++) {
         if (all[r].send.ok && all[r].recv.ok && all[r].aligned) continue;
-        /* buffers stay what they are: the next 1, 3, 7, ... 63 calls take the FIFOs without
-         * this exchange, then ask again */
-        c->dev.direct_declines = GPURING_MIN(c->dev.direct_declines + 1, DIRECT_MAX_BACKOFF);
-        c->dev.direct_skip = (1 << c->dev.direct_declines) - 1;
+        /* buffers stay what they are: backed off */
+        direct_back_off(c);
         GPURING_DEBUG(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's buffers %s: FIFO path "
                       "(for the next %d calls too)", r,
                       !all[r].aligned ? "are not aligned to their elements (the FIFO path "
@@ -275,7 +282,6 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
                       c->dev.direct_skip);
         return GPURING_ERR_NOT_SUPPORTED;
     }
-    c->dev.direct_declines = 0;
 
     for (int r = 0; r < n && local == GPURING_OK; r++) {
         void *in = (void *)sendbuf, *out = recvbuf;
@@ -329,14 +335,17 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
          * can no longer agree, so the communicator is unusable */
         gpuring_comm_set_broken(c);
     } else {
-        /* a mapping failed somewhere, before any data moved: never again on this comm */
+        /* a mapping failed somewhere (all mappings in use, a GPU out of memory for one:
+         * both may pass), or a default stream did not drain, before any data moved: the
+         * FIFOs, backed off as for buffers declined */
+        direct_back_off(c);
         GPURING_INFO(GPURING_SUBSYS_COLL, "direct allreduce: rank %d could not map its peers' "
-                     "buffers (or wait for its default stream); device calls use the FIFOs "
-                     "from now on", bad);
-        c->dev.direct_state = -1;
+                     "buffers (or wait for its default stream): FIFO path (for the next %d "
+                     "calls too)", bad, c->dev.direct_skip);
         st = GPURING_ERR_NOT_SUPPORTED;
     }
     for (int k = 0; k < ntokens; k++) gpuring_ipc_buf_release(tokens[k]);
+    if (st == GPURING_OK) c->dev.direct_declines = 0;
     if (st == GPURING_OK && c->dev.direct_state == 0) {
         c->dev.direct_state = 1;
         GPURING_INFO(GPURING_SUBSYS_COLL, "device calls run direct: %d ranks' buffers mapped "

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -534,7 +535,17 @@ extern "C" cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev
 
 /* CUDACPU_FAIL_IPC_OPEN set: every handle of another process fails to open, as where
  * the process may not reach the peer's GPU (a device cgroup per task; CUDA opens
- * handles of GPUs CUDA_VISIBLE_DEVICES hides) */
+ * handles of GPUs CUDA_VISIBLE_DEVICES hides); CUDACPU_FAIL_IPC_OPEN_NTH=N: the N-th
+ * open of another process's handle in this process fails, once (out of memory for
+ * the mapping: a failure that passes) */
+static int ipc_open_fails_now(void)
+{
+    static std::atomic<long> opens{0};
+    const char *nth = getenv("CUDACPU_FAIL_IPC_OPEN_NTH");
+
+    return nth != nullptr && ++opens == atol(nth);
+}
+
 extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
                                             unsigned int flags)
 {
@@ -550,6 +561,7 @@ extern "C" cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t ha
     if (h.pid == (int32_t)getpid()) /* as CUDA: not in the exporting process */
         return fail(cudaErrorDeviceUninitialized);
     if (getenv("CUDACPU_FAIL_IPC_OPEN") != nullptr) return fail(cudaErrorInvalidDevice);
+    if (ipc_open_fails_now()) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> g(mu);
     for (auto &x : ranges) { /* opened before: the same mapping, counted */
         if (x.second.kind == MEM_IPC_MAPPED && strcmp(x.second.name, h.name) == 0) {

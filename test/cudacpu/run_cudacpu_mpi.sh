@@ -62,6 +62,8 @@
 #                   through the progress thread and UCX, rings and trees
 #   mix_np3, mix_vnodes_np4  mix_check -d: a seeded random sequence of every
 #                   collective gpuring takes, MPI_Iallreduce in flight among them
+#   direct_mapfail_np2  one mapping of a peer's buffers fails, once: that call takes
+#                   the FIFOs on every rank, later ones run direct again
 #   direct_nocache_np3  the direct allreduce with coll_gpuring_ipc_cache 0: every
 #                   peer buffer unmapped when its call ends
 #   iallreduce_first_np3  iallreduce_check -d -F, coll_gpuring_nonblocking_setup 0:
@@ -278,6 +280,13 @@ summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1
 want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
 case_run direct_np2 2 "coll_gpuring_profile 1 coll_gpuring_direct_ll_size 0" -d -q -i \
     -m world,dup,split -c 1,17,4099 $case_types
+# a mapping of a peer's buffers that fails once (CUDACPU_FAIL_IPC_OPEN_NTH: out of
+# memory for it, a failure that passes): that call takes the FIFOs on every rank, and
+# later ones run direct again (it used to turn the direct allreduce off for good)
+want='direct allreduce: rank [0-9] could not map its peers. buffers .*: FIFO path \(for the next 1 calls too\)'
+xenv="-x CUDACPU_FAIL_IPC_OPEN_NTH=2"
+case_run direct_mapfail_np2 2 "coll_gpuring_direct_ll_size 0 coll_gpuring_device_nchannels 1" -d -q -m world -c 1,17,4099 -t int,float -o sum,max
+xenv=""
 # no idle mapping kept (coll_gpuring_ipc_cache 0): each call maps its peers' buffers
 # and unmaps them when it ends (the runtime unmaps at once: a use after fails)
 want='unmapped \(0 mappings kept idle at most: coll_gpuring_ipc_cache\)' verbose=4
