@@ -59,15 +59,14 @@ int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st)
     return 0;
 }
 
-gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
-                                         int *bad_rank_p)
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local)
 {
     int32_t mine = (int32_t)local;
     int32_t *all = malloc(sizeof(int32_t) * (size_t)b->size);
     gpuring_status_t st;
     int bad = -1;
 
-    if (bad_rank_p != NULL) *bad_rank_p = -1;
+    b->bad_rank = -1;
     if (all == NULL) {
         return gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
                                        "allocating an agreement's exchange");
@@ -78,7 +77,6 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
     }
     free(all);
     b->bad_rank = bad;
-    if (bad_rank_p != NULL) *bad_rank_p = bad;
     if (st != GPURING_OK) return st;
     if (bad >= 0) gpuring_bootstrap_end_alike(b); /* every member saw the same failure */
     if (local != GPURING_OK) return local;

@@ -76,12 +76,11 @@ int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st);
 /*
  * Every rank contributes its local status; all get GPURING_OK only if every
  * rank succeeded, else GPURING_ERR_REMOTE (or the local error) and
- * *bad_rank_p (may be NULL) and b->bad_rank name the first rank that failed.  This keeps
+ * b->bad_rank names the first rank that failed (-1: none, or the exchange failed).  This keeps
  * collective setup all-or-nothing: no rank goes on while another gave up.  A
  * failed outcome ends the sequence alike on every member.
  */
-gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
-                                         int *bad_rank_p);
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local);
 
 /* ---- peer info: the first exchange (initTransportsRank's peer info) ------ */
 typedef struct gpuring_peer_info {

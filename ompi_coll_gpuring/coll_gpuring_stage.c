@@ -1057,15 +1057,18 @@ static mca_coll_gpuring_stage_nb_t *stage_persistent_find(ompi_request_t *req, i
  * INTEGER is wider than int) as soon as the C call returns.  Space first (0, or -1
  * without memory), then the copies.
  */
+static size_t stage_shape_displ_size(const mca_coll_gpuring_shape_t *sh)
+{
+    return sh->form == 2 && sh->aint ? sizeof(MPI_Aint) : sizeof(int);
+}
+
 static size_t stage_shape_bytes(const mca_coll_gpuring_shape_t *sh)
 {
     const size_t n = (size_t)sh->n;
 
-    if (sh->form == 1) return n * 2 * sizeof(int);
-    if (sh->form == 2)
-        return n * (sizeof(sh->types[0]) + (sh->aint ? sizeof(MPI_Aint) : sizeof(int)) +
-                    sizeof(int));
-    return 0;
+    if (sh->form == 0) return 0;
+    return n * ((sh->form == 2 ? sizeof(sh->types[0]) : 0) + stage_shape_displ_size(sh) +
+                sizeof(int));
 }
 
 static int stage_nb_shape_space(mca_coll_gpuring_stage_nb_t *nb,
@@ -1093,8 +1096,8 @@ static void stage_nb_keep_shapes(mca_coll_gpuring_stage_nb_t *nb)
             sh->types = memcpy(at, sh->types, n * sizeof(sh->types[0]));
             at += n * sizeof(sh->types[0]);
         }
-        sh->displs = memcpy(at, sh->displs, n * (sh->aint ? sizeof(MPI_Aint) : sizeof(int)));
-        at += n * (sh->aint ? sizeof(MPI_Aint) : sizeof(int));
+        sh->displs = memcpy(at, sh->displs, n * stage_shape_displ_size(sh));
+        at += n * stage_shape_displ_size(sh);
         sh->counts = memcpy(at, sh->counts, n * sizeof(int));
     }
 }

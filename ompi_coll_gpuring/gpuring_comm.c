@@ -307,7 +307,7 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
                           gpuring_status_str(local));
         }
     }
-    st = gpuring_bootstrap_agree(&c->boot, local, NULL);
+    st = gpuring_bootstrap_agree(&c->boot, local);
 out:
     free(locs);
     free(pos);
@@ -368,7 +368,7 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     /* 3. UCX addresses when there is more than one node; 4. all agree.
      *    Connections come with each plane's first call. */
     GPURING_CHECK_GOTO(gpuring_conns_net_setup(c, &local_st), st, out);
-    st = gpuring_bootstrap_agree(&c->boot, local_st, NULL);
+    st = gpuring_bootstrap_agree(&c->boot, local_st);
     /* every rank of this host opened the board before the graph's exchange */
     gpuring_arrivals_unlink(c->arrivals);
 

@@ -264,11 +264,11 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, all,
                                                    sizeof(*mine) * (size_t)per_rank),
                        st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st, NULL), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st), st, out);
     for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
         local_st = comm_end_connect(c, i, all, per_rank);
     }
-    st = gpuring_bootstrap_agree(&c->boot, local_st, NULL);
+    st = gpuring_bootstrap_agree(&c->boot, local_st);
     for (int i = first; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_SHM) gpuring_conn_shm_unlink(&c->conns[i]);
     }

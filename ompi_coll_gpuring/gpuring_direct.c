@@ -111,7 +111,8 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
         for (int r = 0; r < n && local == GPURING_OK; r++) {
             if (r != me) local = gpuring_device_open_shared(all[r].inbox, &c->dev.ll_peers[r]);
         }
-        st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+        st = gpuring_bootstrap_agree(&c->boot, local);
+        bad = c->boot.bad_rank;
         if (st == GPURING_OK) {
             c->dev.direct_ll_bytes = bytes;
             c->dev.direct_ll_slot = GPURING_EXEC_DIRECT_LL_SLOT_BYTES(bytes);
@@ -227,7 +228,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     gpuring_exec_direct_args_t args = {.nranks = n, .count = GPURING_MIN(share, count - first),
                                        .type = type, .op = op, .timeout = c->cfg.wait_timeout};
     comm_direct_pub_t pub, all[GPURING_EXEC_DIRECT_MAX_RANKS];
-    int tokens[2 * GPURING_EXEC_DIRECT_MAX_RANKS], ntokens = 0, bad = -1;
+    int tokens[2 * GPURING_EXEC_DIRECT_MAX_RANKS], ntokens = 0;
     gpuring_status_t local = GPURING_OK, st;
 
     if (count * es <= c->cfg.direct_ll_bytes) {
@@ -315,15 +316,15 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
                           "(half coll_gpuring_wait_timeout); the call does not start", bound);
     }
     GPURING_PROF_MARK(GPURING_PROF_MAP);
-    st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+    st = gpuring_bootstrap_agree(&c->boot, local);
     GPURING_PROF_MARK(GPURING_PROF_AGREE);
     if (st == GPURING_OK) {
         local = gpuring_exec_cuda_direct(&args, c->dev.stream);
-        st = gpuring_bootstrap_agree(&c->boot, local, &bad);
+        st = gpuring_bootstrap_agree(&c->boot, local);
         GPURING_PROF_MARK(GPURING_PROF_CLOSE);
-        if (st != GPURING_OK && local == GPURING_OK && bad >= 0) {
+        if (st != GPURING_OK && local == GPURING_OK && c->boot.bad_rank >= 0) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's kernel failed",
-                          bad);
+                          c->boot.bad_rank);
         } else if (st != GPURING_OK && local == GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the agreement after the "
                           "kernels failed (%s): a peer's kernel may still run",
@@ -341,7 +342,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         direct_back_off(c);
         GPURING_INFO(GPURING_SUBSYS_COLL, "direct allreduce: rank %d could not map its peers' "
                      "buffers (or wait for its default stream): FIFO path (for the next %d "
-                     "calls too)", bad, c->dev.direct_skip);
+                     "calls too)", c->boot.bad_rank, c->dev.direct_skip);
         st = GPURING_ERR_NOT_SUPPORTED;
     }
     for (int k = 0; k < ntokens; k++) gpuring_ipc_buf_release(tokens[k]);
