@@ -146,8 +146,8 @@ static void devcopy_forget_stream(void *ctx)
 
 /* ---- copies ------------------------------------------------------------------ */
 
-/* gpuring_devcopy_back_blocks's rows and copies (atomic) */
-static unsigned long long devcopy_back_rows, devcopy_back_copies;
+/* gpuring_devcopy_blocks's rows and copies, in ([0]) and back ([1]) (atomic) */
+static unsigned long long devcopy_block_rows[2], devcopy_block_copies[2];
 
 /* Block b's rows one copy each: queued on `stream`, or (NULL) on the legacy stream with
  * cuMemcpy; counted into *copies.  A driver error. */
@@ -166,24 +166,29 @@ static int devcopy_rows(const gpuring_devcopy_block_t *b, void *stream,
     return rc;
 }
 
-/* Block b (rows of it) queued on `stream` (host memory to device memory), the driver's
- * copies counted into *copies; a driver error. */
-static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream,
-                         unsigned long long *copies)
+/* Block b queued on `stream` (NULL: the legacy stream), `back` from host memory into
+ * device memory, else the other way: rows of it as one 2D copy where the driver has
+ * them (*queued set: the stream must be synchronized), else one copy each (on the
+ * legacy stream with cuMemcpy); the driver's copies counted into *copies.  A driver
+ * error. */
+static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream, int back,
+                         int *queued, unsigned long long *copies)
 {
     if (b->rows > 1 && devcopy_drv.memcpy_2d_async != NULL) {
-        const gpuring_cuda_memcpy2d_t copy = {.src_type = GPURING_CU_MEMORYTYPE_HOST,
-                                              .src_host = b->src,
-                                              .src_pitch = b->pitch,
-                                              .dst_type = GPURING_CU_MEMORYTYPE_DEVICE,
-                                              .dst_device = (uintptr_t)b->dst,
-                                              .dst_pitch = b->pitch,
-                                              .width = b->bytes,
-                                              .height = b->rows};
+        gpuring_cuda_memcpy2d_t copy = {.src_pitch = b->pitch,
+                                        .dst_pitch = b->pitch,
+                                        .width = b->bytes,
+                                        .height = b->rows};
 
+        copy.src_type = back ? GPURING_CU_MEMORYTYPE_HOST : GPURING_CU_MEMORYTYPE_DEVICE;
+        copy.dst_type = back ? GPURING_CU_MEMORYTYPE_DEVICE : GPURING_CU_MEMORYTYPE_HOST;
+        if (back) copy.src_host = b->src, copy.dst_device = (uintptr_t)b->dst;
+        else copy.src_device = (uintptr_t)b->src, copy.dst_host = b->dst;
         (*copies)++;
+        *queued = 1;
         return devcopy_drv.memcpy_2d_async(&copy, stream);
     }
+    *queued |= stream != NULL;
     return devcopy_rows(b, stream, copies);
 }
 
@@ -196,7 +201,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
 {
     gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
-    int rc;
+    int rc, queued = 0;
 
     if (n == 0 || (n == 1 && blk[0].bytes == 0)) return GPURING_OK;
     if (!devcopy_lookup()) {
@@ -215,16 +220,19 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         /* from pageable memory the driver returns once it holds the bytes: the stream's
          * synchronization waits for them to land */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_queue(&blk[i], stream, copies);
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = devcopy_queue(&blk[i], stream, back, &queued, copies);
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) rc = devcopy_rows(&blk[i], NULL, copies);
+        queued = 0;
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = devcopy_queue(&blk[i], NULL, back, &queued, copies);
         /* from pageable memory the driver may return before the data reached the
-         * device: its legacy stream holds the rest */
-        if (rc == 0 && !host_pinned) rc = devcopy_drv.stream_sync(NULL);
+         * device, and a 2D copy is queued: the legacy stream holds the rest */
+        if (rc == 0 && ((back && !host_pinned) || queued)) rc = devcopy_drv.stream_sync(NULL);
     }
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
@@ -260,22 +268,23 @@ gpuring_status_t gpuring_devcopy_back(void *dst, const void *src, size_t bytes, 
     return devcopy_run(&blk, 1, host_pinned, 1, why_p, &copies);
 }
 
-gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
-                                             int host_pinned, const char **why_p)
+gpuring_status_t gpuring_devcopy_blocks(const gpuring_devcopy_block_t *blocks, int n, int back,
+                                        int host_pinned, const char **why_p)
 {
     unsigned long long rows = 0, copies = 0;
-    gpuring_status_t st = devcopy_run(blocks, n, host_pinned, 1, why_p, &copies);
+    gpuring_status_t st = devcopy_run(blocks, n, host_pinned, back != 0, why_p, &copies);
 
     for (int i = 0; i < n; i++) rows += blocks[i].rows;
-    __atomic_fetch_add(&devcopy_back_rows, rows, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&devcopy_back_copies, copies, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&devcopy_block_rows[back != 0], rows, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&devcopy_block_copies[back != 0], copies, __ATOMIC_RELAXED);
     return st;
 }
 
-void gpuring_devcopy_back_counts(unsigned long long *rows_p, unsigned long long *copies_p)
+void gpuring_devcopy_block_counts(int back, unsigned long long *rows_p,
+                                  unsigned long long *copies_p)
 {
-    *rows_p = __atomic_load_n(&devcopy_back_rows, __ATOMIC_RELAXED);
-    *copies_p = __atomic_load_n(&devcopy_back_copies, __ATOMIC_RELAXED);
+    *rows_p = __atomic_load_n(&devcopy_block_rows[back != 0], __ATOMIC_RELAXED);
+    *copies_p = __atomic_load_n(&devcopy_block_copies[back != 0], __ATOMIC_RELAXED);
 }
 
 gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)

@@ -57,15 +57,19 @@ typedef struct {
 } gpuring_devcopy_block_t;
 #define GPURING_DEVCOPY_MAX_PITCH ((size_t)2147483647) /* a GPU's CU_DEVICE_ATTRIBUTE_MAX_PITCH */
 
-/* gpuring_devcopy_back for n blocks from host memory into device memory of one context
- * (that of blocks[0].dst): a result whose datatype has holes goes back block by block,
- * leaving the bytes between them -- not the call's: the application may write them
- * while the call runs -- as they are; queued together, one synchronization. */
-gpuring_status_t gpuring_devcopy_back_blocks(const gpuring_devcopy_block_t *blocks, int n,
-                                             int host_pinned, const char **why_p);
-/* What gpuring_devcopy_back_blocks moved so far in this process: rows (blocks), and the
- * copies the driver was asked for (a 2D copy moves many rows). */
-void gpuring_devcopy_back_counts(unsigned long long *rows_p, unsigned long long *copies_p);
+/* n blocks of one context's device memory (that of blocks[0]'s): `back` from host
+ * memory into device memory as gpuring_devcopy_back copies -- a result whose datatype
+ * has holes goes back block by block, leaving the bytes between them (not the call's:
+ * the application may write them while the call runs) as they are -- else from device
+ * memory into host memory as gpuring_devcopy does (the blocks of a datatype whose span
+ * is far larger than they are: only they are read, only their pages written); queued
+ * together, one synchronization. */
+gpuring_status_t gpuring_devcopy_blocks(const gpuring_devcopy_block_t *blocks, int n, int back,
+                                        int host_pinned, const char **why_p);
+/* What gpuring_devcopy_blocks moved so far in this process, in (back 0) or back: rows
+ * (blocks), and the copies the driver was asked for (a 2D copy moves many rows). */
+void gpuring_devcopy_block_counts(int back, unsigned long long *rows_p,
+                                  unsigned long long *copies_p);
 
 /* Wait for the work queued so far on the legacy stream of device memory ptr's context
  * (every blocking stream's before it): what a copy out of ptr does first, for memory a

@@ -302,6 +302,7 @@ typedef struct mca_coll_gpuring_stage_buf {
     void *buf;        /* as the application passed it */
     ptrdiff_t lo;     /* the call touches [buf + lo, buf + lo + bytes) */
     size_t bytes;     /* 0: nothing (or buf is MPI_IN_PLACE / not significant here) */
+    size_t data;      /* the bytes its blocks hold (bytes: their hull) */
     int dir;          /* MCA_COLL_GPURING_STAGE_*; 0: not touched on this rank */
     int holes;        /* written, but perhaps not every byte of the span */
     int partial;      /* written, but perhaps not every block of its datatype: a neighbor
@@ -501,9 +502,15 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
  * memory is taken as host memory).  0, or -1 with *why_p where the pieces cannot be
  * told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
-/* A pieced span's host image (b->bytes of address space, its pages touched only where
- * pieces are copied), NULL where it cannot be mapped; span_release gives it back and
- * frees the pieces (image NULL: the pieces only). */
+/* Does b's span get a host image of its own rather than room in a staging area: its
+ * blocks lie in several allocations (pieces), or they are sparse -- a span of at least
+ * 1 MiB whose blocks hold under a quarter of it (one column of a matrix), copied in and
+ * back block by block?  Such an image is b->bytes of address space whose pages are
+ * touched only where blocks or pieces are copied, never page-locked:
+ * mca_coll_gpuring_span_image_new, NULL where it cannot be mapped; span_release gives
+ * it back (where b has one of its own) and frees the pieces (image NULL: the pieces
+ * only). */
+int mca_coll_gpuring_span_own_image(const mca_coll_gpuring_stage_buf_t *b);
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b);
 void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image);
 /* Copy the span's bytes into its host image, or back out of it: one copy, or one per

@@ -341,7 +341,7 @@ static int gpuring_register(void)
 }
 
 /* One line listing the collectives staged, if any; one more where results whose datatype
- * has holes went back block by block. */
+ * has holes went back block by block, and one where sparse inputs came in so. */
 static void gpuring_stage_summary(void)
 {
     char line[1024];
@@ -360,10 +360,16 @@ static void gpuring_stage_summary(void)
     if (len == 0) return;
     GPURING_INFO(GPURING_SUBSYS_COLL, "device buffers staged through host memory for the "
                  "component below: %s", line);
-    gpuring_devcopy_back_counts(&rows, &copies);
+    gpuring_devcopy_block_counts(1, &rows, &copies);
     if (rows > 0) {
         GPURING_INFO(GPURING_SUBSYS_COLL, "staged results copied back block by block (their "
                      "datatypes have holes): %llu blocks in %llu copies", rows, copies);
+    }
+    gpuring_devcopy_block_counts(0, &rows, &copies);
+    if (rows > 0) {
+        GPURING_INFO(GPURING_SUBSYS_COLL, "staged inputs copied in block by block (their "
+                     "datatypes span far more than their blocks): %llu blocks in %llu copies",
+                     rows, copies);
     }
 }
 

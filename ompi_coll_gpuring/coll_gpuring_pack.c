@@ -83,7 +83,7 @@ static int pack_on_device(gpuring_mem_kind_t kind)
 static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
 {
     if (p->device >= 0 && !keep_device) gpuring_devcopy_free(p->bytes, p->pooled);
-    if (p->span.npieces == 0) free(p->image);
+    if (!mca_coll_gpuring_span_own_image(&p->span)) free(p->image);
     mca_coll_gpuring_span_release(&p->span, p->image);
     free(p->host);
     memset(p, 0, sizeof(*p));
@@ -134,8 +134,8 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
          * and unpacked into -- the copy back writes only the datatype's blocks, so a
          * receiver's image needs none of the span's bytes (a hull far larger than its
          * blocks is never touched but at the blocks) */
-        p->image = span->npieces > 0 ? mca_coll_gpuring_span_image_new(span)
-                                     : malloc(span->bytes);
+        p->image = mca_coll_gpuring_span_own_image(span) ? mca_coll_gpuring_span_image_new(span)
+                                                         : malloc(span->bytes);
         if (p->image == NULL) goto fail;
         fail = in ? mca_coll_gpuring_span_copy_in(span, p->image, 0, &why) : GPURING_OK;
         if (fail != GPURING_OK) goto fail;

@@ -46,6 +46,8 @@
 #define STAGE_ALIGN 64          /* each staged span starts on a cache line */
 #define STAGE_GROW (64 << 10)   /* the host area grows in these steps at least */
 #define STAGE_MAX_BUFS 2        /* no call has more buffers */
+#define STAGE_SPARSE_MIN (1 << 20) /* a span this wide whose blocks hold under a quarter
+                                    * of it is sparse (mca_coll_gpuring_span_own_image) */
 /* room for each span in the area to move off another buffer's pointer (stage_fill) */
 #define STAGE_SLACK ((STAGE_MAX_BUFS - 1) * STAGE_ALIGN)
 
@@ -205,6 +207,7 @@ static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int
     b->buf = (void *)buf;
     b->lo = 0;
     b->bytes = 0;
+    b->data = 0;
     /* (NULL is MPI_BOTTOM where the buffer counts: its datatype's addresses absolute;
      * the callers give a buffer that does not count on this rank dir 0) */
     b->dir = buf == MPI_IN_PLACE || !gpuring_mem_any_device() ? 0 : dir;
@@ -217,8 +220,9 @@ static void stage_buf_init(mca_coll_gpuring_stage_buf_t *b, const void *buf, int
     b->pieces = NULL;
 }
 
-/* Widen [*lo, *hi) by count elements of dt starting `at` bytes from buf. */
-static void stage_hull_add(ptrdiff_t *lo, ptrdiff_t *hi, int *empty, ptrdiff_t at, size_t count,
+/* Widen [*lo, *hi) by count elements of dt starting `at` bytes from buf, whose blocks
+ * hold count * size bytes more of *data (0: none yet, [*lo, *hi) unset). */
+static void stage_hull_add(ptrdiff_t *lo, ptrdiff_t *hi, size_t *data, ptrdiff_t at, size_t count,
                            struct ompi_datatype_t *dt)
 {
     ptrdiff_t lb, extent, true_lb, true_extent, first, last;
@@ -231,32 +235,33 @@ static void stage_hull_add(ptrdiff_t *lo, ptrdiff_t *hi, int *empty, ptrdiff_t a
     /* element k occupies [at + k*extent + true_lb, ... + true_extent) */
     first = at + true_lb + (extent < 0 ? (ptrdiff_t)(count - 1) * extent : 0);
     last = at + true_lb + true_extent + (extent > 0 ? (ptrdiff_t)(count - 1) * extent : 0);
-    if (*empty || first < *lo) *lo = first;
-    if (*empty || last > *hi) *hi = last;
-    *empty = 0;
+    if (*data == 0 || first < *lo) *lo = first;
+    if (*data == 0 || last > *hi) *hi = last;
+    *data += count * size;
 }
 
 static void stage_buf_hull(mca_coll_gpuring_stage_buf_t *b, ptrdiff_t lo, ptrdiff_t hi,
-                           int empty)
+                           size_t data)
 {
-    if (b->dir == 0 || empty || hi <= lo) {
+    if (b->dir == 0 || data == 0 || hi <= lo) {
         b->dir = 0;
         return;
     }
     b->lo = lo;
     b->bytes = (size_t)(hi - lo);
+    b->data = data;
 }
 
 void mca_coll_gpuring_stage_span(mca_coll_gpuring_stage_buf_t *b, const void *buf, int dir,
                                  size_t count, struct ompi_datatype_t *dt)
 {
     ptrdiff_t lo = 0, hi = 0;
-    int empty = 1;
+    size_t data = 0;
 
     stage_buf_init(b, buf, dir);
     if (b->dir == 0) return; /* counts and types may be meaningless here (MPI allows it) */
-    stage_hull_add(&lo, &hi, &empty, 0, count, dt);
-    stage_buf_hull(b, lo, hi, empty);
+    stage_hull_add(&lo, &hi, &data, 0, count, dt);
+    stage_buf_hull(b, lo, hi, data);
     b->holes = count > INT32_MAX ||
                !ompi_datatype_is_contiguous_memory_layout(dt, (int32_t)(count ? count : 1));
     b->shape = (mca_coll_gpuring_shape_t){.form = 0, .count = count, .dt = dt};
@@ -267,15 +272,15 @@ void mca_coll_gpuring_stage_span_v(mca_coll_gpuring_stage_buf_t *b, const void *
                                    struct ompi_datatype_t *dt)
 {
     ptrdiff_t lo = 0, hi = 0, lb, extent;
-    int empty = 1;
+    size_t data = 0;
 
     stage_buf_init(b, buf, dir);
     if (b->dir == 0) return;
     ompi_datatype_get_extent(dt, &lb, &extent);
     for (int i = 0; i < n; i++) {
-        if (counts[i] > 0) stage_hull_add(&lo, &hi, &empty, displs[i] * extent, counts[i], dt);
+        if (counts[i] > 0) stage_hull_add(&lo, &hi, &data, displs[i] * extent, counts[i], dt);
     }
-    stage_buf_hull(b, lo, hi, empty);
+    stage_buf_hull(b, lo, hi, data);
     b->holes = 1; /* blocks need not tile their hull */
     b->shape = (mca_coll_gpuring_shape_t){
         .form = 1, .counts = counts, .displs = displs, .n = n, .dt = dt};
@@ -286,16 +291,16 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
                                    struct ompi_datatype_t *const *types, int n)
 {
     ptrdiff_t lo = 0, hi = 0;
-    int empty = 1;
+    size_t data = 0;
 
     stage_buf_init(b, buf, dir);
     if (b->dir == 0) return;
     for (int i = 0; i < n; i++) {
         ptrdiff_t at = aint ? (ptrdiff_t)((const MPI_Aint *)displs)[i]
                             : (ptrdiff_t)((const int *)displs)[i];
-        if (counts[i] > 0) stage_hull_add(&lo, &hi, &empty, at, counts[i], types[i]);
+        if (counts[i] > 0) stage_hull_add(&lo, &hi, &data, at, counts[i], types[i]);
     }
-    stage_buf_hull(b, lo, hi, empty);
+    stage_buf_hull(b, lo, hi, data);
     b->holes = 1;
     b->shape = (mca_coll_gpuring_shape_t){
         .form = 2, .counts = counts, .displs = displs, .n = n, .aint = aint, .types = types};
@@ -303,13 +308,14 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 
 /* ---- pieces: a span over several allocations ---------------------------------------- */
 
-/* A result's copy back block by block (stage_span_copy): device blocks queued, up to
- * STAGE_COPY_BATCH of one piece (allocation) at a time, for one
- * gpuring_devcopy_back_blocks; blocks of one size at one stride as one entry of rows
- * (a vector type's: one 2D copy) */
+/* A copy block by block (stage_span_copy: a result back, a sparse span's input in):
+ * device blocks queued, up to STAGE_COPY_BATCH of one piece (allocation) at a time, for
+ * one gpuring_devcopy_blocks; blocks of one size at one stride as one entry of rows (a
+ * vector type's: one 2D copy) */
 #define STAGE_COPY_BATCH 64
 typedef struct {
     const char *image; /* the span's host image: its first byte is the span's */
+    int back;          /* into the span's blocks from the image, else out of them */
     int pinned;
     int piece;         /* that of the queued blocks (-1: the span is one piece) */
     int n;
@@ -320,7 +326,7 @@ typedef struct {
 /* The walk of a span's blocks, in the order its datatype lists them. */
 typedef struct {
     mca_coll_gpuring_stage_buf_t *b;
-    stage_copy_t *copy;       /* the walk copies the blocks back: it makes no pieces */
+    stage_copy_t *copy;       /* the walk copies the blocks: it makes no pieces */
     int cap;
     int cur;                  /* the piece of the device allocation `range`; -1: none */
     gpuring_mem_range_t range;
@@ -395,27 +401,30 @@ static int stage_copy_flush(stage_walk_t *w)
     stage_copy_t *c = w->copy;
 
     stage_copy_fold(c);
-    if (c->n > 0) c->st = gpuring_devcopy_back_blocks(c->q, c->n, c->pinned, &w->why);
+    if (c->n > 0) c->st = gpuring_devcopy_blocks(c->q, c->n, c->back, c->pinned, &w->why);
     c->n = 0;
     return c->st == GPURING_OK ? 0 : -1;
 }
 
-/* [at, at + len) of the span, all in piece k (-1: the span is one), back from the image:
- * host memory at once, device memory queued (joined to the block before where it goes on
- * from it; the block before, complete then, folded into the rows before it) */
+/* [at, at + len) of the span, all in piece k (-1: the span is one), between it and the
+ * image: host memory at once, device memory queued (joined to the block before where it
+ * goes on from it; the block before, complete then, folded into the rows before it) */
 static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
 {
     stage_copy_t *c = w->copy;
     const mca_coll_gpuring_stage_buf_t *b = w->b;
-    const char *in = c->image + ((ptrdiff_t)(at - (uintptr_t)b->buf) - b->lo);
+    char *in = (char *)c->image + ((ptrdiff_t)(at - (uintptr_t)b->buf) - b->lo);
     gpuring_devcopy_block_t *last = c->n > 0 ? &c->q[c->n - 1] : NULL;
+    void *dst = c->back ? (void *)at : in;
+    const void *src = c->back ? (const void *)in : (const void *)at;
 
     if (k >= 0 && b->pieces[k].alloc == 0) {
-        memcpy((void *)at, in, len);
+        memcpy(dst, src, len);
         return 0;
     }
     if (last != NULL && c->piece == k && last->rows == 1 &&
-        (uintptr_t)last->dst + last->bytes == at && (const char *)last->src + last->bytes == in) {
+        (const char *)last->dst + last->bytes == dst &&
+        (const char *)last->src + last->bytes == src) {
         last->bytes += len;
         return 0;
     }
@@ -423,12 +432,11 @@ static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
     if ((c->n == STAGE_COPY_BATCH || (c->n > 0 && c->piece != k)) && stage_copy_flush(w) != 0)
         return -1;
     c->piece = k;
-    c->q[c->n++] =
-        (gpuring_devcopy_block_t){.dst = (void *)at, .src = in, .bytes = len, .rows = 1};
+    c->q[c->n++] = (gpuring_devcopy_block_t){.dst = dst, .src = src, .bytes = len, .rows = 1};
     return 0;
 }
 
-/* The block [at, at + len) back from the image: its part in each piece */
+/* The block [at, at + len) to or from the image: its part in each piece */
 static int stage_copy_block(stage_walk_t *w, uintptr_t at, size_t len)
 {
     const mca_coll_gpuring_stage_buf_t *b = w->b;
@@ -635,6 +643,18 @@ int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char *
     return walk ? stage_walk(b, why_p) : 0;
 }
 
+/* Are b's blocks sparse in their span: under a quarter of a wide one's bytes (one column
+ * of a matrix)?  Its host image is then mapped, only the blocks' pages ever touched. */
+static int stage_span_sparse(const mca_coll_gpuring_stage_buf_t *b)
+{
+    return b->holes && b->bytes >= STAGE_SPARSE_MIN && b->data < b->bytes / 4;
+}
+
+int mca_coll_gpuring_span_own_image(const mca_coll_gpuring_stage_buf_t *b)
+{
+    return b->npieces > 0 || stage_span_sparse(b);
+}
+
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
 {
     void *p = mmap(NULL, b->bytes, PROT_READ | PROT_WRITE,
@@ -645,7 +665,7 @@ void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
 
 void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 {
-    if (b->npieces > 0 && image != NULL) munmap(image, b->bytes);
+    if (image != NULL && mca_coll_gpuring_span_own_image(b)) munmap(image, b->bytes);
     free(b->pieces);
     b->pieces = NULL;
     b->npieces = 0;
@@ -654,12 +674,13 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 /* Copy the span's bytes at buf into its host image (back: from the image to buf): in
  * one copy, or piece by piece; back, where its datatype has holes, block by block -- the
  * bytes between the blocks are not the call's: the application may write them while it
- * runs (another thread, a kernel, before a non-blocking call's wait) */
+ * runs (another thread, a kernel, before a non-blocking call's wait) -- and in too where
+ * its blocks are sparse (only they read, only their pages of the image written) */
 static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, void *image,
                                         int pinned, int back, const char **why_p)
 {
-    if (back && b->holes) {
-        stage_copy_t copy = {.image = image, .pinned = pinned, .st = GPURING_OK};
+    if (back ? b->holes : stage_span_sparse(b)) {
+        stage_copy_t copy = {.image = image, .back = back, .pinned = pinned, .st = GPURING_OK};
         /* (a walk that copies reads b: it makes no pieces) */
         stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &copy, .cur = -1,
                           .host = -1};
@@ -783,7 +804,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         }
         /* (managed and host memory only: the component below reads it as it is) */
         if (!b->device) mca_coll_gpuring_span_release(b, NULL);
-        if (b->device && b->npieces == 0)
+        if (b->device && !mca_coll_gpuring_span_own_image(b))
             *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN +
                         STAGE_SLACK;
         any |= b->device;
@@ -825,8 +846,9 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
         if (b->staged == NULL) continue;
         st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->partial
                  ? stage_span_order(b, &why)
-                 : stage_span_copy(b, b->staged, b->npieces == 0 && area->pin != NULL, 0,
-                                   &why);
+                 : stage_span_copy(b, b->staged,
+                                   !mca_coll_gpuring_span_own_image(b) && area->pin != NULL,
+                                   0, &why);
         if (st != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the %zu bytes at %p its datatype spans "
@@ -860,10 +882,10 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
 {
     const void *near = NULL;
     size_t off = 0;
-    int pieced = 0;
+    int own = 0;
 
     for (int i = 0; i < n && near == NULL; i++) {
-        if (bufs[i].device && bufs[i].npieces == 0)
+        if (bufs[i].device && !mca_coll_gpuring_span_own_image(&bufs[i]))
             near = mca_coll_gpuring_at(bufs[i].buf, bufs[i].lo);
     }
     if (stage_area_reserve(area, total, pin, near) != OMPI_SUCCESS) {
@@ -874,19 +896,20 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         stage_release(bufs, n);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    /* pieced spans first (their images lie where mmap puts them), then the area's,
-     * each moved on (into stage_plan's slack) while its pointer is another's */
+    /* spans with images of their own first (they lie where mmap puts them), then the
+     * area's, each moved on (into stage_plan's slack) while its pointer is another's */
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
-        if (!b->device || b->npieces == 0) continue;
-        pieced++;
+        if (!b->device || !mca_coll_gpuring_span_own_image(b)) continue;
+        own++;
         b->staged = mca_coll_gpuring_span_image_new(b);
         if (b->staged == NULL) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot map %zu bytes of address space for a host "
-                          "image of a datatype whose blocks lie in %d places",
-                          mca_coll_gpuring_coll_name(coll), comm, b->bytes, b->npieces);
+                          "image of the span of a datatype whose blocks hold %zu bytes%s",
+                          mca_coll_gpuring_coll_name(coll), comm, b->bytes, b->data,
+                          b->npieces > 0 ? " in several allocations" : "");
             stage_release(bufs, n);
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
@@ -895,7 +918,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
     for (int i = 0; i < n; i++) {
         mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
-        if (!b->device || b->npieces > 0) continue;
+        if (!b->device || mca_coll_gpuring_span_own_image(b)) continue;
         for (;;) {
             b->staged = (char *)area->host + off;
             b->host = mca_coll_gpuring_at(b->staged, -b->lo);
@@ -911,8 +934,8 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
     }
     if (copy) __atomic_fetch_add(&stage_calls[coll], 1, __ATOMIC_RELAXED); /* (else: starts) */
     GPURING_DEBUG(GPURING_SUBSYS_COLL, "%s on comm %s: device buffers staged: %zu bytes in "
-                  "the host area, %d spans in pieces", mca_coll_gpuring_coll_name(coll), comm,
-                  total, pieced);
+                  "the host area, %d spans in images of their own",
+                  mca_coll_gpuring_coll_name(coll), comm, total, own);
     return OMPI_SUCCESS;
 }
 
@@ -926,8 +949,9 @@ static int stage_drain(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpuri
         const mca_coll_gpuring_stage_buf_t *b = &bufs[i];
 
         if (b->staged == NULL || !(b->dir & MCA_COLL_GPURING_STAGE_OUT)) continue;
-        if (stage_span_copy(b, b->staged, b->npieces == 0 && area->pin != NULL, 1, &why) !=
-            GPURING_OK) {
+        if (stage_span_copy(b, b->staged,
+                            !mca_coll_gpuring_span_own_image(b) && area->pin != NULL, 1,
+                            &why) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the result (%zu bytes) back to "
                           "device memory at %p: %s", mca_coll_gpuring_coll_name(coll), comm,

@@ -13,9 +13,9 @@
  * opened by IPC handle is device memory that cannot be exported again;
  * cudaMallocAsync memory is device memory and cudaMallocManaged memory managed
  * memory, neither exportable; freed or closed memory is host memory again.
- * And kernels/devcopy.c's copy back of a result's blocks (staging) through it: a
- * run of equal blocks at one stride is one 2D copy (cuMemcpy2DAsync), the bytes
- * between the rows untouched.
+ * And kernels/devcopy.c's block copies (staging) through it, a result's back into
+ * device memory and a sparse input's out of it: a run of equal blocks at one stride
+ * is one 2D copy (cuMemcpy2DAsync), the bytes between the rows untouched.
  *
  * CUDACPU_DRIVER must name the stand-in (run_cudacpu_tests.sh sets it); else
  * "SKIP" and exit 77.  The last line is "N passed, N failed".
@@ -58,14 +58,15 @@ static void expect_kind(const void *p, gpuring_mem_kind_t want, int want_dev, co
                 gpuring_mem_kind_name(k), dev, gpuring_mem_kind_name(want), want_dev);
 }
 
-/* gpuring_devcopy_back_blocks into device memory d (T_BYTES): 100 rows of 8 bytes at a
- * 24-byte pitch and a block of 5 bytes alone, from a host image; every other byte of d
- * keeps what it had */
-static void test_copy_back_rows(char *d)
+/* gpuring_devcopy_blocks between device memory d (T_BYTES) and a host image: 100 rows of
+ * 8 bytes at a 24-byte pitch and a block of 5 bytes alone, `back` into d (every other
+ * byte of d keeps what it had) or out of it (every other byte of the image keeps its) */
+static void test_copy_rows(char *d, int back)
 {
     enum { ROWS = 100, WIDTH = 8, PITCH = 24, LONE = 4000, LONE_BYTES = 5 };
-    static char img[T_BYTES], got[T_BYTES];
-    const gpuring_devcopy_block_t blk[2] = {
+    static char img[T_BYTES], got[T_BYTES], src[T_BYTES];
+    const char *way = back ? "copy back" : "copy in";
+    gpuring_devcopy_block_t blk[2] = {
         {.dst = d + 8, .src = img + 8, .bytes = WIDTH, .rows = ROWS, .pitch = PITCH},
         {.dst = d + LONE, .src = img + LONE, .bytes = LONE_BYTES, .rows = 1},
     };
@@ -74,24 +75,37 @@ static void test_copy_back_rows(char *d)
     gpuring_status_t st;
     int wrong = 0;
 
-    for (int i = 0; i < T_BYTES; i++) img[i] = (char)(i * 7 + 3);
-    TEST_CUDA(cudaMemset(d, 0x11, T_BYTES));
-    gpuring_devcopy_back_counts(&rows0, &copies0);
-    st = gpuring_devcopy_back_blocks(blk, 2, 0, &why);
-    gpuring_devcopy_back_counts(&rows1, &copies1);
-    unit_result(st == GPURING_OK, "gpuring_devcopy_back_blocks: %s (%s)", gpuring_status_str(st),
-                why);
+    for (int i = 0; i < T_BYTES; i++) src[i] = (char)(i * 7 + 3);
+    if (back) {
+        memcpy(img, src, T_BYTES);
+        TEST_CUDA(cudaMemset(d, 0x11, T_BYTES));
+    } else {
+        memset(img, 0x11, T_BYTES);
+        TEST_CUDA(cudaMemcpy(d, src, T_BYTES, cudaMemcpyHostToDevice));
+        for (int i = 0; i < 2; i++) {
+            void *dst = blk[i].dst;
+
+            blk[i].dst = (void *)blk[i].src;
+            blk[i].src = dst;
+        }
+    }
+    gpuring_devcopy_block_counts(back, &rows0, &copies0);
+    st = gpuring_devcopy_blocks(blk, 2, back, 0, &why);
+    gpuring_devcopy_block_counts(back, &rows1, &copies1);
+    unit_result(st == GPURING_OK, "gpuring_devcopy_blocks (%s): %s (%s)", way,
+                gpuring_status_str(st), why);
     unit_result(rows1 - rows0 == ROWS + 1 && copies1 - copies0 == 2,
-                "copy back of %d rows and a block: %llu rows in %llu copies, want %d in 2",
-                ROWS, rows1 - rows0, copies1 - copies0, ROWS + 1);
-    TEST_CUDA(cudaMemcpy(got, d, T_BYTES, cudaMemcpyDeviceToHost));
+                "%s of %d rows and a block: %llu rows in %llu copies, want %d in 2", way, ROWS,
+                rows1 - rows0, copies1 - copies0, ROWS + 1);
+    if (back) TEST_CUDA(cudaMemcpy(got, d, T_BYTES, cudaMemcpyDeviceToHost));
+    else memcpy(got, img, T_BYTES);
     for (int i = 0; i < T_BYTES; i++) {
         int in_row = i >= 8 && i < 8 + ROWS * PITCH && (i - 8) % PITCH < WIDTH;
         int in_lone = i >= LONE && i < LONE + LONE_BYTES;
 
-        wrong += got[i] != (in_row || in_lone ? img[i] : 0x11);
+        wrong += got[i] != (in_row || in_lone ? src[i] : 0x11);
     }
-    unit_result(wrong == 0, "copy back of rows: %d bytes wrong (rows, the block, or between)",
+    unit_result(wrong == 0, "%s of rows: %d bytes wrong (rows, the block, or between)", way,
                 wrong);
 }
 
@@ -212,7 +226,8 @@ int main(void)
     waitpid(pid, &status, 0);
     unit_result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exporter status %d", status);
 
-    test_copy_back_rows(d0);
+    test_copy_rows(d0, 1);
+    test_copy_rows(d0, 0);
     TEST_CUDA(cudaFree(d0));
     expect_kind(d0, GPURING_MEM_HOST, -1, "freed device memory");
     TEST_CUDA(cudaFree(d1));

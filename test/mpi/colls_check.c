@@ -16,7 +16,9 @@
  * type, and bcast and allgather with each rank's own datatype of one type
  * signature (int32, a contiguous type of 4 of them, an int32 every 8 bytes:
  * holes that must stay untouched), and bcast at MPI_BOTTOM of a datatype whose
- * blocks lie in two allocations and host memory.
+ * blocks lie in two allocations and host memory; with -d, bcast of one column of a
+ * matrix (a span of 16 MiB, 1 KiB of blocks) must not grow resident memory by a
+ * quarter of the span.
  *
  * Options: -s SEED, -L ELEMS (large count, default 1 << 20; 0: none),
  * -f (fast: fewer type x op pairs, for the LL and device cases),
@@ -40,6 +42,7 @@
 
 #include "test/cuda_dl.h"
 #include "test/mpi/type_op_list.h"
+#include "test/mem_peak.h"
 #include "test/mpi_verdict.h"
 
 enum { SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR, LXOR, NOPS };
@@ -562,6 +565,60 @@ static void check_bcast_bottom(MPI_Comm comm, size_t nints, int root, int cs)
     free(want);
 }
 
+/* MPI_Bcast of one column of a SPARSE_ROWS x SPARSE_COLS matrix of int32 (a vector
+ * type: one a row, a span of 16 MiB whose blocks hold about 1 KiB) in device memory
+ * (-d): gpuring packs the column from a host image of its span and unpacks it there --
+ * only the blocks copied, only their pages of the image touched: the call's peak
+ * resident memory grows by under a quarter of the span (an image copied in whole grew
+ * it by the span).  Every byte of the matrix checked. */
+#define SPARSE_ROWS 257
+#define SPARSE_COLS 16384
+static void check_bcast_sparse(MPI_Comm comm, int root, int cs)
+{
+    const size_t span = ((size_t)(SPARSE_ROWS - 1) * SPARSE_COLS + 1) * 4;
+    unsigned char *want = malloc(span + GUARD), *got = malloc(span + GUARD);
+    void *d = buf_alloc(span + GUARD);
+    MPI_Datatype col;
+    size_t bad = (size_t)-1;
+    long start, grew;
+    int r;
+
+    MPI_Comm_rank(comm, &r);
+    if (want == NULL || got == NULL) {
+        fprintf(stderr, "rank %d: no memory\n", g_rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    lay_blank(want, span);
+    for (size_t i = 0; i < SPARSE_ROWS; i++)
+        lay_put(want, LAY_INT, i * SPARSE_COLS, ival(cs, root, i));
+    if (r == root) memcpy(got, want, span + GUARD);
+    else lay_blank(got, span);
+    buf_put(d, got, span + GUARD);
+    MPI_Type_vector(SPARSE_ROWS, 1, SPARSE_COLS, MPI_INT32_T, &col);
+    MPI_Type_commit(&col);
+    start = test_mem_peak_start();
+    MPI_Bcast(d, 1, col, root, comm);
+    grew = test_mem_peak_growth(start);
+    buf_get(got, d, span + GUARD);
+    for (size_t i = 0; bad == (size_t)-1 && i < span + GUARD; i++)
+        if (got[i] != want[i]) bad = i;
+    verdict(bad == (size_t)-1, "bcast(a matrix column: 1 KiB of blocks in a 16 MiB span)", comm,
+            &types[T_INT32], -1, SPARSE_ROWS, root, 0, bad, bad == (size_t)-1 ? 0 : got[bad],
+            bad == (size_t)-1 ? 0 : want[bad]);
+    if (grew >= 0) {
+        char what[128];
+
+        snprintf(what, sizeof(what), "bcast(a matrix column): the peak resident memory grew "
+                 "by %ld KiB (the span is %zu KiB)", grew, span / 1024);
+        verdict((size_t)grew * 1024 < span / 4, what, comm, &types[T_INT32], -1, SPARSE_ROWS,
+                root, 0, 0, 0, 0);
+    }
+    MPI_Type_free(&col);
+    buf_free(d);
+    free(want);
+    free(got);
+}
+
 /* ---- the sweep -------------------------------------------------------------------- */
 static int g_bcast_first; /* -B */
 
@@ -652,6 +709,7 @@ static void sweep(MPI_Comm comm, int full, size_t large)
         check_ag_layouts(comm, 4, ip, ++cs);
         check_ag_layouts(comm, 1000, ip, ++cs);
     }
+    if (g_device) check_bcast_sparse(comm, n - 1, ++cs);
     if (large > 0) {
         check_bcast_layouts(comm, large / 4 * 4, 0, ++cs);
         check_ag_layouts(comm, large / (size_t)n / 4 * 4, 1, ++cs);

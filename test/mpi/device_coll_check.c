@@ -11,7 +11,9 @@
  * A bcast at MPI_BOTTOM finds its device buffer through its datatype alone; a
  * bcast, scatter and gather at MPI_BOTTOM on a datatype whose blocks lie in two
  * device allocations and host memory, or in host memory on either side of a device
- * block, read and write every block.
+ * block, read and write every block.  One column of a matrix (a vector type whose
+ * 1 KiB of blocks span 16 MiB) is broadcast: the call's peak resident memory
+ * must grow by under a quarter of the span (staging copies its blocks alone).
  * Every receive buffer sits between guard bytes, is filled with a sentinel
  * first, and is compared byte for byte with the expected image: the values
  * the call must write, the sentinel everywhere else (guards, holes of the
@@ -84,6 +86,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "test/mem_peak.h"
 #include "test/mpi_verdict.h"
 
 #define GUARD 64            /* sentinel bytes either side of every buffer */
@@ -463,6 +466,66 @@ static void case_bcast(ctx_t *c, size_t count, int root, int use_vec)
     dbuf_check(&b, what);
     dbuf_free(&b);
     free(v);
+}
+
+/* One column of a SPARSE_ROWS x SPARSE_COLS matrix of ints (a vector type: one int a
+ * row) -- a span of 16 MiB whose blocks hold 1 KiB -- broadcast from every root.  Every
+ * other byte of the matrix stays as it was, and staging it must not take host memory
+ * like its span: the call's peak resident memory grows by under a quarter of
+ * it (the component below reads and writes the blocks only; staged, the column is copied
+ * in and out block by block into a mapped image whose other pages are never touched --
+ * a host area of the whole span, copied in whole, grew it by the span). */
+#define SPARSE_ROWS 256
+#define SPARSE_COLS 16384
+static void sparse_bcast(ctx_t *c, MPI_Datatype col, int root, dbuf_t *a)
+{
+    const size_t span = ((size_t)(SPARSE_ROWS - 1) * SPARSE_COLS + 1) * sizeof(int);
+    long start, grew;
+    int rc;
+
+    WHAT("%s bcast of a matrix column (16 MiB span) root %d", c->name, root);
+    start = test_mem_peak_start();
+    rc = COLL(Bcast, Ibcast, dbuf_ptr(a), 1, col, role_of(c, root).arg, c->comm);
+    grew = test_mem_peak_growth(start);
+    expect_rc(rc, what);
+    if (grew < 0) { /* (a kernel before 4.0) */
+        if (world_rank == 0 && !quiet) fprintf(stderr, "%s: peak memory not measured\n", what);
+        return;
+    }
+    checks++;
+    if ((size_t)grew * 1024 >= span / 4) {
+        failures++;
+        if (reports++ < MAX_REPORTS)
+            fprintf(stderr, "FAIL rank %d: %s: resident memory grew by %ld KiB in the call "
+                    "(the span is %zu KiB)\n", world_rank, what, grew, span / 1024);
+    }
+}
+
+static void case_sparse(ctx_t *c)
+{
+    const size_t nint = (size_t)(SPARSE_ROWS - 1) * SPARSE_COLS + 1;
+    MPI_Datatype col;
+    dbuf_t a;
+    int v[SPARSE_ROWS];
+
+    MPI_Type_vector(SPARSE_ROWS, 1, SPARSE_COLS, MPI_INT, &col);
+    MPI_Type_commit(&col);
+    for (int root = 0; root < c->nroots; root++) {
+        role_t ro = role_of(c, root);
+
+        dbuf_make(&a, nint * sizeof(int));
+        for (int i = 0; i < SPARSE_ROWS; i++) {
+            v[i] = val(ro.root_id, (size_t)i, 9);
+            size_t at = (size_t)i * SPARSE_COLS * sizeof(int);
+
+            if (ro.is_root) dbuf_load(&a, at, &v[i], sizeof(int));
+            else if (ro.member) dbuf_expect(&a, at, &v[i], sizeof(int));
+        }
+        sparse_bcast(c, col, root, &a);
+        dbuf_check(&a, what);
+        dbuf_free(&a);
+    }
+    MPI_Type_free(&col);
 }
 
 /* MPI_Bcast at MPI_BOTTOM with a datatype whose one block's address is the device
@@ -1274,6 +1337,7 @@ static void run_comm(ctx_t *c, const size_t *counts, int ncounts)
         for (int user = 0; user < 2 && !g_persistent && !g_nonblocking; user++)
             case_reduce_local(c, n, user);
     }
+    case_sparse(c);
 }
 
 /* -F (see the top): a failed staging copy alone (an error), then with peers (the end). */

@@ -497,16 +497,19 @@ run_case() {
                 ;;
             rows)
                 # every rank copied staged results back block by block (device_coll_check's
-                # vector types have holes), a vector's blocks as rows of 2D copies: at
-                # least 8 blocks a copy (one copy each: 25-2000 times more copies)
-                need_every_rank " staged results copied back block by block" "rank @ copied no result back block by block" || return 0
-                local r blocks copies
-                for ((r = 0; r < np; r++)); do
-                    read -r blocks copies < <(sed -nE "s/.*\[gpuring rank $r\] staged results copied back block by block .*: ([0-9]+) blocks in ([0-9]+) copies$/\1 \2/p" "$log" | tail -n 1)
-                    if [ "$copies" -eq 0 ] || [ $((blocks / copies)) -lt 8 ]; then
-                        fail "$name" "rank $r copied $blocks blocks back in $copies copies (a 2D copy per vector expected)" "$log"
-                        return
-                    fi
+                # vector types have holes), and its matrix column in as a root (a sparse
+                # span), a vector's blocks as rows of 2D copies: at least 8 blocks a copy
+                # (one copy each: 25-2000 times more copies)
+                local r blocks copies way
+                for way in "results copied back" "inputs copied in"; do
+                    need_every_rank " staged $way block by block" "rank @: no staged $way block by block" || return 0
+                    for ((r = 0; r < np; r++)); do
+                        read -r blocks copies < <(sed -nE "s/.*\[gpuring rank $r\] staged $way block by block .*: ([0-9]+) blocks in ([0-9]+) copies$/\1 \2/p" "$log" | tail -n 1)
+                        if [ "$copies" -eq 0 ] || [ $((blocks / copies)) -lt 8 ]; then
+                            fail "$name" "rank $r: staged $way: $blocks blocks in $copies copies (a 2D copy per vector expected)" "$log"
+                            return
+                        fi
+                    done
                 done
                 ;;
             setupfail)
