@@ -22,10 +22,16 @@ extern "C" {
 }
 #endif
 
-/* log a failed cuda call (the error is taken as it is, not cleared) */
+/* Log a failed cuda call and take its error off this thread's last error
+ * (cudaGetLastError): reported here, it must not reach the application's next
+ * check as its own (PyTorch checks after every kernel it launches).  A sticky
+ * error stays, as CUDA keeps it. */
 #define GPURING_CUDA_LOG_FAILURE(_err, _what)                                  \
-    GPURING_ERROR(GPURING_SUBSYS_KERNEL, "cuda call failed: %s: %s (%s)",      \
-                  (_what), cudaGetErrorName(_err), cudaGetErrorString(_err))
+    do {                                                                       \
+        (void)cudaGetLastError();                                              \
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "cuda call failed: %s: %s (%s)",  \
+                      (_what), cudaGetErrorName(_err), cudaGetErrorString(_err)); \
+    } while (0)
 
 /* Return GPURING_ERR_CUDA if _call does not return cudaSuccess. */
 #define GPURING_CUDA_CHECK(_call)                                              \

@@ -149,7 +149,6 @@ static gpuring_status_t device_alloc_status(cudaError_t err, const char *what)
 {
     if (err == cudaSuccess) return GPURING_OK;
     GPURING_CUDA_LOG_FAILURE(err, what);
-    (void)cudaGetLastError();
     return err == cudaErrorMemoryAllocation ? GPURING_ERR_NO_MEMORY : GPURING_ERR_CUDA;
 }
 

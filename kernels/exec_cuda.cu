@@ -1925,7 +1925,6 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
     err = cudaLaunchKernel(fn, dim3((unsigned)a->nchannels), dim3(GPURING_EXEC_CUDA_THREADS),
                            params, 0, stream);
     if (err != cudaSuccess) {
-        (void)cudaGetLastError(); /* reported here: do not leave it to the next caller */
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_cuda)");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: %s %s, %d channels failed to launch",
                       gpuring_type_name(a->type), gpuring_op_name(a->op), a->nchannels);
@@ -2000,7 +1999,6 @@ static gpuring_status_t exec_cuda_abandon_launch(const void *fn, unsigned blocks
         return GPURING_OK;
     }
     if (err != cudaSuccess) {
-        (void)cudaGetLastError();
         GPURING_CUDA_LOG_FAILURE(err, "exec_cuda_abandon");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: cannot tell the peers that this rank "
                       "gave up on the call: they wait for it until their timeout");
@@ -2097,7 +2095,6 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
     err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
                            stream);
     if (err != cudaSuccess) {
-        (void)cudaGetLastError();
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct)");
         return GPURING_ERR_CUDA;
     }
@@ -2255,7 +2252,6 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(GPURING_EXEC_CUDA_THREADS), params, 0,
                            stream);
     if (err != cudaSuccess) {
-        (void)cudaGetLastError();
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(exec_direct_ll)");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: %s %s, %d blocks failed to "
                       "launch", gpuring_type_name(a->type), gpuring_op_name(a->op), blocks);

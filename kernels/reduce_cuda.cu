@@ -176,7 +176,6 @@ extern "C" gpuring_status_t gpuring_reduce_cuda(void *dst, const void *a, const 
 
     err = fn(dst, a, b, count, max_blocks, (cudaStream_t)stream);
     if (err != cudaSuccess) {
-        (void)cudaGetLastError(); /* reported here: do not leave it to the next caller */
         GPURING_CUDA_LOG_FAILURE(err, "cudaLaunchKernel(reduce)");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "reduce_cuda: %s %s count %zu failed to launch",
                       gpuring_type_name(type), gpuring_op_name(op), count);

@@ -42,6 +42,7 @@ static struct {
     int (*set_device)(int);
     int (*get_device_count)(int *);
     const char *(*error_string)(int);
+    int (*get_last_error)(void);
     int device; /* the one test_cuda_load picked */
     /* TEST_CUDA_OWN_CTX: the driver (libcuda.so.1, loaded by the runtime) */
     void *own_ctx;
@@ -77,6 +78,7 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
     TEST_CUDA_SYM(set_device, "cudaSetDevice");
     TEST_CUDA_SYM(get_device_count, "cudaGetDeviceCount");
     TEST_CUDA_SYM(error_string, "cudaGetErrorString");
+    TEST_CUDA_SYM(get_last_error, "cudaGetLastError");
 #undef TEST_CUDA_SYM
     *(void **)&cu.malloc_async = dlsym(cu.lib, "cudaMallocAsync");
     *(void **)&cu.free_async = dlsym(cu.lib, "cudaFreeAsync");
@@ -94,6 +96,14 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* The error this thread's next cudaGetLastError would return (and clears it): an MPI
+ * call must leave none behind -- an application that checks cudaGetLastError after its
+ * kernels (PyTorch does) would take it as its own.  0 before test_cuda_load. */
+static inline int test_cuda_pending_error(void)
+{
+    return cu.get_last_error != NULL ? cu.get_last_error() : 0;
 }
 
 /* test_cuda_load for this process's local rank as mpirun names it

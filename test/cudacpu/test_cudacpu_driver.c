@@ -13,7 +13,8 @@
  * opened by IPC handle is device memory that cannot be exported again;
  * cudaMallocAsync memory is device memory and cudaMallocManaged memory managed
  * memory, neither exportable; freed or closed memory is host memory again.
- * And kernels/devcopy.c's block copies (staging) through it, a result's back into
+ * A failed CUDA call of gpuring's leaves no error for the application's next
+ * cudaGetLastError.  And kernels/devcopy.c's block copies (staging) through it, a result's back into
  * device memory and a sparse input's out of it: a run of equal blocks at one stride
  * is one 2D copy (cuMemcpy2DAsync), the bytes between the rows untouched.
  *
@@ -209,6 +210,21 @@ int main(void)
     gpuring_device_restore(saved);
     TEST_CUDA(cudaGetDevice(&dev));
     unit_result(dev == 0, "after gpuring_device_restore: device %d, want 0", dev);
+
+    /* a CUDA call of gpuring's that fails is reported by gpuring, and taken off the
+     * thread's last error: the application's next cudaGetLastError must not see it */
+    {
+        unsigned char junk[GPURING_DEVICE_SHARE_BYTES];
+        void *mapped = NULL;
+        cudaError_t left;
+
+        memset(junk, 0x5c, sizeof(junk));
+        unit_result(gpuring_device_open_shared(junk, &mapped) != GPURING_OK,
+                    "gpuring_device_open_shared opened a handle of junk");
+        left = cudaGetLastError();
+        unit_result(left == cudaSuccess, "a failed call of gpuring's left %s for the "
+                    "application's next cudaGetLastError", cudaGetErrorName(left));
+    }
 
     /* another process's allocation */
     if (unit_read_all(to_parent[0], &h, sizeof(h), T_ALARM_SEC * 1000) != 0) {

@@ -156,20 +156,30 @@ static int g_nonblocking; /* -B */
 static double g_pow2[61];  /* 2^e for gen_float's MIN/MAX exponents, e in [-30, 30] */
 
 /* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait, whose
- * status must not say the call was cancelled (a collective never is). */
+ * status must not say the call was cancelled (a collective never is); a successful
+ * call leaves no CUDA error pending on this thread. */
 static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                      MPI_Comm comm)
 {
     MPI_Request req;
     MPI_Status st;
-    int rc, cancelled = 1;
+    int rc, cancelled = 1, err;
 
-    if (!g_nonblocking) return MPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
-    rc = MPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req);
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, &st);
-    if (rc == MPI_SUCCESS && (MPI_Test_cancelled(&st, &cancelled), cancelled)) {
-        fprintf(stderr, "rank %d: MPI_Test_cancelled says the MPI_Iallreduce was cancelled "
-                "(the status from MPI_Wait)\n", g_world_rank);
+    if (!g_nonblocking) {
+        rc = MPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+    } else {
+        rc = MPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, &st);
+        if (rc == MPI_SUCCESS && (MPI_Test_cancelled(&st, &cancelled), cancelled)) {
+            fprintf(stderr, "rank %d: MPI_Test_cancelled says the MPI_Iallreduce was cancelled "
+                    "(the status from MPI_Wait)\n", g_world_rank);
+            rc = MPI_ERR_OTHER;
+        }
+    }
+    if (rc == MPI_SUCCESS && (err = test_cuda_pending_error()) != 0) {
+        fprintf(stderr, "rank %d: the call returned MPI_SUCCESS and left CUDA error %d (%s) "
+                "for the application's next cudaGetLastError\n", g_world_rank, err,
+                cu.error_string(err));
         rc = MPI_ERR_OTHER;
     }
     return rc;
