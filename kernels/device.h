@@ -46,7 +46,9 @@ gpuring_status_t gpuring_device_use(int device);
 gpuring_status_t gpuring_device_stream_create(void **stream_p);
 void gpuring_device_stream_destroy(void *stream);
 /* Wait until `stream` has no work left, at most `timeout` seconds (GPURING_ERR_TIMEOUT):
- * before memory its kernels may touch is freed (NULL: nothing to wait for). */
+ * before memory its kernels may touch is freed, or to know its copies landed (NULL:
+ * nothing to wait for).  Work that failed on it is GPURING_ERR_CUDA (logged): the stream
+ * is idle then too, but what it was to write may not be there. */
 gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout);
 
 /*

@@ -105,7 +105,10 @@ gpuring_status_t gpuring_device_stream_idle(void *stream, double timeout)
     if (stream == NULL) return GPURING_OK;
     err = device_poll_done(stream, NULL, timeout);
     if (err == cudaErrorNotReady) return GPURING_ERR_TIMEOUT;
-    if (err != cudaSuccess) (void)cudaGetLastError(); /* a failed kernel was reported */
+    if (err != cudaSuccess) {
+        GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery (the stream's work)");
+        return GPURING_ERR_CUDA;
+    }
     return GPURING_OK;
 }
 

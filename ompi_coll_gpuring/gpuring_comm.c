@@ -399,7 +399,7 @@ void gpuring_comm_destroy(gpuring_comm_t *c)
         (void)gpuring_device_use(c->dev.ordinal);
     }
     /* a kernel told to abort may still be leaving: it must be gone before its FIFOs are */
-    if (gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout) != GPURING_OK) {
+    if (gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout) == GPURING_ERR_TIMEOUT) {
         GPURING_WARN(GPURING_SUBSYS_KERNEL, "a kernel of this communicator still runs %.0f s "
                      "after its call failed: the communicator's memory and connections are "
                      "kept", c->cfg.wait_timeout);

@@ -533,7 +533,8 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
     st = gpuring_exec_cuda_run(x, c->dev.stream);
     if (st != GPURING_OK || !bounce_out || !writes) return st;
     *out_p = gpuring_device_copy(info->recvbuf, x->recvbuf, out_bytes, c->dev.stream);
-    if (*out_p == GPURING_OK) *out_p = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
+    if (*out_p == GPURING_OK)
+        *out_p = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
     if (*out_p != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: this rank's result could not be copied out "
                       "of its aligned copy into the receive buffer (above): the call fails "

@@ -72,6 +72,10 @@ void pointer_info(const void *ptr, cudacpu_ptr_info_t *info_p);
 /* Queue fn on stream s (NULL, cudaStreamLegacy, cudaStreamPerThread: the current
  * device's legacy default stream). */
 cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> fn);
+/* From an operation running on its stream: it failed (err), as a GPU's copy or kernel
+ * may after it was queued -- the stream's next cudaStreamQuery or cudaStreamSynchronize
+ * once it is idle returns err (then the stream is clean again). */
+void stream_op_fail(cudaError_t err);
 /* Queue fn on the legacy default stream and wait until it ran. */
 cudaError_t stream_run_sync(std::function<void()> fn);
 /* Wait until every stream of `device` is idle. */

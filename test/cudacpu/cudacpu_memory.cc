@@ -489,6 +489,10 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
     if (getenv("CUDACPU_FAIL_COPY") != nullptr) return fail(cudaErrorInvalidValue);
     if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
     if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
+    /* CUDACPU_FAIL_COPY_RUN set (read the same way): the copy is queued, and fails when
+     * its stream reaches it -- nothing moves, the stream's next query says so */
+    if (getenv("CUDACPU_FAIL_COPY_RUN") != nullptr)
+        return stream_enqueue(stream, [] { stream_op_fail(cudaErrorLaunchFailure); });
     return stream_enqueue(stream, [dst, src, count] { device_move(dst, src, count); });
 }
 

@@ -52,6 +52,7 @@ struct cudacpu_stream {
     bool dying = false;
     std::deque<cudacpu::stream_op> queue;
     uint64_t enqueued = 0, completed = 0;
+    cudaError_t error = cudaSuccess; /* an operation's (stream_op_fail), not yet returned */
 };
 
 struct cudacpu_event {
@@ -77,6 +78,8 @@ double now_sec()
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+thread_local cudaError_t op_error = cudaSuccess; /* stream_op_fail's, on a stream thread */
 
 bool pos_done(const stream_pos &p)
 {
@@ -105,6 +108,8 @@ void stream_main(cudacpu_stream *s)
         g.unlock();
         op.fn();
         g.lock();
+        if (op_error != cudaSuccess) s->error = op_error;
+        op_error = cudaSuccess;
         s->completed++;
         cv.notify_all();
     }
@@ -176,6 +181,20 @@ cudaError_t stream_enqueue(cudaStream_t h, std::function<void()> fn)
     return ok();
 }
 
+void stream_op_fail(cudaError_t err)
+{
+    op_error = err;
+}
+
+/* An idle stream's answer (lock held): an operation's failure, once */
+static cudaError_t stream_idle_result(cudacpu_stream *s)
+{
+    const cudaError_t err = s->error;
+
+    s->error = cudaSuccess;
+    return err == cudaSuccess ? ok() : fail(err);
+}
+
 cudaError_t stream_run_sync(std::function<void()> fn)
 {
     std::unique_lock<std::mutex> g(mu);
@@ -232,9 +251,10 @@ extern "C" cudaError_t cudaStreamQuery(cudaStream_t h)
     std::unique_lock<std::mutex> g(mu);
     cudacpu_stream *s = stream_resolve(h);
     if (!stream_valid(s)) return fail(cudaErrorInvalidResourceHandle);
-    if (s->completed == s->enqueued) return ok();
+    if (s->completed == s->enqueued) return stream_idle_result(s);
     cv.wait_for(g, std::chrono::microseconds(CUDACPU_QUERY_WAIT_US));
-    return s->completed == s->enqueued ? ok() : cudaErrorNotReady; /* not an error */
+    return s->completed == s->enqueued ? stream_idle_result(s)
+                                       : cudaErrorNotReady; /* not an error */
 }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t h)
@@ -244,7 +264,7 @@ extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t h)
     if (!stream_valid(s)) return fail(cudaErrorInvalidResourceHandle);
     const uint64_t seq = s->enqueued;
     cv.wait(g, [s, seq] { return s->completed >= seq; });
-    return ok();
+    return stream_idle_result(s);
 }
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)

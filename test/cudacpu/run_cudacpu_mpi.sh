@@ -90,7 +90,8 @@
 #                   agreement) and its peers fail at once
 #   latekernel_np3  one rank's kernel starts after its abort's grace: its status
 #                   entry comes back when it has left
-#   copyout_*       one rank's result cannot be copied out of its aligned copy
+#   copyout_*, copyrun_np3  one rank's result cannot be copied out of its aligned copy
+#                   (the copy refused; or failing on the GPU)
 #                   (after every step moved): its call alone fails, the others'
 #                   sums are right, the next call works everywhere (IPC, net)
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
@@ -617,6 +618,11 @@ failure_case copyout_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
 failure_case copyout_vnodes_np3 3 4 "$COPYOUT_REPORT" \
     "coll_gpuring_wait_timeout 10 coll_gpuring_ranks_per_node 1" \
     "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:1 device copyout
+# ... the copy queued and failing when the GPU runs it (mismatch_check copyrun): the wait
+# for it must say so (the old wait took a failed stream for a finished one: MPI_SUCCESS,
+# the receive buffer unwritten)
+failure_case copyrun_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
+    "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyrun
 # one rank's call on buffers of another GPU than the one its device connections were
 # made on (mismatch_check othergpu, two GPUs): it cannot run the call there and
 # abandons it, so that its peers fail at once and the call is numbered everywhere

@@ -62,6 +62,10 @@
  *             (MPI_ERR_OTHER) and no other's: the others' results are right, and the
  *             call after it succeeds on every rank, its results right -- the failure
  *             is the rank's result alone, not the communicator's.
+ *   copyrun   as copyout, but the copies are queued and fail when the GPU runs them
+ *             (CUDACPU_FAIL_COPY_RUN: nothing moves, the stream's next query says so):
+ *             the same verdicts (a call that returned MPI_SUCCESS there left the
+ *             receive buffer as it was).
  *   latekernel the last rank's kernels of the failing call start LATE_KERNEL_MS after
  *             their stream reaches them (CUDACPU_LATE_LAUNCH_MS: as kernels queued on a
  *             GPU behind long work), past its wait timeout and the second's grace after
@@ -95,8 +99,8 @@
  * the call after it is made, and the communicator freed, before that MPI_Wait.
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
- *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|othergpu|
- *                       late|nothread|netfail|latekernel]
+ *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|copyrun|
+ *                       othergpu|late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -154,6 +158,7 @@ static const struct fault {
     {"nomem", "CUDACPU_FAIL_MALLOC_ASYNC", MPI_ERR_NO_MEM, 1, 0, 0, NULL},
     {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1, NULL},
+    {"copyrun", "CUDACPU_FAIL_COPY_RUN", MPI_ERR_OTHER, 1, 0, 1, NULL},
     {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0, NULL},
     {"late", NULL, MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0, NULL},
