@@ -1008,7 +1008,9 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
     }
     gpuring_proxy_unlock(proxy);
     /* one UCX had matched goes on writing into the caller's memory until it ends: the
-     * call returns after it (the lock let go between polls: the proxy thread's passes) */
+     * call returns after it (the lock let go between polls: the proxy thread's passes)
+     * -- or once the peer's endpoint failed: nothing more comes from it, and UCX never
+     * ends a receive its sender left half sent */
     gpuring_spin_init(&spin, proxy->wait_timeout);
     for (;;) {
         if (!gpuring_proxy_lock_within(proxy, "waiting for receives into a failed call's "
@@ -1018,7 +1020,14 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
         }
         ucp_worker_progress(proxy->worker);
         op = unland_pending(net);
-        if (op != NULL && gpuring_spin_tick(&spin) != GPURING_OK) {
+        if (op != NULL && (net->failed || net_error(net, NULL, 0) != GPURING_OK)) {
+            GPURING_DEBUG(GPURING_SUBSYS_NET,
+                          "net recv conn from rank %d channel %d: step %llu's receive into the "
+                          "failed call's output is left to UCX: the peer's endpoint failed, "
+                          "nothing more comes from it", net->peer, net->channel,
+                          (unsigned long long)op->step);
+            op = NULL;
+        } else if (op != NULL && gpuring_spin_tick(&spin) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_NET,
                           "net recv conn from rank %d channel %d: step %llu's receive into the "
                           "failed call's output at %p did not end %.0f s after its cancel: "
@@ -1133,6 +1142,9 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
      * a refused send end's sends too) */
     if (net->abandoned || (net->dir == GPURING_CONN_SEND && net->refused)) ok = 0;
     if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (cancelling)")) goto out_stuck;
+    /* a failed endpoint: a receive UCX matched from it never ends (its sender left it half
+     * sent), and cancelled ones end in a pass -- no wait timeout for it */
+    if (net->failed || net_error(net, NULL, 0) != GPURING_OK) ok = 0;
     gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
     if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,

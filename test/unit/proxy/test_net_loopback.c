@@ -1848,28 +1848,40 @@ static void *unland_resume_main(void *arg)
     return NULL;
 }
 
-static void test_unland_in_flight(void)
-{
-    gpuring_proxy_config_t cfg = {.wait_timeout = 10.0};
+/* A receive end whose step 1, asked into `out`, is in flight: the peer (a child process,
+ * --unland-child) stopped with the step's first bytes in and its last not. */
+typedef struct {
+    const char *name;
     gpuring_proxy_t *proxy;
     gpuring_conn_t conn;
+    xfer_t xr;
+    unsigned char *out, *seen;
+    int fd;
+    pid_t pid;
+} unland_t;
+
+static int unland_start(unland_t *u, const char *name)
+{
+    gpuring_proxy_config_t cfg = {.wait_timeout = 10.0};
     gpuring_conn_handle_t h;
-    xfer_t xr = {.seed = 5, .touch_all = 1};
-    unsigned char *out = malloc(UNLAND_BYTES + 64), *seen = malloc(UNLAND_BYTES + 64);
     int sv[2], status = 0, ok, stopped;
     char b = 0;
-    double t0, took = 0;
-    pthread_t th;
-    pid_t pid;
+    double t0;
 
+    memset(u, 0, sizeof(*u));
+    u->name = name;
+    u->xr = (xfer_t){.seed = 5, .touch_all = 1};
+    u->out = malloc(UNLAND_BYTES + 64);
+    u->seen = malloc(UNLAND_BYTES + 64);
+    u->fd = -1;
+    u->pid = -1;
     fflush(stdout);
-    if (out == NULL || seen == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        EXPECT(0, "unland in flight: memory and a socketpair");
-        free(out), free(seen);
-        return;
+    if (u->out == NULL || u->seen == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        EXPECT(0, "%s: memory and a socketpair", name);
+        return 0;
     }
-    pid = fork();
-    if (pid == 0) {
+    u->pid = fork();
+    if (u->pid == 0) {
         char fd_arg[16];
 
         close(sv[0]);
@@ -1878,68 +1890,126 @@ static void test_unland_in_flight(void)
         _exit(127);
     }
     close(sv[1]);
-    EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "unland in flight: proxy");
-    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 1, 0, UNLAND_BYTES, 101, 11,
-                                   -1, &h) == GPURING_OK,
-           "unland in flight: recv end");
-    ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid, 0) == 0;
-    EXPECT(ok, "unland in flight: connect");
-    memset(out, LAND_GUARD, UNLAND_BYTES + 64);
-    if (ok) {
-        xr.proxy = proxy;
-        xr.conn = &conn;
-        /* step 0 through its slot; step 1 asked into `out` (its receive, posted into
-         * the slot at connect, moved there) */
-        ok = wait_gt(&xr, &conn.ctrl->tail, 0, "tail") == GPURING_OK;
-        EXPECT(ok, "unland in flight: step 0 through its slot");
-        GPURING_STORE_RELEASE(&conn.ctrl->head, 1);
-        gpuring_conn_land_at(&conn, 1, (char *)out, UNLAND_BYTES);
-        gpuring_conn_net_reland(&conn);
-        unit_write_all(sv[0], &b, 1);
-        /* passes, as a waiting executor runs them, until the first bytes are in */
-        for (t0 = gpuring_time_sec(); ok && out[0] == LAND_GUARD;) {
-            (void)gpuring_proxy_progress(proxy);
-            ok = gpuring_time_sec() - t0 < 10.0;
-        }
-        stopped = ok && kill(pid, SIGSTOP) == 0 && waitpid(pid, &status, WUNTRACED) == pid &&
-                  WIFSTOPPED(status);
-        /* what the sockets held comes in; the rest cannot */
-        for (t0 = gpuring_time_sec(); stopped && gpuring_time_sec() - t0 < 0.3;) {
-            (void)gpuring_proxy_progress(proxy);
-            usleep(1000);
-        }
-        ok = stopped && out[UNLAND_BYTES - 1] == LAND_GUARD;
-        EXPECT(ok, "unland in flight: the peer stopped with the step's first bytes in and its "
-               "last not (%s)", !stopped ? "not stopped" : "the step was in already");
+    u->fd = sv[0];
+    EXPECT(gpuring_proxy_get(&cfg, &u->proxy) == GPURING_OK, "%s: proxy", name);
+    EXPECT(gpuring_conn_net_create(u->proxy, &u->conn, GPURING_CONN_RECV, 1, 0, UNLAND_BYTES, 101,
+                                   11, -1, &h) == GPURING_OK,
+           "%s: recv end", name);
+    ok = exchange_and_connect(u->proxy, u->fd, &u->conn, &h, (uint64_t)u->pid, 0) == 0;
+    EXPECT(ok, "%s: connect", name);
+    memset(u->out, LAND_GUARD, UNLAND_BYTES + 64);
+    if (!ok) return 0;
+    u->xr.proxy = u->proxy;
+    u->xr.conn = &u->conn;
+    /* step 0 through its slot; step 1 asked into `out` (its receive, posted into the
+     * slot at connect, moved there) */
+    ok = wait_gt(&u->xr, &u->conn.ctrl->tail, 0, "tail") == GPURING_OK;
+    EXPECT(ok, "%s: step 0 through its slot", name);
+    GPURING_STORE_RELEASE(&u->conn.ctrl->head, 1);
+    gpuring_conn_land_at(&u->conn, 1, (char *)u->out, UNLAND_BYTES);
+    gpuring_conn_net_reland(&u->conn);
+    unit_write_all(u->fd, &b, 1);
+    /* passes, as a waiting executor runs them, until the first bytes are in */
+    for (t0 = gpuring_time_sec(); ok && u->out[0] == LAND_GUARD;) {
+        (void)gpuring_proxy_progress(u->proxy);
+        ok = gpuring_time_sec() - t0 < 10.0;
     }
-    if (ok) {
-        EXPECT(pthread_create(&th, NULL, unland_resume_main, &pid) == 0, "resume thread");
+    stopped = ok && kill(u->pid, SIGSTOP) == 0 && waitpid(u->pid, &status, WUNTRACED) == u->pid &&
+              WIFSTOPPED(status);
+    /* what the sockets held comes in; the rest cannot */
+    for (t0 = gpuring_time_sec(); stopped && gpuring_time_sec() - t0 < 0.3;) {
+        (void)gpuring_proxy_progress(u->proxy);
+        usleep(1000);
+    }
+    ok = stopped && u->out[UNLAND_BYTES - 1] == LAND_GUARD;
+    EXPECT(ok, "%s: the peer stopped with the step's first bytes in and its last not (%s)",
+           name, !stopped ? "not stopped" : "the step was in already");
+    return ok;
+}
+
+/* The end's teardown (abandoned first where `abandon`), then the peer's: its exit
+ * status, where `killed` not, must be 0. */
+static void unland_finish(unland_t *u, int abandon, int killed)
+{
+    int status = 0;
+
+    if (u->proxy != NULL) {
+        if (abandon) gpuring_conn_net_abandon(&u->conn, 0.0);
+        gpuring_conn_net_destroy(u->proxy, &u->conn);
+        gpuring_proxy_finalize();
+    }
+    if (u->pid > 0) {
+        kill(u->pid, SIGCONT);
+        if (waitpid(u->pid, &status, 0) == u->pid && !killed)
+            EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                   "%s: the peer exited 0 (status 0x%x)", u->name, status);
+    }
+    if (u->fd >= 0) close(u->fd);
+    free(u->out);
+    free(u->seen);
+}
+
+static void test_unland_in_flight(void)
+{
+    unland_t u;
+    double t0, took;
+    pthread_t th;
+    char b = 0;
+
+    if (unland_start(&u, "unland in flight")) {
+        EXPECT(pthread_create(&th, NULL, unland_resume_main, &u.pid) == 0, "resume thread");
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&conn);
+        gpuring_conn_net_unland(&u.conn);
         took = gpuring_time_sec() - t0;
-        memcpy(seen, out, UNLAND_BYTES + 64);
+        memcpy(u.seen, u.out, UNLAND_BYTES + 64);
         pthread_join(th, NULL);
         usleep(1000 * 1000); /* the peer sends the rest: nothing may land now */
-        EXPECT(memcmp(seen, out, UNLAND_BYTES + 64) == 0,
+        EXPECT(memcmp(u.seen, u.out, UNLAND_BYTES + 64) == 0,
                "unland in flight: nothing landed in the failed call's output after unland "
                "returned (it took %.2f s; the peer went on after 0.5 s)", took);
-        EXPECT(verify(&xr, (const char *)out, 1, UNLAND_BYTES) &&
-                   land_untouched(out, UNLAND_BYTES, UNLAND_BYTES + 64),
+        EXPECT(verify(&u.xr, (const char *)u.out, 1, UNLAND_BYTES) &&
+                   land_untouched(u.out, UNLAND_BYTES, UNLAND_BYTES + 64),
                "unland in flight: the matched step ended whole before unland returned "
                "(else the test did not catch it in flight)");
         printf("unland in flight: the matched receive ended %.2f s into unland\n", took);
-        unit_write_all(sv[0], &b, 1);
+        unit_write_all(u.fd, &b, 1);
     }
-    gpuring_conn_net_abandon(&conn, 0.0);
-    gpuring_conn_net_destroy(proxy, &conn);
-    gpuring_proxy_finalize();
-    kill(pid, SIGCONT);
-    if (waitpid(pid, &status, 0) == pid)
-        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unland in flight: the peer exited 0 "
-               "(status 0x%x)", status);
-    close(sv[0]);
-    free(out);
-    free(seen);
+    unland_finish(&u, 1, 0);
+}
+
+/*
+ * The same matched receive, its peer killed (a node gone): UCX never ends a receive
+ * whose sender left it half sent, and nothing more comes from a failed endpoint, so
+ * unland returns once the endpoint failed -- not after the wait timeout (10 s) -- and
+ * so does the end's teardown, unabandoned (MPI_Comm_free on a communicator whose
+ * calls had not failed yet): both well under the wait timeout.
+ */
+static void test_unland_peer_killed(void)
+{
+    unland_t u;
+    double t0, unland_s = -1, destroy_s = -1;
+
+    /* every step eager, as between hosts with tcp alone (coll_gpuring_net_rndv_size -1):
+     * the step comes in fragments, the receive matched at the first (both processes) */
+    setenv("UCX_RNDV_THRESH", "inf", 1);
+    if (unland_start(&u, "unland, peer killed")) {
+        kill(u.pid, SIGKILL);
+        t0 = gpuring_time_sec();
+        gpuring_conn_net_unland(&u.conn);
+        unland_s = gpuring_time_sec() - t0;
+        t0 = gpuring_time_sec();
+        gpuring_conn_net_destroy(u.proxy, &u.conn);
+        destroy_s = gpuring_time_sec() - t0;
+        gpuring_proxy_finalize();
+        u.proxy = NULL;
+        EXPECT(unland_s < 5.0, "unland, peer killed: unland took %.2f s (wait timeout 10 s)",
+               unland_s);
+        EXPECT(destroy_s < 5.0, "unland, peer killed: the teardown took %.2f s (wait timeout "
+               "10 s)", destroy_s);
+        printf("unland, peer killed: unland %.2f s, teardown %.2f s\n", unland_s, destroy_s);
+    }
+    unland_finish(&u, 0, 1);
+    unsetenv("UCX_RNDV_THRESH");
 }
 
 /*
@@ -2151,6 +2221,7 @@ int main(int argc, char **argv)
         test_two_process(0);
         test_two_process(1);
         test_unland_in_flight();
+        test_unland_peer_killed();
         run_child("--stuck-finalize", "finalize with a stuck pass");
         run_child("--stuck-teardown", "teardown with a stuck pass");
         run_child("--unbounded-teardown", "teardown with wait_timeout 0 (no bound)");
