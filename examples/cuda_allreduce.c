@@ -5,7 +5,9 @@
  * MPI and the CUDA runtime (cudaGetDeviceCount, cudaSetDevice, cudaMalloc,
  * cudaMemset, cudaMemcpy, cudaDeviceSynchronize, cudaFree, cudaGetErrorString).
  *
- * On a GPU machine:   mpicc cuda_allreduce.c -lcudart -o cuda_allreduce
+ * On a GPU machine:   mpicc cuda_allreduce.c -I/usr/local/cuda/include \
+ *                       -L/usr/local/cuda/lib64 -lcudart -o cuda_allreduce
+ *                     (the toolkit's directories where it lies elsewhere)
  * Without a GPU:      test/cudacpu/run cc examples/cuda_allreduce.c -o cuda_allreduce
  *                     test/cudacpu/run mpirun -np 3 ./cuda_allreduce
  * Ends with "N passed, N failed" (ranks whose result was right) on rank 0.
