@@ -107,8 +107,9 @@ static int arrivals_exited(const gpuring_arrivals_t *b, int i)
     return pid > 0 && ns != 0 && b->slots[i].pid_ns == ns && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-/* A rank of this host behind call `call` (-1: none) -- one whose process has exited
- * if any has (*gone_p set), else the first -- and its last call in *seen_p. */
+/* A rank of this host whose process has exited (*gone_p set: before call `call` or in
+ * it -- a rank that made it cannot end it without this one), else the first behind
+ * the call (-1: none), and its last call in *seen_p. */
 static int arrivals_late(const gpuring_arrivals_t *b, uint64_t call, uint64_t *seen_p,
                          int *gone_p)
 {
@@ -122,12 +123,12 @@ static int arrivals_late(const gpuring_arrivals_t *b, uint64_t call, uint64_t *s
         /* (a rank without the board: never late) */
         if (i == b->me || __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE) <= 0) continue;
         seen = __atomic_load_n(&s->call, __ATOMIC_ACQUIRE);
-        if (seen >= call) continue;
         if (arrivals_exited(b, i)) {
             *seen_p = seen;
             *gone_p = 1;
             return i;
         }
+        if (seen >= call) continue;
         if (late < 0) {
             late = i;
             *seen_p = seen;
@@ -167,9 +168,9 @@ gpuring_status_t gpuring_arrivals_excuse(gpuring_arrivals_t *b, uint64_t call, d
         return GPURING_ERR_TIMEOUT;
     if (gone) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu waits for rank %d of this host, whose "
-                      "process (pid %d) has exited before making it (its last call was %llu)",
+                      "process (pid %d) has exited %s (its last call was %llu)",
                       (unsigned long long)call, b->ranks[late], (int)b->slots[late].pid,
-                      (unsigned long long)seen);
+                      seen >= call ? "in it" : "before making it", (unsigned long long)seen);
         return GPURING_ERR_REMOTE;
     }
     now = gpuring_time_sec();

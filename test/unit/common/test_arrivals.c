@@ -2,7 +2,8 @@
  * test_arrivals.c -- the arrival board (common/gpuring_arrivals.h) between
  * processes of one host: every rank's line seen by the others, a rank behind
  * the call excused (and named) until the board's limit, no excuse once every
- * rank has made the call, a rank whose process has exited named at once, a
+ * rank has made the call, a rank whose process has exited named at once (behind
+ * the call, or in it while another is behind), a
  * rank that never opened the board never counted late (nor the board whole), a
  * rank past every call (a broken communicator's) waiting for no one, the name gone
  * from /dev/shm once unlinked, and no name left behind where /dev/shm is full.
@@ -71,6 +72,51 @@ static gpuring_arrivals_t *open_as(uint64_t uid, int me, double limit)
     const gpuring_arrivals_owner_t owner = {gpuring_pid_ns(), 1, 0x1234abcdull};
 
     return gpuring_arrivals_open(uid, &owner, ranks, NLOCAL, me, limit);
+}
+
+/* A child that opens the board as rank `me`, marks call `call`, then exits -- at once
+ * (`hold` 0) or when told on fd `hold`; its pid.  `up`: written once it marked. */
+static pid_t marker(uint64_t uid, int me, uint64_t call, int up, int hold)
+{
+    pid_t pid = fork();
+    char c;
+
+    if (pid == 0) {
+        gpuring_arrivals_t *b = open_as(uid, me, 0.0);
+
+        if (b == NULL) _exit(2);
+        gpuring_arrivals_mark(b, call);
+        if (write(up, "m", 1) != 1) _exit(3);
+        if (hold > 0 && read(hold, &c, 1) != 1) _exit(4);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Rank 1 dies in call 6 while rank 2, alive, is still behind it: the wait fails at once,
+ * naming the dead rank (it used to pass over rank 1 -- in the call -- and excuse the
+ * late one up to the board's limit, an hour by default) */
+static void dead_in_call(uint64_t uid)
+{
+    gpuring_arrivals_t *b = open_as(uid, 0, 0.0);
+    int up[2], down[2], st;
+    double since = 0.0;
+    pid_t in, late;
+    char c = 0;
+
+    EXPECT(b != NULL && pipe(up) == 0 && pipe(down) == 0, "dead in the call: board, pipes");
+    if (b == NULL) return;
+    late = marker(uid, 2, 5, up[1], down[0]);
+    in = marker(uid, 1, 6, up[1], 0);
+    EXPECT(read(up[0], &c, 1) == 1 && read(up[0], &c, 1) == 1, "both children marked");
+    EXPECT(waitpid(in, &st, 0) == in && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "rank 1 made call 6 and exited (status %d)", st);
+    gpuring_arrivals_mark(b, 6);
+    EXPECT(gpuring_arrivals_excuse(b, 6, 1.0, &since) == GPURING_ERR_REMOTE,
+           "rank 1 exited in call 6, rank 2 behind it: the wait fails at once");
+    EXPECT(write(down[1], "x", 1) == 1 && waitpid(late, &st, 0) == late, "rank 2 let go");
+    gpuring_arrivals_unlink(b);
+    gpuring_arrivals_close(b);
 }
 
 int main(void)
@@ -195,5 +241,6 @@ int main(void)
     }
     EXPECT(gpuring_arrivals_excuse(NULL, 1, 1.0, &since) == GPURING_ERR_TIMEOUT,
            "no board: no excuse");
+    dead_in_call(uid + 4);
     return unit_report();
 }
