@@ -234,6 +234,8 @@ struct gpuring_proxy {
     int doing_peer;      /* the connection it progresses: peer rank, or -1 */
     int doing_channel;
     int doing_dir;
+    uint64_t report_gave_up; /* passes + 1 when a report last gave up on the lock (0:
+                              * none): until another pass ends, reports do not wait */
 
     uint64_t passes; /* statistics; atomic (relaxed) where read unlocked */
     uint64_t polls;  /* ucp_worker_progress calls of the passes (under the lock) */
@@ -303,9 +305,10 @@ void gpuring_proxy_doing(gpuring_proxy_t *proxy, const char *doing,
  * the next taking of the lock ends the state.
  */
 int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing);
-/* Take the lock for a report, waiting at most a second; 1: taken.  0: the
- * holder did not let go, and buf says who holds it, what it does there, and
- * what its thread is doing in the kernel (from /proc). */
+/* Take the lock for a report, waiting at most a second -- not at all where an
+ * earlier report gave up and no pass ended since (the same holder); 1: taken.
+ * 0: the holder did not let go, and buf says who holds it, what it does there,
+ * and what its thread is doing in the kernel (from /proc). */
 int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
                                   size_t len);
 /* The progress thread as a report sees it, appended to buf: the passes run

@@ -596,16 +596,22 @@ static void proxy_describe_holder(gpuring_proxy_t *proxy, const char *held, uint
 int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, char *buf,
                                   size_t len)
 {
-    const double until = gpuring_time_sec() + 1.0;
     const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
+    /* an earlier report gave up, and no pass ended since: the lock is still held as it
+     * was then -- a report over every connection of a timed-out call must not wait a
+     * second for each */
+    const int again = __atomic_load_n(&proxy->report_gave_up, __ATOMIC_RELAXED) == passes0 + 1;
+    const double until = gpuring_time_sec() + (again ? 0.0 : 1.0);
 
     while (!gpuring_proxy_trylock(proxy, doing)) {
         if (gpuring_time_sec() <= until) {
             sched_yield();
             continue;
         }
-        proxy_describe_holder(proxy, "a second", passes0, buf, len);
-        proxy_log_threads(__atomic_load_n(&proxy->holder, __ATOMIC_RELAXED));
+        proxy_describe_holder(proxy, again ? "a second at an earlier report" : "a second",
+                              passes0, buf, len);
+        if (!again) proxy_log_threads(__atomic_load_n(&proxy->holder, __ATOMIC_RELAXED));
+        __atomic_store_n(&proxy->report_gave_up, passes0 + 1, __ATOMIC_RELAXED);
         return 0;
     }
     return 1;

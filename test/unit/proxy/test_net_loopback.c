@@ -630,9 +630,10 @@ static void capture_start(const char *want, unsigned mask)
  * of the process. */
 static void test_lock_held(gpuring_proxy_t *proxy)
 {
-    lock_holder_t h = {0};
+    lock_holder_t h = {.hold_ms = 3000};
     gpuring_log_config_t saved = gpuring_log_config;
-    char desc[768], want[96];
+    char desc[768], again[768], want[96];
+    double t0, took;
     pthread_t th;
     pair_t p;
 
@@ -642,6 +643,15 @@ static void test_lock_held(gpuring_proxy_t *proxy)
     capture_start("proxy lock held: thread", GPURING_SUBSYS_NET);
     gpuring_conn_net_describe(&p.recv, 0, desc, sizeof(desc));
     gpuring_log_set(&saved);
+    /* the next ends' reports, the holder the same: no second's wait each (a timed-out
+     * call's report covers every connection) */
+    t0 = gpuring_time_sec();
+    gpuring_conn_net_describe(&p.send, 0, again, sizeof(again));
+    gpuring_conn_net_describe(&p.recv, 0, again, sizeof(again));
+    took = gpuring_time_sec() - t0;
+    EXPECT(took < 0.5 && strstr(again, "its lock was held for a second at an earlier report") !=
+                             NULL,
+           "two more reports under the same holder took %.2f s: %s", took, again);
     printf("lock held: %s\n%s", desc, captured);
     snprintf(want, sizeof(want), "by thread %d, in a test's hold; that thread: state S", h.tid);
     EXPECT(strstr(desc, "proxy: its lock was held for a second (no pass ended)") != NULL &&
