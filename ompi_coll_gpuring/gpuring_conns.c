@@ -450,20 +450,25 @@ static gpuring_status_t comm_host_ready(gpuring_comm_t *c)
  * GPU (host, PCI address) and how many FIFO-kernel blocks it holds; each
  * GPU's capacity is shared by the ranks on it, and every rank takes the
  * smallest share (at least 1, at most the graph's channels), the same
- * everywhere.  Every rank takes part, whatever its local status.
+ * everywhere.  A rank whose plane is up but cannot tell its GPU or what it
+ * holds may share any GPU with any rank: then one channel (a block a rank
+ * fits every GPU).  Every rank takes part, whatever its local status.
  */
+#define DEVICE_GPU_UNKNOWN (-2) /* the plane up, its GPU or capacity not known */
 static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t local_st)
 {
     const int n = c->boot.size;
     int64_t mine[2] = {-1, 0}, *all;
-    int blocks = 0, nch = c->graph.nchannels;
+    int blocks = 0, nch = c->graph.nchannels, unknown = -1;
     gpuring_status_t st;
 
     if (c->cfg.device_nchannels > 0) return GPURING_OK;
-    if (local_st == GPURING_OK && c->dev.pci_id >= 0 &&
-        gpuring_exec_cuda_capacity(&blocks) == GPURING_OK) {
-        mine[0] = c->dev.pci_id;
-        mine[1] = blocks;
+    if (local_st == GPURING_OK) {
+        mine[0] = DEVICE_GPU_UNKNOWN;
+        if (c->dev.pci_id >= 0 && gpuring_exec_cuda_capacity(&blocks) == GPURING_OK) {
+            mine[0] = c->dev.pci_id;
+            mine[1] = blocks;
+        }
     }
     all = malloc(sizeof(mine) * (size_t)n);
     if (all == NULL) {
@@ -473,16 +478,23 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
     st = gpuring_bootstrap_allgather(&c->boot, mine, all, sizeof(mine));
     for (int r = 0; st == GPURING_OK && r < n; r++) {
         int share = 0;
-        if (all[2 * r] < 0) continue; /* its plane fails anyway */
+        if (all[2 * r] == DEVICE_GPU_UNKNOWN && unknown < 0) unknown = r;
+        if (all[2 * r] < 0) continue; /* its plane fails anyway, or unknown */
         for (int q = 0; q < n; q++) {
             share += gpuring_comm_same_gpu(c, r, all[2 * r], q, all[2 * q]);
         }
         nch = GPURING_MIN(nch, (int)(all[2 * r + 1] / share));
     }
     free(all);
+    if (unknown >= 0) nch = 1;
     c->plane_nch[GPURING_PLANE_DEVICE] = GPURING_MAX(nch, 1);
-    GPURING_INFO(GPURING_SUBSYS_INIT, "device plane: %d channels (this GPU holds %d blocks "
-                 "of the FIFO kernel)", c->plane_nch[GPURING_PLANE_DEVICE], blocks);
+    if (unknown >= 0)
+        GPURING_INFO(GPURING_SUBSYS_INIT, "device plane: 1 channel (rank %d cannot tell its "
+                     "GPU's PCI address or how many blocks of the FIFO kernel it holds: one "
+                     "block a rank fits any GPU)", unknown);
+    else
+        GPURING_INFO(GPURING_SUBSYS_INIT, "device plane: %d channels (this GPU holds %d blocks "
+                     "of the FIFO kernel)", c->plane_nch[GPURING_PLANE_DEVICE], blocks);
     return st;
 }
 

@@ -63,6 +63,7 @@ knobs knobs_read()
     k.poison_device = (int)env_ulong("CUDACPU_POISON_DEVICE", 0, 0, 1);
     k.mps = (int)env_ulong("CUDACPU_MPS", 1, 0, 1);
     k.pci_domains = (int)env_ulong("CUDACPU_PCI_DOMAINS", 0, 0, 1);
+    k.no_pci = (int)env_ulong("CUDACPU_NO_PCI", 0, 0, 1);
     k.driver = getenv("CUDACPU_DRIVER");
     return k;
 }
@@ -335,6 +336,10 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr at
     if (value == nullptr) return fail(cudaErrorInvalidValue);
     if (!device_ok(device)) return fail(cudaErrorInvalidDevice);
     (void)cudaGetDeviceProperties(&p, device);
+    if (knobs_get().no_pci &&
+        (attr == cudaDevAttrPciBusId || attr == cudaDevAttrPciDeviceId ||
+         attr == cudaDevAttrPciDomainId))
+        return fail(cudaErrorNotSupported);
     switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
     case cudaDevAttrWarpSize: *value = p.warpSize; break;

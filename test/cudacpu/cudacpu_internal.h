@@ -48,6 +48,8 @@ struct knobs {
                              (VMs that give each GPU a domain of its own); default 0: domain
                              0, bus 0x18 + d */
     const char *driver;   /* CUDACPU_DRIVER: path of the stand-in libcuda.so.1 to load */
+    int no_pci;           /* CUDACPU_NO_PCI: 1 refuses the PCI attributes (cudaDeviceGetAttribute:
+                             a device that cannot say where it sits) */
 };
 const knobs &knobs_get();
 /* once, at the first device call or allocation: loads CUDACPU_DRIVER */

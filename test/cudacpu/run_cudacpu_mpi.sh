@@ -64,6 +64,7 @@
 #                   collective gpuring takes, MPI_Iallreduce in flight among them
 #   direct_mapfail_np2  one mapping of a peer's buffers fails, once: that call takes
 #                   the FIFOs on every rank, later ones run direct again
+#   nopci_np3       GPUs that cannot say their PCI address: one device channel
 #   direct_nocache_np3  the direct allreduce with coll_gpuring_ipc_cache 0: every
 #                   peer buffer unmapped when its call ends
 #   iallreduce_first_np3  iallreduce_check -d -F, coll_gpuring_nonblocking_setup 0:
@@ -288,6 +289,14 @@ want='direct allreduce: rank [0-9] could not map its peers. buffers .*: FIFO pat
 xenv="-x CUDACPU_FAIL_IPC_OPEN_NTH=2"
 case_run direct_mapfail_np2 2 "coll_gpuring_direct_ll_size 0 coll_gpuring_device_nchannels 1" -d -q -m world -c 1,17,4099 -t int,float -o sum,max
 xenv=""
+# GPUs that cannot say their PCI address (CUDACPU_NO_PCI): no rank knows which ranks
+# share a GPU, so the device plane takes one channel (every rank's block fits any GPU)
+# -- it took the graph's 32 (no GPU known, no bound): more blocks than a full GPU holds
+# at once wait for each other forever -- and the FIFOs run right on it
+want='device plane: 1 channel \(rank 0 cannot tell its GPU.s PCI address'
+xenv="-x CUDACPU_NO_PCI=1" saved_summary=$summary summary=$SUMMARY_ON_DEVICE
+case_run nopci_np3 3 "coll_gpuring_direct 0" -d -q -m world -c 1,17,4099,65537 -t int,float -o sum,max
+xenv="" summary=$saved_summary
 # no idle mapping kept (coll_gpuring_ipc_cache 0): each call maps its peers' buffers
 # and unmaps them when it ends (the runtime unmaps at once: a use after fails)
 want='unmapped \(0 mappings kept idle at most: coll_gpuring_ipc_cache\)' verbose=4
