@@ -73,6 +73,8 @@ int mca_coll_gpuring_init_query(bool enable_progress_threads, bool enable_mpi_th
     return OMPI_SUCCESS;
 }
 
+static void gpuring_mpi_errors_ready(void);
+
 mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority)
 {
@@ -82,6 +84,7 @@ mca_coll_base_module_t *mca_coll_gpuring_comm_query(struct ompi_communicator_t *
     if (gpuring_log_config.rank < 0) { /* the first communicator (MPI_Init's) */
         gpuring_log_config.rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
         mca_coll_gpuring_own_params();
+        gpuring_mpi_errors_ready();
     }
     if (c->priority < 0) return NULL;
     m = OBJ_NEW(mca_coll_gpuring_module_t);
@@ -204,17 +207,26 @@ static void gpuring_mpi_errors_make(void)
     }
 }
 
-int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
+/* gpuring's error codes, made once: in MPI_Init (the first communicator's query), on
+ * one thread, beside no application's MPI_Add_error_code, and long before MPI_Finalize
+ * tears Open MPI's table of codes down (4.1 does so before it closes the coll
+ * components: a request that fails inside MPI_Finalize must find its code made) */
+static void gpuring_mpi_errors_ready(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+    pthread_once(&once, gpuring_mpi_errors_make);
+}
+
+int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
+{
     switch (st) {
     case GPURING_OK: return OMPI_SUCCESS;
     case GPURING_ERR_NOT_SUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
     case GPURING_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
     default: break;
     }
-    pthread_once(&once, gpuring_mpi_errors_make);
+    gpuring_mpi_errors_ready();
     for (size_t i = 0; i < sizeof(gpuring_mpi_errors) / sizeof(gpuring_mpi_errors[0]); i++) {
         if (gpuring_mpi_errors[i].st == st) return gpuring_mpi_errors[i].code;
     }
