@@ -37,6 +37,8 @@ typedef struct devcopy_driver {
     /* may be missing: rows then one by one */
     int (*memcpy_2d_async)(const gpuring_cuda_memcpy2d_t *copy, void *stream);
     int (*error_name)(int rc, const char **name); /* may be missing: the number alone */
+    /* CUDA 12: may be missing -- results then go back on the legacy stream */
+    int (*ctx_get_id)(void *ctx, unsigned long long *id);
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -57,6 +59,7 @@ static int devcopy_lookup(void)
     *(void **)&d.memcpy_async = gpuring_cuda_driver_sym("cuMemcpyAsync");
     *(void **)&d.memcpy_2d_async = gpuring_cuda_driver_sym("cuMemcpy2DAsync_v2");
     *(void **)&d.error_name = gpuring_cuda_driver_sym("cuGetErrorName");
+    *(void **)&d.ctx_get_id = gpuring_cuda_driver_sym("cuCtxGetId");
     /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
         d.host_register == NULL || d.host_unregister == NULL ||
@@ -102,30 +105,39 @@ static void *devcopy_owner(const void *ptr)
 }
 
 /* The copy-back stream of context ctx (current): non-blocking -- it waits for none of
- * the application's streams -- made at first need and kept for the process; NULL
- * where it cannot be had. */
+ * the application's streams -- made at first need and kept while the context lives;
+ * NULL where it cannot be had.  A context is known by its handle and its id
+ * (cuCtxGetId): a context destroyed takes its streams along, and the next one made may
+ * get its handle (as may a primary context reset) -- a stream kept under the handle
+ * alone would be used after it died.  A driver without cuCtxGetId (before CUDA 12)
+ * keeps none: results go back on the legacy stream. */
 static struct {
     void *ctx, *stream;
+    unsigned long long id;
 } devcopy_streams[DEVCOPY_MAX_DEVICES];
 static pthread_mutex_t devcopy_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *devcopy_back_stream(void *ctx)
 {
+    unsigned long long id = 0;
     void *stream = NULL;
     int i;
 
-    if (ctx == NULL || devcopy_drv.stream_create == NULL || devcopy_drv.memcpy_async == NULL)
+    if (ctx == NULL || devcopy_drv.stream_create == NULL || devcopy_drv.memcpy_async == NULL ||
+        devcopy_drv.ctx_get_id == NULL || devcopy_drv.ctx_get_id(ctx, &id) != 0)
         return NULL;
     pthread_mutex_lock(&devcopy_ctx_lock);
     for (i = 0; i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx != NULL; i++) {
         if (devcopy_streams[i].ctx == ctx) break;
     }
     if (i < DEVCOPY_MAX_DEVICES && devcopy_streams[i].ctx == ctx &&
-        devcopy_streams[i].stream != NULL) {
+        devcopy_streams[i].id == id && devcopy_streams[i].stream != NULL) {
         stream = devcopy_streams[i].stream;
     } else if (i < DEVCOPY_MAX_DEVICES &&
                devcopy_drv.stream_create(&stream, DEVCOPY_CU_STREAM_NON_BLOCKING) == 0) {
+        /* (one of a context gone with it is not destroyed again) */
         devcopy_streams[i].ctx = ctx;
+        devcopy_streams[i].id = id;
         devcopy_streams[i].stream = stream;
     } else {
         stream = NULL;

@@ -30,7 +30,13 @@
  *                         space, so they differ only in what the driver says
  *                         of the memory cuMemAlloc allocates while one is
  *                         current (a thread's current one until it sets
- *                         another; the runtime's cudaSetDevice does not)
+ *                         another; the runtime's cudaSetDevice does not); a
+ *                         destroyed one's handle is the next one made (as a
+ *                         real driver's heap may give it), and the streams made
+ *                         while it was current die with it: one used after
+ *                         aborts the process (a real driver's behaviour is
+ *                         undefined)
+ *  cuCtxGetId             a created context's own id; a primary one's ordinal + 1
  *  cuCtxGetCurrent        the thread's created context, else the current
  *                         device's primary one
  *  cuCtxSetCurrent        makes that context (and its device) current
@@ -53,6 +59,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,8 +101,17 @@ static const cudacpu_driver_link_t *drv_link;
 #define DRV_MAX_CTX_ALLOCS 256
 typedef struct drv_ctx {
     int used, device;
+    unsigned long long id; /* cuCtxGetId's: each context made has its own */
 } drv_ctx_t;
-static drv_ctx_t drv_ctxs[DRV_MAX_CTXS];
+static drv_ctx_t drv_ctxs[DRV_MAX_CTXS]; /* a destroyed one's slot (address) made anew */
+static unsigned long long drv_ctx_ids;  /* (lock held) */
+/* streams made while a created context was current: destroyed with it */
+#define DRV_MAX_STREAMS 64
+static struct {
+    void *stream;
+    drv_ctx_t *ctx;
+    int dead;
+} drv_streams[DRV_MAX_STREAMS];
 static struct {
     uintptr_t base;
     drv_ctx_t *ctx;
@@ -142,6 +158,22 @@ static int drv_alloc_ctx_set(uintptr_t base, drv_ctx_t *ctx)
     }
     pthread_mutex_unlock(&drv_ctx_lock);
     return done;
+}
+
+/* A stream that died with its context is used: a real driver's behaviour is undefined
+ * (a crash inside libcuda, or work in whatever context now has the handle) -- here
+ * the process aborts, saying so. */
+static void drv_stream_check(const void *stream)
+{
+    pthread_mutex_lock(&drv_ctx_lock);
+    for (int i = 0; i < DRV_MAX_STREAMS; i++) {
+        if (drv_streams[i].stream == stream && drv_streams[i].dead) {
+            fprintf(stderr, "cudacpu driver: stream %p used after its context was destroyed\n",
+                    stream);
+            abort();
+        }
+    }
+    pthread_mutex_unlock(&drv_ctx_lock);
 }
 
 void cudacpu_driver_attach(const cudacpu_driver_link_t *link)
@@ -264,6 +296,7 @@ int cuCtxCreate_v2(void **ctx, unsigned int flags, int device)
     if (c != NULL) {
         c->used = 1;
         c->device = device;
+        c->id = ++drv_ctx_ids;
     }
     pthread_mutex_unlock(&drv_ctx_lock);
     if (c == NULL) return DRV_ERROR_OUT_OF_MEMORY;
@@ -280,8 +313,24 @@ int cuCtxDestroy_v2(void *ctx)
     if (drv_current == c) drv_current = NULL;
     pthread_mutex_lock(&drv_ctx_lock);
     c->used = 0;
+    for (int i = 0; i < DRV_MAX_STREAMS; i++) {
+        if (drv_streams[i].ctx == c) drv_streams[i].dead = 1, drv_streams[i].ctx = NULL;
+    }
     pthread_mutex_unlock(&drv_ctx_lock);
     return DRV_SUCCESS;
+}
+
+/* a created context's own id; a primary context's (its ordinal + 1) the ordinal + 1 */
+int cuCtxGetId(void *ctx, unsigned long long *id)
+{
+    drv_ctx_t *c;
+
+    if (id == NULL) return DRV_ERROR_INVALID_VALUE;
+    if (ctx == NULL) ctx = drv_current;
+    c = drv_created(ctx);
+    if (c != NULL && !c->used) return DRV_ERROR_INVALID_CONTEXT;
+    *id = c != NULL ? c->id | 1ull << 32 : (unsigned long long)(uintptr_t)ctx;
+    return ctx != NULL ? DRV_SUCCESS : DRV_ERROR_INVALID_CONTEXT;
 }
 
 /* the thread's created context, else its device's primary one: its ordinal + 1, never
@@ -338,6 +387,7 @@ int cuStreamSynchronize(void *stream)
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (stream == NULL || stream == DRV_STREAM_LEGACY)
         return link->sync_legacy() == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+    drv_stream_check(stream);
     return link->stream_sync(stream) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
 }
 
@@ -348,7 +398,18 @@ int cuStreamCreate(void **stream, unsigned int flags)
 
     if (link == NULL) return DRV_ERROR_NOT_INITIALIZED;
     if (stream == NULL || flags != DRV_STREAM_NON_BLOCKING) return DRV_ERROR_INVALID_VALUE;
-    return link->stream_create(stream) == 0 ? DRV_SUCCESS : DRV_ERROR_INVALID_VALUE;
+    if (link->stream_create(stream) != 0) return DRV_ERROR_INVALID_VALUE;
+    if (drv_current != NULL) { /* (a table full: the stream outlives its context) */
+        pthread_mutex_lock(&drv_ctx_lock);
+        for (int i = 0; i < DRV_MAX_STREAMS; i++) {
+            if (drv_streams[i].stream != NULL) continue; /* (a dead one is kept: its uses) */
+            drv_streams[i].stream = *stream;
+            drv_streams[i].ctx = drv_current;
+            break;
+        }
+        pthread_mutex_unlock(&drv_ctx_lock);
+    }
+    return DRV_SUCCESS;
 }
 
 int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
@@ -359,6 +420,7 @@ int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
     if (stream == NULL || stream == DRV_STREAM_LEGACY)
         return link->copy((void *)dst, (const void *)src, bytes) == 0 ? DRV_SUCCESS
                                                                       : DRV_ERROR_INVALID_VALUE;
+    drv_stream_check(stream);
     return link->copy_async((void *)dst, (const void *)src, bytes, stream) == 0
                ? DRV_SUCCESS
                : DRV_ERROR_INVALID_VALUE;

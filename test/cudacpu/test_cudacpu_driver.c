@@ -14,7 +14,8 @@
  * cudaMallocAsync memory is device memory and cudaMallocManaged memory managed
  * memory, neither exportable; freed or closed memory is host memory again.
  * A failed CUDA call of gpuring's leaves no error for the application's next
- * cudaGetLastError.  And kernels/devcopy.c's block copies (staging) through it, a result's back into
+ * cudaGetLastError; a copy back into a context made, destroyed and made again at
+ * the same handle uses no stream of the dead one.  And kernels/devcopy.c's block copies (staging) through it, a result's back into
  * device memory and a sparse input's out of it: a run of equal blocks at one stride
  * is one 2D copy (cuMemcpy2DAsync), the bytes between the rows untouched.
  *
@@ -108,6 +109,47 @@ static void test_copy_rows(char *d, int back)
     }
     unit_result(wrong == 0, "%s of rows: %d bytes wrong (rows, the block, or between)", way,
                 wrong);
+}
+
+/* A context of the application's own (cuCtxCreate, as PyCUDA makes), a result copied
+ * back into memory allocated there, the context destroyed -- twice, the second context
+ * getting the first one's handle (the stand-in driver's, as a real driver's heap may):
+ * the copy back must not use the first context's stream, which died with it (the
+ * stand-in driver aborts on such a use). */
+static void test_ctx_reuse(void)
+{
+    int (*ctx_create)(void **, unsigned int, int);
+    int (*ctx_destroy)(void *);
+    int (*mem_alloc)(uintptr_t *, size_t);
+    int (*mem_free)(uintptr_t);
+    char img[256], got[256];
+    void *ctx[2] = {NULL, NULL};
+
+    *(void **)&ctx_create = gpuring_cuda_driver_sym("cuCtxCreate_v2");
+    *(void **)&ctx_destroy = gpuring_cuda_driver_sym("cuCtxDestroy_v2");
+    *(void **)&mem_alloc = gpuring_cuda_driver_sym("cuMemAlloc_v2");
+    *(void **)&mem_free = gpuring_cuda_driver_sym("cuMemFree_v2");
+    if (ctx_create == NULL || ctx_destroy == NULL || mem_alloc == NULL || mem_free == NULL) {
+        unit_result(0, "the stand-in driver lacks the context calls");
+        return;
+    }
+    for (int round = 0; round < 2; round++) {
+        const char *why = "";
+        uintptr_t d = 0;
+
+        for (int i = 0; i < (int)sizeof(img); i++) img[i] = (char)(i * 3 + round);
+        unit_result(ctx_create(&ctx[round], 0, 0) == 0 && mem_alloc(&d, sizeof(img)) == 0,
+                    "round %d: a context of its own and memory in it", round);
+        unit_result(gpuring_devcopy_back((void *)d, img, sizeof(img), 0, &why) == GPURING_OK &&
+                        gpuring_devcopy(got, (void *)d, sizeof(got), 0, &why) == GPURING_OK &&
+                        memcmp(img, got, sizeof(img)) == 0,
+                    "round %d: the copy back into it and out again (%s)", round, why);
+        (void)mem_free(d);
+        (void)ctx_destroy(ctx[round]);
+    }
+    unit_result(ctx[0] == ctx[1], "the second context got the first one's handle (%p, %p)",
+                ctx[0], ctx[1]);
+    TEST_CUDA(cudaSetDevice(0));
 }
 
 int main(void)
@@ -244,6 +286,7 @@ int main(void)
 
     test_copy_rows(d0, 1);
     test_copy_rows(d0, 0);
+    test_ctx_reuse();
     TEST_CUDA(cudaFree(d0));
     expect_kind(d0, GPURING_MEM_HOST, -1, "freed device memory");
     TEST_CUDA(cudaFree(d1));

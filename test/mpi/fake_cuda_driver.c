@@ -298,6 +298,16 @@ int cuDevicePrimaryCtxRetain(void **ctx, int device)
     return FAKE_CUDA_SUCCESS;
 }
 
+/* the one context there is (the primary one), which lives as long as the process */
+int cuCtxGetId(void *ctx, unsigned long long *id)
+{
+    if (id == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (ctx == NULL) ctx = fake_ctx;
+    if (ctx != &fake_primary_ctx) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    *id = 1;
+    return FAKE_CUDA_SUCCESS;
+}
+
 int cuDevicePrimaryCtxRelease_v2(int device)
 {
     return device == 0 ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_INVALID_VALUE;
