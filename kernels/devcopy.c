@@ -234,7 +234,10 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         rc = 0;
         for (int i = 0; i < n && rc == 0; i++)
             rc = devcopy_queue(&blk[i], stream, back, &queued, copies);
+        /* (a queue that failed part way: what it queued must not land after the
+         * retry below, once the call returned -- over the application's next writes) */
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
+        else (void)devcopy_drv.stream_sync(stream);
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
