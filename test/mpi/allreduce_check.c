@@ -28,7 +28,8 @@
  *   -c LIST   counts (default 0,1,2,3,7,17,31,64,1000,4099,65537)
  *   -t LIST   types or "all" (default all): schar uchar short ushort int uint
  *             long ulong longlong ulonglong int8 uint8 int16 uint16 int32
- *             uint32 int64 uint64 float double char aint offset count, and
+ *             uint32 int64 uint64 float double char aint offset count, bool
+ *             (C's: the logical ops alone) byte (MPI_BYTE: the bitwise ops alone), and
  *             float16 where the MPI library names it (MPIX_C_FLOAT16: Open
  *             MPI 5) and the compiler has _Float16; and by name or as
  *             "fortran" (not in "all"), Fortran's where this Open MPI has
@@ -120,6 +121,7 @@
 #define GUARD_BYTE 0xA5
 #define MAX_PRINT_PER_CASE 4
 #define MAX_PRINT_TOTAL 60
+#define CASE_NOT_RUN 2    /* a case this rank did not run (fail[]) */
 #define LARGE_COUNT (16777216 + 3)
 
 typedef struct {
@@ -128,10 +130,12 @@ typedef struct {
     int size;
     int is_signed;
     int is_float;
-    int fortran; /* FORTRAN_INTEGER: no logical ops; FORTRAN_LOGICAL: only those */
+    int family; /* the ops MPI defines on it: FAMILY_FINTEGER no logical ones,
+                 * FAMILY_LOGICAL (Fortran's LOGICAL, C's bool) only those,
+                 * FAMILY_BYTE (MPI_BYTE) only the bitwise ones */
 } type_t;
 
-enum { FORTRAN_NONE, FORTRAN_INTEGER, FORTRAN_REAL, FORTRAN_LOGICAL };
+enum { FAMILY_PLAIN, FAMILY_FINTEGER, FAMILY_FREAL, FAMILY_LOGICAL, FAMILY_BYTE };
 
 enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR, OP_LAND, OP_LOR, OP_LXOR, OP_N };
 
@@ -158,6 +162,8 @@ static double g_pow2[61];  /* 2^e for gen_float's MIN/MAX exponents, e in [-30, 
 /* The call under test: MPI_Allreduce, or (-B) MPI_Iallreduce and MPI_Wait, whose
  * status must not say the call was cancelled (a collective never is); a successful
  * call leaves no CUDA error pending on this thread. */
+static long g_calls_shared; /* allreduce()'s calls of count > 0 on communicators of 2+ ranks */
+
 static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                      MPI_Comm comm)
 {
@@ -165,6 +171,8 @@ static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     MPI_Status st;
     int rc, cancelled = 1, err;
 
+    MPI_Comm_size(comm, &err);
+    if (err > 1 && count > 0) g_calls_shared++;
     if (!g_nonblocking) {
         rc = MPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     } else {
@@ -192,7 +200,7 @@ static void init_tables(void)
         g_pow2[30 + e] = g_pow2[29 + e] * 2.0;
         g_pow2[30 - e] = g_pow2[31 - e] * 0.5;
     }
-#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f, FORTRAN_NONE}
+#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f, FAMILY_PLAIN}
     T("schar", MPI_SIGNED_CHAR, sizeof(signed char), 1, 0);
     T("uchar", MPI_UNSIGNED_CHAR, sizeof(unsigned char), 0, 0);
     T("short", MPI_SHORT, sizeof(short), 1, 0);
@@ -223,29 +231,32 @@ static void init_tables(void)
     T("offset", MPI_OFFSET, sizeof(MPI_Offset), 1, 0);
     T("count", MPI_COUNT, sizeof(MPI_Count), 1, 0);
 #undef T
+    /* C's bool (the logical ops alone, values 0 and 1) and MPI_BYTE (the bitwise ones) */
+    g_types[g_ntypes++] = (type_t){"bool", MPI_C_BOOL, sizeof(_Bool), 0, 0, FAMILY_LOGICAL};
+    g_types[g_ntypes++] = (type_t){"byte", MPI_BYTE, 1, 0, 0, FAMILY_BYTE};
     /* Fortran's, by their sizes in this Open MPI's Fortran (none where it has none);
      * named with -t only, not by "all" */
     g_nctypes = g_ntypes;
     {
-        const struct { const char *name; MPI_Datatype dt; int fortran; } f[] = {
-            {"finteger", MPI_INTEGER, FORTRAN_INTEGER},
-            {"freal", MPI_REAL, FORTRAN_REAL},
-            {"fdouble", MPI_DOUBLE_PRECISION, FORTRAN_REAL},
-            {"flogical", MPI_LOGICAL, FORTRAN_LOGICAL},
+        const struct { const char *name; MPI_Datatype dt; int family; } f[] = {
+            {"finteger", MPI_INTEGER, FAMILY_FINTEGER},
+            {"freal", MPI_REAL, FAMILY_FREAL},
+            {"fdouble", MPI_DOUBLE_PRECISION, FAMILY_FREAL},
+            {"flogical", MPI_LOGICAL, FAMILY_LOGICAL},
 #ifdef MPI_INTEGER8
-            {"finteger8", MPI_INTEGER8, FORTRAN_INTEGER},
+            {"finteger8", MPI_INTEGER8, FAMILY_FINTEGER},
 #endif
 #ifdef MPI_REAL8
-            {"freal8", MPI_REAL8, FORTRAN_REAL},
+            {"freal8", MPI_REAL8, FAMILY_FREAL},
 #endif
         };
         for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
             int size = 0;
             MPI_Type_size(f[k].dt, &size);
             if (size != 1 && size != 2 && size != 4 && size != 8) continue;
-            if (f[k].fortran == FORTRAN_REAL && size != 4 && size != 8) continue;
+            if (f[k].family == FAMILY_FREAL && size != 4 && size != 8) continue;
             g_types[g_ntypes++] = (type_t){f[k].name, f[k].dt, size, 1,
-                                           f[k].fortran == FORTRAN_REAL, f[k].fortran};
+                                           f[k].family == FAMILY_FREAL, f[k].family};
         }
     }
     g_ops[OP_SUM] = (op_t){"sum", MPI_SUM, 0};
@@ -554,8 +565,22 @@ static inline __attribute__((always_inline)) void values_kind(char *out, int siz
 #undef VALUES_OP
 }
 
+static void values_kinds(void *out, const type_t *t, int op, const gen_param_t *gp,
+                         const uint64_t *bases, int n, size_t count);
+
 static void values(void *out, const type_t *t, int op, const gen_param_t *gp,
                    const uint64_t *bases, int n, size_t count)
+{
+    values_kinds(out, t, op, gp, bases, n, count);
+    /* a C bool holds 0 or 1 (another byte is no bool: an op on it is undefined); the
+     * logical ops' results depend on their operands being non-zero alone */
+    if (t->dt == MPI_C_BOOL) {
+        for (size_t i = 0; i < count; i++) ((unsigned char *)out)[i] = ((unsigned char *)out)[i] != 0;
+    }
+}
+
+static void values_kinds(void *out, const type_t *t, int op, const gen_param_t *gp,
+                         const uint64_t *bases, int n, size_t count)
 {
     if (t->is_float) {
         switch (t->size) {
@@ -828,6 +853,8 @@ int main(int argc, char **argv)
 
     /* enumerate cases: identical on every rank (every rank is in every kind) */
     size_t ncases_max = (size_t)reps * ncomms * g_ntypes * OP_N * ncounts * 3 + 1;
+    /* per case: 0 passed here, 1 failed, CASE_NOT_RUN (a one-rank communicator's in
+     * device mode: a case no rank ran is no pass) */
     unsigned char *fail = calloc(ncases_max, 1);
     case_desc_t *desc = calloc(ncases_max, sizeof *desc);
     size_t ncases = 0, nexcluded = 0;
@@ -906,8 +933,9 @@ int main(int argc, char **argv)
             for (int oi = 0; oi < OP_N; oi++) {
                 if (!op_sel[oi] || (g_ops[oi].int_only && t->is_float)) continue;
                 /* MPI's: no logical ops on Fortran INTEGER, only those on LOGICAL */
-                if ((t->fortran == FORTRAN_INTEGER && oi >= OP_LAND) ||
-                    (t->fortran == FORTRAN_LOGICAL && oi < OP_LAND))
+                if ((t->family == FAMILY_FINTEGER && oi >= OP_LAND) ||
+                    (t->family == FAMILY_LOGICAL && oi < OP_LAND) ||
+                    (t->family == FAMILY_BYTE && (oi < OP_BAND || oi > OP_BXOR)))
                     continue;
                 if (test_type_op_listed(&g_excl, t->name, g_ops[oi].name)) { nexcluded++; continue; }
                 gen_param_t gp = gen_params(t, csize);
@@ -919,7 +947,10 @@ int main(int argc, char **argv)
                     for (int ip = (inplace_mode == 2); ip <= (inplace_mode >= 1); ip++) {
                         size_t case_id = ncases++;
                         desc[case_id] = (case_desc_t){c, ti, oi, ip, count};
-                        if (skip_comm) continue;
+                        if (skip_comm) {
+                            fail[case_id] = CASE_NOT_RUN;
+                            continue;
+                        }
                         uint64_t case_base = mix64(seed * 0x100000001B3ull ^ mix64(case_id + 1));
                         size_t es = (size_t)t->size;
                         char *sendbuf = sendraw + SEND_OFF * es + shift_send;
@@ -1024,7 +1055,10 @@ int main(int argc, char **argv)
                     if (counts[k] == LARGE_COUNT && large) continue;
                     case_id = ncases++;
                     desc[case_id] = (case_desc_t){c, ti, oi, 2, counts[k]};
-                    if (skip_comm) continue;
+                    if (skip_comm) {
+                        fail[case_id] = CASE_NOT_RUN;
+                        continue;
+                    }
                     fail[case_id] = (unsigned char)zeros_case(
                         comm, comms[c].name, &g_types[ti], oi, counts[k],
                         mix64(seed ^ mix64(case_id + 7)), recvraw, dev_here ? drecvraw : NULL);
@@ -1034,21 +1068,33 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
+    /* for the runner: at least this many must show in gpuring's allreduce summary */
+    if (g_calls_shared > 0) {
+        printf("allreduce_check rank %d: %ld allreduce calls on communicators of 2 or more "
+               "ranks\n", g_world_rank, g_calls_shared);
+        fflush(stdout);
+    }
     /* verdict: gather the per-case flags (not through MPI_Allreduce) */
     unsigned char *all = NULL;
     if (g_world_rank == 0) all = malloc(ncases * (size_t)g_world_size + 1);
     MPI_Gather(fail, (int)ncases, MPI_UNSIGNED_CHAR, all, (int)ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0, own_failed = negfail != 0; /* (this rank's exit status) */
-    for (size_t k = 0; k < ncases; k++) own_failed |= fail[k] != 0;
+    for (size_t k = 0; k < ncases; k++) own_failed |= fail[k] == 1;
     long negs[2] = {(long)nneg, (long)negfail}, negsum[2] = {0, 0};
     test_verdict_sum(negs, negsum, 2, MPI_COMM_WORLD);
     if (g_world_rank == 0) {
-        size_t npass = (size_t)(negsum[0] - negsum[1]), nfail = (size_t)negsum[1];
+        size_t npass = (size_t)(negsum[0] - negsum[1]), nfail = (size_t)negsum[1], nskip = 0;
         for (size_t k = 0; k < ncases; k++) {
-            int f = 0, first = -1;
-            for (int r = 0; r < g_world_size; r++)
-                if (all[(size_t)r * ncases + k]) { f = 1; if (first < 0) first = r; }
-            if (f) {
+            int f = 0, first = -1, ran = 0;
+            for (int r = 0; r < g_world_size; r++) {
+                const unsigned char v = all[(size_t)r * ncases + k];
+
+                ran |= v != CASE_NOT_RUN;
+                if (v == 1) { f = 1; if (first < 0) first = r; }
+            }
+            if (!ran) {
+                nskip++;
+            } else if (f) {
                 if (nfail < 40)
                     printf("FAILED case: comm %s type %s op %s count %zu%s (first failing rank %d)\n",
                            comms[desc[k].comm].name, g_types[desc[k].type].name, g_ops[desc[k].op].name,
@@ -1064,7 +1110,8 @@ int main(int argc, char **argv)
         }
         if (nexcluded)
             printf("allreduce_check: %zu type/op pairs excluded by -x (per comm and repetition)\n", nexcluded);
-        printf("allreduce_check: np %d, %zu cases, %.2f s\n", g_world_size, ncases, MPI_Wtime() - t_start);
+        printf("allreduce_check: np %d, %zu cases (%zu run by no rank: one-rank communicators "
+               "of device mode), %.2f s\n", g_world_size, ncases, nskip, MPI_Wtime() - t_start);
         printf("%zu passed, %zu failed\n", npass, nfail);
         fflush(stdout);
         verdict = nfail ? 1 : 0;

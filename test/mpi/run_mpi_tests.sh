@@ -480,8 +480,20 @@ run_case() {
                 done
                 ;;
             allcalls)
-                # every rank ran every allreduce in gpuring: none handed below
+                # every rank ran every allreduce in gpuring: none handed below, and at
+                # least as many in gpuring as the program made on communicators of 2+
+                # ranks (a dup or split communicator gpuring left to the component below
+                # would hand nothing below, and its calls would be missing here)
                 need_every_rank " allreduce summary: [1-9][0-9]* calls in gpuring .*, 0 handed to the component below" "rank @ handed calls to the component below" || return 0
+                local r made ran
+                for ((r = 0; r < np; r++)); do
+                    made=$(sed -nE "s/^[a-z_]+ rank $r: ([0-9]+) allreduce calls on communicators of 2 or more ranks$/\1/p" "$log" | tail -n 1)
+                    ran=$(sed -nE "s/.*\[gpuring rank $r\] allreduce summary: ([0-9]+) calls in gpuring.*/\1/p" "$log" | tail -n 1)
+                    if [ -z "$made" ] || [ "${ran:-0}" -lt "$made" ]; then
+                        fail "$name" "rank $r: ${ran:-no} allreduce calls in gpuring, the program made ${made:-an unknown number of} them" "$log"
+                        return
+                    fi
+                done
                 ;;
             staged)
                 # every rank staged device buffers, and rank 0 every collective in STAGED_ALL
@@ -1228,6 +1240,10 @@ run_case "churn_busy_np3_rpn1" 3 1 ready "" comm_churn -n 20 -q -l 4 -b
 echo "# total $((SECONDS - T_START))s, logs in $LOGDIR"
 if [ $NFAIL -gt 0 ]; then
     echo "# failed: ${FAILED_NAMES[*]}"
+fi
+if [ "$NPASS" -eq 0 ]; then # (GPURING_TEST_FILTER or _SKIP left no case, or none passed)
+    echo "# no case passed"
+    NFAIL=$((NFAIL + 1))
 fi
 echo "$NPASS passed, $NFAIL failed"
 [ $NFAIL = 0 ]

@@ -107,6 +107,12 @@ int main(int argc, char **argv)
         MPI_Comm_free(&w[i].comm);
     }
     pthread_barrier_destroy(&start);
+    /* for the runner: at least this many must show in gpuring's allreduce summary */
+    if (world_size > 1) {
+        printf("thread_check rank %d: %d allreduce calls on communicators of 2 or more ranks\n",
+               world_rank, nthreads * ncalls);
+        fflush(stdout);
+    }
     test_verdict_sum(mine, sum, 2, MPI_COMM_WORLD);
     if (world_rank == 0) {
         if (!quiet) printf("thread_check: %d ranks x %d threads x %d calls\n", world_size, nthreads, ncalls);
