@@ -166,8 +166,11 @@ orphans() {
     done
 }
 
-# wanted NAME: whether CUDACPU_MPI_CASES names the case (unset: every case)
+# wanted NAME: whether CUDACPU_MPI_CASES names the case (unset: every case); every
+# name asked about is kept (known), for the check at the end that each named case exists
+known=" "
 wanted() {
+    known="$known$1 "
     [ -z "$cases" ] && return 0
     case " $cases " in *" $1 "*) return 0 ;; esac
     return 1
@@ -281,7 +284,7 @@ PROFILE='profile of [1-9][0-9]* blocking calls on device buffers \(the last [0-9
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
 want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
 case_run direct_np2 2 "coll_gpuring_profile 1 coll_gpuring_direct_ll_size 0" -d -q -i \
-    -m world,dup,split -c 1,17,4099 $case_types
+    -m world,dup,split -c 0,1,17,4099 $case_types
 # a mapping of a peer's buffers that fails once (CUDACPU_FAIL_IPC_OPEN_NTH: out of
 # memory for it, a failure that passes): that call takes the FIFOs on every rank, and
 # later ones run direct again (it used to turn the direct allreduce off for good)
@@ -329,7 +332,7 @@ xenv=""
 summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"
 case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
-    -c 1,17,4099 $case_types
+    -c 0,1,17,4099 $case_types
 # each rank's place in its node is its GPU's (the device its program made current before
 # its first call: local rank r's of 3 GPUs, PCI bus 0x18 + r on the CPU runtime), for the
 # rings to follow the PCI tree between the GPUs (debug, subsystem graph)
@@ -697,6 +700,18 @@ else
             bad=1
         fi
     done
+fi
+# a case CUDACPU_MPI_CASES names that does not exist (a typo in .ci/run's list) ran
+# nothing: a failure, as is a run with no check passed at all
+for name in $cases; do
+    case "$known" in
+    *" $name "*) ;;
+    *) echo "FAIL $name: CUDACPU_MPI_CASES names it, and there is no such case"; bad=1 ;;
+    esac
+done
+if [ "$passed" -eq 0 ]; then
+    echo "FAIL: no check passed (no case ran?)"
+    bad=1
 fi
 [ "$bad" = 0 ] || failed=$((failed + 1))
 echo "$passed passed, $failed failed"

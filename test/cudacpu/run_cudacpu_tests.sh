@@ -41,6 +41,9 @@ run() {
     if ! printf '%s\n' "$out" | grep -q '^[0-9][0-9]* passed, [0-9][0-9]* failed'; then
         echo "0 passed, 1 failed ($prog printed no result: exit $st)"
         failed=1
+    elif printf '%s\n' "$out" | grep -q '^0 passed, 0 failed'; then
+        echo "0 passed, 1 failed ($prog ran no check)"
+        failed=1
     elif [ "$st" -ne 0 ]; then
         failed=1
     fi
