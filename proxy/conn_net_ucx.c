@@ -111,6 +111,14 @@ static void net_fail(gpuring_net_conn_t *net, gpuring_status_t st, const char *f
     }
 }
 
+/* Has the endpoint to the connection's peer process failed (UCX's error callback: the
+ * process gone, or its connection)?  Nothing more comes from it then; an error of
+ * one of the connection's own operations says nothing of that. */
+static int net_peer_failed(const gpuring_net_conn_t *net)
+{
+    return net->pe != NULL && __atomic_load_n(&net->pe->failed, __ATOMIC_ACQUIRE);
+}
+
 /* gpuring_conn_net_error of the connection's NET state (NULL: none). */
 static gpuring_status_t net_error(const gpuring_net_conn_t *net, char *msg, size_t len)
 {
@@ -1020,7 +1028,7 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
         }
         ucp_worker_progress(proxy->worker);
         op = unland_pending(net);
-        if (op != NULL && (net->failed || net_error(net, NULL, 0) != GPURING_OK)) {
+        if (op != NULL && net_peer_failed(net)) {
             GPURING_DEBUG(GPURING_SUBSYS_NET,
                           "net recv conn from rank %d channel %d: step %llu's receive into the "
                           "failed call's output is left to UCX: the peer's endpoint failed, "
@@ -1144,7 +1152,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (cancelling)")) goto out_stuck;
     /* a failed endpoint: a receive UCX matched from it never ends (its sender left it half
      * sent), and cancelled ones end in a pass -- no wait timeout for it */
-    if (net->failed || net_error(net, NULL, 0) != GPURING_OK) ok = 0;
+    if (net_peer_failed(net)) ok = 0;
     gap = net->dir == GPURING_CONN_RECV ? net_landed_past_gap(net) : -1;
     if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,

@@ -236,6 +236,7 @@ struct gpuring_proxy {
     int doing_dir;
     uint64_t report_gave_up; /* passes + 1 when a report last gave up on the lock (0:
                               * none): until another pass ends, reports do not wait */
+    int report_holder;       /* ... on the lock of this holder (its thread id) */
 
     uint64_t passes; /* statistics; atomic (relaxed) where read unlocked */
     uint64_t polls;  /* ucp_worker_progress calls of the passes (under the lock) */

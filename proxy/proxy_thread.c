@@ -597,10 +597,12 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
                                   size_t len)
 {
     const uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
-    /* an earlier report gave up, and no pass ended since: the lock is still held as it
-     * was then -- a report over every connection of a timed-out call must not wait a
-     * second for each */
-    const int again = __atomic_load_n(&proxy->report_gave_up, __ATOMIC_RELAXED) == passes0 + 1;
+    /* an earlier report gave up on this same holder, and no pass ended since: the lock
+     * is still held as it was then -- a report over every connection of a timed-out
+     * call must not wait a second for each */
+    const int again = __atomic_load_n(&proxy->report_gave_up, __ATOMIC_RELAXED) == passes0 + 1 &&
+                      __atomic_load_n(&proxy->report_holder, __ATOMIC_RELAXED) ==
+                          __atomic_load_n(&proxy->holder, __ATOMIC_RELAXED);
     const double until = gpuring_time_sec() + (again ? 0.0 : 1.0);
 
     while (!gpuring_proxy_trylock(proxy, doing)) {
@@ -611,6 +613,8 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
         proxy_describe_holder(proxy, again ? "a second at an earlier report" : "a second",
                               passes0, buf, len);
         if (!again) proxy_log_threads(__atomic_load_n(&proxy->holder, __ATOMIC_RELAXED));
+        __atomic_store_n(&proxy->report_holder, __atomic_load_n(&proxy->holder, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&proxy->report_gave_up, passes0 + 1, __ATOMIC_RELAXED);
         return 0;
     }
