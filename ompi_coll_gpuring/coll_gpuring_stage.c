@@ -316,6 +316,8 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 typedef struct {
     const char *image; /* the span's host image: its first byte is the span's */
     int back;          /* into the span's blocks from the image, else out of them */
+    int count_only;    /* no copy: the driver's copies the blocks would take, counted */
+    size_t copies;     /* ... into this */
     int pinned;
     int piece;         /* that of the queued blocks (-1: the span is one piece) */
     int n;
@@ -401,7 +403,8 @@ static int stage_copy_flush(stage_walk_t *w)
     stage_copy_t *c = w->copy;
 
     stage_copy_fold(c);
-    if (c->n > 0) c->st = gpuring_devcopy_blocks(c->q, c->n, c->back, c->pinned, &w->why);
+    if (c->count_only) c->copies += (size_t)c->n;
+    else if (c->n > 0) c->st = gpuring_devcopy_blocks(c->q, c->n, c->back, c->pinned, &w->why);
     c->n = 0;
     return c->st == GPURING_OK ? 0 : -1;
 }
@@ -419,7 +422,7 @@ static int stage_copy_part(stage_walk_t *w, int k, uintptr_t at, size_t len)
     const void *src = c->back ? (const void *)in : (const void *)at;
 
     if (k >= 0 && b->pieces[k].alloc == 0) {
-        memcpy(dst, src, len);
+        if (!c->count_only) memcpy(dst, src, len);
         return 0;
     }
     if (last != NULL && c->piece == k && last->rows == 1 &&
@@ -671,15 +674,39 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
     b->npieces = 0;
 }
 
+/* A sparse span's blocks copied in one by one cost the driver this many copies at most
+ * (a vector's rows are one 2D copy), and at least one per this many bytes of the span:
+ * irregular blocks (an indexed type's scattered elements) would take a synchronous copy
+ * each, and the span comes in whole instead (one copy at the copy rate) */
+#define STAGE_SPARSE_COPIES 64
+#define STAGE_SPARSE_COPY_BYTES (128 << 10)
+
+/* Does a sparse span in one allocation come in block by block: how many copies its
+ * blocks take, counted by a walk of its datatype that copies nothing (image: where its
+ * image would be)?  (A span in pieces comes in piece by piece.) */
+static int stage_span_blockwise_in(const mca_coll_gpuring_stage_buf_t *b, void *image)
+{
+    stage_copy_t count = {.image = image, .count_only = 1, .st = GPURING_OK};
+    stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &count, .cur = -1,
+                      .host = -1};
+
+    if (b->npieces > 0 || !stage_span_sparse(b) || stage_walk_shape(&w) != 0 ||
+        stage_copy_flush(&w) != 0)
+        return 0;
+    return count.copies <= GPURING_MAX((size_t)STAGE_SPARSE_COPIES,
+                                       b->bytes / STAGE_SPARSE_COPY_BYTES);
+}
+
 /* Copy the span's bytes at buf into its host image (back: from the image to buf): in
  * one copy, or piece by piece; back, where its datatype has holes, block by block -- the
  * bytes between the blocks are not the call's: the application may write them while it
  * runs (another thread, a kernel, before a non-blocking call's wait) -- and in too where
- * its blocks are sparse (only they read, only their pages of the image written) */
+ * its blocks are sparse and few copies take them (only they read, only their pages of
+ * the image written) */
 static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, void *image,
                                         int pinned, int back, const char **why_p)
 {
-    if (back ? b->holes : stage_span_sparse(b)) {
+    if (back ? b->holes : stage_span_blockwise_in(b, image)) {
         stage_copy_t copy = {.image = image, .back = back, .pinned = pinned, .st = GPURING_OK};
         /* (a walk that copies reads b: it makes no pieces) */
         stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &copy, .cur = -1,
@@ -861,15 +888,22 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
     return OMPI_SUCCESS;
 }
 
-/* Does buffer i's pointer for the component below equal another buffer's?  (Open
- * MPI's libnbc takes a send and a receive buffer at one address for MPI_IN_PLACE:
+/* Would buffer i's pointer for the component below, `host`, equal another buffer's?
+ * (Open MPI's libnbc takes a send and a receive buffer at one address for MPI_IN_PLACE:
  * two spans staged `lo` bytes apart from where their datatypes start would be one.) */
-static int stage_aliases(const mca_coll_gpuring_stage_buf_t *bufs, int n, int i)
+static int stage_aliases_at(const mca_coll_gpuring_stage_buf_t *bufs, int n, int i,
+                            const void *host)
 {
     for (int k = 0; k < n; k++) {
-        if (k != i && bufs[k].host == bufs[i].host) return 1;
+        if (k != i && bufs[k].host == host) return 1;
     }
     return 0;
+}
+
+/* ... at its pointer now */
+static int stage_aliases(const mca_coll_gpuring_stage_buf_t *bufs, int n, int i)
+{
+    return stage_aliases_at(bufs, n, i, bufs[i].host);
 }
 
 /* Copy the device buffers' spans into `area` (stage_plan's `total` bytes) or, pieced,
@@ -904,6 +938,16 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
         if (!b->device || !mca_coll_gpuring_span_own_image(b)) continue;
         own++;
         b->staged = mca_coll_gpuring_span_image_new(b);
+        if (b->staged != NULL &&
+            stage_aliases_at(bufs, n, i, mca_coll_gpuring_at(b->staged, -b->lo))) {
+            /* another image's pointer (mmap put this one a span's length below it, and the
+             * two spans start that far apart): mapped again elsewhere, this one kept till
+             * then */
+            void *first = b->staged;
+
+            b->staged = mca_coll_gpuring_span_image_new(b);
+            munmap(first, b->bytes);
+        }
         if (b->staged == NULL) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot map %zu bytes of address space for a host "
