@@ -504,8 +504,8 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* Does b's span get a host image of its own rather than room in a staging area: its
  * blocks lie in several allocations (pieces), or they are sparse -- a span of at least
- * 1 MiB whose blocks hold under a quarter of it (one column of a matrix), copied in and
- * back block by block?  Such an image is b->bytes of address space whose pages are
+ * 1 MiB whose blocks hold under a quarter of it (one column of a matrix), copied back
+ * block by block, and in so too where few driver copies take them?  Such an image is b->bytes of address space whose pages are
  * touched only where blocks or pieces are copied, never page-locked:
  * mca_coll_gpuring_span_image_new, NULL where it cannot be mapped; span_release gives
  * it back (where b has one of its own) and frees the pieces (image NULL: the pieces
