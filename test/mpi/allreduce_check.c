@@ -150,7 +150,8 @@ typedef struct {
     MPI_Comm comm;
 } comm_kind_t;
 
-static type_t g_types[32];
+#define MAX_TYPES 48
+static type_t g_types[MAX_TYPES];
 static int g_ntypes, g_nctypes; /* types; the C ones (the first g_nctypes) */
 static op_t g_ops[OP_N];
 static int g_world_rank, g_world_size;
@@ -193,6 +194,16 @@ static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     return rc;
 }
 
+/* One more type in the table (a full one aborts the job: never a write past it). */
+static void type_add(type_t t)
+{
+    if (g_ntypes == MAX_TYPES) {
+        fprintf(stderr, "allreduce_check: more than %d types\n", MAX_TYPES);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    g_types[g_ntypes++] = t;
+}
+
 static void init_tables(void)
 {
     g_pow2[30] = 1.0;
@@ -200,7 +211,7 @@ static void init_tables(void)
         g_pow2[30 + e] = g_pow2[29 + e] * 2.0;
         g_pow2[30 - e] = g_pow2[31 - e] * 0.5;
     }
-#define T(n, d, s, sg, f) g_types[g_ntypes++] = (type_t){n, d, s, sg, f, FAMILY_PLAIN}
+#define T(n, d, s, sg, f) type_add((type_t){n, d, s, sg, f, FAMILY_PLAIN})
     T("schar", MPI_SIGNED_CHAR, sizeof(signed char), 1, 0);
     T("uchar", MPI_UNSIGNED_CHAR, sizeof(unsigned char), 0, 0);
     T("short", MPI_SHORT, sizeof(short), 1, 0);
@@ -232,8 +243,8 @@ static void init_tables(void)
     T("count", MPI_COUNT, sizeof(MPI_Count), 1, 0);
 #undef T
     /* C's bool (the logical ops alone, values 0 and 1) and MPI_BYTE (the bitwise ones) */
-    g_types[g_ntypes++] = (type_t){"bool", MPI_C_BOOL, sizeof(_Bool), 0, 0, FAMILY_LOGICAL};
-    g_types[g_ntypes++] = (type_t){"byte", MPI_BYTE, 1, 0, 0, FAMILY_BYTE};
+    type_add((type_t){"bool", MPI_C_BOOL, sizeof(_Bool), 0, 0, FAMILY_LOGICAL});
+    type_add((type_t){"byte", MPI_BYTE, 1, 0, 0, FAMILY_BYTE});
     /* Fortran's, by their sizes in this Open MPI's Fortran (none where it has none);
      * named with -t only, not by "all" */
     g_nctypes = g_ntypes;
@@ -255,8 +266,8 @@ static void init_tables(void)
             MPI_Type_size(f[k].dt, &size);
             if (size != 1 && size != 2 && size != 4 && size != 8) continue;
             if (f[k].family == FAMILY_FREAL && size != 4 && size != 8) continue;
-            g_types[g_ntypes++] = (type_t){f[k].name, f[k].dt, size, 1,
-                                           f[k].family == FAMILY_FREAL, f[k].family};
+            type_add((type_t){f[k].name, f[k].dt, size, 1, f[k].family == FAMILY_FREAL,
+                              f[k].family});
         }
     }
     g_ops[OP_SUM] = (op_t){"sum", MPI_SUM, 0};
@@ -740,7 +751,7 @@ int main(int argc, char **argv)
 
     size_t counts[MAX_LIST];
     int ncounts = 0;
-    int type_sel[32] = {0}, op_sel[OP_N] = {0};
+    int type_sel[MAX_TYPES] = {0}, op_sel[OP_N] = {0};
     int any_type = 0, any_op = 0;
     int inplace_mode = 0; /* 0: not in place, 1: both, 2: in place only */
     int zeros = 0;        /* -Z */
