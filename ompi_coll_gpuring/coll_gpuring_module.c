@@ -18,6 +18,7 @@
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static void params_abandon(mca_coll_gpuring_module_t *m);
+static void params_orphans_reap(void);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
 static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
@@ -40,6 +41,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
 static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
     params_abandon(m); /* before the component below goes */
+    params_orphans_reap();
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm); /* (its calls run to their end) */
         m->gcomm = NULL;
@@ -493,6 +495,65 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
     }
 }
 
+/*
+ * Exchanges given up in flight (the communicator went, or the wait timed out): the
+ * component below may still write their memory, so each is kept with its request
+ * until that completes, then both freed -- by the next exchange posted or
+ * communicator gone (params_orphans_reap; MPI_Finalize's end of MPI_COMM_WORLD is
+ * the last).  One that never completes (a rank never joined it) stays, reachable,
+ * to the end of the process.
+ */
+typedef struct params_orphan {
+    struct params_orphan *next;
+    ompi_request_t *req;
+    int64_t *all;
+} params_orphan_t;
+
+static params_orphan_t *params_orphans;
+static pthread_mutex_t params_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* m's exchange, given up: its request and memory go to the list (m keeps neither). */
+static void params_orphan(mca_coll_gpuring_module_t *m)
+{
+    params_orphan_t *o = malloc(sizeof(*o));
+
+    if (o != NULL) { /* (no memory for the entry: both left to the request, unfreed) */
+        o->req = m->params_req;
+        o->all = m->params_all;
+        pthread_mutex_lock(&params_orphans_lock);
+        o->next = params_orphans;
+        __atomic_store_n(&params_orphans, o, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&params_orphans_lock);
+    }
+    m->params_req = NULL;
+    m->params_all = NULL;
+}
+
+/* Free the given-up exchanges whose request has completed.  Reads completion only
+ * (no progress: this may run inside the component below's progress, where a
+ * communicator's last reference goes). */
+static void params_orphans_reap(void)
+{
+    params_orphan_t **pp;
+
+    if (__atomic_load_n(&params_orphans, __ATOMIC_ACQUIRE) == NULL) return;
+    pthread_mutex_lock(&params_orphans_lock);
+    for (pp = &params_orphans; *pp != NULL;) {
+        params_orphan_t *o = *pp;
+
+        if (!REQUEST_COMPLETE(o->req)) {
+            pp = &o->next;
+            continue;
+        }
+        opal_atomic_rmb(); /* its data before its completion */
+        (void)ompi_request_free(&o->req);
+        free(o->all);
+        *pp = o->next;
+        free(o);
+    }
+    pthread_mutex_unlock(&params_orphans_lock);
+}
+
 /* The exchange ended (st): ALIKE, DIFFER (reported) or FAILED (logged). */
 static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
 {
@@ -547,6 +608,7 @@ static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
         return;
     }
     if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return;
+    params_orphans_reap();
     if (n == 1) {
         m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
         return;
@@ -601,7 +663,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
                           "not made its first collective call that reaches gpuring "
                           "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
                           PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start);
-            m->params_all = NULL; /* left to the request, which may still write it */
+            params_orphan(m); /* the request may still write its memory */
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
         }
@@ -611,7 +673,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
 }
 
 /* The communicator goes: a posted exchange is settled where its answer is there, and
- * otherwise left in flight with its memory (its completion may be what frees the
+ * otherwise given up in flight (params_orphan: its completion may be what frees the
  * communicator -- the last reference of a request inside the component below's
  * progress, which does not run again while it runs: a wait here would never end). */
 static void params_abandon(mca_coll_gpuring_module_t *m)
@@ -620,10 +682,9 @@ static void params_abandon(mca_coll_gpuring_module_t *m)
     params_start(m, 0);
     if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
     GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s goes with gpuring's agreement on its "
-                  "parameters in flight: its request and memory are left to it",
+                  "parameters in flight: its request and memory are freed once it completes",
                   mca_coll_gpuring_comm_name(m));
-    m->params_req = NULL;
-    m->params_all = NULL;
+    params_orphan(m);
     m->params = MCA_COLL_GPURING_PARAMS_FAILED;
 }
 

@@ -284,7 +284,7 @@ PROFILE='profile of [1-9][0-9]* blocking calls on device buffers \(the last [0-9
 summary='allreduce summary: [1-9][0-9]* calls in gpuring.*LL direct 0, direct [1-9][0-9]*; [1-9][0-9]* on device buffers'
 want="$PROFILE publish $n map $n agree $n launch $n run $n close $n return $n\$"
 case_run direct_np2 2 "coll_gpuring_profile 1 coll_gpuring_direct_ll_size 0" -d -q -i \
-    -m world,dup,split -c 1,17,4099 $case_types
+    -m world,dup,split -c 0,1,17,4099 $case_types
 # a mapping of a peer's buffers that fails once (CUDACPU_FAIL_IPC_OPEN_NTH: out of
 # memory for it, a failure that passes): that call takes the FIFOs on every rank, and
 # later ones run direct again (it used to turn the direct allreduce off for good)
@@ -332,7 +332,7 @@ xenv=""
 summary=$SUMMARY_ON_DEVICE
 want="$PROFILE plan $n launch $n run $n return $n\$"
 case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m world,dup,split \
-    -c 1,17,4099 $case_types
+    -c 0,1,17,4099 $case_types
 # each rank's place in its node is its GPU's (the device its program made current before
 # its first call: local rank r's of 3 GPUs, PCI bus 0x18 + r on the CPU runtime), for the
 # rings to follow the PCI tree between the GPUs (debug, subsystem graph)

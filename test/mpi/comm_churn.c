@@ -31,6 +31,12 @@
  * seconds, so gpuring's progress thread there is never idle; rank 0's free
  * must still return within SEC / 2.
  *
+ * One more case, always: a communicator freed by rank 0 while gpuring's agreement
+ * on its parameters (posted by its first call, which went below without waiting:
+ * an MPI_Bcast of one host int, root 0) is still in flight -- the other ranks make
+ * their call 0.2 s later.  The values must arrive; under the sanitizer flavor, the
+ * exchange's memory must be freed once it completes (LeakSanitizer at exit).
+ *
  * Options: -n N (communicators, default 1000), -q quiet, -l SEC [-b], -d device buffers
  * (libcudart, dlopen'ed: a GPU or the CUDA CPU runtime, whose device memory
  * segments in /dev/shm, "cudacpu*", are counted too: every communicator then
@@ -147,7 +153,7 @@ int main(int argc, char **argv)
     res_t before = measure();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    unsigned char *fail = calloc((size_t)n + 4, 1);
+    unsigned char *fail = calloc((size_t)n + 5, 1);
     int printed = 0;
     double t0 = MPI_Wtime();
     for (int it = 0; it < n; it++) {
@@ -189,6 +195,22 @@ int main(int argc, char **argv)
     }
     double t_loop = MPI_Wtime() - t0;
 
+    /* the agreement abandoned in flight: rank 0 frees the communicator before the
+     * others have made their first call on it */
+    {
+        MPI_Comm c;
+        int v = rank == 0 ? 4242 : -1;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        if (rank != 0) usleep(200000);
+        int rc = MPI_Bcast(&v, 1, MPI_INT, 0, c);
+        MPI_Comm_free(&c);
+        fail[n + 3] = rc != MPI_SUCCESS || v != 4242;
+        if (fail[n + 3])
+            fprintf(stderr, "rank %d: MPI_Bcast on a communicator freed at once by its root: "
+                    "rc %d, value %d, expected 4242\n", rank, rc, v);
+    }
+
     /* -l: the last rank (-b: every rank but 0, calling on a communicator of theirs
      * meanwhile) frees a used communicator `lag` seconds after the others */
     if (lag > 0) {
@@ -216,8 +238,8 @@ int main(int argc, char **argv)
         took = MPI_Wtime();
         MPI_Comm_free(&c);
         took = MPI_Wtime() - took;
-        fail[n + 3] = !late && took > lag / 2;
-        if (fail[n + 3])
+        fail[n + 4] = !late && took > lag / 2;
+        if (fail[n + 4])
             fprintf(stderr, "rank %d: MPI_Comm_free took %.2f s, waiting for rank %d%s, which "
                     "freed the communicator %.2f s later%s\n", rank, took, size - 1,
                     busy ? " and the others" : "", lag,
@@ -245,13 +267,14 @@ int main(int argc, char **argv)
            (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
     fflush(stdout);
 
-    int ncases = n + 3 + (lag > 0);
+    int ncases = n + 4 + (lag > 0);
     unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
     MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
     if (rank == 0) {
         int npass = 0, nfail = 0;
-        static const char *res_names[4] = {"fds", "threads", "gpuring shm entries",
+        static const char *res_names[5] = {"fds", "threads", "gpuring shm entries",
+                                           "MPI_Bcast on a communicator its root freed at once",
                                            "MPI_Comm_free's time: it waited for a peer"};
         for (int k = 0; k < ncases; k++) {
             int f = 0;
