@@ -308,6 +308,8 @@ typedef struct mca_coll_gpuring_stage_buf {
     int partial;      /* written, but perhaps not every block of its datatype: a neighbor
                        * collective's MPI_PROC_NULL neighbors' (copied in too) */
     int device;       /* set by stage_in: the span is device memory (all or part of it) */
+    int blockwise_in; /* ... sparse in one allocation, its blocks copied in one by one
+                       * (few driver copies take them), not the span whole */
     void *host;       /* what the component below gets */
     void *staged;     /* the host copy of the span; NULL: not staged */
     mca_coll_gpuring_shape_t shape; /* valid while the call that made the span runs */
@@ -499,19 +501,21 @@ void mca_coll_gpuring_stage_span_w(mca_coll_gpuring_stage_buf_t *b, const void *
  * in device memory after a first byte in host memory, or lies at MPI_BOTTOM with a
  * block in device memory (each block's first and last bytes asked, whatever the
  * span's ends are; a datatype relative to a buffer that starts and ends in host
- * memory is taken as host memory).  0, or -1 with *why_p where the pieces cannot be
- * told. */
+ * memory is taken as host memory); and whether a sparse span of device or managed
+ * memory comes in block by block (b->blockwise_in).  0, or -1 with *why_p where the
+ * pieces cannot be told. */
 int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p);
 /* Does b's span get a host image of its own rather than room in a staging area: its
  * blocks lie in several allocations (pieces), or they are sparse -- a span of at least
  * 1 MiB whose blocks hold under a quarter of it (one column of a matrix), copied back
- * block by block, and in so too where few driver copies take them?  Such an image is b->bytes of address space whose pages are
- * touched only where blocks or pieces are copied, never page-locked:
- * mca_coll_gpuring_span_image_new, NULL where it cannot be mapped; span_release gives
- * it back (where b has one of its own) and frees the pieces (image NULL: the pieces
- * only). */
+ * block by block, and in too where few driver copies take them (b->blockwise_in)?
+ * Such an image is b->bytes of address space whose pages are touched only where blocks
+ * or pieces are copied, never page-locked: mca_coll_gpuring_span_image_new, NULL where
+ * it cannot be mapped; span_image_free gives it back (where b has one of its own);
+ * span_release does too and frees the pieces (image NULL: the pieces only). */
 int mca_coll_gpuring_span_own_image(const mca_coll_gpuring_stage_buf_t *b);
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b);
+void mca_coll_gpuring_span_image_free(const mca_coll_gpuring_stage_buf_t *b, void *image);
 void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image);
 /* Copy the span's bytes into its host image, or back out of it: one copy, or one per
  * piece (`pinned`: the image is page-locked; of a span in one piece only). */

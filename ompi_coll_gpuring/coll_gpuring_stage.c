@@ -620,6 +620,7 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
     void *first;
 
     b->device = 0;
+    b->blockwise_in = 0;
     b->npieces = 0;
     b->pieces = NULL;
     if (b->dir == 0 || b->bytes == 0) return 0;
@@ -638,13 +639,6 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
            GPURING_MEM_DEVICE;
 }
 
-int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
-{
-    int walk = stage_span_kind(b);
-
-    if (walk == STAGE_SPAN_PROBE) walk = stage_probe(b);
-    return walk ? stage_walk(b, why_p) : 0;
-}
 
 /* Are b's blocks sparse in their span: under a quarter of a wide one's bytes (one column
  * of a matrix)?  Its host image is then mapped, only the blocks' pages ever touched. */
@@ -666,9 +660,14 @@ void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b)
     return p == MAP_FAILED ? NULL : p;
 }
 
-void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
+void mca_coll_gpuring_span_image_free(const mca_coll_gpuring_stage_buf_t *b, void *image)
 {
     if (image != NULL && mca_coll_gpuring_span_own_image(b)) munmap(image, b->bytes);
+}
+
+void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
+{
+    mca_coll_gpuring_span_image_free(b, image);
     free(b->pieces);
     b->pieces = NULL;
     b->npieces = 0;
@@ -681,20 +680,32 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 #define STAGE_SPARSE_COPIES 64
 #define STAGE_SPARSE_COPY_BYTES (128 << 10)
 
-/* Does a sparse span in one allocation come in block by block: how many copies its
- * blocks take, counted by a walk of its datatype that copies nothing (image: where its
- * image would be)?  (A span in pieces comes in piece by piece.) */
-static int stage_span_blockwise_in(const mca_coll_gpuring_stage_buf_t *b, void *image)
+/* Does a sparse span of device or managed memory in one allocation come in block by
+ * block: how many copies its blocks take, counted by a walk of its datatype that copies
+ * nothing (the image mirrors the span: the span itself stands for it)?  (A span in
+ * pieces comes in piece by piece.)  Asked once, where the span is classified. */
+static int stage_span_blockwise_in(mca_coll_gpuring_stage_buf_t *b)
 {
-    stage_copy_t count = {.image = image, .count_only = 1, .st = GPURING_OK};
-    stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &count, .cur = -1,
-                      .host = -1};
+    void *first = mca_coll_gpuring_at(b->buf, b->lo);
+    stage_copy_t count = {.image = first, .count_only = 1, .st = GPURING_OK};
+    stage_walk_t w = {.b = b, .copy = &count, .cur = -1, .host = -1};
 
-    if (b->npieces > 0 || !stage_span_sparse(b) || stage_walk_shape(&w) != 0 ||
-        stage_copy_flush(&w) != 0)
+    if (b->npieces > 0 || !stage_span_sparse(b) ||
+        (!b->device && gpuring_mem_kind(first, NULL) != GPURING_MEM_MANAGED) ||
+        stage_walk_shape(&w) != 0 || stage_copy_flush(&w) != 0)
         return 0;
     return count.copies <= GPURING_MAX((size_t)STAGE_SPARSE_COPIES,
                                        b->bytes / STAGE_SPARSE_COPY_BYTES);
+}
+
+int mca_coll_gpuring_span_classify(mca_coll_gpuring_stage_buf_t *b, const char **why_p)
+{
+    int walk = stage_span_kind(b);
+
+    if (walk == STAGE_SPAN_PROBE) walk = stage_probe(b);
+    if (walk && stage_walk(b, why_p) != 0) return -1;
+    b->blockwise_in = stage_span_blockwise_in(b);
+    return 0;
 }
 
 /* Copy the span's bytes at buf into its host image (back: from the image to buf): in
@@ -706,7 +717,7 @@ static int stage_span_blockwise_in(const mca_coll_gpuring_stage_buf_t *b, void *
 static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, void *image,
                                         int pinned, int back, const char **why_p)
 {
-    if (back ? b->holes : stage_span_blockwise_in(b, image)) {
+    if (back ? b->holes : b->blockwise_in) {
         stage_copy_t copy = {.image = image, .back = back, .pinned = pinned, .st = GPURING_OK};
         /* (a walk that copies reads b: it makes no pieces) */
         stage_walk_t w = {.b = (mca_coll_gpuring_stage_buf_t *)b, .copy = &copy, .cur = -1,
@@ -806,6 +817,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         bufs[i].staged = NULL;
         bufs[i].host = bufs[i].buf;
         bufs[i].device = 0;
+        bufs[i].blockwise_in = 0;
         bufs[i].npieces = 0;
         bufs[i].pieces = NULL;
     }
@@ -831,6 +843,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         }
         /* (managed and host memory only: the component below reads it as it is) */
         if (!b->device) mca_coll_gpuring_span_release(b, NULL);
+        b->blockwise_in = stage_span_blockwise_in(b);
         if (b->device && !mca_coll_gpuring_span_own_image(b))
             *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN +
                         STAGE_SLACK;
@@ -946,7 +959,7 @@ static int stage_fill(mca_coll_gpuring_stage_area_t *area, int pin, size_t total
             void *first = b->staged;
 
             b->staged = mca_coll_gpuring_span_image_new(b);
-            munmap(first, b->bytes);
+            mca_coll_gpuring_span_image_free(b, first);
         }
         if (b->staged == NULL) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
