@@ -178,15 +178,21 @@ static int devcopy_rows(const gpuring_devcopy_block_t *b, void *stream,
     return rc;
 }
 
-/* Block b queued on `stream` (NULL: the legacy stream), `back` from host memory into
- * device memory, else the other way: rows of it as one 2D copy where the driver has
- * them (*queued set: the stream must be synchronized), else one copy each (on the
- * legacy stream with cuMemcpy); the driver's copies counted into *copies.  A driver
- * error. */
-static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream, int back,
-                         int *queued, unsigned long long *copies)
+/* Does block b go as one 2D copy (rows of it, where the driver has them)?  Queued on
+ * its stream: the legacy one too must be synchronized for it. */
+static int devcopy_2d(const gpuring_devcopy_block_t *b)
 {
-    if (b->rows > 1 && devcopy_drv.memcpy_2d_async != NULL) {
+    return b->rows > 1 && devcopy_drv.memcpy_2d_async != NULL;
+}
+
+/* Block b queued on `stream` (NULL: the legacy stream), `back` from host memory into
+ * device memory, else the other way: one 2D copy (devcopy_2d), else one copy per row
+ * (on the legacy stream with cuMemcpy); the driver's copies counted into *copies.  A
+ * driver error. */
+static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream, int back,
+                         unsigned long long *copies)
+{
+    if (devcopy_2d(b)) {
         gpuring_cuda_memcpy2d_t copy = {.src_pitch = b->pitch,
                                         .dst_pitch = b->pitch,
                                         .width = b->bytes,
@@ -197,10 +203,8 @@ static int devcopy_queue(const gpuring_devcopy_block_t *b, void *stream, int bac
         if (back) copy.src_host = b->src, copy.dst_device = (uintptr_t)b->dst;
         else copy.src_device = (uintptr_t)b->src, copy.dst_host = b->dst;
         (*copies)++;
-        *queued = 1;
         return devcopy_drv.memcpy_2d_async(&copy, stream);
     }
-    *queued |= stream != NULL;
     return devcopy_rows(b, stream, copies);
 }
 
@@ -213,7 +217,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
 {
     gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
-    int rc, queued = 0;
+    int rc;
 
     if (n == 0 || (n == 1 && blk[0].bytes == 0)) return GPURING_OK;
     if (!devcopy_lookup()) {
@@ -233,7 +237,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
          * synchronization waits for them to land */
         rc = 0;
         for (int i = 0; i < n && rc == 0; i++)
-            rc = devcopy_queue(&blk[i], stream, back, &queued, copies);
+            rc = devcopy_queue(&blk[i], stream, back, copies);
         /* (a queue that failed part way: what it queued must not land after the
          * retry below, once the call returned -- over the application's next writes) */
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
@@ -241,10 +245,13 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
+        int queued = 0;
+
         rc = 0;
-        queued = 0;
-        for (int i = 0; i < n && rc == 0; i++)
-            rc = devcopy_queue(&blk[i], NULL, back, &queued, copies);
+        for (int i = 0; i < n && rc == 0; i++) {
+            queued |= devcopy_2d(&blk[i]);
+            rc = devcopy_queue(&blk[i], NULL, back, copies);
+        }
         /* from pageable memory the driver may return before the data reached the
          * device, and a 2D copy is queued: the legacy stream holds the rest */
         if (rc == 0 && ((back && !host_pinned) || queued)) rc = devcopy_drv.stream_sync(NULL);
