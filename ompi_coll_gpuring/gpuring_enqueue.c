@@ -486,8 +486,9 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
  * The CUDA executor on a device call.  Where the element size does not divide a buffer's
  * address (MPI asks no alignment: a float array carved from a byte arena), a GPU cannot
  * access the elements: that buffer is replaced by an aligned one of the communicator's
- * bounce memory, the input copied in on the call's stream before the kernel, the result
- * copied out after it and waited for.  Local to the rank: its peers see its FIFOs only
+ * bounce memory, the input copied in on the call's stream and waited for before the
+ * kernel (a copy that failed abandons the call on every rank), the result copied out
+ * after it and waited for.  Local to the rank: its peers see its FIFOs only
  * (the direct allreduce, whose peers map the buffers, declines such calls on every rank).
  * The copy out comes after every step of the call moved: its failure is this rank's
  * result alone (*out_p), not the communicator's -- its FIFOs are in step, its peers'
@@ -524,6 +525,10 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
     if (st == GPURING_OK && bounce_in) {
         st = gpuring_device_copy(bounce, info->sendbuf, in_bytes, c->dev.stream);
         x->sendbuf = bounce;
+        /* ... and landed: a copy that fails when the GPU runs it would leave the kernel
+         * sending the aligned copy's old bytes, its peers' sums wrong with MPI_SUCCESS */
+        if (st == GPURING_OK)
+            st = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
     }
     if (st != GPURING_OK) {
         enqueue_abandon(c, w);

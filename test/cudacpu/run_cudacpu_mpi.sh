@@ -95,6 +95,8 @@
 #                   (the copy refused; or failing on the GPU)
 #                   (after every step moved): its call alone fails, the others'
 #                   sums are right, the next call works everywhere (IPC, net)
+#   copyin_np3      one rank's input cannot be copied into its aligned copy (failing
+#                   on the GPU): every rank fails the call at once
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
 #                   connections': it abandons the call, its peers fail at once
 #   late2_*_np3     a rank 7 s late to a call (wait timeout 3): waited for, on the
@@ -635,6 +637,12 @@ failure_case copyout_vnodes_np3 3 4 "$COPYOUT_REPORT" \
 # the receive buffer unwritten)
 failure_case copyrun_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
     "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyrun
+# ... a copy of one rank's input into its aligned copy failing when the GPU runs it
+# (mismatch_check copyin): waited for before the kernel, so that the rank gives the
+# call up on every rank at once (its kernel used to send the aligned copy's old bytes:
+# the peers' sums wrong, with MPI_SUCCESS)
+failure_case copyin_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
+    "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyin
 # one rank's call on buffers of another GPU than the one its device connections were
 # made on (mismatch_check othergpu, two GPUs): it cannot run the call there and
 # abandons it, so that its peers fail at once and the call is numbered everywhere

@@ -66,6 +66,12 @@
  *             (CUDACPU_FAIL_COPY_RUN: nothing moves, the stream's next query says so):
  *             the same verdicts (a call that returned MPI_SUCCESS there left the
  *             receive buffer as it was).
+ *   copyin    the last rank's send buffer sits one byte off its int grid, so its call
+ *             runs on an aligned copy, and the copy of its input into that copy is
+ *             queued and fails when the GPU runs it (CUDACPU_FAIL_COPY_RUN): nothing of
+ *             its input arrives, so no rank's sums can be right -- every rank must fail
+ *             (MPI_ERR_OTHER), none return MPI_SUCCESS with the aligned copy's old bytes
+ *             added in.
  *   latekernel the last rank's kernels of the failing call start LATE_KERNEL_MS after
  *             their stream reaches them (CUDACPU_LATE_LAUNCH_MS: as kernels queued on a
  *             GPU behind long work), past its wait timeout and the second's grace after
@@ -100,7 +106,7 @@
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|copyrun|
- *                       othergpu|late|nothread|netfail|latekernel]
+ *                       copyin|othergpu|late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -159,6 +165,7 @@ static const struct fault {
     {"nolaunch", "CUDACPU_FAIL_LAUNCH", MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1, NULL},
     {"copyrun", "CUDACPU_FAIL_COPY_RUN", MPI_ERR_OTHER, 1, 0, 1, NULL},
+    {"copyin", "CUDACPU_FAIL_COPY_RUN", MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0, NULL},
     {"late", NULL, MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0, NULL},
@@ -254,6 +261,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(cin, cout, mine, MPI_FLOAT, MPI_SUM, comm);
     } else if (nomem) {
         o.rc = MPI_Allreduce((char *)cin + 1, (char *)cout + 1, mine, type, MPI_SUM, comm);
+    } else if (fault != NULL && strcmp(fault->arg, "copyin") == 0) { /* its input off */
+        o.rc = MPI_Allreduce((char *)cin + (rank == size - 1), cout, mine, type, MPI_SUM, comm);
     } else if (fault != NULL && fault->alone) { /* copyout: the last rank's output off */
         o.rc = MPI_Allreduce(cin, (char *)cout + (rank == size - 1), mine, type, MPI_SUM, comm);
     } else {
