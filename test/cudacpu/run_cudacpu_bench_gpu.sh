@@ -36,7 +36,7 @@ check() { # check OK MESSAGE
 paths=direct,direct_ipc,fifo,vnodes
 GPURING_GPU_CUDACPU=$flavor GPURING_TEST_BW_MIB=4 GPURING_GPU_OUT=$out/out \
     BENCH_GPU_PATHS=$paths BENCH_GPU_NP=2 BENCH_GPU_REPS=1 BENCH_GPU_MAXBYTES=64K \
-    BENCH_GPU_ITERS=2 BENCH_GPU_PROFILE_ITERS=100 BENCH_GPU_TIMEOUT=120 \
+    BENCH_GPU_ITERS=2 BENCH_GPU_PROFILE_ITERS=100 BENCH_GPU_TIMEOUT=120 GPURING_GPU_DEADLINE=585 \
     timeout -k 10 600 "$here/../gpu/bench_gpu.sh" >"$out/bench.log" 2>&1
 rc=$?
 cat "$out/bench.log"

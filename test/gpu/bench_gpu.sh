@@ -45,8 +45,12 @@
 # 3. A summary table (markdown) at 8 B and 64 KiB (time), 1 MiB, 16 MiB and
 #    256 MiB (busbw, bound, ratio), then the machine (nvidia-smi, MPS or not).
 #
-# Without a GPU: "SKIP: no GPU (...)", exit 0.  Without Open MPI (no
-# .gpu-carry/debs and no mpirun here): the copy rate only, then "SKIP".
+# Without a GPU (no nvidia-smi): "SKIP: no GPU (...)", exit 0.  A GPU that
+# nvidia-smi cannot list, or no Open MPI (no .gpu-carry/debs and no mpirun
+# here: the copy rate only), or a bound that could not be measured: FAIL,
+# exit 1.  Runs the deadline leaves no time for (GPURING_GPU_DEADLINE, default
+# 540 s from the start: gpu_env.sh) are not started (FAIL), and the tables of
+# what ran are printed.
 #
 # On the device tool's GPU machine, after `make check && test/gpu/pack_for_gpu.sh`
 # here (one command gets 600 s; split the paths over calls):
@@ -59,7 +63,7 @@
 # default "2 4"), BENCH_GPU_REPS (default 5), BENCH_GPU_MAXBYTES (default
 # 256M; K/M/G), BENCH_GPU_ITERS (allreduce_perf -n, default 20),
 # BENCH_GPU_TIMEOUT (seconds per mpirun, default 300), GPURING_GPU_OUT (logs
-# and the tables, as they are made), GPURING_GPU_MPS=0 (no MPS),
+# and the tables, as they are made; default $OUT, the device machine's), GPURING_GPU_MPS=0 (no MPS),
 # GPURING_BUILDDIR (build tree, when not the source tree), GPURING_GPU_CUDACPU
 # (the CPU CUDA runtime stands in for a GPU: gpu_env.sh).
 # Usage: test/gpu/bench_gpu.sh   (from anywhere)
@@ -75,7 +79,8 @@ cleanup() {
     gpu_mps_stop
     rm -rf "$tmp"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' INT TERM
 
 paths=${BENCH_GPU_PATHS:-direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes}
 nps=${BENCH_GPU_NP:-2 4}
@@ -84,7 +89,7 @@ maxbytes=$(to_bytes "${BENCH_GPU_MAXBYTES:-256M}")
 iters=${BENCH_GPU_ITERS:-20}
 profile_iters=${BENCH_GPU_PROFILE_ITERS:-2000}
 limit=${BENCH_GPU_TIMEOUT:-300}
-out=${GPURING_GPU_OUT:-$tmp/out}
+out=${GPURING_GPU_OUT:-${OUT:-$tmp/out}}
 mkdir -p "$out" || exit 1
 logs="$out/bench_gpu_logs"
 mkdir -p "$logs"
@@ -100,8 +105,11 @@ median() {
 }
 
 gpu_detect
-if [ -z "$smi" ]; then
-    echo "SKIP: no GPU (nvidia-smi: ${smi_err:-not found})"
+if [ -z "$smi" ] && [ -n "$smi_err" ]; then
+    echo "FAIL: nvidia-smi cannot list the GPU: $smi_err"
+    exit 1
+elif [ -z "$smi" ]; then
+    echo "SKIP: no GPU (nvidia-smi: not found)"
     exit 0
 fi
 echo "# gpuring device paths vs bounds on $smi; logs in $logs"
@@ -115,7 +123,9 @@ fi
 : >"$tmp/copy"
 rep=1
 while [ "$rep" -le "$reps" ]; do
-    timeout -k 10 "$limit" "$bin" bandwidth >"$logs/copy.$rep.log" 2>&1
+    gpu_limit "$limit"
+    [ "$limit_now" -eq 0 ] && break
+    timeout -k 10 "$limit_now" "$bin" bandwidth >"$logs/copy.$rep.log" 2>&1
     sed -n 's/^ *cudaMemcpy device to device *\([0-9.][0-9.]*\) GB\/s.*/\1/p' \
         "$logs/copy.$rep.log" >>"$tmp/copy"
     rep=$((rep + 1))
@@ -130,8 +140,9 @@ echo "# device-to-device copy rate: $copy GB/s of HBM traffic (median of $reps)"
 # ---- 2. the paths ----------------------------------------------------------------------
 gpu_mpi_setup
 if [ -z "$mpirun" ] || [ "$mpi_setup_failed" -ne 0 ]; then
-    echo "SKIP: the allreduce paths need Open MPI (test/gpu/pack_for_gpu.sh here, carry .gpu-carry)"
-    exit 0
+    echo "FAIL: the allreduce paths need Open MPI (test/gpu/pack_for_gpu.sh here, carry" \
+         ".gpu-carry; $mpi_setup_failed .debs did not unpack)"
+    exit 1
 fi
 perf="$mpibin/allreduce_perf"
 [ -x "$perf" ] || perf="$builddir/test/perf/allreduce_perf"
@@ -145,14 +156,22 @@ case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
         mode=$(ucx_perftest_mode ucx_perftest)
         rep=1
         while [ "$rep" -le "$reps" ]; do
+            gpu_limit 90
+            [ "$limit_now" -eq 0 ] && break
             port=$((13370 + $$ % 500 + rep))
             # shellcheck disable=SC2086 # $mode: no option, or two words
-            timeout -k 5 120 ucx_perftest $mode -p "$port" >"$logs/tag_bw.$rep.server" 2>&1 &
+            timeout -k 5 60 ucx_perftest $mode -p "$port" >"$logs/tag_bw.$rep.server" 2>&1 &
             spid=$!
-            sleep 0.5
-            # shellcheck disable=SC2086
-            timeout -k 5 120 ucx_perftest $mode -p "$port" 127.0.0.1 -t tag_bw -s 16777216 -n 50 \
-                >"$logs/tag_bw.$rep.log" 2>&1
+            # (the client again while the server is not listening yet: up to 5 tries)
+            try=1
+            while [ "$try" -le 5 ]; do
+                sleep 0.5
+                # shellcheck disable=SC2086
+                timeout -k 5 30 ucx_perftest $mode -p "$port" 127.0.0.1 -t tag_bw -s 16777216 \
+                    -n 50 >"$logs/tag_bw.$rep.log" 2>&1
+                grep -q '^Final:' "$logs/tag_bw.$rep.log" && break
+                try=$((try + 1))
+            done
             wait "$spid"
             # Final: iters lat50 lat_avg lat_overall bw_avg(MiB/s) ...
             awk '/^Final:/ { printf "%.4f\n", $6 * 1048576 / 1e9 }' "$logs/tag_bw.$rep.log" \
@@ -160,6 +179,11 @@ case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
             rep=$((rep + 1))
         done
         tagbw=$(median <"$tmp/tagbw")
+        if [ "$tagbw" = - ]; then
+            echo "FAIL: ucx_perftest tag_bw measured nothing (see $logs/tag_bw.1.log): the" \
+                 "vnodes path is printed without a bound"
+            status=1
+        fi
         echo "# ucx_perftest tag_bw, 16 MiB, two processes: $tagbw GB/s (median of $reps)"
     else
         echo "# no ucx_perftest: the vnodes path is printed without a bound"
@@ -197,9 +221,16 @@ path_bound() {
 perf_run() {
     log=$1
     shift
+    gpu_limit "$limit"
+    if [ "$limit_now" -eq 0 ]; then
+        echo "FAIL: not started, the run's deadline is near (GPURING_GPU_DEADLINE" \
+             "${gpu_deadline}s): $log" | tee "$log"
+        status=1
+        return 124
+    fi
     # shellcheck disable=SC2046,SC2086
     env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        timeout -k 10 "$limit" "$mpirun" -n "$np" --oversubscribe --bind-to none \
+        timeout -k 10 "$limit_now" "$mpirun" -n "$np" --oversubscribe --bind-to none \
         --mca mca_base_component_path "$component_dir:$pkglibdir" \
         --mca mca_base_component_show_load_errors 0 \
         --mca coll gpuring,tuned,basic,libnbc,self $(printf -- '--mca %s %s ' $mca) \

@@ -16,12 +16,19 @@
 #                   (mca_coll_gpuring.so), $mpibin (allreduce_check,
 #                   allreduce_perf, ...) and $mpi_setup_failed (.debs that
 #                   did not unpack)
-#   gpu_mps_start   an MPS daemon, its pipes in $tmp, where
-#                   nvidia-cuda-mps-control exists and GPURING_GPU_MPS is not
-#                   0: ranks sharing the one GPU then run at once, like one
-#                   rank per GPU (without it they time-slice it).  Sets
-#                   $mps_started (1: started)
+#   gpu_mps_start   an MPS daemon, its pipes in ${TMPDIR:-/tmp}/gpuring-mps (one
+#                   place: a daemon left by a run that was killed is told to quit
+#                   first), where nvidia-cuda-mps-control exists and
+#                   GPURING_GPU_MPS is not 0: ranks sharing the one GPU then run
+#                   at once, like one rank per GPU (without it they time-slice
+#                   it).  Sets $mps_started (1: started), $mps_logs
 #   gpu_mps_stop    quits the daemon gpu_mps_start started
+#   gpu_limit SEC   $limit_now: the seconds the next command may take -- SEC, or
+#                   what is left before the deadline less 15 s for the report;
+#                   0 where under 20 s are left.  The deadline:
+#                   GPURING_GPU_DEADLINE seconds after the script started
+#                   (default 540: the device tool gives one command 600 s, and
+#                   a command it kills reports nothing)
 # GPURING_GPU_CUDACPU=DIR: the CPU CUDA runtime built in DIR (test/cudacpu: its
 # runtime, stand-in driver, component and *_cpu programs) stands in for a GPU,
 # so that the scripts themselves run where there is none -- what they measure
@@ -29,6 +36,20 @@
 carry="$top/.gpu-carry"
 cudacpu=${GPURING_GPU_CUDACPU:-}
 mps_started=0
+mps_logs=""
+gpu_start=$(date +%s)
+gpu_deadline=${GPURING_GPU_DEADLINE:-540}
+
+gpu_limit() {
+    left=$((gpu_deadline - ($(date +%s) - gpu_start) - 15))
+    if [ "$left" -lt 20 ]; then
+        limit_now=0
+    elif [ "$1" -lt "$left" ]; then
+        limit_now=$1
+    else
+        limit_now=$left
+    fi
+}
 
 gpu_detect() {
     smi=""
@@ -40,7 +61,7 @@ gpu_detect() {
         return
     fi
     if command -v nvidia-smi >/dev/null 2>&1; then
-        if nvidia-smi -L >"$tmp/smi" 2>&1; then
+        if timeout -k 5 30 nvidia-smi -L >"$tmp/smi" 2>&1; then
             smi=$(head -n 1 "$tmp/smi")
         else
             smi_err=$(head -n 1 "$tmp/smi")
@@ -71,6 +92,7 @@ gpu_mpi_setup() {
         export OPAL_DATADIR="$root/usr/share" OPAL_PKGDATADIR="$root/usr/share/openmpi"
         export PMIX_INSTALL_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
         export UCX_MODULE_DIR="$lib/ucx"
+        export HWLOC_PLUGINS_PATH="$lib/hwloc" # (its PCI discovery: not this machine's hwloc's)
         export LD_LIBRARY_PATH="$lib:$root/lib/x86_64-linux-gnu:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         export PATH="$root/usr/bin${PATH:+:$PATH}" # ucx_perftest, when carried
         mpirun="$root/usr/bin/mpiexec.openmpi"
@@ -88,9 +110,12 @@ gpu_mpi_setup() {
 gpu_mps_start() {
     if [ "${GPURING_GPU_MPS:-1}" = 1 ] && [ -z "$cudacpu" ] &&
         command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
+        export CUDA_MPS_PIPE_DIRECTORY="${TMPDIR:-/tmp}/gpuring-mps"
+        export CUDA_MPS_LOG_DIRECTORY="${TMPDIR:-/tmp}/gpuring-mps-log"
+        mps_logs=$CUDA_MPS_LOG_DIRECTORY
         mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-        if nvidia-cuda-mps-control -d; then
+        echo quit | timeout -k 5 10 nvidia-cuda-mps-control >/dev/null 2>&1 && sleep 1
+        if timeout -k 5 30 nvidia-cuda-mps-control -d; then
             mps_started=1
             echo "MPS daemon started"
         else
@@ -100,6 +125,8 @@ gpu_mps_start() {
 }
 
 gpu_mps_stop() {
-    if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; fi
+    if [ "$mps_started" = 1 ]; then
+        echo quit | timeout -k 5 30 nvidia-cuda-mps-control >/dev/null 2>&1
+    fi
     mps_started=0
 }

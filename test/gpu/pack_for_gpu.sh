@@ -42,6 +42,21 @@ for f in .libs/mca_coll_gpuring.so test/mpi/allreduce_check test/mpi/device_coll
     fi
 done
 
+# the GPU machine's architecture (H100, H200: sm_90) among those the kernels were built
+# for: else its driver would JIT-compile PTX in every rank of every run (a build for
+# this machine's quick checks, --with-cuda-arch=75, has none of it)
+want_arch=${GPURING_GPU_ARCH:-90}
+archs=$(sed -n 's/^GPURING_CUDA_ARCHS = //p' "$builddir/Makefile" 2>/dev/null)
+case " $archs " in
+*" $want_arch "*) ;;
+*)
+    echo "pack_for_gpu: the build in $builddir is for sm_${archs:-?} (GPURING_CUDA_ARCHS), not" \
+         "sm_$want_arch: ./configure --with-cuda-arch=$want_arch (or the default list) and" \
+         "make check first (GPURING_GPU_ARCH names another)" >&2
+    exit 1
+    ;;
+esac
+
 rm -rf "$out"
 mkdir -p "$out/debs" "$out/component" "$out/bin"
 # shellcheck disable=SC2086

@@ -8,9 +8,11 @@
 # ranks on the one GPU, with and without virtual nodes, ring/tree/auto;
 # colls_check -d, iallreduce_check -d and mix_check -d: the other
 # collectives, MPI_Iallreduce, and a random sequence of all of them on device
-# buffers) and test/perf/allreduce_perf -m device.  Not run by make check: CI has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
+# buffers) and test/perf/allreduce_perf -m device.  Not run by make check: CI
+# has no GPU.  The last line sums every test: "N passed, N failed"; exit 0 when
 # none failed.  Without a GPU: "SKIP: no GPU (...)", "0 passed, 0 failed",
-# exit 0.
+# exit 0.  With a GPU, MPI parts that cannot run (no Open MPI, ipc_probe
+# failing, a GPURING_GPU_ONLY that names no test) count as failed.
 #
 # On the GPU machine.  The device tool copies the working tree (tracked files
 # and untracked ones git does not ignore), not the build, so either
@@ -33,14 +35,19 @@
 #              carry=[".gpu-carry"])
 # (the kernel tests then come from .gpu-carry/bin too).  Without .gpu-carry and
 # without an mpirun on the PATH, the MPI tests are skipped with a message.
-# Logs: GPURING_GPU_OUT=DIR (e.g. $OUT on the device machine) gets two files
+# Logs: GPURING_GPU_OUT=DIR (default $OUT, the device machine's) gets files
 # that grow as the tests run, so a call cut off at its time limit still
-# returns them: running.log (the output of the test running now) and
-# gpu_tests.log (every finished test's output).  GPURING_TEST_SEED is passed
+# returns them: running.log (the output of the test running now),
+# gpu_tests.log (every finished test's output) and verdicts.log (this
+# script's own lines: each FAIL, the totals).  A test's output goes to stdout
+# too where it failed, or where there is no DIR.  GPURING_TEST_SEED is passed
 # on to the tests.
 #
-# Each test has GPURING_GPU_TEST_TIMEOUT seconds (default 200).  The device
-# tool gives one command 600 s, so run the suite in parts, one call each:
+# Each test has GPURING_GPU_TEST_TIMEOUT seconds (default 200), less where the
+# run's deadline is nearer (GPURING_GPU_DEADLINE, default 540 s from the start:
+# gpu_env.sh); a test the deadline leaves no time for is not started and counts
+# as failed, and the totals are still printed.  The device tool gives one
+# command 600 s, so run the suite in parts, one call each:
 # GPURING_GPU_PARTS=kernels (test_reduce_cuda, test_exec_cuda), mpi (the
 # allreduce_check runs), perf (allreduce_perf); default all three.
 # The MPI parts run under an MPS daemon (its pipes in the temp directory)
@@ -59,18 +66,20 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuring_gpu.XXXXXX") || exit 1
 . "$top/test/gpu/gpu_env.sh"
 cleanup() {
     gpu_mps_stop
-    [ -n "$outdir" ] && [ -d "$tmp/mps-log" ] && cp -r "$tmp/mps-log" "$outdir/" 2>/dev/null
+    [ -n "$outdir" ] && [ -n "$mps_logs" ] && [ -d "$mps_logs" ] &&
+        cp -r "$mps_logs" "$outdir/mps-log" 2>/dev/null
     rm -rf "$tmp"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' INT TERM
 parts=${GPURING_GPU_PARTS:-kernels,mpi,perf}
 test_timeout=${GPURING_GPU_TEST_TIMEOUT:-200}
 want_part() {
     case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac
 }
-outdir=${GPURING_GPU_OUT:-}
+outdir=${GPURING_GPU_OUT:-${OUT:-}}
 if [ -n "$outdir" ]; then
-    mkdir -p "$outdir" && : >"$outdir/gpu_tests.log"
+    mkdir -p "$outdir" && : >"$outdir/gpu_tests.log" && : >"$outdir/verdicts.log"
 fi
 # the runtime for allreduce_check/allreduce_perf -d (dlopen libcudart)
 export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -78,14 +87,27 @@ export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$
 total_pass=0
 total_fail=0
 
+# say LINE: this script's verdict line, on stdout and in verdicts.log
+say() {
+    echo "$*"
+    [ -n "$outdir" ] && echo "$*" >>"$outdir/verdicts.log"
+    return 0
+}
+
+# fail LINE: a failure of the suite's, said
+fail() {
+    say "FAIL: $*"
+    total_fail=$((total_fail + 1))
+}
+
 finish() {
-    echo "$total_pass passed, $total_fail failed"
+    say "$total_pass passed, $total_fail failed"
     [ "$total_fail" -eq 0 ]
     exit $?
 }
 
 skip() {
-    echo "SKIP: no GPU ($1)"
+    say "SKIP: no GPU ($1)"
     finish
 }
 
@@ -114,13 +136,12 @@ find_or_build() {
         if [ -z "$smi" ]; then
             skip "nvidia-smi: ${smi_err:-not found}; no test binary at $bin and no nvcc to build one"
         fi
-        echo "FAIL: a GPU is present ($smi) but $bin is not built and no nvcc was found"
-        total_fail=$((total_fail + 1))
+        fail "a GPU is present ($smi) but $bin is not built and no nvcc was found"
         finish
     fi
     arch=${GPURING_CUDA_ARCH:-}
     if [ -z "$arch" ] && [ -n "$smi" ]; then
-        arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+        arch=$(timeout -k 5 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
                head -n 1 | tr -d ' .')
     fi
     arch=${arch:-90}
@@ -132,8 +153,7 @@ find_or_build() {
             -gencode "arch=compute_$arch,code=sm_$arch" \
             -o "$tmp/$name" $srcs -lpthread >"$tmp/build-$name.log" 2>&1; then
         cat "$tmp/build-$name.log"
-        echo "FAIL: building $name"
-        total_fail=$((total_fail + 1))
+        fail "building $name"
         finish
     fi
     bin="$tmp/$name"
@@ -153,43 +173,54 @@ bin_probe=$bin
 run_test() {
     name=$1
     shift
+    fails_at_start=$total_fail
     echo "=== $name"
+    gpu_limit "$test_timeout"
+    if [ "$limit_now" -eq 0 ]; then
+        fail "$name not started: the run's deadline is near (GPURING_GPU_DEADLINE ${gpu_deadline}s)"
+        return 1
+    fi
     log="$tmp/$name.log"
     [ -n "$outdir" ] && log="$outdir/running.log"
     echo "=== $name: $*" >"$log"
-    timeout -k 10 "$test_timeout" "$@" >>"$log" 2>&1
+    timeout -k 10 "$limit_now" "$@" >>"$log" 2>&1
     rc=$?
     [ "$log" != "$tmp/$name.log" ] && cp "$log" "$tmp/$name.log"
     [ -n "$outdir" ] && cat "$log" >>"$outdir/gpu_tests.log"
-    cat "$tmp/$name.log"
+    run_test_verdict "$@"
+    if [ -z "$outdir" ] || [ "$total_fail" -ne "$fails_at_start" ]; then
+        cat "$tmp/$name.log"
+    fi
+}
+
+# run_test's verdict on $name's log and exit code $rc
+run_test_verdict() {
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        echo "FAIL: $name did not finish in ${test_timeout}s (GPURING_GPU_TEST_TIMEOUT)"
-        total_fail=$((total_fail + 1))
+        fail "$name did not finish in ${limit_now}s (GPURING_GPU_TEST_TIMEOUT, GPURING_GPU_DEADLINE)"
         return
     fi
     if [ $rc -eq 77 ]; then
         reason=$(sed -n 's/^SKIP: no CUDA device (\(.*\))$/\1/p' "$tmp/$name.log" | head -n 1)
         if [ -n "$smi" ]; then
             # nvidia-smi sees a GPU the runtime cannot use (driver too old?): a failure
-            echo "FAIL: $name found no usable CUDA device (${reason:-exit 77}) although" \
+            fail "$name found no usable CUDA device (${reason:-exit 77}) although" \
                  "nvidia-smi lists $smi"
-            total_fail=$((total_fail + 1))
+            cat "$tmp/$name.log"
             finish
         fi
         skip "nvidia-smi: ${smi_err:-not found}; ${reason:-$name exited 77}"
     fi
     counts=$(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed.*/\1 \2/p' "$tmp/$name.log" | tail -n 1)
     if [ -z "$counts" ]; then
-        echo "FAIL: $name ended (exit $rc) without its 'N passed, N failed' line"
-        total_fail=$((total_fail + 1))
+        fail "$name ended (exit $rc) without its 'N passed, N failed' line"
         return
     fi
     set -- $counts
     total_pass=$((total_pass + $1))
     total_fail=$((total_fail + $2))
+    [ "$2" -eq 0 ] || say "FAIL: $name: $2 failed"
     if [ $rc -ne 0 ] && [ "$2" -eq 0 ]; then
-        echo "FAIL: $name exited $rc"
-        total_fail=$((total_fail + 1))
+        fail "$name exited $rc"
     fi
 }
 
@@ -213,21 +244,22 @@ perf_bin="$mpibin/allreduce_perf"
 # mpi_run NAME NP "MCA ARGS" PROGRAM ARGS...: the program through gpuring on NP
 # ranks of the one GPU (verbose 3: the finalize summaries), its log $tmp/NAME.log.
 # Returns 1 without running when GPURING_GPU_ONLY (an extended regular
-# expression) is set and does not match NAME
+# expression) is set and does not match NAME, or when the deadline is near
+mpi_runs=0
 mpi_run() {
     name=$1 np=$2 mca=$3
     shift 3
     if [ -n "${GPURING_GPU_ONLY:-}" ] && ! echo "$name" | grep -Eq "$GPURING_GPU_ONLY"; then
         return 1
     fi
-    # shellcheck disable=SC2086
+    mpi_runs=$((mpi_runs + 1))
+    # shellcheck disable=SC2086 # (not started: no log to check)
     run_test "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         "$mpirun" -n "$np" --oversubscribe --bind-to none \
         --mca mca_base_component_path "$component_dir:$pkglibdir" \
         --mca mca_base_component_show_load_errors 0 \
         --mca coll gpuring,tuned,basic,libnbc,self --mca coll_gpuring_verbose 3 \
         --mca coll_gpuring_wait_timeout 60 $mca "$@"
-    return 0
 }
 
 # mpi_test NAME NP WANT "MCA ARGS" PROGRAM ARGS...: gpuring must have run on
@@ -241,15 +273,13 @@ mpi_test() {
     mpi_run "$name" "$np" "$mca" "$@" || return 0
     ran=$(grep -c "allreduce summary: .*; [1-9][0-9]* on device buffers" "$tmp/$name.log")
     if [ "$ran" -ne "$np" ]; then
-        echo "FAIL: $name: $ran of $np ranks ran device calls in gpuring (see the log)"
-        total_fail=$((total_fail + 1))
+        fail "$name: $ran of $np ranks ran device calls in gpuring (see the log)"
     fi
     # every device allreduce of these tests is one gpuring runs: none staged for the
     # component below (the programs' own host-buffer allreduces do go there)
     ran=$(grep -c "device buffers staged .*MPI_Allreduce [1-9]" "$tmp/$name.log")
     if [ "$ran" -ne 0 ]; then
-        echo "FAIL: $name: $ran ranks handed device allreduces to the component below"
-        total_fail=$((total_fail + 1))
+        fail "$name: $ran ranks handed device allreduces to the component below"
     fi
     if [ "$want" = direct ]; then
         ran=$(grep -c "allreduce summary: [0-9]* calls in gpuring (ring 0, tree 0, gather 0," "$tmp/$name.log")
@@ -257,14 +287,17 @@ mpi_test() {
         ran=$(grep -c "allreduce summary: .*, LL direct 0, direct 0;" "$tmp/$name.log")
     fi
     if [ "$ran" -ne "$np" ]; then
-        echo "FAIL: $name: $ran of $np ranks ran every call $want (see the summary lines)"
-        total_fail=$((total_fail + 1))
+        fail "$name: $ran of $np ranks ran every call $want (see the summary lines)"
     fi
 }
 
 if [ -z "$mpirun" ]; then
-    echo "MPI tests on device buffers SKIPPED: no .gpu-carry/debs (run test/gpu/pack_for_gpu.sh" \
-         "here and carry .gpu-carry) and no mpirun on this machine"
+    if { want_part mpi || want_part perf; } && [ -z "$smi" ]; then
+        skip "nvidia-smi: ${smi_err:-not found}; and no Open MPI for the MPI parts"
+    elif want_part mpi || want_part perf; then
+        fail "MPI tests on device buffers not run: no .gpu-carry/debs (run" \
+             "test/gpu/pack_for_gpu.sh here and carry .gpu-carry) and no mpirun on this machine"
+    fi
 elif ! want_part mpi && ! want_part perf; then
     :
 else
@@ -276,7 +309,7 @@ if [ -n "$mpirun" ] && { want_part mpi || want_part perf; }; then
     fails_before=$total_fail
     run_test ipc_probe "$bin_probe"
     if [ "$total_fail" -ne "$fails_before" ]; then
-        echo "MPI tests on device buffers SKIPPED: ipc_probe failed (see above)"
+        fail "MPI tests on device buffers not run: ipc_probe failed (see above)"
         finish
     fi
 fi
@@ -290,8 +323,7 @@ colls_test() {
     for coll in $colls; do
         ran=$(grep -c "\] $coll summary: .*[ (][1-9][0-9]* on device buffers" "$tmp/$name.log")
         if [ "$ran" -ne "$np" ]; then
-            echo "FAIL: $name: $ran of $np ranks ran $coll calls on device buffers in gpuring"
-            total_fail=$((total_fail + 1))
+            fail "$name: $ran of $np ranks ran $coll calls on device buffers in gpuring"
         fi
     done
 }
@@ -304,8 +336,7 @@ staged_test() {
     mpi_run "$name" "$np" "" "$coll_bin" -D libcuda.so.1 "$@" -q || return 0
     ran=$(grep -c "device buffers staged through host memory" "$tmp/$name.log")
     if [ "$ran" -ne "$np" ]; then
-        echo "FAIL: $name: $ran of $np ranks staged device buffers"
-        total_fail=$((total_fail + 1))
+        fail "$name: $ran of $np ranks staged device buffers"
     fi
 }
 
@@ -340,8 +371,7 @@ if [ -n "$mpirun" ] && want_part mpi; then
         -t int32,float,double -o sum,max,min && {
         ran=$(grep -c "device buffers staged through host memory" "$tmp/mpi_3ranks_own_ctx.log")
         if [ "$ran" -ne 3 ]; then
-            echo "FAIL: mpi_3ranks_own_ctx: $ran of 3 ranks staged device buffers"
-            total_fail=$((total_fail + 1))
+            fail "mpi_3ranks_own_ctx: $ran of 3 ranks staged device buffers"
         fi
     }
     for algo in ring tree; do
@@ -384,4 +414,7 @@ if [ -n "$mpirun" ] && want_part perf; then
         "$perf_bin" -m device -b 8 -e 268435456
 fi
 
+if [ -n "$mpirun" ] && { want_part mpi || want_part perf; } && [ "$mpi_runs" -eq 0 ]; then
+    fail "no MPI test ran (GPURING_GPU_ONLY='${GPURING_GPU_ONLY:-}' names none)"
+fi
 finish
