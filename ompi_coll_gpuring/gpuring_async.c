@@ -163,10 +163,12 @@ static int async_run_device(gpuring_comm_t *c)
     q->busy = 1;
     pthread_mutex_unlock(&q->lock);
 
-    /* CUDA's current device is per thread: this one's, for the plane's GPU */
+    /* CUDA's current device is per thread: this one's, for the plane's GPU (where it
+     * cannot be, the call is one this rank cannot run: launched as abandoned, so that
+     * its peers are told) */
     st = gpuring_device_use(c->dev.ordinal);
-    if (st != GPURING_OK) gpuring_comm_set_broken(c);
-    if (st == GPURING_OK) st = gpuring_enqueue_launch(c, w);
+    if (st != GPURING_OK) w->info.fail = st;
+    st = gpuring_enqueue_launch(c, w);
     w->done_fn(w->done_ctx, st);
     free(w);
 

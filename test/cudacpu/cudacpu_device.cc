@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <mutex>
 
@@ -159,6 +161,8 @@ const error_text error_texts[] = {
     { cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer" },
     { cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
       "invalid copy direction for memcpy" },
+    { cudaErrorDevicesUnavailable, "cudaErrorDevicesUnavailable",
+      "CUDA-capable device(s) is/are busy or unavailable" },
     { cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction",
       "invalid device function" },
     { cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
@@ -284,6 +288,14 @@ extern "C" cudaError_t cudaSetDevice(int device)
     runtime_init();
     if (!device_ok(device)) return fail(knobs_get().devices == 0 ? cudaErrorNoDevice
                                                                  : cudaErrorInvalidDevice);
+    /* CUDACPU_FAIL_SET_DEVICE_OFF_MAIN=1, read at every call (set to 0 before any thread
+     * starts, then overwritten: a test sets it around one MPI call of one rank): the call
+     * fails in every thread but the process's first -- gpuring's worker of non-blocking
+     * device calls -- as where the device went unavailable */
+    const char *off_main = getenv("CUDACPU_FAIL_SET_DEVICE_OFF_MAIN");
+    if (off_main != nullptr && strcmp(off_main, "1") == 0 &&
+        (pid_t)syscall(SYS_gettid) != getpid())
+        return fail(cudaErrorDevicesUnavailable);
     tls_device = device;
     return ok();
 }

@@ -97,6 +97,8 @@
 #                   sums are right, the next call works everywhere (IPC, net)
 #   copyin_np3      one rank's input cannot be copied into its aligned copy (failing
 #                   on the GPU): every rank fails the call at once
+#   setdevice_np3   one rank's worker cannot make the GPU current for an
+#                   MPI_Iallreduce: every rank fails the call at once
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
 #                   connections': it abandons the call, its peers fail at once
 #   late2_*_np3     a rank 7 s late to a call (wait timeout 3): waited for, on the
@@ -643,6 +645,11 @@ failure_case copyrun_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
 # the peers' sums wrong, with MPI_SUCCESS)
 failure_case copyin_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
     "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyin
+# ... one rank's worker thread unable to make the GPU current for a non-blocking call
+# (mismatch_check setdevice): it gives the call up on its connections, its peers fail
+# at once (they used to wait out their wait timeout)
+failure_case setdevice_np3 3 5 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
+    "$top/test/mpi/mismatch_check" 20 7:1,20000:1,131072:1,1048576:1 device iallreduce setdevice
 # one rank's call on buffers of another GPU than the one its device connections were
 # made on (mismatch_check othergpu, two GPUs): it cannot run the call there and
 # abandons it, so that its peers fail at once and the call is numbered everywhere

@@ -72,6 +72,12 @@
  *             its input arrives, so no rank's sums can be right -- every rank must fail
  *             (MPI_ERR_OTHER), none return MPI_SUCCESS with the aligned copy's old bytes
  *             added in.
+ *   setdevice (with iallreduce) the last rank's worker thread, which runs its
+ *             non-blocking device calls, cannot make the plane's GPU current
+ *             (CUDACPU_FAIL_SET_DEVICE_OFF_MAIN: cudaSetDevice fails off the main
+ *             thread): that rank's call fails (MPI_ERR_OTHER), and it must give the
+ *             call up on its connections, so that its peers fail at once (they used
+ *             to wait out their wait timeout).
  *   latekernel the last rank's kernels of the failing call start LATE_KERNEL_MS after
  *             their stream reaches them (CUDACPU_LATE_LAUNCH_MS: as kernels queued on a
  *             GPU behind long work), past its wait timeout and the second's grace after
@@ -106,7 +112,7 @@
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|copyrun|
- *                       copyin|othergpu|late|nothread|netfail|latekernel]
+ *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -166,6 +172,7 @@ static const struct fault {
     {"copyout", "CUDACPU_FAIL_COPY", MPI_ERR_OTHER, 1, 0, 1, NULL},
     {"copyrun", "CUDACPU_FAIL_COPY_RUN", MPI_ERR_OTHER, 1, 0, 1, NULL},
     {"copyin", "CUDACPU_FAIL_COPY_RUN", MPI_ERR_OTHER, 1, 0, 0, NULL},
+    {"setdevice", "CUDACPU_FAIL_SET_DEVICE_OFF_MAIN", MPI_ERR_OTHER, 1, 1, 0, NULL},
     {"othergpu", NULL, MPI_ERR_ARG, 1, 0, 0, NULL},
     {"late", NULL, MPI_ERR_OTHER, 1, 0, 0, NULL},
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0, NULL},
