@@ -253,8 +253,10 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
             rc = devcopy_queue(&blk[i], NULL, back, copies);
         }
         /* from pageable memory the driver may return before the data reached the
-         * device, and a 2D copy is queued: the legacy stream holds the rest */
+         * device, and a 2D copy is queued: the legacy stream holds the rest (a queue
+         * that failed part way too: nothing it queued may land after the return) */
         if (rc == 0 && ((back && !host_pinned) || queued)) rc = devcopy_drv.stream_sync(NULL);
+        else if (rc != 0 && queued) (void)devcopy_drv.stream_sync(NULL);
     }
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {

@@ -499,9 +499,9 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
  * Exchanges given up in flight (the communicator went, or the wait timed out): the
  * component below may still write their memory, so each is kept with its request
  * until that completes, then both freed -- by the next exchange posted or
- * communicator gone (params_orphans_reap; MPI_Finalize's end of MPI_COMM_WORLD is
- * the last).  One that never completes (a rank never joined it) stays, reachable,
- * to the end of the process.
+ * communicator gone (params_orphans_reap; the communicators MPI_Finalize frees are
+ * the last).  One that never completes (a rank never joined it) stays while the
+ * component is loaded.
  */
 typedef struct params_orphan {
     struct params_orphan *next;

@@ -680,8 +680,8 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 #define STAGE_SPARSE_COPIES 64
 #define STAGE_SPARSE_COPY_BYTES (128 << 10)
 
-/* Does a sparse span of device or managed memory in one allocation come in block by
- * block: how many copies its blocks take, counted by a walk of its datatype that copies
+/* Does a sparse span of device or managed memory in one allocation, read by the call,
+ * come in block by block: how many copies its blocks take, counted by a walk of its datatype that copies
  * nothing (the image mirrors the span: the span itself stands for it)?  (A span in
  * pieces comes in piece by piece.)  Asked once, where the span is classified. */
 static int stage_span_blockwise_in(mca_coll_gpuring_stage_buf_t *b)
@@ -690,7 +690,8 @@ static int stage_span_blockwise_in(mca_coll_gpuring_stage_buf_t *b)
     stage_copy_t count = {.image = first, .count_only = 1, .st = GPURING_OK};
     stage_walk_t w = {.b = b, .copy = &count, .cur = -1, .host = -1};
 
-    if (b->npieces > 0 || !stage_span_sparse(b) ||
+    if (!((b->dir & MCA_COLL_GPURING_STAGE_IN) || b->partial) || b->npieces > 0 ||
+        !stage_span_sparse(b) ||
         (!b->device && gpuring_mem_kind(first, NULL) != GPURING_MEM_MANAGED) ||
         stage_walk_shape(&w) != 0 || stage_copy_flush(&w) != 0)
         return 0;
@@ -843,7 +844,7 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
         }
         /* (managed and host memory only: the component below reads it as it is) */
         if (!b->device) mca_coll_gpuring_span_release(b, NULL);
-        b->blockwise_in = stage_span_blockwise_in(b);
+        b->blockwise_in = b->device && stage_span_blockwise_in(b);
         if (b->device && !mca_coll_gpuring_span_own_image(b))
             *total_p += GPURING_DIV_UP(b->bytes, (size_t)STAGE_ALIGN) * STAGE_ALIGN +
                         STAGE_SLACK;

@@ -165,7 +165,8 @@ static int async_run_device(gpuring_comm_t *c)
 
     /* CUDA's current device is per thread: this one's, for the plane's GPU (where it
      * cannot be, the call is one this rank cannot run: launched as abandoned, so that
-     * its peers are told) */
+     * its peers are told -- the abandon kernel reaches them where the thread's device
+     * is the plane's still, from its earlier calls; else they wait their timeout) */
     st = gpuring_device_use(c->dev.ordinal);
     if (st != GPURING_OK) w->info.fail = st;
     st = gpuring_enqueue_launch(c, w);

@@ -80,7 +80,10 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 143' INT TERM
+# (mpirun in the background, so that the trap runs at once: dash waits for a foreground
+# command to end first, and timeout(1) keeps signals to the group off it)
+running=""
+trap '[ -n "$running" ] && kill "$running" 2>/dev/null; exit 143' INT TERM
 
 paths=${BENCH_GPU_PATHS:-direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes}
 nps=${BENCH_GPU_NP:-2 4}
@@ -156,11 +159,12 @@ case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
         mode=$(ucx_perftest_mode ucx_perftest)
         rep=1
         while [ "$rep" -le "$reps" ]; do
-            gpu_limit 90
-            [ "$limit_now" -eq 0 ] && break
+            gpu_limit 60
+            [ "$limit_now" -lt 40 ] && break
             port=$((13370 + $$ % 500 + rep))
             # shellcheck disable=SC2086 # $mode: no option, or two words
-            timeout -k 5 60 ucx_perftest $mode -p "$port" >"$logs/tag_bw.$rep.server" 2>&1 &
+            timeout -k 5 "$limit_now" ucx_perftest $mode -p "$port" \
+                >"$logs/tag_bw.$rep.server" 2>&1 &
             spid=$!
             # (the client again while the server is not listening yet: up to 5 tries)
             try=1
@@ -172,7 +176,10 @@ case ",$paths," in *,vnodes,* | *,vnodes_4ch,*)
                 grep -q '^Final:' "$logs/tag_bw.$rep.log" && break
                 try=$((try + 1))
             done
+            # (no client got through: the server would wait out its limit)
+            grep -q '^Final:' "$logs/tag_bw.$rep.log" || kill "$spid" 2>/dev/null
             wait "$spid"
+            grep -q '^Final:' "$logs/tag_bw.$rep.log" || break
             # Final: iters lat50 lat_avg lat_overall bw_avg(MiB/s) ...
             awk '/^Final:/ { printf "%.4f\n", $6 * 1048576 / 1e9 }' "$logs/tag_bw.$rep.log" \
                 >>"$tmp/tagbw"
@@ -234,7 +241,12 @@ perf_run() {
         --mca mca_base_component_path "$component_dir:$pkglibdir" \
         --mca mca_base_component_show_load_errors 0 \
         --mca coll gpuring,tuned,basic,libnbc,self $(printf -- '--mca %s %s ' $mca) \
-        "$perf" -m device -c 1 "$@" >"$log" 2>&1
+        "$perf" -m device -c 1 "$@" >"$log" 2>&1 &
+    running=$!
+    wait "$running"
+    set -- $?
+    running=""
+    return "$1"
 }
 
 printf '| path | ranks | 8 B (us) | 64 KiB (us) | 1 MiB busbw | 16 MiB busbw | 256 MiB busbw | bound (GB/s) | ratio at 256 MiB |\n' >"$summary"

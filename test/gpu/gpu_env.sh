@@ -61,10 +61,13 @@ gpu_detect() {
         return
     fi
     if command -v nvidia-smi >/dev/null 2>&1; then
-        if timeout -k 5 30 nvidia-smi -L >"$tmp/smi" 2>&1; then
+        timeout -k 5 30 nvidia-smi -L >"$tmp/smi" 2>&1
+        rc=$?
+        if [ "$rc" -eq 0 ]; then
             smi=$(head -n 1 "$tmp/smi")
-        else
+        else # (a hung one, killed, prints nothing: still a GPU that does not answer)
             smi_err=$(head -n 1 "$tmp/smi")
+            smi_err=${smi_err:-"nvidia-smi -L failed (exit $rc)"}
         fi
     fi
 }

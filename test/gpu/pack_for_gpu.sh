@@ -46,7 +46,7 @@ done
 # for: else its driver would JIT-compile PTX in every rank of every run (a build for
 # this machine's quick checks, --with-cuda-arch=75, has none of it)
 want_arch=${GPURING_GPU_ARCH:-90}
-archs=$(sed -n 's/^GPURING_CUDA_ARCHS = //p' "$builddir/Makefile" 2>/dev/null)
+archs=$(sed -n 's/^GPURING_CUDA_ARCHS = //p' "$builddir/Makefile" 2>/dev/null || true)
 case " $archs " in
 *" $want_arch "*) ;;
 *)

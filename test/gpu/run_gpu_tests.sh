@@ -50,7 +50,7 @@
 # command 600 s, so run the suite in parts, one call each:
 # GPURING_GPU_PARTS=kernels (test_reduce_cuda, test_exec_cuda), mpi (the
 # allreduce_check runs), perf (allreduce_perf); default all three.
-# The MPI parts run under an MPS daemon (its pipes in the temp directory)
+# The MPI parts run under an MPS daemon (its pipes in /tmp/gpuring-mps: gpu_env.sh)
 # where nvidia-cuda-mps-control exists: ranks sharing the one GPU then behave
 # like one rank per GPU; without MPS they time-slice it (FIFO calls ~2.5 ms).
 # GPURING_GPU_MPS=0 runs them without.
@@ -71,7 +71,10 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 143' INT TERM
+# (the test running in the background, so that the trap runs at once: dash waits for a
+# foreground command to end first, and timeout(1) keeps signals to the group off it)
+running=""
+trap '[ -n "$running" ] && kill "$running" 2>/dev/null; exit 143' INT TERM
 parts=${GPURING_GPU_PARTS:-kernels,mpi,perf}
 test_timeout=${GPURING_GPU_TEST_TIMEOUT:-200}
 want_part() {
@@ -94,10 +97,14 @@ say() {
     return 0
 }
 
-# fail LINE: a failure of the suite's, said
+# fail LINE: a failure of the suite's, said (with the output of the test it is about,
+# once, where one ran)
+name=""
+shown=""
 fail() {
     say "FAIL: $*"
     total_fail=$((total_fail + 1))
+    if [ -n "$name" ] && [ -f "$tmp/$name.log" ]; then show_log; fi
 }
 
 finish() {
@@ -183,14 +190,27 @@ run_test() {
     log="$tmp/$name.log"
     [ -n "$outdir" ] && log="$outdir/running.log"
     echo "=== $name: $*" >"$log"
-    timeout -k 10 "$limit_now" "$@" >>"$log" 2>&1
+    timeout -k 10 "$limit_now" "$@" >>"$log" 2>&1 &
+    running=$!
+    wait "$running"
     rc=$?
+    running=""
     [ "$log" != "$tmp/$name.log" ] && cp "$log" "$tmp/$name.log"
     [ -n "$outdir" ] && cat "$log" >>"$outdir/gpu_tests.log"
+    shown=""
     run_test_verdict "$@"
     if [ -z "$outdir" ] || [ "$total_fail" -ne "$fails_at_start" ]; then
-        cat "$tmp/$name.log"
+        show_log
     fi
+    # (timed out: no summary lines for the callers' checks)
+    [ $rc -ne 124 ] && [ $rc -ne 137 ]
+}
+
+# show_log: $name's output on stdout, once (a failure its caller's checks find later)
+show_log() {
+    [ "$shown" = "$name" ] && return 0
+    shown=$name
+    cat "$tmp/$name.log"
 }
 
 # run_test's verdict on $name's log and exit code $rc
@@ -291,6 +311,7 @@ mpi_test() {
     fi
 }
 
+name="" # (the failures below are no test's)
 if [ -z "$mpirun" ]; then
     if { want_part mpi || want_part perf; } && [ -z "$smi" ]; then
         skip "nvidia-smi: ${smi_err:-not found}; and no Open MPI for the MPI parts"
@@ -414,6 +435,7 @@ if [ -n "$mpirun" ] && want_part perf; then
         "$perf_bin" -m device -b 8 -e 268435456
 fi
 
+name=""
 if [ -n "$mpirun" ] && { want_part mpi || want_part perf; } && [ "$mpi_runs" -eq 0 ]; then
     fail "no MPI test ran (GPURING_GPU_ONLY='${GPURING_GPU_ONLY:-}' names none)"
 fi
