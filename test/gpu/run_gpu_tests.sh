@@ -170,7 +170,9 @@ find_or_build test_reduce_cuda test/gpu/test_reduce_cuda.c kernels/reduce_host.c
     common/gpuring_common.c kernels/reduce_cuda.cu
 bin_reduce=$bin
 find_or_build test_exec_cuda test/gpu/test_exec_cuda.c kernels/reduce_host.c \
-    common/gpuring_common.c proxy/conn.c kernels/exec_cuda.cu
+    common/gpuring_common.c common/gpuring_arrivals.c proxy/conn.c kernels/memkind.c \
+    kernels/device_cuda.c proxy/conn_cuda.c proxy/ipc_buf_cuda.c kernels/reduce_cuda.cu \
+    kernels/exec_cuda.cu
 bin_exec=$bin
 find_or_build ipc_probe test/gpu/ipc_probe.c
 bin_probe=$bin
