@@ -70,6 +70,7 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
     b->slots = base;
     b->slots[me].pid_ns = gpuring_pid_ns();
     __atomic_store_n(&b->slots[me].call, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->slots[me].refused, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&b->slots[me].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     return b;
 
@@ -135,6 +136,21 @@ static int arrivals_late(const gpuring_arrivals_t *b, uint64_t call, uint64_t *s
         }
     }
     return late;
+}
+
+int gpuring_arrivals_refuser(const gpuring_arrivals_t *b, uint64_t call)
+{
+    for (int i = 0; b != NULL && i < b->nlocal; i++) {
+        const uint64_t from = __atomic_load_n(&b->slots[i].refused, __ATOMIC_ACQUIRE);
+
+        if (i == b->me || from == 0 || call < from) continue;
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu waits for rank %d of this host, whose "
+                      "communicator failed at an earlier call: it makes no call from %llu on "
+                      "(its log says why), so this one cannot complete",
+                      (unsigned long long)call, b->ranks[i], (unsigned long long)from);
+        return b->ranks[i];
+    }
+    return -1;
 }
 
 int gpuring_arrivals_whole(const gpuring_arrivals_t *b, int size)

@@ -16,6 +16,12 @@
  * this host in the call -> fail as the wait would without the board (a stall,
  * or a rank on another host: gpuring cannot see its count).
  *
+ * A rank whose communicator failed makes no later call (each returns an error at
+ * once, posting no step): its line says from which call on
+ * (gpuring_arrivals_refuse), and a wait of a later call on this host, idle, fails
+ * at once, naming it (gpuring_arrivals_refuser) -- a rank whose part of the failed
+ * call had ended (one that only sent) would otherwise wait out its timeout there.
+ *
  * The page is named after the communicator's uid and its lowest rank on the
  * host (that process's pid namespace, pid and random name: the scheme of every
  * segment of gpuring's, so the sweep of a dead pid's segments removes it);
@@ -36,10 +42,12 @@
 
 /* One rank's line: written by its owner only. */
 typedef struct gpuring_arrivals_slot {
-    uint64_t call;   /* the number of the call it is in or made last (atomic) */
-    uint64_t pid_ns; /* its pid namespace (gpuring_pid_ns): where pid means something */
-    int32_t pid;     /* 0 until it opened the board */
-    char pad[GPURING_CACHELINE - 2 * sizeof(uint64_t) - sizeof(int32_t)];
+    uint64_t call;    /* the number of the call it is in or made last (atomic) */
+    uint64_t refused; /* 0, or the first call it will not make (atomic): its
+                       * communicator failed (gpuring_arrivals_refuse) */
+    uint64_t pid_ns;  /* its pid namespace (gpuring_pid_ns): where pid means something */
+    int32_t pid;      /* 0 until it opened the board */
+    char pad[GPURING_CACHELINE - 3 * sizeof(uint64_t) - sizeof(int32_t)];
 } gpuring_arrivals_slot_t;
 
 typedef struct gpuring_arrivals {
@@ -77,6 +85,30 @@ static inline void gpuring_arrivals_mark(gpuring_arrivals_t *board, uint64_t cal
 {
     if (board != NULL) __atomic_store_n(&board->slots[board->me].call, call, __ATOMIC_RELEASE);
 }
+
+/* This rank's communicator failed: it makes none of the calls after the one it is in
+ * (its line's; a call it numbered already -- a non-blocking call queued behind --
+ * included), and is never again one its host's peers wait for as late (past every
+ * call).  Idempotent. */
+static inline void gpuring_arrivals_refuse(gpuring_arrivals_t *board)
+{
+    gpuring_arrivals_slot_t *mine;
+    uint64_t call;
+
+    if (board == NULL) return;
+    mine = &board->slots[board->me];
+    call = __atomic_load_n(&mine->call, __ATOMIC_RELAXED);
+    /* (the first time only: a call another thread numbers after it, refused too, does
+     * not move it on) */
+    if (call != UINT64_MAX && __atomic_load_n(&mine->refused, __ATOMIC_RELAXED) == 0)
+        __atomic_store_n(&mine->refused, call + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&mine->call, UINT64_MAX, __ATOMIC_RELEASE);
+}
+
+/* A rank of this host that will not make call number `call` (its communicator failed
+ * before it: logged, naming it), or -1 (none, or no board).  A few loads: asked by idle
+ * waits. */
+int gpuring_arrivals_refuser(const gpuring_arrivals_t *board, uint64_t call);
 
 /* The call this rank is in (its own line). */
 static inline uint64_t gpuring_arrivals_mine(const gpuring_arrivals_t *board)

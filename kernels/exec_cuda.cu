@@ -1835,7 +1835,14 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
                 return cudaErrorNotReady;
             }
         }
-        if (++idle % EXEC_CUDA_PROGRESS_EVERY == 0) gpuring_wait_progress();
+        if (++idle % EXEC_CUDA_PROGRESS_EVERY == 0) {
+            gpuring_wait_progress();
+            /* a rank of this host that makes no call any more (its communicator failed) */
+            if (gpuring_arrivals_refuser(arrivals, seq) >= 0) {
+                *stop_p = GPURING_ERR_REMOTE;
+                return cudaErrorNotReady;
+            }
+        }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             /* a rank of this host that has not made the call yet: waited for */
             *stop_p = gpuring_arrivals_excuse(arrivals, seq, timeout, &late_since);
@@ -2127,10 +2134,12 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
 #define EXEC_DIRECT_LL_PAIRS_PER_THREAD 2
 #define EXEC_DIRECT_LL_MAX_BLOCKS 16
 
-/* What stopped the LL direct kernel, logged: a header of another call or a peer's
- * abandon, or (timeout) the peers its blocks were still waiting for, each once. */
+/* What stopped the LL direct kernel (rc), logged: a header of another call or a peer's
+ * abandon, or (timeout) the peers its blocks were still waiting for, each once; a
+ * stop the poll logged itself (a rank of this host that makes no call any more) names
+ * no wait again. */
 static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
-                                  const exec_cuda_status_t *st, int blocks)
+                                  const exec_cuda_status_t *st, int blocks, gpuring_status_t rc)
 {
     unsigned named = 0;
 
@@ -2150,7 +2159,7 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
                           "bytes): the ranks passed different counts, datatypes or ops, or made "
                           "their calls in a different order", r, a->count, gpuring_type_name(a->type),
                           (unsigned long long)st->got_bytes);
-        } else if (kind == EXEC_WAIT_RECV) {
+        } else if (kind == EXEC_WAIT_RECV && rc == GPURING_ERR_TIMEOUT) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: the LL "
                           "direct allreduce (%zu %s, its call %llu) waits for rank %d's %s (flags "
                           "seen %#x, %#x; want %#x): that rank died, or makes another call or "
@@ -2275,7 +2284,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
                      "after the %.0f s timeout", a->timeout);
         rc = GPURING_OK;
     }
-    if (rc != GPURING_OK) exec_direct_ll_report(a, st, blocks);
+    if (rc != GPURING_OK) exec_direct_ll_report(a, st, blocks, rc);
     if (err != cudaSuccess && err != cudaErrorNotReady) {
         GPURING_CUDA_LOG_FAILURE(err, "cudaStreamQuery(exec_direct_ll)");
         GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda_direct_ll: the %s %s kernel failed",

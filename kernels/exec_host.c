@@ -651,10 +651,17 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
          * may run (a non-blocking call's worker and MPI threads take turns) and end */
         if (a->stream_out) _mm_sfence();
 #endif
-    } else if (a->timeout > 0 && ++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
+    } else if (++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
         const double now = gpuring_time_sec();
 
-        if (a->idle_since == 0.0) {
+        /* a rank of this host that makes no call any more (its communicator failed) */
+        if (gpuring_arrivals_refuser(a->arrivals, a->call_seq) >= 0) {
+            a->status = GPURING_ERR_REMOTE;
+            return exec_host_end(a);
+        }
+        if (a->timeout <= 0) {
+            /* (no clock) */
+        } else if (a->idle_since == 0.0) {
             a->idle_since = now;
         } else if (now - a->idle_since > a->timeout) {
             /* a rank of this host that has not made the call yet: waited for */

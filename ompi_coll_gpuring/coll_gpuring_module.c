@@ -18,7 +18,7 @@
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static void params_abandon(mca_coll_gpuring_module_t *m);
-static void params_orphans_reap(void);
+static void exchanges_reap(void);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
 static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
@@ -41,7 +41,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
 static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
     params_abandon(m); /* before the component below goes */
-    params_orphans_reap();
+    exchanges_reap();
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm); /* (its calls run to their end) */
         m->gcomm = NULL;
@@ -274,6 +274,72 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
 }
 
 /*
+ * Exchanges given up in flight (the parameters' agreement, a setup exchange or a
+ * direct allreduce's agreement: its communicator went, its wait timed out, or a rank
+ * of it refuses every call): the component below may still write their memory, so
+ * each is kept with its request until that completes, then both freed -- by the next
+ * agreement posted or communicator gone (exchanges_reap; the communicators
+ * MPI_Finalize frees are the last).  One that never completes (a rank never joined
+ * it) stays while the component is loaded.
+ */
+typedef struct exchange_orphan {
+    struct exchange_orphan *next;
+    ompi_request_t *req;
+    void *mem;
+} exchange_orphan_t;
+
+static exchange_orphan_t *exchange_orphans;
+static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* An exchange given up: its request and memory go to the list (the caller keeps
+ * neither). */
+static void exchange_orphan(ompi_request_t *req, void *mem)
+{
+    exchange_orphan_t *o = malloc(sizeof(*o));
+
+    if (o == NULL) return; /* (no memory for the entry: both left to the request, unfreed) */
+    o->req = req;
+    o->mem = mem;
+    pthread_mutex_lock(&exchange_orphans_lock);
+    o->next = exchange_orphans;
+    __atomic_store_n(&exchange_orphans, o, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&exchange_orphans_lock);
+}
+
+/* Free the given-up exchanges whose request has completed.  Reads completion only
+ * (no progress: this may run inside the component below's progress, where a
+ * communicator's last reference goes). */
+static void exchanges_reap(void)
+{
+    exchange_orphan_t **pp;
+
+    if (__atomic_load_n(&exchange_orphans, __ATOMIC_ACQUIRE) == NULL) return;
+    pthread_mutex_lock(&exchange_orphans_lock);
+    for (pp = &exchange_orphans; *pp != NULL;) {
+        exchange_orphan_t *o = *pp;
+
+        if (!REQUEST_COMPLETE(o->req)) {
+            pp = &o->next;
+            continue;
+        }
+        opal_atomic_rmb(); /* its data before its completion */
+        (void)ompi_request_free(&o->req);
+        free(o->mem);
+        *pp = o->next;
+        free(o);
+    }
+    pthread_mutex_unlock(&exchange_orphans_lock);
+}
+
+/* m's agreement on its parameters, given up (m keeps neither request nor memory). */
+static void params_orphan(mca_coll_gpuring_module_t *m)
+{
+    exchange_orphan(m->params_req, m->params_all);
+    m->params_req = NULL;
+    m->params_all = NULL;
+}
+
+/*
  * The setup exchanges (and the direct allreduce's agreements) are the
  * component below's MPI_Iallgather, waited for at most
  * coll_gpuring_wait_timeout (0: without a bound) -- an MPI call's first, for a
@@ -342,12 +408,20 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
     if (rc != OMPI_SUCCESS) return gpuring_boot_status(m, rc, "MPI_Iallgather");
     start = gpuring_time_sec();
     deadline = start + timeout;
-    while (!done) {
+    for (unsigned polls = 1; !done; polls++) {
         rc = ompi_request_test(&req, &done, MPI_STATUS_IGNORE);
         if (rc != OMPI_SUCCESS) {
             /* a request completed in error is left to its caller to free */
             if (req != MPI_REQUEST_NULL) (void)ompi_request_free(&req);
             return gpuring_boot_status(m, rc, "MPI_Iallgather");
+        }
+        /* (a rank of this host that makes no call any more will not join it either) */
+        if (!done && area != NULL && polls % 64 == 0 &&
+            gpuring_comm_exchange_refused(m->gcomm) >= 0) {
+            exchange_orphan(req, m->boot_area); /* the request may still write it */
+            m->boot_area = NULL;
+            m->boot_area_bytes = 0;
+            return GPURING_ERR_REMOTE;
         }
         if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
             if (boot_wait_on(m, first, start, timeout, "gpuring's exchange", &late_since)) {
@@ -360,7 +434,8 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
                           "the communicator has not made this collective call "
                           "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), bytes,
                           gpuring_time_sec() - start, first ? "arrival_timeout" : "wait_timeout");
-            m->boot_area = NULL; /* left to the request, which may still write it */
+            exchange_orphan(req, m->boot_area); /* the request may still write it */
+            m->boot_area = NULL;
             m->boot_area_bytes = 0;
             return GPURING_ERR_TIMEOUT;
         }
@@ -495,65 +570,6 @@ static void params_report(mca_coll_gpuring_module_t *m, const int64_t *all)
     }
 }
 
-/*
- * Exchanges given up in flight (the communicator went, or the wait timed out): the
- * component below may still write their memory, so each is kept with its request
- * until that completes, then both freed -- by the next exchange posted or
- * communicator gone (params_orphans_reap; the communicators MPI_Finalize frees are
- * the last).  One that never completes (a rank never joined it) stays while the
- * component is loaded.
- */
-typedef struct params_orphan {
-    struct params_orphan *next;
-    ompi_request_t *req;
-    int64_t *all;
-} params_orphan_t;
-
-static params_orphan_t *params_orphans;
-static pthread_mutex_t params_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* m's exchange, given up: its request and memory go to the list (m keeps neither). */
-static void params_orphan(mca_coll_gpuring_module_t *m)
-{
-    params_orphan_t *o = malloc(sizeof(*o));
-
-    if (o != NULL) { /* (no memory for the entry: both left to the request, unfreed) */
-        o->req = m->params_req;
-        o->all = m->params_all;
-        pthread_mutex_lock(&params_orphans_lock);
-        o->next = params_orphans;
-        __atomic_store_n(&params_orphans, o, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&params_orphans_lock);
-    }
-    m->params_req = NULL;
-    m->params_all = NULL;
-}
-
-/* Free the given-up exchanges whose request has completed.  Reads completion only
- * (no progress: this may run inside the component below's progress, where a
- * communicator's last reference goes). */
-static void params_orphans_reap(void)
-{
-    params_orphan_t **pp;
-
-    if (__atomic_load_n(&params_orphans, __ATOMIC_ACQUIRE) == NULL) return;
-    pthread_mutex_lock(&params_orphans_lock);
-    for (pp = &params_orphans; *pp != NULL;) {
-        params_orphan_t *o = *pp;
-
-        if (!REQUEST_COMPLETE(o->req)) {
-            pp = &o->next;
-            continue;
-        }
-        opal_atomic_rmb(); /* its data before its completion */
-        (void)ompi_request_free(&o->req);
-        free(o->all);
-        *pp = o->next;
-        free(o);
-    }
-    pthread_mutex_unlock(&params_orphans_lock);
-}
-
 /* The exchange ended (st): ALIKE, DIFFER (reported) or FAILED (logged). */
 static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
 {
@@ -608,7 +624,7 @@ static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
         return;
     }
     if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return;
-    params_orphans_reap();
+    exchanges_reap();
     if (n == 1) {
         m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
         return;

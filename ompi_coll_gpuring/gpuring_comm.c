@@ -446,6 +446,13 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
              c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }
 
+int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
+{
+    gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;
+
+    return board != NULL ? gpuring_arrivals_refuser(board, gpuring_arrivals_mine(board)) : -1;
+}
+
 int gpuring_comm_exchange_late(gpuring_comm_t *comm, int timeout, double *late_since_p)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;

@@ -237,6 +237,11 @@ static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
         gpuring_arrivals_mark(comm->arrivals, comm->calls + 1);
 }
 
+/* A rank of this host that makes none of the communicator's calls from this rank's
+ * current one on (its communicator failed: logged, naming it), or -1: an exchange of
+ * the call waiting for it would wait in vain. */
+int gpuring_comm_exchange_refused(gpuring_comm_t *comm);
+
 /*
  * An exchange of the communicator's current call (through the component below, which
  * the MCA module runs) idle for `timeout` s, asked of its host's arrival board: 1 to

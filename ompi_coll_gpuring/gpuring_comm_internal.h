@@ -179,12 +179,12 @@ gpuring_status_t gpuring_direct_ll_run(gpuring_comm_t *c, const gpuring_coll_inf
 void gpuring_direct_destroy(gpuring_comm_t *c, int busy);
 
 /* The communicator is unusable from now on (a call failed midway, or its ranks can no
- * longer agree): every later call is refused -- and this rank is never again one its
- * host's peers wait for as late to a call (its arrival board's line: past every call). */
+ * longer agree): every later call is refused -- and its host's peers learn from the
+ * arrival board that this rank makes none of them (gpuring_arrivals_refuse). */
 static inline void gpuring_comm_set_broken(gpuring_comm_t *c)
 {
     __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-    gpuring_arrivals_mark(c->arrivals, UINT64_MAX);
+    gpuring_arrivals_refuse(c->arrivals);
 }
 
 /* ---- gpuring_comm.c: the life cycle, the process's stats ---------------------------- */

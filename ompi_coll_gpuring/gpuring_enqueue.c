@@ -303,8 +303,9 @@ static void enqueue_order_check(gpuring_status_t st)
 static gpuring_status_t enqueue_refuse_broken(const gpuring_comm_t *c)
 {
     if (!__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE)) return GPURING_OK;
-    /* (again: a call prepared as another thread broke it may have marked its number) */
-    gpuring_arrivals_mark(c->arrivals, UINT64_MAX);
+    /* (a call prepared as another thread broke it may have marked its number after:
+     * this refuses from that one's next on) */
+    gpuring_arrivals_refuse(c->arrivals);
     GPURING_ERROR(GPURING_SUBSYS_COLL, "communicator unusable after an earlier failure");
     return GPURING_ERR_BROKEN;
 }

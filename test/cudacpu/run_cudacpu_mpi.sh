@@ -97,6 +97,8 @@
 #                   sums are right, the next call works everywhere (IPC, net)
 #   copyin_np3      one rank's input cannot be copied into its aligned copy (failing
 #                   on the GPU): every rank fails the call at once
+#   bcast_refused_np3  one rank fails an MPI_Bcast its peers completed: their next
+#                   call fails at once (the arrival board: it refuses every call)
 #   setdevice_np3   one rank's worker cannot make the GPU current for an
 #                   MPI_Iallreduce: every rank fails the call at once
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
@@ -645,6 +647,14 @@ failure_case copyrun_np3 3 4 "$COPYOUT_REPORT" "coll_gpuring_wait_timeout 10" \
 # the peers' sums wrong, with MPI_SUCCESS)
 failure_case copyin_np3 3 4 "$GAVE_UP_REPORT" "coll_gpuring_wait_timeout 60" \
     "$top/test/mpi/mismatch_check" 20 20000:1,131072:1,1048576:1 device copyin
+# an MPI_Bcast from rank 0 whose last rank cannot launch its kernel (mismatch_check bcast
+# nolaunch): the ranks whose part ended may return MPI_SUCCESS, but their next call
+# must fail at once -- the failed rank makes no step of it, and the arrival board says
+# so (they used to wait out their wait timeout); LL direct and the direct allreduce
+failure_case bcast_refused_np3 3 3 \
+    'waits for rank 2 of this host, whose communicator failed at an earlier call' \
+    "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device \
+    bcast nolaunch
 # ... one rank's worker thread unable to make the GPU current for a non-blocking call
 # (mismatch_check setdevice): it gives the call up on its connections, its peers fail
 # at once (they used to wait out their wait timeout)

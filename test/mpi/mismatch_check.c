@@ -102,6 +102,13 @@
  * last rank cannot get the device memory to pack into: it gives up on the call
  * before the call has moved anything, and its peers must be told.
  *
+ * With "bcast" (and a fault), the failing call is an MPI_Bcast of COUNT ints from
+ * rank 0: the ranks that only send, or whose part ended before the last rank failed,
+ * may return MPI_SUCCESS (a call completes locally: README, "After a failure"), but
+ * the call after it must fail on every rank within LIMIT -- the failed rank makes no
+ * step of it, and its host's peers learn so from the arrival board instead of waiting
+ * out their wait timeout.
+ *
  * With "idle", every rank then sleeps 1 s before it frees the failed communicator: its
  * process must use under 0.5 s of CPU meanwhile (nothing of gpuring's may spin on the
  * dead call's connections until the communicator goes).
@@ -111,7 +118,7 @@
  * the call after it is made, and the communicator freed, before that MPI_Wait.
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
- *                       [type|allgather|iallreduce] [device] [idle] [nomem|nolaunch|copyout|copyrun|
+ *                       [type|allgather|iallreduce|bcast] [device] [idle] [nomem|nolaunch|copyout|copyrun|
  *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
@@ -131,6 +138,7 @@ typedef struct {
     int rc, cls;      /* of the mismatched call */
     int later_cls;    /* of the call after it (MPI_SUCCESS: it succeeded) */
     double elapsed;   /* of the mismatched call */
+    double later_elapsed; /* of the call after it */
     int named;        /* the error string names gpuring */
     double idle_cpu;  /* "idle": CPU seconds the process used in the second after */
     int wrong;        /* "copyout": elements of this rank's results not as computed here */
@@ -184,6 +192,7 @@ static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
+static int bcast;                 /* the call is an MPI_Bcast from rank 0 */
 static int idle;                  /* a second's sleep after the failed calls, CPU counted */
 static int *later_out;            /* iallreduce: the output of the call after it */
 static int *other_in, *other_out; /* othergpu, the last rank: buffers on another GPU */
@@ -210,7 +219,7 @@ static int wrong_sums(const void *out, int count, int size)
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
-    outcome_t o = {0, 0, 0, 0.0, 0, 0.0, 0, 0};
+    outcome_t o = {0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0};
     MPI_Comm comm;
     int rank, size, mine = count;
     MPI_Datatype type = MPI_INT;
@@ -253,7 +262,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         cout = other_out;
     }
     t0 = MPI_Wtime();
-    if (allgather) {
+    if (bcast) {
+        o.rc = MPI_Bcast(cout, mine, MPI_INT, 0, comm); /* (the input stays every rank's) */
+    } else if (allgather) {
         o.rc = MPI_Allgather(cin, mine, MPI_INT, cout, mine, strided, comm);
     } else if (iallreduce) {
         MPI_Request req = MPI_REQUEST_NULL;
@@ -291,7 +302,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     if (fault != NULL && fault->alone && o.rc == MPI_SUCCESS)
         o.wrong = wrong_sums((char *)cout + (rank == size - 1), count, size);
     if (!iallreduce) {
+        t0 = MPI_Wtime();
         o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+        o.later_elapsed = MPI_Wtime() - t0;
         if (fault != NULL && fault->alone && o.later_cls == MPI_SUCCESS)
             o.wrong += wrong_sums(out, count, size);
         if (idle) {
@@ -330,22 +343,29 @@ int main(int argc, char **argv)
         by_type |= strcmp(argv[a], "type") == 0;
         allgather |= strcmp(argv[a], "allgather") == 0;
         iallreduce |= strcmp(argv[a], "iallreduce") == 0;
+        bcast |= strcmp(argv[a], "bcast") == 0;
         idle |= strcmp(argv[a], "idle") == 0;
         device |= strcmp(argv[a], "device") == 0;
     }
     nomem = fault == &faults[0];
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
-        (allgather && iallreduce)) {
+        (allgather && iallreduce) || (bcast && (fault == NULL || fault->alone || allgather ||
+                                                iallreduce || by_type))) {
         if (rank == 0) {
             fprintf(stderr, "mismatch_check: %s\n",
-                    allgather && by_type ? "allgather copies bytes: no type to mismatch"
+                    bcast                ? "bcast: with a fault that fails the call, alone"
+                    : allgather && by_type ? "allgather copies bytes: no type to mismatch"
                     : allgather          ? "allgather or iallreduce, not both"
                                          : "this fault needs device");
         }
         MPI_Finalize();
         return 2;
     }
-    label = by_type ? " type" : allgather ? " allgather" : iallreduce ? " iallreduce" : "";
+    label = by_type      ? " type"
+            : allgather  ? " allgather"
+            : iallreduce ? " iallreduce"
+            : bcast      ? " bcast"
+                         : "";
     /* Open MPI 4.1 hands a failed non-blocking collective's error to MPI_COMM_WORLD's
      * handler, whatever its communicator (5.0 to the communicator's) */
     if (iallreduce) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -434,6 +454,17 @@ int main(int argc, char **argv)
                 } else if (x->wrong > 0) {
                     why = "wrong sums in a call that succeeded";
                 }
+            } else if (bcast && !failing && x->rc != MPI_SUCCESS && x->cls != MPI_ERR_OTHER) {
+                why = "a rank not made to fail failed with another class than MPI_ERR_OTHER";
+            } else if (bcast && failing && x->cls != fault->cls) {
+                why = "the rank made to fail did not fail with its fault's class";
+            } else if (bcast && (x->elapsed > limit || x->later_elapsed > limit)) {
+                why = "the call, or the one after it, took longer than the limit (the "
+                      "failed rank's peers waited for it)";
+            } else if (bcast && x->later_cls != MPI_ERR_OTHER) {
+                why = "the call after it did not fail with MPI_ERR_OTHER";
+            } else if (bcast) {
+                /* (its own verdicts, above) */
             } else if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
             } else if (failing && x->cls != fault->cls) {
@@ -454,8 +485,9 @@ int main(int argc, char **argv)
             saw |= x->cls == MPI_ERR_COUNT || (fault != NULL && fault->alone);
             if (why != NULL) {
                 fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
-                        "%.2f s; later class %d; idle CPU %.2f s)\n", count, extra, label, r,
-                        why, x->rc, x->cls, x->elapsed, x->later_cls, x->idle_cpu);
+                        "%.2f s; later class %d, %.2f s; idle CPU %.2f s)\n", count, extra,
+                        label, r, why, x->rc, x->cls, x->elapsed, x->later_cls,
+                        x->later_elapsed, x->idle_cpu);
                 bad = 1;
             }
         }

@@ -119,6 +119,37 @@ static void dead_in_call(uint64_t uid)
     gpuring_arrivals_close(b);
 }
 
+/* Rank 1's communicator fails in call 4 (it had numbered call 5 already: a queued
+ * non-blocking call); rank 0 then asks for calls 4, 5, 6. */
+static void refused(uint64_t uid)
+{
+    gpuring_arrivals_t *b0 = open_as(uid, 0, 0.0), *b1 = open_as(uid, 1, 0.0);
+
+    EXPECT(b0 != NULL && b1 != NULL, "two views of a board");
+    if (b0 == NULL || b1 == NULL) goto out;
+    gpuring_arrivals_mark(b0, 4);
+    gpuring_arrivals_mark(b1, 4);
+    EXPECT(gpuring_arrivals_refuser(b0, 4) == -1, "no rank refuses before a failure");
+    gpuring_arrivals_mark(b1, 5);
+    gpuring_arrivals_refuse(b1);
+    EXPECT(gpuring_arrivals_refuser(b0, 5) == -1,
+           "a call the failed rank had numbered is not one it is known to refuse");
+    EXPECT(gpuring_arrivals_refuser(b0, 6) == 7, "rank 7 (line 1) refuses call 6");
+    EXPECT(gpuring_arrivals_refuser(b0, 100) == 7, "... and every later one");
+    EXPECT(gpuring_arrivals_refuser(b1, 100) == -1, "a rank's own line does not count");
+    /* again, after another thread numbered a call: the first refusal stands */
+    gpuring_arrivals_mark(b1, 6);
+    gpuring_arrivals_refuse(b1);
+    EXPECT(gpuring_arrivals_refuser(b0, 6) == 7, "refused from 6 still");
+    EXPECT(gpuring_arrivals_excuse(b0, 6, 1.0, &(double){0.0}) == GPURING_ERR_TIMEOUT,
+           "a refusing rank, past every call, is never late");
+    EXPECT(gpuring_arrivals_refuser(NULL, 6) == -1, "no board: no refusal");
+out:
+    gpuring_arrivals_close(b1);
+    gpuring_arrivals_unlink(b0);
+    gpuring_arrivals_close(b0);
+}
+
 int main(void)
 {
     const uint64_t uid = (uint64_t)getpid(); /* a name no other run uses */
@@ -242,5 +273,6 @@ int main(void)
     EXPECT(gpuring_arrivals_excuse(NULL, 1, 1.0, &since) == GPURING_ERR_TIMEOUT,
            "no board: no excuse");
     dead_in_call(uid + 4);
+    refused(uid + 5);
     return unit_report();
 }
