@@ -449,8 +449,14 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
 int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;
+    uint64_t mine;
 
-    return board != NULL ? gpuring_arrivals_refuser(board, gpuring_arrivals_mine(board)) : -1;
+    if (board == NULL) return -1;
+    /* only an exchange of a numbered call (the direct allreduce's): a plane's connection
+     * exchanges come before the numbering, and a broken rank still makes them -- leaving
+     * one early would part the ranks' exchanges through the component below */
+    mine = gpuring_arrivals_mine(board);
+    return mine == comm->calls ? gpuring_arrivals_refuser(board, mine) : -1;
 }
 
 int gpuring_comm_exchange_late(gpuring_comm_t *comm, int timeout, double *late_since_p)

@@ -239,7 +239,9 @@ static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
 
 /* A rank of this host that makes none of the communicator's calls from this rank's
  * current one on (its communicator failed: logged, naming it), or -1: an exchange of
- * the call waiting for it would wait in vain. */
+ * the call waiting for it would wait in vain.  Only for an exchange of a numbered call
+ * (the direct allreduce's): a plane's connection exchanges, before the numbering, are
+ * made by a broken rank too. */
 int gpuring_comm_exchange_refused(gpuring_comm_t *comm);
 
 /*

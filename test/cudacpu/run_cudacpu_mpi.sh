@@ -97,8 +97,9 @@
 #                   sums are right, the next call works everywhere (IPC, net)
 #   copyin_np3      one rank's input cannot be copied into its aligned copy (failing
 #                   on the GPU): every rank fails the call at once
-#   bcast_refused_np3  one rank fails an MPI_Bcast its peers completed: their next
-#                   call fails at once (the arrival board: it refuses every call)
+#   bcast_refused_np3, bcast_refused_host_np3  one rank fails an MPI_Bcast its peers
+#                   completed: their next call (device; host, the host plane's first)
+#                   fails at once (the arrival board: it refuses every call)
 #   setdevice_np3   one rank's worker cannot make the GPU current for an
 #                   MPI_Iallreduce: every rank fails the call at once
 #   othergpu_np3    one rank's call on another GPU's buffers than its device
@@ -655,6 +656,13 @@ failure_case bcast_refused_np3 3 3 \
     'waits for rank 2 of this host, whose communicator failed at an earlier call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device \
     bcast nolaunch
+# ... the call after it the first on host buffers (host_buffers 1): the failed rank still
+# makes the host plane's connections with the others (the exchanges must not part the
+# ranks: only a numbered call's exchange asks the board), then refuses the call
+failure_case bcast_refused_host_np3 3 3 \
+    'waits for rank 2 of this host, whose communicator failed at an earlier call' \
+    "coll_gpuring_wait_timeout 60 coll_gpuring_host_buffers 1" \
+    "$top/test/mpi/mismatch_check" 20 7:1,131072:1 device bcast laterhost nolaunch
 # ... one rank's worker thread unable to make the GPU current for a non-blocking call
 # (mismatch_check setdevice): it gives the call up on its connections, its peers fail
 # at once (they used to wait out their wait timeout)

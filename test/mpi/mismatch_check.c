@@ -107,7 +107,9 @@
  * may return MPI_SUCCESS (a call completes locally: README, "After a failure"), but
  * the call after it must fail on every rank within LIMIT -- the failed rank makes no
  * step of it, and its host's peers learn so from the arrival board instead of waiting
- * out their wait timeout.
+ * out their wait timeout.  With "laterhost" too, the call after it is on host buffers
+ * (run with coll_gpuring_host_buffers 1: the host plane's first call, whose connections
+ * the failed rank still makes with the others before it refuses the call).
  *
  * With "idle", every rank then sleeps 1 s before it frees the failed communicator: its
  * process must use under 0.5 s of CPU meanwhile (nothing of gpuring's may spin on the
@@ -118,7 +120,7 @@
  * the call after it is made, and the communicator freed, before that MPI_Wait.
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
- *                       [type|allgather|iallreduce|bcast] [device] [idle] [nomem|nolaunch|copyout|copyrun|
+ *                       [type|allgather|iallreduce|bcast [laterhost]] [device] [idle] [nomem|nolaunch|copyout|copyrun|
  *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
@@ -193,6 +195,7 @@ static int nomem;                 /* fault is "nomem" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
 static int bcast;                 /* the call is an MPI_Bcast from rank 0 */
+static int *later_hin, *later_hout; /* laterhost: the call after it on these host buffers */
 static int idle;                  /* a second's sleep after the failed calls, CPU counted */
 static int *later_out;            /* iallreduce: the output of the call after it */
 static int *other_in, *other_out; /* othergpu, the last rank: buffers on another GPU */
@@ -303,7 +306,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.wrong = wrong_sums((char *)cout + (rank == size - 1), count, size);
     if (!iallreduce) {
         t0 = MPI_Wtime();
-        o.later_cls = err_class(MPI_Allreduce(in, out, count, MPI_INT, MPI_SUM, comm));
+        o.later_cls = err_class(MPI_Allreduce(later_hin != NULL ? later_hin : in,
+                                              later_hout != NULL ? later_hout : out, count,
+                                              MPI_INT, MPI_SUM, comm));
         o.later_elapsed = MPI_Wtime() - t0;
         if (fault != NULL && fault->alone && o.later_cls == MPI_SUCCESS)
             o.wrong += wrong_sums(out, count, size);
@@ -401,6 +406,12 @@ int main(int argc, char **argv)
         out = hout;
     }
     later_out = out + maxcount;
+    for (int a = 3; a < argc; a++) {
+        if (strcmp(argv[a], "laterhost") == 0) {
+            later_hin = hin;
+            later_hout = hout;
+        }
+    }
     if (fault != NULL && strcmp(fault->arg, "late") == 0) {
         host_in = hin;
         host_out = hout;
