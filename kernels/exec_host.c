@@ -652,7 +652,7 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
         if (a->stream_out) _mm_sfence();
 #endif
     } else if (++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
-        const double now = gpuring_time_sec();
+        const double now = a->timeout > 0 ? gpuring_time_sec() : 0.0;
 
         /* a rank of this host that makes no call any more (its communicator failed) */
         if (gpuring_arrivals_refuser(a->arrivals, a->call_seq) >= 0) {
@@ -660,7 +660,7 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
             return exec_host_end(a);
         }
         if (a->timeout <= 0) {
-            /* (no clock) */
+            /* (no clock: the wait is unbounded) */
         } else if (a->idle_since == 0.0) {
             a->idle_since = now;
         } else if (now - a->idle_since > a->timeout) {

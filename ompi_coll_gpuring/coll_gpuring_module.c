@@ -339,6 +339,15 @@ static void params_orphan(mca_coll_gpuring_module_t *m)
     m->params_all = NULL;
 }
 
+/* m's setup exchange in its area, given up: the area goes with the request (the next
+ * exchange makes a new one). */
+static void boot_area_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req)
+{
+    exchange_orphan(req, m->boot_area); /* the request may still write it */
+    m->boot_area = NULL;
+    m->boot_area_bytes = 0;
+}
+
 /*
  * The setup exchanges (and the direct allreduce's agreements) are the
  * component below's MPI_Iallgather, waited for at most
@@ -418,9 +427,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
         /* (a rank of this host that makes no call any more will not join it either) */
         if (!done && area != NULL && polls % 64 == 0 &&
             gpuring_comm_exchange_refused(m->gcomm) >= 0) {
-            exchange_orphan(req, m->boot_area); /* the request may still write it */
-            m->boot_area = NULL;
-            m->boot_area_bytes = 0;
+            boot_area_orphan(m, req);
             return GPURING_ERR_REMOTE;
         }
         if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
@@ -434,9 +441,7 @@ static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_
                           "the communicator has not made this collective call "
                           "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), bytes,
                           gpuring_time_sec() - start, first ? "arrival_timeout" : "wait_timeout");
-            exchange_orphan(req, m->boot_area); /* the request may still write it */
-            m->boot_area = NULL;
-            m->boot_area_bytes = 0;
+            boot_area_orphan(m, req);
             return GPURING_ERR_TIMEOUT;
         }
     }

@@ -639,7 +639,6 @@ static int stage_span_kind(mca_coll_gpuring_stage_buf_t *b)
            GPURING_MEM_DEVICE;
 }
 
-
 /* Are b's blocks sparse in their span: under a quarter of a wide one's bytes (one column
  * of a matrix)?  Its host image is then mapped, only the blocks' pages ever touched. */
 static int stage_span_sparse(const mca_coll_gpuring_stage_buf_t *b)
@@ -681,9 +680,10 @@ void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image)
 #define STAGE_SPARSE_COPY_BYTES (128 << 10)
 
 /* Does a sparse span of device or managed memory in one allocation, read by the call,
- * come in block by block: how many copies its blocks take, counted by a walk of its datatype that copies
- * nothing (the image mirrors the span: the span itself stands for it)?  (A span in
- * pieces comes in piece by piece.)  Asked once, where the span is classified. */
+ * come in block by block: how many copies its blocks take, counted by a walk of its
+ * datatype that copies nothing (the image mirrors the span: the span itself stands for
+ * it)?  (A span in pieces comes in piece by piece.)  Asked once, where the span is
+ * classified. */
 static int stage_span_blockwise_in(mca_coll_gpuring_stage_buf_t *b)
 {
     void *first = mca_coll_gpuring_at(b->buf, b->lo);

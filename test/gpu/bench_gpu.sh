@@ -79,11 +79,7 @@ cleanup() {
     gpu_mps_stop
     rm -rf "$tmp"
 }
-trap cleanup EXIT
-# (mpirun in the background, so that the trap runs at once: dash waits for a foreground
-# command to end first, and timeout(1) keeps signals to the group off it)
-running=""
-trap '[ -n "$running" ] && kill "$running" 2>/dev/null; exit 143' INT TERM
+gpu_traps
 
 paths=${BENCH_GPU_PATHS:-direct,direct_ipc,fifo,fifo_max,fifo_2ch,tree,vnodes}
 nps=${BENCH_GPU_NP:-2 4}
@@ -236,17 +232,12 @@ perf_run() {
         return 124
     fi
     # shellcheck disable=SC2046,SC2086
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    gpu_run env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         timeout -k 10 "$limit_now" "$mpirun" -n "$np" --oversubscribe --bind-to none \
         --mca mca_base_component_path "$component_dir:$pkglibdir" \
         --mca mca_base_component_show_load_errors 0 \
         --mca coll gpuring,tuned,basic,libnbc,self $(printf -- '--mca %s %s ' $mca) \
-        "$perf" -m device -c 1 "$@" >"$log" 2>&1 &
-    running=$!
-    wait "$running"
-    set -- $?
-    running=""
-    return "$1"
+        "$perf" -m device -c 1 "$@" >"$log" 2>&1
 }
 
 printf '| path | ranks | 8 B (us) | 64 KiB (us) | 1 MiB busbw | 16 MiB busbw | 256 MiB busbw | bound (GB/s) | ratio at 256 MiB |\n' >"$summary"

@@ -23,6 +23,11 @@
 #                   at once, like one rank per GPU (without it they time-slice
 #                   it).  Sets $mps_started (1: started), $mps_logs
 #   gpu_mps_stop    quits the daemon gpu_mps_start started
+#   gpu_traps       the caller's `cleanup` at exit; INT and TERM end the script
+#                   at once, killing the command gpu_run runs
+#   gpu_run CMD...  CMD in the background, waited for: its exit status (dash
+#                   holds a trap until a foreground command ends, and timeout(1)
+#                   keeps signals sent to the group off its command)
 #   gpu_limit SEC   $limit_now: the seconds the next command may take -- SEC, or
 #                   what is left before the deadline less 15 s for the report;
 #                   0 where under 20 s are left.  The deadline:
@@ -39,6 +44,22 @@ mps_started=0
 mps_logs=""
 gpu_start=$(date +%s)
 gpu_deadline=${GPURING_GPU_DEADLINE:-540}
+
+running=""
+
+gpu_traps() {
+    trap cleanup EXIT
+    trap '[ -n "$running" ] && kill "$running" 2>/dev/null; exit 143' INT TERM
+}
+
+gpu_run() {
+    "$@" &
+    running=$!
+    wait "$running"
+    set -- $?
+    running=""
+    return "$1"
+}
 
 gpu_limit() {
     left=$((gpu_deadline - ($(date +%s) - gpu_start) - 15))

@@ -70,11 +70,7 @@ cleanup() {
         cp -r "$mps_logs" "$outdir/mps-log" 2>/dev/null
     rm -rf "$tmp"
 }
-trap cleanup EXIT
-# (the test running in the background, so that the trap runs at once: dash waits for a
-# foreground command to end first, and timeout(1) keeps signals to the group off it)
-running=""
-trap '[ -n "$running" ] && kill "$running" 2>/dev/null; exit 143' INT TERM
+gpu_traps
 parts=${GPURING_GPU_PARTS:-kernels,mpi,perf}
 test_timeout=${GPURING_GPU_TEST_TIMEOUT:-200}
 want_part() {
@@ -192,11 +188,8 @@ run_test() {
     log="$tmp/$name.log"
     [ -n "$outdir" ] && log="$outdir/running.log"
     echo "=== $name: $*" >"$log"
-    timeout -k 10 "$limit_now" "$@" >>"$log" 2>&1 &
-    running=$!
-    wait "$running"
+    gpu_run timeout -k 10 "$limit_now" "$@" >>"$log" 2>&1
     rc=$?
-    running=""
     [ "$log" != "$tmp/$name.log" ] && cp "$log" "$tmp/$name.log"
     [ -n "$outdir" ] && cat "$log" >>"$outdir/gpu_tests.log"
     shown=""
