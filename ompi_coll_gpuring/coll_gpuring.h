@@ -81,7 +81,7 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
 #define MCA_COLL_GPURING_NONBLOCKING(X)                                                   \
     X(iallgather, iallgather) X(iallgatherv, iallgatherv) X(iallreduce, iallreduce)       \
     X(ialltoall, ialltoall) X(ialltoallv, ialltoallv) X(ialltoallw, ialltoallw)           \
-    X(ibcast, ibcast) X(iexscan, iexscan) X(igather, igather) X(igatherv, igatherv)       \
+    X(ibarrier, ibarrier) X(ibcast, ibcast) X(iexscan, iexscan) X(igather, igather) X(igatherv, igatherv)       \
     X(ireduce, ireduce) X(ireduce_scatter, ireduce_scatter)                               \
     X(ireduce_scatter_block, ireduce_scatter_block) X(iscan, iscan)                       \
     X(iscatter, iscatter) X(iscatterv, iscatterv)                                         \
@@ -171,6 +171,7 @@ typedef struct mca_coll_gpuring_module {
     size_t boot_area_bytes;
     int boot_blocking_said;   /* the log said the exchanges are blocking (no Iallgather) */
     int call_exchanges;       /* exchanges the current MPI call has made (call_begin: 0) */
+    int exchanges_adrift;     /* exchanges given up in flight, not yet complete (atomic) */
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
@@ -194,6 +195,15 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module, int blocking);
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
+/* Why this rank's non-blocking collectives through the component below may no longer
+ * pair with its peers' (NULL: they do).  gpuring's exchanges are that component's
+ * MPI_Iallgather, so they take a place in the same sequence (libnbc's tags): one given
+ * up in flight that a peer never joined (still incomplete here), or one a peer gave
+ * up that this rank never joined -- which a rank knows only as a failed call --
+ * leaves the ranks apart there, and a later non-blocking collective would pair with
+ * another call on some peer (a wrong result, a hang, or a receive larger than the
+ * exchange's buffer).  Blocking collectives have tags of their own. */
+const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *module);
 
 /*
  * coll_gpuring_entry.c: what the entry points share.  A call as its entry

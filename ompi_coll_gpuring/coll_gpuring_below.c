@@ -50,13 +50,13 @@
 /* Start `_call` (using each buffer's .host; its request in *_req) with the buffers
  * staged until the request completes; a persistent call's (its *_init) staged with its
  * request, at each start. */
-#define BELOW_STAGED_NB(_m, _slot, _bufs, _req, _persistent, _call)                        \
+#define BELOW_STAGED_NB(_m, _slot, _bufs, _nbufs, _req, _persistent, _call)               \
     do {                                                                                   \
         mca_coll_gpuring_stage_nb_t *nb_;                                                  \
         int rc_;                                                                           \
         if ((_m)->prev._slot == NULL) return OMPI_ERR_NOT_SUPPORTED;                       \
         rc_ = mca_coll_gpuring_stage_nb_in(_m, MCA_COLL_GPURING_COLL_##_slot, _bufs,       \
-                                           BELOW_N(_bufs), _persistent, &nb_);             \
+                                           _nbufs, _persistent, &nb_);                     \
         if (rc_ != OMPI_SUCCESS) return rc_;                                               \
         rc_ = (_call);                                                                     \
         return mca_coll_gpuring_stage_nb_out(nb_, rc_, _req);                              \
@@ -666,7 +666,7 @@ static int below_reduce_local(const void *inbuf, void *inoutbuf, int count, belo
         mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);                              \
         below_buf_t b[_nbufs];                                                             \
         _bufs_call;                                                                        \
-        BELOW_STAGED_NB(m_, _slot, b, req, _persistent, m_->prev._slot _call);             \
+        BELOW_STAGED_NB(m_, _slot, b, BELOW_N(b), req, _persistent, m_->prev._slot _call); \
     } while (0)
 #define BELOW_NB(_slot, _nbufs, _bufs_call, _call)                                         \
     BELOW_NB_OR_P(_slot, 0, _nbufs, _bufs_call, _call)
@@ -1113,6 +1113,25 @@ static int below_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
              req, m_->prev.neighbor_alltoallw_init_module));
 }
 
+/* No buffers: nothing staged, but the start's check all the same (stage_nb_in: a rank
+ * whose non-blocking collectives may be apart from its peers' makes none). */
+static int below_ibarrier(below_comm_t *comm, ompi_request_t **req, below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);
+
+    BELOW_STAGED_NB(m_, ibarrier, NULL, 0, req, 0,
+                    m_->prev.ibarrier(comm, req, m_->prev.ibarrier_module));
+}
+
+static int below_barrier_init(below_comm_t *comm, below_info_t *info, ompi_request_t **req,
+                              below_module_t *module)
+{
+    mca_coll_gpuring_module_t *m_ = BELOW_MODULE(module);
+
+    BELOW_STAGED_NB(m_, barrier_init, NULL, 0, req, 1,
+                    m_->prev.barrier_init(comm, info, req, m_->prev.barrier_init_module));
+}
+
 /* ---- registration ------------------------------------------------------------------ */
 
 #define below_allreduce mca_coll_gpuring_allreduce_below
@@ -1121,8 +1140,7 @@ static int below_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
 #define below_reduce mca_coll_gpuring_reduce_below
 #define below_reduce_scatter mca_coll_gpuring_reduce_scatter_below
 #define below_reduce_scatter_block mca_coll_gpuring_reduce_scatter_block_below
-#define below_barrier NULL /* no buffers: the component below's own */
-#define below_barrier_init NULL
+#define below_barrier NULL /* no buffers, no tags in the non-blocking sequence: its own */
 
 void mca_coll_gpuring_below_install(mca_coll_base_module_t *module)
 {

@@ -19,6 +19,7 @@
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static void params_abandon(mca_coll_gpuring_module_t *m);
 static void exchanges_reap(void);
+static void exchanges_forget(mca_coll_gpuring_module_t *m);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
 static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
@@ -35,6 +36,7 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     m->boot_area_bytes = 0;
     m->boot_blocking_said = 0;
     m->call_exchanges = 0;
+    m->exchanges_adrift = 0;
 }
 
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
@@ -42,6 +44,7 @@ static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
     params_abandon(m); /* before the component below goes */
     exchanges_reap();
+    exchanges_forget(m);
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm); /* (its calls run to their end) */
         m->gcomm = NULL;
@@ -280,29 +283,34 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
  * each is kept with its request until that completes, then both freed -- by the next
  * agreement posted or communicator gone (exchanges_reap; the communicators
  * MPI_Finalize frees are the last).  One that never completes (a rank never joined
- * it) stays while the component is loaded.
+ * it) stays while the component is loaded.  Until it completes, its communicator's
+ * module counts it (exchanges_adrift): this rank has made one MPI_Iallgather more
+ * through the component below than some peer.
  */
 typedef struct exchange_orphan {
     struct exchange_orphan *next;
     ompi_request_t *req;
     void *mem;
+    mca_coll_gpuring_module_t *m; /* the module that counts it; NULL once it is gone */
 } exchange_orphan_t;
 
 static exchange_orphan_t *exchange_orphans;
 static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* An exchange given up: its request and memory go to the list (the caller keeps
+/* m's exchange given up: its request and memory go to the list (the caller keeps
  * neither). */
-static void exchange_orphan(ompi_request_t *req, void *mem)
+static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, void *mem)
 {
     exchange_orphan_t *o = malloc(sizeof(*o));
 
     if (o == NULL) return; /* (no memory for the entry: both left to the request, unfreed) */
     o->req = req;
     o->mem = mem;
+    o->m = m;
     pthread_mutex_lock(&exchange_orphans_lock);
     o->next = exchange_orphans;
     __atomic_store_n(&exchange_orphans, o, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&exchange_orphans_lock);
 }
 
@@ -325,16 +333,52 @@ static void exchanges_reap(void)
         opal_atomic_rmb(); /* its data before its completion */
         (void)ompi_request_free(&o->req);
         free(o->mem);
+        if (o->m != NULL) __atomic_sub_fetch(&o->m->exchanges_adrift, 1, __ATOMIC_RELEASE);
         *pp = o->next;
         free(o);
     }
     pthread_mutex_unlock(&exchange_orphans_lock);
 }
 
+/* m goes: its exchanges still in flight stay on the list, counted by nobody. */
+static void exchanges_forget(mca_coll_gpuring_module_t *m)
+{
+    if (__atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) == 0) return;
+    pthread_mutex_lock(&exchange_orphans_lock);
+    for (exchange_orphan_t *o = exchange_orphans; o != NULL; o = o->next) {
+        if (o->m == m) o->m = NULL;
+    }
+    m->exchanges_adrift = 0;
+    pthread_mutex_unlock(&exchange_orphans_lock);
+}
+
+/* Is one of m's exchanges given up still in flight (a peer has not joined it)? */
+static int exchanges_adrift(mca_coll_gpuring_module_t *m)
+{
+    if (__atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) == 0) return 0;
+    opal_progress(); /* (an MPI call's entry: a peer's late part may be in) */
+    exchanges_reap();
+    return __atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) > 0;
+}
+
+const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *m)
+{
+    if (exchanges_adrift(m))
+        return "an exchange of gpuring's through the component below (an MPI_Iallgather "
+               "of an earlier call that failed here) still waits for a rank that never "
+               "joined it";
+    if (m->params == MCA_COLL_GPURING_PARAMS_FAILED || m->state == MCA_COLL_GPURING_COMM_FAILED ||
+        (m->gcomm != NULL && __atomic_load_n(&m->gcomm->broken, __ATOMIC_ACQUIRE)))
+        return "gpuring failed an earlier call on it here, so a peer may have made an "
+               "exchange of gpuring's through the component below (an MPI_Iallgather) "
+               "that this rank did not, or the other way round";
+    return NULL;
+}
+
 /* m's agreement on its parameters, given up (m keeps neither request nor memory). */
 static void params_orphan(mca_coll_gpuring_module_t *m)
 {
-    exchange_orphan(m->params_req, m->params_all);
+    exchange_orphan(m, m->params_req, m->params_all);
     m->params_req = NULL;
     m->params_all = NULL;
 }
@@ -343,7 +387,7 @@ static void params_orphan(mca_coll_gpuring_module_t *m)
  * exchange makes a new one). */
 static void boot_area_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req)
 {
-    exchange_orphan(req, m->boot_area); /* the request may still write it */
+    exchange_orphan(m, req, m->boot_area); /* the request may still write it */
     m->boot_area = NULL;
     m->boot_area_bytes = 0;
 }

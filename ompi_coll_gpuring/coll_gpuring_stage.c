@@ -1203,11 +1203,19 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     /* (a persistent call's *_init: no peer waits for this rank yet) */
     const int peers = !persistent && comm_peers;
     size_t total;
-    int any = stage_plan(bufs, n, coll, name, &total);
+    int any, rc;
     mca_coll_gpuring_stage_nb_t *nb;
-    int rc;
+    const char *unpaired;
 
     *nb_p = NULL;
+    if ((unpaired = mca_coll_gpuring_below_nb_unpaired(m)) != NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: %s, so this rank's non-blocking "
+                      "collectives there would pair with other calls on its peers: make no "
+                      "more non-blocking collective calls on the communicator",
+                      mca_coll_gpuring_coll_name(coll), name, unpaired);
+        return stage_failed(m->comm, peers, name, coll, OMPI_ERROR);
+    }
+    any = stage_plan(bufs, n, coll, name, &total);
     if (any <= 0)
         return any < 0 ? stage_failed(m->comm, peers, name, coll, OMPI_ERROR) : OMPI_SUCCESS;
     nb = calloc(1, sizeof(*nb));

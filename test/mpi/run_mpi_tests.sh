@@ -895,6 +895,12 @@ if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
     run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
     run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    # ... and a non-blocking collective after it, which gpuring hands below, ends the
+    # job on the ranks that failed: they cannot know whether a peer is an exchange of
+    # gpuring's (the component below's MPI_Iallgather) apart from them there
+    EXPECT_ABORT_RC=17 EXPECT_ABORT="\[gpuring rank [01]\] error [^ ]+: MPI_Ibarrier on comm [^:]+: gpuring failed an earlier call on it here, so a peer may have made an exchange" \
+        run_case "timeout_ibarrier_np3_rpn0" 3 0 "" "coll_gpuring_wait_timeout 3" \
+        timeout_check 60 ibarrier
     # ... but a rank late to a call gpuring runs -- past the wait timeout, within
     # coll_gpuring_arrival_timeout -- is waited for: the others say so, and every
     # rank's result is right (shm; net between virtual nodes; a non-blocking call)
@@ -911,6 +917,14 @@ if [ $ACTIVE = 1 ]; then
     # failed the calls on the punctual ranks and every later one on the communicator)
     FALLBACK_WHY="host buffers" run_case "late_hostoff_np3_rpn0" 3 0 fallback \
         "coll_gpuring_host_buffers 0 coll_gpuring_wait_timeout 2" timeout_check 60 late=5
+    # ... and to a call gpuring runs, past coll_gpuring_arrival_timeout: every rank's
+    # call fails, the punctual ranks one exchange through the component below ahead
+    # of the late rank, so that their MPI_Ibcast after it (handed below) would pair
+    # with that exchange there (the late rank's MPI_Ibcast never ended): gpuring ends
+    # the job, naming it
+    EXPECT_ABORT_RC=17 EXPECT_ABORT="\[gpuring rank [01]\] error [^ ]+: MPI_Ibcast on comm [^:]+: an exchange of gpuring's through the component below \(an MPI_Iallgather of an earlier call that failed here\) still waits for a rank that never joined it" \
+        run_case "adrift_np3_rpn0" 3 0 "" "coll_gpuring_wait_timeout 2" timeout_check 60 \
+        adrift=5
     # the same while another communicator's calls keep UCX busy in a thread of the
     # waiting ranks: what moves on other connections is not the stuck call's progress
     run_case "timeout_busy_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \

@@ -38,12 +38,24 @@
  * coll_gpuring_arrival_timeout: the others wait for it (warning that it has not
  * made the call yet) and every rank's second call succeeds, every element right.
  * "late1=S": the same with the communicator's first call (its setup) instead.
+ * With "adrift=S" (host buffers, coll_gpuring_host_buffers 1), the last rank comes
+ * to the communicator's first call S seconds late, past coll_gpuring_arrival_timeout:
+ * every rank's call fails, and the punctual ranks are left with gpuring's exchange
+ * (an MPI_Iallgather through the component below) that the late rank has not joined
+ * -- one non-blocking collective ahead of it there.  Every rank then makes an
+ * MPI_Ibcast from rank 0, which gpuring hands below: it would pair with that
+ * exchange on the late rank (whose own MPI_Ibcast then never ends), so gpuring must
+ * end the job instead (the driver checks the exit and the line naming the exchange).
+ * With "ibarrier", every rank makes an MPI_Ibarrier (which gpuring hands below)
+ * after the failed calls: a rank that saw gpuring fail on the communicator cannot
+ * know whether a peer's exchange through the component below (gpuring's MPI_Iallgather)
+ * was left unmatched, so it ends the job (the driver checks the exit and the line).
  * Prints `N passed, N failed` on rank 0.
  *
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
  *                                      device,nonblocking|setup,nonblocking|busy|
  *                                      leave=N|late=S|[device,[small,]]late{1,2}=S|
- *                                      nonblocking,late{1,2}=S]]
+ *                                      nonblocking,late{1,2}=S|adrift=S|ibarrier]]
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -229,6 +241,32 @@ static void latecall_check(double late, const int *in, int *out, int *host, int 
     }
 }
 
+/* "adrift=S" (the usage above): returns only where gpuring failed to end the job */
+static void adrift_check(double late, const int *in, int *out, MPI_Comm comm, int *passed,
+                         int *failed)
+{
+    int rank, size, rc;
+    MPI_Request req;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == size - 1) late_sleep(late);
+    rc = allreduce(in, out, comm);
+    if (rc != MPI_SUCCESS) {
+        (*passed)++;
+    } else {
+        (*failed)++;
+        fprintf(stderr, "rank %d: the first call, %.0f s late on the last rank, succeeded\n",
+                rank, late);
+    }
+    for (int i = 0; i < count; i++) out[i] = rank == 0 ? 5 * i + 2 : -1;
+    rc = MPI_Ibcast(out, count, MPI_INT, 0, comm, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    (*failed)++;
+    fprintf(stderr, "rank %d: the MPI_Ibcast after the failed call returned %d, element 1 "
+            "%d: the job was to end\n", rank, rc, out[1]);
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, rc, passed = 0, failed = 0;
@@ -238,8 +276,10 @@ int main(int argc, char **argv)
     int setup = argc > 2 && strncmp(argv[2], "setup", 5) == 0;
     int device = argc > 2 && strncmp(argv[2], "device", 6) == 0;
     int busy = argc > 2 && strcmp(argv[2], "busy") == 0, provided = 0;
+    int ibarrier = argc > 2 && strcmp(argv[2], "ibarrier") == 0;
     const char *leave = argc > 2 && strncmp(argv[2], "leave=", 6) == 0 ? argv[2] + 6 : NULL;
     double late = argc > 2 && strncmp(argv[2], "late=", 5) == 0 ? atof(argv[2] + 5) : 0;
+    double adrift = argc > 2 && strncmp(argv[2], "adrift=", 7) == 0 ? atof(argv[2] + 7) : 0;
     const char *late_arg = argc > 2 ? strstr(argv[2], "late") : NULL;
     /* "late1=S" / "late2=S": the call the last rank comes late to (0: none) */
     int late_call = late_arg != NULL && (late_arg[4] == '1' || late_arg[4] == '2') &&
@@ -302,6 +342,8 @@ int main(int argc, char **argv)
         leave_check(leave, in, out, comm, limit, &passed, &failed);
     } else if (late > 0) {
         late_check(late, in, out, comm, &passed, &failed);
+    } else if (adrift > 0) {
+        adrift_check(adrift, in, out, comm, &passed, &failed);
     } else if (late_call == 1) {
         latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
     } else if (!setup) {
@@ -323,7 +365,8 @@ int main(int argc, char **argv)
 
     if (late_call == 2) {
         latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
-    } else if (late_call == 0 && leave == NULL && late == 0 && rank != size - 1) {
+    } else if (late_call == 0 && leave == NULL && late == 0 && adrift == 0 &&
+               rank != size - 1) {
         t0 = MPI_Wtime();
         rc = allreduce(in, out, comm);
         elapsed = MPI_Wtime() - t0;
@@ -344,6 +387,15 @@ int main(int argc, char **argv)
             failed++;
             fprintf(stderr, "rank %d: call after failure returned %d\n", rank, rc);
         }
+    }
+    if (ibarrier) {
+        MPI_Request req;
+
+        rc = MPI_Ibarrier(comm, &req);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        failed++;
+        fprintf(stderr, "rank %d: the MPI_Ibarrier after the failed calls returned %d: the "
+                "job was to end\n", rank, rc);
     }
     if (busy_comm != MPI_COMM_NULL) {
         __atomic_store_n(&busy_stop, 1, __ATOMIC_RELEASE);
