@@ -41,8 +41,8 @@ static int entry_op_logical(gpuring_op_t op)
  * bring as these C handles, by their size in this Open MPI's Fortran: INTEGER with
  * the ops MPI allows on it (not the logical ones), REAL and DOUBLE PRECISION, LOGICAL
  * with the logical ops only -- 0 false, anything else true, the result 0 or 1, as
- * Open MPI's own reductions take it.  Size 0 (an Open MPI built without Fortran), or
- * one gpuring has no type of: not handled. */
+ * Open MPI's own reductions take it.  `size` is 1, 2, 4 or 8 (entry_map_type
+ * refuses the others: size 0 where Open MPI was built without Fortran). */
 static int entry_map_fortran(struct ompi_datatype_t *dt, gpuring_op_t op, size_t size,
                              gpuring_type_t *type_p)
 {
@@ -83,7 +83,6 @@ static int entry_map_fortran(struct ompi_datatype_t *dt, gpuring_op_t op, size_t
 #endif
         ;
 
-    if (size != 1 && size != 2 && size != 4 && size != 8) return 0;
     if ((integer && !entry_op_logical(op)) || (logical && entry_op_logical(op))) {
         *type_p = entry_sint[size];
     } else if (real && (size == 4 || size == 8)) {
@@ -105,7 +104,8 @@ static int entry_map_type(struct ompi_datatype_t *dt, gpuring_op_t op, gpuring_t
 
     if (!ompi_datatype_is_predefined(dt)) return 0;
     ompi_datatype_type_size(dt, &size);
-    if (size > 8) return 0;
+    /* (a predefined handle the compiler had no type for has size 0) */
+    if (size != 1 && size != 2 && size != 4 && size != 8) return 0;
     if (dt == MPI_FLOAT && size == 4) { /* the common ones first: every call asks */
         *type_p = GPURING_TYPE_FLOAT;
     } else if (dt == MPI_DOUBLE && size == 8) {
