@@ -461,8 +461,12 @@ static int recv_progress(gpuring_net_conn_t *net, int closing)
     }
     if (net->landed != landed0 && !net->failed && net->flush) {
         /* the NIC's writes into device slots, visible to the kernel before the tail */
-        if (gpuring_device_use(net->device) != GPURING_OK ||
-            gpuring_device_flush_remote_writes() != GPURING_OK) {
+        const int used = gpuring_device_use(net->device) == GPURING_OK;
+
+        /* (on the proxy thread: what its passes take as current from now on) */
+        if (used && pthread_equal(pthread_self(), net->proxy->thread))
+            net->proxy->thread_device = net->device;
+        if (!used || gpuring_device_flush_remote_writes() != GPURING_OK) {
             net_fail(net, GPURING_ERR_CUDA,
                      "net recv from rank %d channel %d: cannot flush GPUDirect RDMA writes on "
                      "GPU %d",
@@ -550,8 +554,10 @@ static long long net_unexpected_step(const gpuring_net_conn_t *net)
 }
 
 /* A recv end's first step after `landed` whose message landed while an earlier
- * one's receive is still posted (-1: none).  Steps land in order on the wire,
- * so such a gap means the earlier message was lost below gpuring.  Lock held. */
+ * one's receive is still posted (-1: none).  UCX matches steps in order, but a large
+ * message (rendezvous) ends only once its data has moved, after a later small one:
+ * such a gap is an earlier message still moving, or one lost below gpuring.  Lock
+ * held. */
 static long long net_landed_past_gap(const gpuring_net_conn_t *net)
 {
     for (uint64_t s = net->landed + 1; s < net->posted; s++) {
@@ -584,7 +590,7 @@ static void net_foreign_unexpected(const gpuring_net_conn_t *net, char *buf, siz
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
-    char op[128], unmatched[64], later[96], foreign[160];
+    char op[128], unmatched[64], later[128], foreign[160];
     long long unexpected, past;
     int stuck = 0;
 
@@ -622,8 +628,9 @@ void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *
         past = net_landed_past_gap(net);
         later[0] = '\0';
         if (past >= 0)
-            snprintf(later, sizeof(later), "; step %lld landed past it (a message lost below)",
-                     past);
+            snprintf(later, sizeof(later),
+                     "; step %lld landed past it (a large message still moving, or one lost "
+                     "below)", past);
         net_foreign_unexpected(net, foreign, sizeof(foreign));
         snprintf(buf, len,
                  "proxy: %sreceives posted below step %llu, landed %llu, head %llu, credited "
@@ -888,6 +895,25 @@ static void release_done(gpuring_net_conn_t *net)
     for (i = 0; i < GPURING_NSTEPS; i++)
         if (net->data[i].busy && net->data[i].done) op_retire(&net->data[i]);
     if (net->credit.busy && net->credit.done) op_retire(&net->credit);
+}
+
+void gpuring_net_orphans_reap(gpuring_proxy_t *proxy)
+{
+    for (gpuring_net_conn_t **pp = &proxy->orphans; *pp != NULL;) {
+        gpuring_net_conn_t *net = *pp;
+
+        if (ops_outstanding(net) > 0) {
+            pp = &net->next;
+            continue;
+        }
+        release_done(net);
+        gpuring_proxy_device_conn_gone(proxy, net); /* UCX is done with its slots */
+        *pp = net->next;
+        GPURING_DEBUG(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d: its last UCX "
+                      "operations finished after its teardown: its memory freed",
+                      dir_str(net->dir), net->peer, net->channel);
+        gpuring_net_conn_free(net);
+    }
 }
 
 int gpuring_net_conn_detach(gpuring_net_conn_t *net)
@@ -1157,7 +1183,8 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     if (gap >= 0)
         GPURING_WARN(GPURING_SUBSYS_NET,
                      "net recv conn from rank %d channel %d: step %lld landed while step %llu's "
-                     "receive was still posted: that message was lost below gpuring (UCX)",
+                     "receive had not ended: that message was still moving (a large one, "
+                     "cut short by the failure) or was lost below gpuring (UCX)",
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
@@ -1180,14 +1207,15 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
         if (left == 0) {
             release_done(net);
             gpuring_proxy_device_conn_gone(proxy, net); /* UCX is done with its slots */
+            gpuring_net_orphans_reap(proxy);            /* (and those of ends gone before) */
         }
         gpuring_proxy_unlock(proxy);
         if (left == 0) break;
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
-            /* UCX may still write into the slots: keep them until finalize */
+            /* UCX may still write into the slots: keep them until it is done */
             GPURING_WARN(GPURING_SUBSYS_NET,
                          "net %s conn to rank %d channel %d: %d UCX operations did not finish; "
-                         "its memory is kept until the proxy finalizes",
+                         "its memory is kept until they do",
                          dir_str(net->dir), net->peer, net->channel, left);
             if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (keeping its "
                                                   "memory)"))

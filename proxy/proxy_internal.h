@@ -281,10 +281,10 @@ void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
  * gives the passes back to the callers (proxy->device -1; an orphan never does).
  * Lock held. */
 void gpuring_proxy_device_conn_gone(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
-/* Keep a destroyed connection whose UCX operations did not finish; freed at
- * finalize once the worker is gone.  Lock held. */
+/* Keep a destroyed connection whose UCX operations did not finish (proxy->orphans);
+ * gpuring_net_orphans_reap frees it once they have.  Lock held. */
 void gpuring_proxy_adopt_orphan(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
-/* Wake the thread (it may be asleep).  Lock held or not. */
+/* Wake the thread (it may be asleep).  Lock not held (this takes it). */
 void gpuring_proxy_wake(gpuring_proxy_t *proxy);
 /* Take / try / release proxy->lock, saying what the holder does under it (a
  * static string), which gpuring_proxy_doing updates as it goes (net: the
@@ -342,7 +342,11 @@ void gpuring_net_conns_settle(gpuring_proxy_t *proxy);
  * it is stuck: UCX is not torn down, its memory kept).  Lock held, thread
  * stopped. */
 int gpuring_net_conn_detach(gpuring_net_conn_t *net);
-/* Free a connection's memory (orphans at finalize). */
+/* Free the orphans whose UCX operations have all finished (at every connection's
+ * teardown and at finalize): their memory, and their hold on GPU-direct passes
+ * (gpuring_proxy_device_conn_gone).  Lock held. */
+void gpuring_net_orphans_reap(gpuring_proxy_t *proxy);
+/* Free a connection's memory. */
 void gpuring_net_conn_free(gpuring_net_conn_t *net);
 
 #endif /* GPURING_PROXY_INTERNAL_H */

@@ -998,6 +998,8 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
         stuck |= gpuring_net_conn_detach(net) > 0;
     }
     if (proxy->worker != NULL) stuck |= proxy_close_eps(proxy);
+    if (proxy->worker != NULL) ucp_worker_progress(proxy->worker);
+    gpuring_net_orphans_reap(proxy); /* (their last operations may have ended since) */
     gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);
