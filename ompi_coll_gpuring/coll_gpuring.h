@@ -562,6 +562,13 @@ void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
  * copies the results back, and freeing the request frees it.
  */
 typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
+/* Every non-blocking call and persistent *_init that goes below passes here first
+ * (stage_nb_in does; the host-buffer MPI_Iallreduce that skips the staging too):
+ * OMPI_SUCCESS where its rank's non-blocking collectives there still pair with its
+ * peers' (mca_coll_gpuring_below_nb_unpaired); otherwise logged, and the job ended
+ * where peers would wait for this rank (an *_init: the error returned). */
+int mca_coll_gpuring_below_nb_refused(mca_coll_gpuring_module_t *m,
+                                      mca_coll_gpuring_coll_t coll, int persistent);
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p);

@@ -303,7 +303,10 @@ static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, v
 {
     exchange_orphan_t *o = malloc(sizeof(*o));
 
-    if (o == NULL) return; /* (no memory for the entry: both left to the request, unfreed) */
+    if (o == NULL) { /* both left to the request, unfreed; m counts it for good */
+        __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
+        return;
+    }
     o->req = req;
     o->mem = mem;
     o->m = m;
@@ -348,7 +351,7 @@ static void exchanges_forget(mca_coll_gpuring_module_t *m)
     for (exchange_orphan_t *o = exchange_orphans; o != NULL; o = o->next) {
         if (o->m == m) o->m = NULL;
     }
-    m->exchanges_adrift = 0;
+    __atomic_store_n(&m->exchanges_adrift, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&exchange_orphans_lock);
 }
 

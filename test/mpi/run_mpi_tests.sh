@@ -924,7 +924,14 @@ if [ $ACTIVE = 1 ]; then
     # the job, naming it
     EXPECT_ABORT_RC=17 EXPECT_ABORT="\[gpuring rank [01]\] error [^ ]+: MPI_Ibcast on comm [^:]+: an exchange of gpuring's through the component below \(an MPI_Iallgather of an earlier call that failed here\) still waits for a rank that never joined it" \
         run_case "adrift_np3_rpn0" 3 0 "" "coll_gpuring_wait_timeout 2" timeout_check 60 \
-        adrift=5
+        adrift=10
+    # ... MPI_Comm_dup of it after a host call that failed (its wait for the parameters'
+    # agreement, coll_gpuring_agree_memory 1): the dup's MPI_Iallreduce, host ints that
+    # go below unstaged (coll_gpuring_host_buffers 0), ends the job the same way
+    EXPECT_ABORT_RC=17 EXPECT_ABORT="\[gpuring rank [01]\] error [^ ]+: MPI_Iallreduce on comm [^:]+: an exchange of gpuring's through the component below \(an MPI_Iallgather of an earlier call that failed here\) still waits for a rank that never joined it" \
+        run_case "adrift_dup_np3_rpn0" 3 0 "" \
+        "coll_gpuring_wait_timeout 2 coll_gpuring_host_buffers 0 coll_gpuring_agree_memory 1" \
+        timeout_check 60 adrift=10,dup
     # the same while another communicator's calls keep UCX busy in a thread of the
     # waiting ranks: what moves on other connections is not the stuck call's progress
     run_case "timeout_busy_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \

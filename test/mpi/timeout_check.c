@@ -46,6 +46,10 @@
  * MPI_Ibcast from rank 0, which gpuring hands below: it would pair with that
  * exchange on the late rank (whose own MPI_Ibcast then never ends), so gpuring must
  * end the job instead (the driver checks the exit and the line naming the exchange).
+ * "adrift=S,dup": MPI_Comm_dup of the communicator instead, whose agreement on a
+ * context id is an MPI_Iallreduce on host ints (with coll_gpuring_host_buffers 0 and
+ * coll_gpuring_agree_memory 1: the call that fails is a host call waiting for the
+ * parameters' agreement, and the dup's MPI_Iallreduce goes below unstaged).
  * With "ibarrier", every rank makes an MPI_Ibarrier (which gpuring hands below)
  * after the failed calls: a rank that saw gpuring fail on the communicator cannot
  * know whether a peer's exchange through the component below (gpuring's MPI_Iallgather)
@@ -55,7 +59,7 @@
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
  *                                      device,nonblocking|setup,nonblocking|busy|
  *                                      leave=N|late=S|[device,[small,]]late{1,2}=S|
- *                                      nonblocking,late{1,2}=S|adrift=S|ibarrier]]
+ *                                      nonblocking,late{1,2}=S|adrift=S[,dup]|ibarrier]]
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -241,12 +245,13 @@ static void latecall_check(double late, const int *in, int *out, int *host, int 
     }
 }
 
-/* "adrift=S" (the usage above): returns only where gpuring failed to end the job */
-static void adrift_check(double late, const int *in, int *out, MPI_Comm comm, int *passed,
-                         int *failed)
+/* "adrift=S[,dup]" (the usage above): returns only where gpuring failed to end the job */
+static void adrift_check(double late, int dup, const int *in, int *out, MPI_Comm comm,
+                         int *passed, int *failed)
 {
     int rank, size, rc;
     MPI_Request req;
+    MPI_Comm copy;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -258,6 +263,13 @@ static void adrift_check(double late, const int *in, int *out, MPI_Comm comm, in
         (*failed)++;
         fprintf(stderr, "rank %d: the first call, %.0f s late on the last rank, succeeded\n",
                 rank, late);
+    }
+    if (dup) {
+        rc = MPI_Comm_dup(comm, &copy);
+        (*failed)++;
+        fprintf(stderr, "rank %d: MPI_Comm_dup of the failed communicator returned %d: the "
+                "job was to end\n", rank, rc);
+        return;
     }
     for (int i = 0; i < count; i++) out[i] = rank == 0 ? 5 * i + 2 : -1;
     rc = MPI_Ibcast(out, count, MPI_INT, 0, comm, &req);
@@ -343,7 +355,7 @@ int main(int argc, char **argv)
     } else if (late > 0) {
         late_check(late, in, out, comm, &passed, &failed);
     } else if (adrift > 0) {
-        adrift_check(adrift, in, out, comm, &passed, &failed);
+        adrift_check(adrift, strstr(argv[2], ",dup") != NULL, in, out, comm, &passed, &failed);
     } else if (late_call == 1) {
         latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
     } else if (!setup) {
