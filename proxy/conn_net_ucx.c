@@ -899,6 +899,8 @@ static void release_done(gpuring_net_conn_t *net)
 
 void gpuring_net_orphans_reap(gpuring_proxy_t *proxy)
 {
+    gpuring_device_saved_t caller = {0, NULL};
+
     for (gpuring_net_conn_t **pp = &proxy->orphans; *pp != NULL;) {
         gpuring_net_conn_t *net = *pp;
 
@@ -912,8 +914,11 @@ void gpuring_net_orphans_reap(gpuring_proxy_t *proxy)
         GPURING_DEBUG(GPURING_SUBSYS_NET, "net %s conn to rank %d channel %d: its last UCX "
                       "operations finished after its teardown: its memory freed",
                       dir_str(net->dir), net->peer, net->channel);
+        /* (device slots: their GPU made current to free them, the caller's given back) */
+        if (net->device >= 0 && !caller.valid) caller = gpuring_device_save();
         gpuring_net_conn_free(net);
     }
+    if (caller.valid) gpuring_device_restore(caller);
 }
 
 int gpuring_net_conn_detach(gpuring_net_conn_t *net)

@@ -277,8 +277,8 @@ gpuring_status_t gpuring_proxy_get_ep(gpuring_proxy_t *proxy, uint64_t peer_key,
 /* Add / remove a connection from the thread's list.  Lock held. */
 void gpuring_proxy_register(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 void gpuring_proxy_deregister(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
-/* A GPU-direct connection's UCX operations all ended (its teardown): the last one
- * gives the passes back to the callers (proxy->device -1; an orphan never does).
+/* A GPU-direct connection's UCX operations all ended (its teardown, or an orphan's
+ * reap): the last one gives the passes back to the callers (proxy->device -1).
  * Lock held. */
 void gpuring_proxy_device_conn_gone(gpuring_proxy_t *proxy, gpuring_net_conn_t *net);
 /* Keep a destroyed connection whose UCX operations did not finish (proxy->orphans);

@@ -997,9 +997,12 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
         gpuring_proxy_deregister(proxy, net);
         stuck |= gpuring_net_conn_detach(net) > 0;
     }
-    if (proxy->worker != NULL) stuck |= proxy_close_eps(proxy);
+    /* orphans whose last operations ended since go; the others' endpoints go next, so
+     * a late callback of theirs finds none (net_fail) */
     if (proxy->worker != NULL) ucp_worker_progress(proxy->worker);
-    gpuring_net_orphans_reap(proxy); /* (their last operations may have ended since) */
+    gpuring_net_orphans_reap(proxy);
+    for (net = proxy->orphans; net != NULL; net = net->next) net->pe = NULL;
+    if (proxy->worker != NULL) stuck |= proxy_close_eps(proxy);
     gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);

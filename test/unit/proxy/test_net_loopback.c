@@ -853,9 +853,10 @@ static void test_abandon_flush(gpuring_proxy_t *proxy)
 }
 
 /* A send end torn down with a step UCX never finished (its receiver's end went first,
- * and a large step waits for a receive: UCX cannot cancel a send) is kept as an orphan;
- * once that step is received after all, the next teardown frees it -- and finalize
- * then tears UCX down (main's thread count; the orphan used to stay, and UCX with it). */
+ * and a large step waits for a receive: UCX 1.13 cannot cancel a send) is kept as an
+ * orphan; once that step is received after all, the next teardown frees it -- and
+ * finalize then tears UCX down (main's thread count; the orphan used to stay, and UCX
+ * with it).  A UCX that cancels the waiting send (1.18) leaves no orphan to make. */
 static void test_orphan_reaped(gpuring_proxy_t *proxy)
 {
     const size_t slot = 256 * 1024; /* past UCX's rendezvous threshold: a send waits */
@@ -891,6 +892,13 @@ static void test_orphan_reaped(gpuring_proxy_t *proxy)
     gpuring_conn_net_abandon(&p.send, 0.0);
     st = gpuring_conn_net_destroy(proxy, &p.send);
     gpuring_proxy_lock(proxy, "a test");
+    if (st == GPURING_OK && proxy->orphans == NULL) {
+        gpuring_proxy_unlock(proxy);
+        gpuring_proxy_active_end(proxy);
+        printf("SKIP: orphan: this UCX cancelled the waiting send (no orphan to make)\n");
+        free(buf);
+        return;
+    }
     EXPECT(st == GPURING_ERR_TIMEOUT && proxy->orphans != NULL && proxy->orphans->next == NULL,
            "orphan: the send end kept, its step out (%s)", gpuring_status_str(st));
     /* its receive after all */
