@@ -94,7 +94,9 @@ static uint64_t bootstrap_hash(uint64_t h, const char *s, size_t len)
     return h;
 }
 
-static uint64_t bootstrap_host_hash(void)
+/* The host's hash (its name, then its kernel's boot id) and the machine's (the boot id
+ * alone; the host's where it cannot be read). */
+static void bootstrap_host_hashes(uint64_t *host_p, uint64_t *machine_p)
 {
     char buf[256] = {0};
     uint64_t h = 14695981039346656037ull;
@@ -102,13 +104,18 @@ static uint64_t bootstrap_host_hash(void)
 
     gethostname(buf, sizeof(buf) - 1);
     h = bootstrap_hash(h, buf, sizeof(buf));
+    *machine_p = 0;
     f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f != NULL) {
         memset(buf, 0, sizeof(buf));
-        if (fgets(buf, sizeof(buf), f) != NULL) h = bootstrap_hash(h, buf, sizeof(buf));
+        if (fgets(buf, sizeof(buf), f) != NULL) {
+            h = bootstrap_hash(h, buf, sizeof(buf));
+            *machine_p = bootstrap_hash(14695981039346656037ull, buf, sizeof(buf));
+        }
         fclose(f);
     }
-    return h;
+    *host_p = h;
+    if (*machine_p == 0) *machine_p = h;
 }
 
 /* This process's random name, drawn once (getrandom; else the clock, pid and address
@@ -138,7 +145,7 @@ static uint64_t bootstrap_proc_id(void)
 void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_next)
 {
     memset(info, 0, sizeof(*info));
-    info->host_hash = bootstrap_host_hash();
+    bootstrap_host_hashes(&info->host_hash, &info->machine_hash);
     info->proc_id = bootstrap_proc_id();
     info->pid = (int32_t)getpid();
     info->pid_ns = gpuring_pid_ns();

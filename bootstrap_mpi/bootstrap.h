@@ -85,6 +85,10 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
 /* ---- peer info: the first exchange (initTransportsRank's peer info) ------ */
 typedef struct gpuring_peer_info {
     uint64_t host_hash; /* hash of the host name (+ boot id): groups ranks into hosts */
+    uint64_t machine_hash; /* hash of the boot id alone: one kernel, one machine -- the
+                            * same for containers of a machine that host_hash tells
+                            * apart by name (their GPUs are the machine's); host_hash
+                            * where the boot id cannot be read */
     uint64_t proc_id;   /* this process's random name: the key of its NET endpoints and
                          * IPC mappings (a pid repeats across pid namespaces on a host) */
     int32_t pid;

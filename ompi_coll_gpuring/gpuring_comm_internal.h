@@ -46,11 +46,12 @@ static inline long gpuring_comm_host_ranks(const gpuring_comm_t *c)
 }
 
 /* Whether ranks r and q, whose GPUs have the PCI addresses gpu_r and gpu_q (c->dev.pci_id,
- * as each told it), share one GPU: the same address on the same host. */
+ * as each told it), share one GPU: the same address on the same machine (containers of
+ * one machine with names of their own, as pods sharing a GPU through MPS, included). */
 static inline int gpuring_comm_same_gpu(const gpuring_comm_t *c, int r, int64_t gpu_r, int q,
                                         int64_t gpu_q)
 {
-    return gpu_r == gpu_q && c->peers[r].host_hash == c->peers[q].host_hash;
+    return gpu_r == gpu_q && c->peers[r].machine_hash == c->peers[q].machine_hash;
 }
 
 /* ---- gpuring_enqueue.c: one collective, planned and launched ------------------------ */

@@ -1027,8 +1027,8 @@ if [ $ACTIVE = 1 ]; then
     # addresses' lengths): it leaves the exchanges, and every rank's call fails -- none
     # falls back below, where it would wait for the others forever -- and a new
     # communicator works
-    # (192: 3 ranks' peer info of 64 B)
-    for b in 192 48 24; do
+    # (216: 3 ranks' peer info of 72 B)
+    for b in 216 48 24; do
         PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_${b}_np3_rpn1" 3 1 \
             setuptimeout,setupleft "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=$b"
     done
@@ -1067,9 +1067,9 @@ if [ $ACTIVE = 1 ]; then
     PARAMS_DIFFER=nchannels FIRST_RANK_ENV="OMPI_MCA_coll_gpuring_nchannels=32" \
         run_case "params_differ_nch_np3_rpn1" 3 1 paramsdiffer "" "${PDIFF[@]}" -m world,dup,split
     # rank 1 without memory for the copy of the setup's first exchange (its peer info,
-    # 64 B from each of 3 ranks and its own: 256 B): it joins the others' exchange all
+    # 72 B from each of 3 ranks and its own: 288 B): it joins the others' exchange all
     # the same, on the caller's buffers, and every call runs in gpuring
-    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:256 \
+    PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:288 \
         run_case "boot_nomem_np3_rpn1" 3 1 ready,allcalls,bootnomem "" "${PDIFF[@]}" -m world,dup,split
     # ... and one that is each rank's own (the wait timeout, 0: no bound, where the
     # setup's exchanges are still the others'): every call runs in gpuring
