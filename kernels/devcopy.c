@@ -217,7 +217,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
 {
     gpuring_cuda_scope_t scope;
     void *owner, *stream = NULL;
-    int rc;
+    int rc, from_device;
 
     if (n == 0 || (n == 1 && blk[0].bytes == 0)) return GPURING_OK;
     if (!devcopy_lookup()) {
@@ -228,6 +228,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
     /* in the context of the device memory's GPU: its legacy stream is the one the copy
      * follows, and a thread that never used CUDA has none of its own */
     owner = devcopy_owner(blk[0].src);
+    from_device = owner != NULL;
     if (owner == NULL) owner = devcopy_owner(blk[0].dst);
     gpuring_cuda_ctx_enter(owner, &scope);
     if (back) stream = devcopy_back_stream(owner);
@@ -245,17 +246,21 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
         if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
-        int queued = 0;
+        int queued = 0, landed;
 
         rc = 0;
         for (int i = 0; i < n && rc == 0; i++) {
             queued |= devcopy_2d(&blk[i]);
             rc = devcopy_queue(&blk[i], NULL, back, copies);
         }
-        /* from pageable memory the driver may return before the data reached the
-         * device, and a 2D copy is queued: the legacy stream holds the rest (a queue
-         * that failed part way too: nothing it queued may land after the return) */
-        if (rc == 0 && ((back && !host_pinned) || queued)) rc = devcopy_drv.stream_sync(NULL);
+        /* cuMemcpy returns with the data in place only from device memory into host
+         * memory, or from page-locked host memory: from pageable memory into device
+         * memory it may return before the data reached the device, and between device
+         * memories it does not wait at all; a 2D copy is queued.  Otherwise the legacy
+         * stream holds the rest (a queue that failed part way too: nothing it queued
+         * may land after the return) */
+        landed = !queued && (from_device ? devcopy_owner(blk[0].dst) == NULL : host_pinned);
+        if (rc == 0 && !landed) rc = devcopy_drv.stream_sync(NULL);
         else if (rc != 0 && queued) (void)devcopy_drv.stream_sync(NULL);
     }
     gpuring_cuda_ctx_leave(&scope);

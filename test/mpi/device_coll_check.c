@@ -111,6 +111,9 @@ static struct {
 static int g_pool; /* -a */
 static int g_host_ends; /* -H: case_bottom_pieces' host_ends layout must run */
 static void (*fail_copies)(int, int); /* -F: the stand-in driver's fake_cuda_fail_copies */
+/* the stand-in driver's fake_cuda_peek: device memory read as another stream's kernel
+ * would (NULL on a real driver: a copy, which follows the legacy stream's work) */
+static int (*peek)(void *, uintptr_t, size_t);
 static int g_fail_next;               /* -F: this rank's next call's device copy number
                                          g_fail_next fails, and every one after it until
                                          the call returns (0: none) */
@@ -159,6 +162,7 @@ static void cu_load(const char *path, int local_rank)
     }
     cu.primary = ctx;
     *(void **)&fail_copies = dlsym(lib, "fake_cuda_fail_copies");
+    *(void **)&peek = dlsym(lib, "fake_cuda_peek");
     if (g_pool) {
         *(void **)&cu.alloc_async = dlsym(lib, "cuMemAllocAsync");
         *(void **)&cu.free_async = dlsym(lib, "cuMemFreeAsync");
@@ -212,6 +216,16 @@ typedef struct {
 } dbuf_t;
 
 /* Copy between the buffer and host memory: the driver's copy, or memcpy for host memory. */
+/* This test's own writes into device memory in place (from pageable host memory a
+ * driver may still be moving them when cuMemcpy returns): the calls' copies are what
+ * the checks look at. */
+static void dev_settle(void)
+{
+    if (g_pool) cu.ctx_set(cu.primary); /* (-a: the thread has no context of its own) */
+    if (cu.sync() != 0) die("cuCtxSynchronize failed");
+    if (g_pool) cu.ctx_set(NULL);
+}
+
 static int dbuf_copy(const dbuf_t *b, uintptr_t dst, uintptr_t src, size_t n)
 {
     if (!b->host) return cu_copy(dst, src, n);
@@ -232,6 +246,7 @@ static void dbuf_init(dbuf_t *b, size_t bytes, uintptr_t host)
         die("out of memory");
     memset(b->img, SENTINEL, all);
     if (dbuf_copy(b, b->base, (uintptr_t)b->img, all) != 0) die("cuMemcpy to the device failed");
+    if (!b->host) dev_settle();
 }
 
 static void dbuf_make(dbuf_t *b, size_t bytes) { dbuf_init(b, bytes, 0); }
@@ -250,6 +265,7 @@ static void dbuf_load(dbuf_t *b, size_t off, const void *data, size_t n)
     memcpy(b->img + GUARD + off, data, n);
     if (n && dbuf_copy(b, b->base + GUARD + off, (uintptr_t)data, n) != 0)
         die("cuMemcpy failed");
+    if (n && !b->host) dev_settle();
 }
 
 /* The call must leave these n bytes at offset off. */
@@ -258,12 +274,16 @@ static void dbuf_expect(dbuf_t *b, size_t off, const void *data, size_t n)
     memcpy(b->img + GUARD + off, data, n);
 }
 
-static void dbuf_check(dbuf_t *b, const char *what)
+/* The buffer must hold its image (`any_stream`: as any stream sees it, which a call's
+ * copies into device memory must have reached before it returned -- where the driver
+ * can tell, fake_cuda_peek). */
+static void dbuf_check_seen(dbuf_t *b, const char *what, int any_stream)
 {
     size_t all = b->bytes + 2 * GUARD;
 
     checks++;
-    if (dbuf_copy(b, (uintptr_t)b->got, b->base, all) != 0)
+    if (any_stream && !b->host && peek != NULL ? peek(b->got, b->base, all) != 0
+                                               : dbuf_copy(b, (uintptr_t)b->got, b->base, all) != 0)
         die("cuMemcpy from the device failed");
     for (size_t i = 0; i < all; i++) {
         if (b->got[i] != b->img[i]) {
@@ -277,6 +297,11 @@ static void dbuf_check(dbuf_t *b, const char *what)
             return;
         }
     }
+}
+
+static void dbuf_check(dbuf_t *b, const char *what)
+{
+    dbuf_check_seen(b, what, 0);
 }
 
 static void dbuf_free(dbuf_t *b)
@@ -902,7 +927,7 @@ static void case_reduce_apart(ctx_t *c, size_t count, int root, int host_sends)
     rc = COLL(Reduce, Ireduce, dbuf_ptr(&s), dbuf_ptr(&r), (int)count, MPI_INT, MPI_SUM, ro.arg,
               c->comm);
     expect_rc(rc, what);
-    dbuf_check(&r, what);
+    dbuf_check_seen(&r, what, 1);
     dbuf_check(&s, what);
     dbuf_free(&s);
     dbuf_free(&r);

@@ -21,7 +21,14 @@
  * the driver says of it (a thread without a current context must borrow its
  * GPU's primary one), freed by cuMemFreeAsync only, and cuMemFree only frees
  * cuMemAlloc's.  cuMemcpy2DAsync checks what its memory types say of each side and
- * each row's range.  cuMemHostRegister'ed memory answers as host memory.  A test may
+ * each row's range.  cuMemHostRegister'ed memory answers as host memory.  cuMemcpy
+ * returns as a real driver's does: with the data in place from device memory into host
+ * memory and from page-locked host memory, but into device memory from pageable host
+ * memory (the source taken, the copy still to land) and between device memories (no
+ * host-side wait at all) it leaves the copy on the legacy stream, to land at that
+ * stream's next synchronization (cuStreamSynchronize of it, cuCtxSynchronize), at the
+ * next copy that follows it there, or at a free; fake_cuda_peek reads device memory as
+ * another stream's kernel would, without waiting for them.  A test may
  * make the next device copies fail (fake_cuda_fail_copies).  Enough of
  * device and context management (cuInit, cuDeviceGet, primary context) for
  * a test written against the driver API to run unchanged on a real GPU.
@@ -33,6 +40,7 @@
 #define _GNU_SOURCE /* memfd_create */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -83,6 +91,7 @@ static int fake_nranges; /* slots at and above it are free: the scans stop there
 static unsigned long long fake_next_id = 1;
 static __thread void *fake_ctx;
 static int fake_primary_ctx; /* its address is the primary context */
+static int fake_stream_name; /* its address: the stream cuStreamCreate makes */
 
 /* ---- the test's side ------------------------------------------------------ */
 
@@ -165,6 +174,67 @@ static int fake_forget(uintptr_t base, char **shadow_p)
     }
     pthread_mutex_unlock(&fake_lock);
     return rc;
+}
+
+/* Copies left on the legacy stream (the header), in order: where each lands (the
+ * driver's view), what it takes (the source as it was), how much. */
+typedef struct {
+    char *dst;
+    char *data;
+    size_t bytes;
+} fake_pending_t;
+static fake_pending_t *fake_pending;
+static int fake_npending, fake_pending_room;
+static pthread_mutex_t fake_pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The legacy stream's copies land. */
+static void fake_land(void)
+{
+    pthread_mutex_lock(&fake_pending_lock);
+    for (int i = 0; i < fake_npending; i++) {
+        memcpy(fake_pending[i].dst, fake_pending[i].data, fake_pending[i].bytes);
+        free(fake_pending[i].data);
+    }
+    fake_npending = 0;
+    pthread_mutex_unlock(&fake_pending_lock);
+}
+
+/* Leave a copy on the legacy stream: 0, or -1 without memory for it. */
+static int fake_leave(char *dst, const char *src, size_t bytes)
+{
+    char *data = malloc(bytes ? bytes : 1);
+    int rc = -1;
+
+    if (data == NULL) return -1;
+    memcpy(data, src, bytes);
+    pthread_mutex_lock(&fake_pending_lock);
+    if (fake_npending == fake_pending_room) {
+        int room = fake_pending_room ? 2 * fake_pending_room : 16;
+        fake_pending_t *p = realloc(fake_pending, sizeof(*p) * (size_t)room);
+
+        if (p != NULL) fake_pending = p, fake_pending_room = room;
+    }
+    if (fake_npending < fake_pending_room) {
+        fake_pending[fake_npending++] = (fake_pending_t){dst, data, bytes};
+        rc = 0;
+    }
+    pthread_mutex_unlock(&fake_pending_lock);
+    if (rc != 0) free(data);
+    return rc;
+}
+
+static char *fake_view(uintptr_t ptr, size_t bytes);
+
+/* For tests: read device memory [src, src + bytes) into dst as a kernel on another
+ * stream would -- what the legacy stream still holds has not landed.  0, or -1 (a range
+ * overrun). */
+int fake_cuda_peek(void *dst, uintptr_t src, size_t bytes)
+{
+    const char *s = fake_view(src, bytes);
+
+    if (s == NULL) return -1;
+    memcpy(dst, s, bytes);
+    return 0;
 }
 
 /* ---- the driver API --------------------------------------------------------- */
@@ -315,8 +385,9 @@ int cuDevicePrimaryCtxRelease_v2(int device)
 
 int cuStreamSynchronize(void *stream)
 {
-    (void)stream;
-    return fake_ctx != NULL ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    if (stream != &fake_stream_name) fake_land(); /* (a stream of its own does not wait) */
+    return FAKE_CUDA_SUCCESS;
 }
 
 int cuCtxSynchronize(void)
@@ -380,6 +451,7 @@ static int fake_free(uintptr_t dptr, int pool)
     char *shadow = NULL;
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    fake_land(); /* (a free waits for the copies into it) */
     if (r.bytes == 0 || r.base != dptr || r.shadow == NULL || r.pool != pool ||
         fake_forget(dptr, &shadow) != 0) {
         return FAKE_CUDA_ERROR_INVALID_VALUE;
@@ -411,20 +483,34 @@ static char *fake_view(uintptr_t ptr, size_t bytes)
     return r.shadow + (ptr - r.base);
 }
 
-int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
+/* A copy on the legacy stream (`legacy`) or on cuStreamCreate's. */
+static int fake_copy(uintptr_t dst, uintptr_t src, size_t bytes, int legacy)
 {
     char *d = fake_view(dst, bytes), *s = fake_view(src, bytes);
+    fake_range_t dr, sr;
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
     if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
     if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
+    dr = fake_find(dst);
+    sr = fake_find(src);
+    if (legacy && dr.bytes != 0 && dr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !dr.managed &&
+        (sr.bytes == 0 || (sr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !sr.managed)) &&
+        fake_leave(d, s, bytes) == 0)
+        return FAKE_CUDA_SUCCESS; /* into device memory, from pageable or device memory */
+    if (legacy) fake_land(); /* (it follows what the stream holds) */
     memmove(d, s, bytes);
     return FAKE_CUDA_SUCCESS;
 }
 
-/* Streams: every operation is done when queued, so a stream is a name (one per context
- * is all a test needs) and an asynchronous copy is cuMemcpy. */
-static int fake_stream;
+int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
+{
+    return fake_copy(dst, src, bytes, 1);
+}
+
+/* Streams: cuStreamCreate's is a name (one per context is all a test needs), whose
+ * copies are done when queued; the legacy stream's are cuMemcpy's. */
+#define fake_stream fake_stream_name
 
 int cuStreamCreate(void **stream, unsigned int flags)
 {
@@ -444,7 +530,7 @@ static int fake_stream_ok(const void *stream)
 int cuMemcpyAsync(uintptr_t dst, uintptr_t src, size_t bytes, void *stream)
 {
     if (!fake_stream_ok(stream)) return FAKE_CUDA_ERROR_INVALID_VALUE;
-    return cuMemcpy(dst, src, bytes);
+    return fake_copy(dst, src, bytes, stream != &fake_stream);
 }
 
 /* Does the memory at `at` (a 2D copy's side) say what its memory type does (host: no
@@ -479,6 +565,7 @@ int cuMemcpy2DAsync_v2(const gpuring_cuda_memcpy2d_t *c, void *stream)
         }
     }
     if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (stream != &fake_stream) fake_land(); /* (on the legacy stream: after what it holds) */
     for (size_t r = 0; r < c->height; r++) {
         memmove(fake_view(dst + r * c->dst_pitch, c->width),
                 fake_view(src + r * c->src_pitch, c->width), c->width);
