@@ -1011,6 +1011,12 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     const exec_cuda_chan_t *ch = &d.ch[c];
     const gpuring_prog_t prog = ch->prog;
     exec_cuda_status_t *st = d.status;
+    /* the host's abort as the kernel starts: one that starts late (queued behind long
+     * work) after its host gave the call up and returned finds its peers' first steps
+     * in its FIFOs all the same, and must not write an output that is no longer the
+     * call's.  Read here, looked at before the first op that writes the output (a
+     * ring's come after its first steps: the load has returned by then) */
+    const int aborted_at_start = threadIdx.x == 0 ? st->abort : 0;
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
@@ -1026,7 +1032,10 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         int aborted = 0;
 
         gpuring_prog_op(&prog, op, &s);
-        if (threadIdx.x == 0 && !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T))) {
+        if (threadIdx.x == 0 &&
+            ((aborted_at_start &&
+              (s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD))) ||
+             !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T)))) {
             exec_abandon(ch, sstep);
             aborted = 1;
         }
@@ -1114,6 +1123,11 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     const T *in = reinterpret_cast<const T *>(d.sendbuf);
     exec_cuda_status_t *st = d.status;
     __shared__ int go;
+    /* the host's abort as the kernel starts: one that starts late (queued behind long
+     * work) after its host gave the call up and returned finds every peer's units in
+     * its row all the same, and must not write an output that is no longer the
+     * call's.  Read here, looked at once the headers are in: the load has returned */
+    const int aborted_at_start = threadIdx.x == 0 ? st->abort : 0;
 
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         for (int r = 0; r < d.nranks; r++) {
@@ -1159,6 +1173,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                 go = 0;
             }
         }
+        if (aborted_at_start) go = 0;
     }
     __syncthreads();
     if (!go) return;

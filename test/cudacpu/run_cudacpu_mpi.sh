@@ -89,8 +89,9 @@
 #   nolaunch_*      one rank's kernel does not launch: it abandons the call
 #                   (FIFO over IPC and net, LL direct; the direct allreduce's
 #                   agreement) and its peers fail at once
-#   latekernel_np3  one rank's kernel starts after its abort's grace: its status
-#                   entry comes back when it has left
+#   latekernel_np3, latekernel_ll_np3  one rank's kernel starts after its abort's
+#                   grace: its status entry comes back when it has left, and the LL
+#                   direct kernel does not write the receive buffer then
 #   copyout_*, copyrun_np3  one rank's result cannot be copied out of its aligned copy
 #                   (the copy refused; or failing on the GPU)
 #                   (after every step moved): its call alone fails, the others'
@@ -623,6 +624,13 @@ failure_case latekernel_np3 3 2 \
     '\[gpuring rank 2\].*the kernel of a call aborted [0-9.]+ s ago has left: its status entry is back' \
     "coll_gpuring_wait_timeout 2 coll_gpuring_direct 0" \
     "$top/test/mpi/mismatch_check" 20 131072:1 device latekernel
+# ... the LL direct kernel (7 ints): it finds every peer's units in its row when it
+# starts, and used to write its result into the receive buffer seconds after the call
+# had returned (mismatch_check checks the pattern written there then); it looks at the
+# host's abort as it starts now
+failure_case latekernel_ll_np3 3 2 \
+    '\[gpuring rank 2\].*the kernel of a call aborted [0-9.]+ s ago has left: its status entry is back' \
+    "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel
 # one rank's receive buffer off its element grid (its call runs on an aligned copy), and
 # the copy of its result out of it fails (mismatch_check copyout: every device copy of
 # its runtime refused during the call), after every step moved: its call fails, the

@@ -85,7 +85,10 @@
  *             does that rank, whose kernel is then still to start); the kernel leaves
  *             late, at its first look at the abort, and the rank's next device call must
  *             take its status entry back (every rank sleeps until then, before the
- *             new communicator's call)
+ *             new communicator's call); the receive buffer, which the application
+ *             has back once the call returned (here: a pattern written then), must
+ *             hold that pattern after the late kernel ran (the LL direct kernel found
+ *             every peer's units and wrote its result there)
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -192,6 +195,7 @@ static const struct fault {
 #define LATE_KERNEL_SEC 5 /* latekernel's delay ("5000" above) */
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
+static int late_kernel;           /* fault is "latekernel" (device buffers) */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
 static int bcast;                 /* the call is an MPI_Bcast from rank 0 */
@@ -220,6 +224,26 @@ static int wrong_sums(const void *out, int count, int size)
 }
 
 /* One case on a fresh communicator: this rank's outcome. */
+/* latekernel: the pattern the application writes into the failed call's receive buffer
+ * (device: count ints at out) once the call has returned (`put`), or checks is still
+ * there (-1: not, or the copy failed) */
+static int late_pattern(int *out, int count, int put)
+{
+    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1)), rc = 0;
+
+    if (h == NULL) return -1;
+    if (put) {
+        for (int i = 0; i < count; i++) h[i] = -7 - i;
+        rc = cu.memcpy_(out, h, sizeof(int) * (size_t)count, TEST_CUDA_H2D) != 0 ? -1 : 0;
+    } else if (cu.memcpy_(h, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
+        rc = -1;
+    } else {
+        for (int i = 0; i < count && rc == 0; i++) rc = h[i] == -7 - i ? 0 : -1;
+    }
+    free(h);
+    return rc;
+}
+
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
     outcome_t o = {0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0};
@@ -290,6 +314,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(cin, cout, mine, type, MPI_SUM, comm);
     }
     o.elapsed = MPI_Wtime() - t0;
+    /* latekernel: the application has its receive buffer back (the communicator's free
+     * below waits for the late kernel: it runs meanwhile) */
+    if (late_kernel && rank == size - 1) late_pattern(cout, count, 1);
     if (fault != NULL && fault->env != NULL) {
         if (fault->valued)
             setenv(fault->env, "0", 1);
@@ -353,6 +380,7 @@ int main(int argc, char **argv)
         device |= strcmp(argv[a], "device") == 0;
     }
     nomem = fault == &faults[0];
+    late_kernel = fault != NULL && strcmp(fault->arg, "latekernel") == 0;
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
         (allgather && iallreduce) || (bcast && (fault == NULL || fault->alone || allgather ||
                                                 iallreduce || by_type))) {
@@ -437,6 +465,7 @@ int main(int argc, char **argv)
         outcome_t *all = malloc(sizeof(outcome_t) * (size_t)size);
         int bad = 0, saw = 0;
 
+
         MPI_Gather(&o, (int)sizeof(o), MPI_BYTE, all, (int)sizeof(o), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
         /* (below gpuring: the next case starts together, however late one rank was in
@@ -518,7 +547,21 @@ int main(int argc, char **argv)
 
     /* a new communicator is not affected: one call, checked (latekernel: once the late
      * kernels have left) */
-    if (fault != NULL && strcmp(fault->arg, "latekernel") == 0) sleep(LATE_KERNEL_SEC);
+    if (late_kernel) {
+        sleep(LATE_KERNEL_SEC);
+        if (rank == size - 1 && cu.sync() != 0) {
+            fprintf(stderr, "FAILED latekernel: cudaDeviceSynchronize\n");
+            failed++;
+        } else if (rank == size - 1) {
+            for (int k = 0; k < ncases; k++) {
+                if (late_pattern(out, counts[k], 0) == 0) continue;
+                fprintf(stderr, "FAILED latekernel: the late kernel wrote the receive "
+                        "buffer after the call had returned\n");
+                failed++;
+                break;
+            }
+        }
+    }
     {
         MPI_Comm comm;
         int rc;
