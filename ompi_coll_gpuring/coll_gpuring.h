@@ -81,8 +81,8 @@ OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_compon
 #define MCA_COLL_GPURING_NONBLOCKING(X)                                                   \
     X(iallgather, iallgather) X(iallgatherv, iallgatherv) X(iallreduce, iallreduce)       \
     X(ialltoall, ialltoall) X(ialltoallv, ialltoallv) X(ialltoallw, ialltoallw)           \
-    X(ibarrier, ibarrier) X(ibcast, ibcast) X(iexscan, iexscan) X(igather, igather) X(igatherv, igatherv)       \
-    X(ireduce, ireduce) X(ireduce_scatter, ireduce_scatter)                               \
+    X(ibarrier, ibarrier) X(ibcast, ibcast) X(iexscan, iexscan) X(igather, igather)       \
+    X(igatherv, igatherv) X(ireduce, ireduce) X(ireduce_scatter, ireduce_scatter)         \
     X(ireduce_scatter_block, ireduce_scatter_block) X(iscan, iscan)                       \
     X(iscatter, iscatter) X(iscatterv, iscatterv)                                         \
     X(ineighbor_allgather, iallgather) X(ineighbor_allgatherv, iallgatherv)               \

@@ -356,7 +356,7 @@ static void exchanges_forget(mca_coll_gpuring_module_t *m)
 }
 
 /* Is one of m's exchanges given up still in flight (a peer has not joined it)? */
-static int exchanges_adrift(mca_coll_gpuring_module_t *m)
+static int exchanges_unjoined(mca_coll_gpuring_module_t *m)
 {
     if (__atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) == 0) return 0;
     opal_progress(); /* (an MPI call's entry: a peer's late part may be in) */
@@ -366,7 +366,7 @@ static int exchanges_adrift(mca_coll_gpuring_module_t *m)
 
 const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *m)
 {
-    if (exchanges_adrift(m))
+    if (exchanges_unjoined(m))
         return "an exchange of gpuring's through the component below (an MPI_Iallgather "
                "of an earlier call that failed here) still waits for a rank that never "
                "joined it";

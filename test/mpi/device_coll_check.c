@@ -215,7 +215,6 @@ typedef struct {
     int host;            /* base is host memory: read and written directly */
 } dbuf_t;
 
-/* Copy between the buffer and host memory: the driver's copy, or memcpy for host memory. */
 /* This test's own writes into device memory in place (from pageable host memory a
  * driver may still be moving them when cuMemcpy returns): the calls' copies are what
  * the checks look at. */
@@ -226,6 +225,7 @@ static void dev_settle(void)
     if (g_pool) cu.ctx_set(NULL);
 }
 
+/* Copy between the buffer and host memory: the driver's copy, or memcpy for host memory. */
 static int dbuf_copy(const dbuf_t *b, uintptr_t dst, uintptr_t src, size_t n)
 {
     if (!b->host) return cu_copy(dst, src, n);

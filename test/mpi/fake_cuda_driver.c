@@ -91,7 +91,7 @@ static int fake_nranges; /* slots at and above it are free: the scans stop there
 static unsigned long long fake_next_id = 1;
 static __thread void *fake_ctx;
 static int fake_primary_ctx; /* its address is the primary context */
-static int fake_stream_name; /* its address: the stream cuStreamCreate makes */
+static int fake_stream;      /* its address is cuStreamCreate's stream */
 
 /* ---- the test's side ------------------------------------------------------ */
 
@@ -221,20 +221,6 @@ static int fake_leave(char *dst, const char *src, size_t bytes)
     pthread_mutex_unlock(&fake_pending_lock);
     if (rc != 0) free(data);
     return rc;
-}
-
-static char *fake_view(uintptr_t ptr, size_t bytes);
-
-/* For tests: read device memory [src, src + bytes) into dst as a kernel on another
- * stream would -- what the legacy stream still holds has not landed.  0, or -1 (a range
- * overrun). */
-int fake_cuda_peek(void *dst, uintptr_t src, size_t bytes)
-{
-    const char *s = fake_view(src, bytes);
-
-    if (s == NULL) return -1;
-    memcpy(dst, s, bytes);
-    return 0;
 }
 
 /* ---- the driver API --------------------------------------------------------- */
@@ -386,7 +372,7 @@ int cuDevicePrimaryCtxRelease_v2(int device)
 int cuStreamSynchronize(void *stream)
 {
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
-    if (stream != &fake_stream_name) fake_land(); /* (a stream of its own does not wait) */
+    if (stream != &fake_stream) fake_land(); /* (a stream of its own does not wait) */
     return FAKE_CUDA_SUCCESS;
 }
 
@@ -472,28 +458,41 @@ int cuMemFreeAsync(uintptr_t dptr, void *stream)
     return fake_free(dptr, 1);
 }
 
-/* Where the driver reads or writes [ptr, ptr + bytes): the shadow of device
- * memory, or the host memory itself; NULL: a device range overrun. */
-static char *fake_view(uintptr_t ptr, size_t bytes)
+/* Where the driver reads or writes [ptr, ptr + bytes) of range r (fake_find(ptr)): the
+ * shadow of device memory, or the host memory itself; NULL: a device range overrun. */
+static char *fake_view_in(fake_range_t r, uintptr_t ptr, size_t bytes)
 {
-    fake_range_t r = fake_find(ptr);
-
     if (r.bytes == 0 || r.shadow == NULL) return (char *)ptr;
     if (bytes > r.bytes - (ptr - r.base)) return NULL;
     return r.shadow + (ptr - r.base);
 }
 
+static char *fake_view(uintptr_t ptr, size_t bytes)
+{
+    return fake_view_in(fake_find(ptr), ptr, bytes);
+}
+
+/* For tests: read device memory [src, src + bytes) into dst as a kernel on another
+ * stream would -- what the legacy stream still holds has not landed.  0, or -1 (a range
+ * overrun). */
+int fake_cuda_peek(void *dst, uintptr_t src, size_t bytes)
+{
+    const char *s = fake_view(src, bytes);
+
+    if (s == NULL) return -1;
+    memcpy(dst, s, bytes);
+    return 0;
+}
+
 /* A copy on the legacy stream (`legacy`) or on cuStreamCreate's. */
 static int fake_copy(uintptr_t dst, uintptr_t src, size_t bytes, int legacy)
 {
-    char *d = fake_view(dst, bytes), *s = fake_view(src, bytes);
-    fake_range_t dr, sr;
+    const fake_range_t dr = fake_find(dst), sr = fake_find(src);
+    char *d = fake_view_in(dr, dst, bytes), *s = fake_view_in(sr, src, bytes);
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
     if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
     if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
-    dr = fake_find(dst);
-    sr = fake_find(src);
     if (legacy && dr.bytes != 0 && dr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !dr.managed &&
         (sr.bytes == 0 || (sr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !sr.managed)) &&
         fake_leave(d, s, bytes) == 0)
@@ -508,10 +507,8 @@ int cuMemcpy(uintptr_t dst, uintptr_t src, size_t bytes)
     return fake_copy(dst, src, bytes, 1);
 }
 
-/* Streams: cuStreamCreate's is a name (one per context is all a test needs), whose
- * copies are done when queued; the legacy stream's are cuMemcpy's. */
-#define fake_stream fake_stream_name
-
+/* Streams: cuStreamCreate's is a name, fake_stream's address (one per context is all
+ * a test needs), whose copies are done when queued; the legacy stream's are cuMemcpy's. */
 int cuStreamCreate(void **stream, unsigned int flags)
 {
     (void)flags;
