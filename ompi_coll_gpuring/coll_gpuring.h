@@ -533,6 +533,13 @@ gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_
                                                void *image, int pinned, const char **why_p);
 gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
                                                  void *image, int pinned, const char **why_p);
+/* For a span the call only writes (nothing copied in): wait for the application's work
+ * queued so far on the legacy stream of each of its device pieces' contexts -- the copy
+ * back waits for none of the application's streams, and its result must land after
+ * their earlier work on the span (a cudaMemcpy from pageable memory may still be moving
+ * bytes into it when it returns). */
+gpuring_status_t mca_coll_gpuring_span_order(const mca_coll_gpuring_stage_buf_t *b,
+                                             const char **why_p);
 /* 1 when the component below is handed `coll`'s device buffers as they are. */
 int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll);
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,

@@ -853,11 +853,10 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
     return any;
 }
 
-/* A span the call only writes: its result must land after the application's earlier
- * work on it (gpuring_devcopy_back's stream waits for none) -- in each device piece's
- * context where it is pieced (its first byte may be host memory). */
-static gpuring_status_t stage_span_order(const mca_coll_gpuring_stage_buf_t *b,
-                                         const char **why_p)
+/* (in each device piece's context where it is pieced: its first byte may be host
+ * memory) */
+gpuring_status_t mca_coll_gpuring_span_order(const mca_coll_gpuring_stage_buf_t *b,
+                                             const char **why_p)
 {
     gpuring_status_t st = GPURING_OK;
 
@@ -886,7 +885,7 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
 
         if (b->staged == NULL) continue;
         st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->partial
-                 ? stage_span_order(b, &why)
+                 ? mca_coll_gpuring_span_order(b, &why)
                  : stage_span_copy(b, b->staged,
                                    !mca_coll_gpuring_span_own_image(b) && area->pin != NULL,
                                    0, &why);

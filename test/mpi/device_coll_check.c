@@ -91,6 +91,7 @@
 
 #define GUARD 64            /* sentinel bytes either side of every buffer */
 #define SENTINEL 0xA5
+#define STALE 0x5A /* dbuf_scrub's */
 #define MAX_REPORTS 20
 
 /* ---- device memory through the driver API ------------------------------------------ */
@@ -272,6 +273,21 @@ static void dbuf_load(dbuf_t *b, size_t off, const void *data, size_t n)
 static void dbuf_expect(dbuf_t *b, size_t off, const void *data, size_t n)
 {
     memcpy(b->img + GUARD + off, data, n);
+}
+
+/* The application's last write into n bytes at offset off that the call is to write
+ * (clearing a receive buffer): a copy from pageable memory, not waited for -- a driver
+ * may still be moving it when the call starts, and the call's result must land after
+ * it (the stand-in driver lands it at the legacy stream's next synchronization). */
+static void dbuf_scrub(dbuf_t *b, size_t off, size_t n)
+{
+    unsigned char *stale = malloc(n ? n : 1);
+
+    if (stale == NULL) die("out of memory");
+    memset(stale, STALE, n);
+    if (n && dbuf_copy(b, b->base + GUARD + off, (uintptr_t)stale, n) != 0)
+        die("cuMemcpy failed");
+    free(stale);
 }
 
 /* The buffer must hold its image (`any_stream`: as any stream sees it, which a call's
@@ -691,7 +707,9 @@ static void bottom_free(dbuf_t blk[3], void *maps[2], size_t hall)
  * host_ends: a device block between two host blocks by address, a span whose first
  * and last bytes are host memory (taken whole for host memory, the component below
  * would read the device block); skipped on every rank where some rank's address
- * space gave no such order (bottom_blocks; a note, with -H a failure). */
+ * space gave no such order (bottom_blocks; a note, with -H a failure).  The device
+ * memory a call writes was last written by a copy not waited for (dbuf_scrub): the
+ * result must land after it. */
 static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
 {
     const size_t n3 = 3 * count, bytes = count * sizeof(int), hall = bytes + 2 * GUARD;
@@ -738,7 +756,10 @@ static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
         for (size_t j = 0; j < n3; j++) v[j] = val(call == 2 ? c->id : ro.root_id, off + j, salt);
         for (int b = 0; b < 3; b++) {
             if (fill) dbuf_load(&blk[b], 0, v + b * count, bytes); /* the elements read */
-            else if (get) dbuf_expect(&blk[b], 0, v + b * count, bytes); /* ... written */
+            else if (get) { /* ... written */
+                dbuf_scrub(&blk[b], 0, bytes);
+                dbuf_expect(&blk[b], 0, v + b * count, bytes);
+            }
         }
         if (call == 0) {
             WHAT("%s bcast at MPI_BOTTOM, blocks in %s, count %zu root %d", c->name, layout,
@@ -752,7 +773,10 @@ static void case_bottom_pieces(ctx_t *c, size_t count, int root, int host_ends)
             for (size_t j = 0; j < n3 * (size_t)c->size; j++)
                 all[j] = call == 1 ? val(root, j, salt) : val((int)(j / n3), j % n3, salt);
             if (call == 1 && ro.is_root) dbuf_load(&flat, 0, all, fbytes);
-            if (call == 2 && ro.is_root) dbuf_expect(&flat, 0, all, fbytes);
+            if (call == 2 && ro.is_root) {
+                dbuf_scrub(&flat, 0, fbytes);
+                dbuf_expect(&flat, 0, all, fbytes);
+            }
             WHAT("%s %s at MPI_BOTTOM, blocks in %s, count %zu root %d", c->name,
                  call == 1 ? "scatter into" : "gather from", layout, count, root);
             rc = call == 1 ? COLL(Scatter, Iscatter, dbuf_ptr(&flat), (int)n3, MPI_INT,
