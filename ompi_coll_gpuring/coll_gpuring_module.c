@@ -285,31 +285,41 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
  * MPI_Finalize frees are the last).  One that never completes (a rank never joined
  * it) stays while the component is loaded.  Until it completes, its communicator's
  * module counts it (exchanges_adrift): this rank has made one MPI_Iallgather more
- * through the component below than some peer.
+ * through the component below than some peer.  One given up inside a call holds its
+ * communicator till then: a pml whose requests do not (ucx) would free it at
+ * MPI_Comm_free, and the next communicator would get its context id -- the stale
+ * request would take that one's messages (its setup exchanges timed out, seen), or a
+ * peer's stale message would be taken for that one's.
  */
 typedef struct exchange_orphan {
     struct exchange_orphan *next;
     ompi_request_t *req;
     void *mem;
     mca_coll_gpuring_module_t *m; /* the module that counts it; NULL once it is gone */
+    struct ompi_communicator_t *held; /* retained for it, or NULL */
 } exchange_orphan_t;
 
 static exchange_orphan_t *exchange_orphans;
 static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* m's exchange given up: its request and memory go to the list (the caller keeps
- * neither). */
-static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, void *mem)
+ * neither); `hold`: inside a call, its communicator is retained till it completes (not
+ * as the communicator goes: its last reference is gone). */
+static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, void *mem,
+                            int hold)
 {
     exchange_orphan_t *o = malloc(sizeof(*o));
 
     if (o == NULL) { /* both left to the request, unfreed; m counts it for good */
         __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
+        if (hold && m->comm != NULL) OBJ_RETAIN(m->comm); /* (for good too) */
         return;
     }
     o->req = req;
     o->mem = mem;
     o->m = m;
+    o->held = hold ? m->comm : NULL;
+    if (o->held != NULL) OBJ_RETAIN(o->held);
     pthread_mutex_lock(&exchange_orphans_lock);
     o->next = exchange_orphans;
     __atomic_store_n(&exchange_orphans, o, __ATOMIC_RELEASE);
@@ -317,12 +327,14 @@ static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, v
     pthread_mutex_unlock(&exchange_orphans_lock);
 }
 
-/* Free the given-up exchanges whose request has completed.  Reads completion only
- * (no progress: this may run inside the component below's progress, where a
- * communicator's last reference goes). */
+/* Free the given-up exchanges whose request has completed, and release the
+ * communicators they held -- outside the lock: a communicator's last reference runs its
+ * modules' cleanup, which reaps too; not once MPI_Finalize began, which releases the
+ * communicators left by itself.  Reads completion only (no progress: this may run
+ * inside the component below's progress, where a communicator's last reference goes). */
 static void exchanges_reap(void)
 {
-    exchange_orphan_t **pp;
+    exchange_orphan_t **pp, *done = NULL;
 
     if (__atomic_load_n(&exchange_orphans, __ATOMIC_ACQUIRE) == NULL) return;
     pthread_mutex_lock(&exchange_orphans_lock);
@@ -338,9 +350,18 @@ static void exchanges_reap(void)
         free(o->mem);
         if (o->m != NULL) __atomic_sub_fetch(&o->m->exchanges_adrift, 1, __ATOMIC_RELEASE);
         *pp = o->next;
-        free(o);
+        o->next = done;
+        done = o;
     }
     pthread_mutex_unlock(&exchange_orphans_lock);
+    while (done != NULL) {
+        exchange_orphan_t *o = done;
+
+        done = o->next;
+        if (o->held != NULL && ompi_mpi_state < OMPI_MPI_STATE_FINALIZE_STARTED)
+            OBJ_RELEASE(o->held);
+        free(o);
+    }
 }
 
 /* m goes: its exchanges still in flight stay on the list, counted by nobody. */
@@ -378,10 +399,11 @@ const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *m)
     return NULL;
 }
 
-/* m's agreement on its parameters, given up (m keeps neither request nor memory). */
-static void params_orphan(mca_coll_gpuring_module_t *m)
+/* m's agreement on its parameters, given up (m keeps neither request nor memory;
+ * `hold`: exchange_orphan's). */
+static void params_orphan(mca_coll_gpuring_module_t *m, int hold)
 {
-    exchange_orphan(m, m->params_req, m->params_all);
+    exchange_orphan(m, m->params_req, m->params_all, hold);
     m->params_req = NULL;
     m->params_all = NULL;
 }
@@ -390,7 +412,7 @@ static void params_orphan(mca_coll_gpuring_module_t *m)
  * exchange makes a new one). */
 static void boot_area_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req)
 {
-    exchange_orphan(m, req, m->boot_area); /* the request may still write it */
+    exchange_orphan(m, req, m->boot_area, 1); /* the request may still write it */
     m->boot_area = NULL;
     m->boot_area_bytes = 0;
 }
@@ -731,7 +753,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
                           "not made its first collective call that reaches gpuring "
                           "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
                           PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start);
-            params_orphan(m); /* the request may still write its memory */
+            params_orphan(m, 1); /* the request may still write its memory */
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
         }
@@ -752,7 +774,7 @@ static void params_abandon(mca_coll_gpuring_module_t *m)
     GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s goes with gpuring's agreement on its "
                   "parameters in flight: its request and memory are freed once it completes",
                   mca_coll_gpuring_comm_name(m));
-    params_orphan(m);
+    params_orphan(m, 0);
     m->params = MCA_COLL_GPURING_PARAMS_FAILED;
 }
 

@@ -50,6 +50,11 @@
  * context id is an MPI_Iallreduce on host ints (with coll_gpuring_host_buffers 0 and
  * coll_gpuring_agree_memory 1: the call that fails is a host call waiting for the
  * parameters' agreement, and the dup's MPI_Iallreduce goes below unstaged).
+ * "adrift=S,free": what the error says to do instead -- the failed communicator freed,
+ * new ones made from MPI_COMM_WORLD: every call on them must succeed, every element
+ * right (under pml ucx, whose requests do not hold their communicator, the first new
+ * one took the freed one's context id, and the punctual ranks' stale exchange its
+ * messages: its calls failed, unless gpuring holds the communicator).
  * With "ibarrier", every rank makes an MPI_Ibarrier (which gpuring hands below)
  * after the failed calls: a rank that saw gpuring fail on the communicator cannot
  * know whether a peer's exchange through the component below (gpuring's MPI_Iallgather)
@@ -59,7 +64,8 @@
  * usage: timeout_check [LIMIT_SECONDS [setup|device|device,small|nonblocking|
  *                                      device,nonblocking|setup,nonblocking|busy|
  *                                      leave=N|late=S|[device,[small,]]late{1,2}=S|
- *                                      nonblocking,late{1,2}=S|adrift=S[,dup]|ibarrier]]
+ *                                      nonblocking,late{1,2}=S|adrift=S[,dup|,free]|
+ *                                      ibarrier]]
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -121,15 +127,48 @@ static int sum_wrong(const int *out, int size)
     return -1;
 }
 
+/* ncomms new communicators from MPI_COMM_WORLD (host buffers), ncalls calls on each:
+ * every one must succeed, every element right (`after`: what came before, for the
+ * report) */
+static void fresh_calls(const int *in, int *out, int ncomms, int ncalls, const char *after,
+                        int *passed, int *failed)
+{
+    int rank, size;
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int k = 0; k < ncomms; k++) {
+        MPI_Comm fresh;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+        MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+        for (int call = 0; call < ncalls; call++) {
+            int rc, bad;
+
+            for (int i = 0; i < count; i++) out[i] = -1;
+            rc = allreduce(in, out, fresh);
+            bad = rc == MPI_SUCCESS ? sum_wrong(out, size) : -1;
+            if (rc == MPI_SUCCESS && bad < 0) {
+                (*passed)++;
+            } else {
+                (*failed)++;
+                fprintf(stderr, "FAIL rank %d: call %d on new communicator %d after %s "
+                        "returned %d%s\n", rank, call, k, after, rc,
+                        bad >= 0 ? ", a wrong element" : "");
+            }
+        }
+        MPI_Comm_free(&fresh);
+    }
+}
+
 /* "leave=N" (the usage above): the first call on comm, with the last rank's fault;
  * the call after it; a call on a new communicator, checked */
 static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm comm, double limit,
                         int *passed, int *failed)
 {
-    int rank, size, wrank, rc, bad;
+    int rank, size, wrank, rc;
     double t0, elapsed;
     char spec[64];
-    MPI_Comm fresh;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -145,7 +184,7 @@ static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm com
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: the call whose setup rank %d left returned %d after %.1f s\n",
+        fprintf(stderr, "FAIL rank %d: the call whose setup rank %d left returned %d after %.1f s\n",
                 rank, size - 1, rc, elapsed);
     }
     t0 = MPI_Wtime();
@@ -154,24 +193,13 @@ static void leave_check(const char *bytes, const int *in, int *out, MPI_Comm com
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: call after the failed setup returned %d\n", rank, rc);
+        fprintf(stderr, "FAIL rank %d: call after the failed setup returned %d\n", rank, rc);
     }
     /* the last rank is out of both calls long before the others' timeouts: the
      * barrier (the component below's) keeps its next gpuring call from timing out
      * while they are still in theirs */
     MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
-    MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
-    rc = allreduce(in, out, fresh);
-    bad = rc == MPI_SUCCESS ? sum_wrong(out, size) : -1;
-    if (rc == MPI_SUCCESS && bad < 0) {
-        (*passed)++;
-    } else {
-        (*failed)++;
-        fprintf(stderr, "rank %d: a new communicator's allreduce returned %d, element %d "
-                "wrong\n", rank, rc, bad);
-    }
-    MPI_Comm_free(&fresh);
+    fresh_calls(in, out, 1, 1, "a failed setup", passed, failed);
 }
 
 /* "late=S" (the usage above): the last rank's first collective S seconds late */
@@ -195,7 +223,7 @@ static void late_check(double late, int *in, int *out, MPI_Comm comm, int *passe
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: the bcast from the late rank returned %d, element %d "
+        fprintf(stderr, "FAIL rank %d: the bcast from the late rank returned %d, element %d "
                 "wrong\n", rank, rc, bad);
     }
     rc = allreduce(in, out, comm);
@@ -204,7 +232,7 @@ static void late_check(double late, int *in, int *out, MPI_Comm comm, int *passe
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: the allreduce after it returned %d, element %d wrong\n",
+        fprintf(stderr, "FAIL rank %d: the allreduce after it returned %d, element %d wrong\n",
                 rank, rc, bad);
     }
 }
@@ -239,19 +267,32 @@ static void latecall_check(double late, const int *in, int *out, int *host, int 
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: the call the last rank came %.0f s late to returned %d "
+        fprintf(stderr, "FAIL rank %d: the call the last rank came %.0f s late to returned %d "
                 "after %.1f s%s\n", rank, late, rc, MPI_Wtime() - t0,
                 bad >= 0 ? ", a wrong element" : "");
     }
 }
 
-/* "adrift=S[,dup]" (the usage above): returns only where gpuring failed to end the job */
-static void adrift_check(double late, int dup, const int *in, int *out, MPI_Comm comm,
-                         int *passed, int *failed)
+/* "adrift=S,free" (the usage above): the failed communicator freed, new ones made
+ * from MPI_COMM_WORLD, each one's calls right */
+static void adrift_free_check(const int *in, int *out, MPI_Comm *comm, int *passed,
+                              int *failed)
+{
+    MPI_Comm_free(comm);
+    /* (every rank out of its failed call: MPI_COMM_WORLD's calls would otherwise wait
+     * for the late one past its timeouts) */
+    MPI_Barrier(MPI_COMM_WORLD);
+    fresh_calls(in, out, 3, 2, "a failed communicator was freed", passed, failed);
+}
+
+/* "adrift=S[,dup|,free]" (the usage above): returns only where gpuring failed to end the
+ * job, or (free) once the new communicators' calls ran */
+static void adrift_check(double late, const char *how, const int *in, int *out,
+                         MPI_Comm *commp, int *passed, int *failed)
 {
     int rank, size, rc;
     MPI_Request req;
-    MPI_Comm copy;
+    MPI_Comm copy, comm = *commp;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -261,13 +302,17 @@ static void adrift_check(double late, int dup, const int *in, int *out, MPI_Comm
         (*passed)++;
     } else {
         (*failed)++;
-        fprintf(stderr, "rank %d: the first call, %.0f s late on the last rank, succeeded\n",
+        fprintf(stderr, "FAIL rank %d: the first call, %.0f s late on the last rank, succeeded\n",
                 rank, late);
     }
-    if (dup) {
+    if (strstr(how, ",free") != NULL) {
+        adrift_free_check(in, out, commp, passed, failed);
+        return;
+    }
+    if (strstr(how, ",dup") != NULL) {
         rc = MPI_Comm_dup(comm, &copy);
         (*failed)++;
-        fprintf(stderr, "rank %d: MPI_Comm_dup of the failed communicator returned %d: the "
+        fprintf(stderr, "FAIL rank %d: MPI_Comm_dup of the failed communicator returned %d: the "
                 "job was to end\n", rank, rc);
         return;
     }
@@ -275,7 +320,7 @@ static void adrift_check(double late, int dup, const int *in, int *out, MPI_Comm
     rc = MPI_Ibcast(out, count, MPI_INT, 0, comm, &req);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
     (*failed)++;
-    fprintf(stderr, "rank %d: the MPI_Ibcast after the failed call returned %d, element 1 "
+    fprintf(stderr, "FAIL rank %d: the MPI_Ibcast after the failed call returned %d, element 1 "
             "%d: the job was to end\n", rank, rc, out[1]);
 }
 
@@ -330,7 +375,7 @@ int main(int argc, char **argv)
             cu.malloc_((void **)&in, sizeof(int) * COUNT) != 0 ||
             cu.malloc_((void **)&out, sizeof(int) * COUNT) != 0 ||
             cu.memcpy_(in, hin, sizeof(int) * COUNT, TEST_CUDA_H2D) != 0) {
-            fprintf(stderr, "rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
+            fprintf(stderr, "FAIL rank %d: device buffers: %s\n", rank, cu.lib ? "CUDA failed" : err);
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     } else {
@@ -345,7 +390,7 @@ int main(int argc, char **argv)
         if (busy_comm != MPI_COMM_NULL) {
             MPI_Comm_set_errhandler(busy_comm, MPI_ERRORS_RETURN);
             if (pthread_create(&busy_thread, NULL, busy_main, &busy_comm) != 0) {
-                fprintf(stderr, "rank %d: no busy thread\n", rank);
+                fprintf(stderr, "FAIL rank %d: no busy thread\n", rank);
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
         }
@@ -355,7 +400,7 @@ int main(int argc, char **argv)
     } else if (late > 0) {
         late_check(late, in, out, comm, &passed, &failed);
     } else if (adrift > 0) {
-        adrift_check(adrift, strstr(argv[2], ",dup") != NULL, in, out, comm, &passed, &failed);
+        adrift_check(adrift, argv[2], in, out, &comm, &passed, &failed);
     } else if (late_call == 1) {
         latecall_check(late_s, in, out, late_host, device, comm, &passed, &failed);
     } else if (!setup) {
@@ -370,7 +415,7 @@ int main(int argc, char **argv)
             passed++;
         } else {
             failed++;
-            fprintf(stderr, "rank %d: first allreduce rc %d, element %d wrong\n", rank, rc, bad);
+            fprintf(stderr, "FAIL rank %d: first allreduce rc %d, element %d wrong\n", rank, rc, bad);
         }
         if (device) free(got);
     }
@@ -386,7 +431,7 @@ int main(int argc, char **argv)
             passed++;
         } else {
             failed++;
-            fprintf(stderr, "rank %d: stuck allreduce returned %d after %.1f s\n", rank, rc,
+            fprintf(stderr, "FAIL rank %d: stuck allreduce returned %d after %.1f s\n", rank, rc,
                     elapsed);
         }
         /* the communicator's gpuring state is broken now: refuse at once (well
@@ -397,7 +442,7 @@ int main(int argc, char **argv)
             passed++;
         } else {
             failed++;
-            fprintf(stderr, "rank %d: call after failure returned %d\n", rank, rc);
+            fprintf(stderr, "FAIL rank %d: call after failure returned %d\n", rank, rc);
         }
     }
     if (ibarrier) {
@@ -406,7 +451,7 @@ int main(int argc, char **argv)
         rc = MPI_Ibarrier(comm, &req);
         if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
         failed++;
-        fprintf(stderr, "rank %d: the MPI_Ibarrier after the failed calls returned %d: the "
+        fprintf(stderr, "FAIL rank %d: the MPI_Ibarrier after the failed calls returned %d: the "
                 "job was to end\n", rank, rc);
     }
     if (busy_comm != MPI_COMM_NULL) {
@@ -419,7 +464,7 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     mine[0] = passed, mine[1] = failed;
     if (test_verdict_sum(mine, all, 2, MPI_COMM_WORLD) != MPI_SUCCESS) {
-        fprintf(stderr, "rank %d: the verdict's MPI_Gather failed\n", rank);
+        fprintf(stderr, "FAIL rank %d: the verdict's MPI_Gather failed\n", rank);
         if (rank == 0) printf("0 passed, 1 failed\n");
         MPI_Finalize();
         return 1;
