@@ -19,10 +19,16 @@
 #                    and MPI_Reduce_scatter_block (what gpuring runs).  A change
 #                    that sent calls below would still get right answers there
 #                    (the component below computes them): only this count shows
-#                    it.
+#                    it.  A rank with no closing summary at all is reported.
 below_check() {
     _bc_log=$1 _bc_np=$2 _bc_allow=" $3 " _bc_staged=${4:-} _bc_r=0
     while [ "$_bc_r" -lt "$_bc_np" ]; do
+        # (no closing summary at all: its wording changed, or the rank never got
+        # there -- nothing below could be counted)
+        if ! grep -q "\[gpuring rank $_bc_r\] [a-z_]* summary: .*, [0-9][0-9]* handed to the component below" "$_bc_log"; then
+            echo "rank $_bc_r printed no closing summary of its calls (coll_gpuring_verbose 3): nothing handed below could be counted"
+            return 0
+        fi
         for _bc_k in allreduce reduce bcast allgather reduce_scatter; do
             case $_bc_allow in *" $_bc_k "*) continue ;; esac
             if [ -n "$_bc_staged" ]; then

@@ -8,9 +8,12 @@
  *   - integers: values are held in uint64_t (sign-extended for signed types)
  *     and combined with unsigned arithmetic, then truncated to the type's
  *     width: that is two's-complement wrap, i.e. what C gives for unsigned
- *     types.  For signed types the generated values never overflow (SUM
- *     magnitudes bounded by max/n, PROD magnitudes by the n-th root of max),
- *     so the implementation under test never hits signed-overflow UB.
+ *     types.  SUM inputs of 8- and 16-bit types, signed ones too, span the
+ *     whole type, so their sums wrap (C promotes them to int: no overflow;
+ *     a saturating add fails).  For wider signed types the generated values
+ *     never overflow (SUM magnitudes bounded by max/n, PROD magnitudes by the
+ *     n-th root of max), so the implementation under test never hits
+ *     signed-overflow UB.
  *     uint16 PROD uses 15-bit values (uint16*uint16 is promoted to int).
  *   - floats: SUM uses integers in [-8,8], PROD uses {1,2,0.5,-1}, MIN/MAX
  *     arbitrary finite values: every result is exact in any order, so the
@@ -34,7 +37,9 @@
  *             MPI 5) and the compiler has _Float16; and by name or as
  *             "fortran" (not in "all"), Fortran's where this Open MPI has
  *             them: finteger freal fdouble (DOUBLE PRECISION) flogical (the
- *             logical ops alone; finteger none of them) finteger8 freal8
+ *             logical ops alone; finteger none of them) finteger8 freal8, and
+ *             the sized finteger1 finteger2 finteger4 freal4 flogical1
+ *             flogical2 flogical4 flogical8
  *   -o LIST   ops or "all" (default all): sum prod min max band bor bxor land
  *             lor lxor
  *   -i        also run every case in place (MPI_IN_PLACE)
@@ -260,6 +265,20 @@ static void init_tables(void)
 #ifdef MPI_REAL8
             {"freal8", MPI_REAL8, FAMILY_FREAL},
 #endif
+            /* the sized ones (Fortran's INTEGER*1 ...; size 0 where its compiler
+             * has none) */
+#ifdef MPI_INTEGER1
+            {"finteger1", MPI_INTEGER1, FAMILY_FINTEGER},
+            {"finteger2", MPI_INTEGER2, FAMILY_FINTEGER},
+            {"finteger4", MPI_INTEGER4, FAMILY_FINTEGER},
+            {"freal4", MPI_REAL4, FAMILY_FREAL},
+#endif
+#ifdef MPI_LOGICAL1
+            {"flogical1", MPI_LOGICAL1, FAMILY_LOGICAL},
+            {"flogical2", MPI_LOGICAL2, FAMILY_LOGICAL},
+            {"flogical4", MPI_LOGICAL4, FAMILY_LOGICAL},
+            {"flogical8", MPI_LOGICAL8, FAMILY_LOGICAL},
+#endif
         };
         for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
             int size = 0;
@@ -381,9 +400,9 @@ static inline __attribute__((always_inline)) uint64_t gen_int(const type_t *t, i
     uint64_t h2, v;
     switch (op) {
     case OP_SUM:
-        if (t->is_signed) /* in [-lim, lim], two's complement */
+        if (t->is_signed && t->size > 2) /* in [-lim, lim], two's complement */
             return scale(h, 2 * p->sum_lim + 1) - p->sum_lim;
-        return h & width_mask(t->size);
+        return extend(h, t); /* any value: sums wrap (8 and 16 bits signed too) */
     case OP_PROD:
         h2 = rehash(h);
         if (t->is_signed) {
