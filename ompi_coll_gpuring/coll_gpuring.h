@@ -57,6 +57,7 @@ typedef struct mca_coll_gpuring_component {
     int output; /* opal_output stream */
     uint64_t fallbacks[GPURING_COLL_COUNT]; /* calls of each collective gpuring takes
                                                  handed to the component below (atomic) */
+    uint64_t cid_agreements; /* Open MPI's, handed below (coll_gpuring_allreduce.c) */
 } mca_coll_gpuring_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpuring_component_t mca_coll_gpuring_component;

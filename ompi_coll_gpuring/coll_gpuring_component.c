@@ -468,15 +468,20 @@ static int gpuring_close(void)
     for (int coll = 0; coll < GPURING_COLL_COUNT; coll++) {
         gpuring_comm_stats_t st;
         uint64_t calls, below = __atomic_load_n(&c->fallbacks[coll], __ATOMIC_RELAXED);
+        uint64_t cids = coll == GPURING_COLL_ALLREDUCE
+                            ? __atomic_load_n(&c->cid_agreements, __ATOMIC_RELAXED)
+                            : 0;
 
         gpuring_comm_stats_get((gpuring_coll_kind_t)coll, &st);
         calls = st.calls[0] + st.calls[1] + st.calls[2] + st.direct_ll_calls + st.direct_calls;
-        if (calls + below == 0) continue;
+        if (calls + below + cids == 0) continue;
         if (coll == GPURING_COLL_ALLREDUCE) {
             GPURING_INFO(GPURING_SUBSYS_COLL,
                          "allreduce summary: %llu calls in gpuring (ring %llu, tree %llu, "
                          "gather %llu, LL direct %llu, direct %llu; %llu on device buffers; "
-                         "%.3f GB), %llu handed to the component below",
+                         "%.3f GB), %llu handed to the component below, and %llu "
+                         "context-id agreements (one MPI_INT, MPI_MAX or MPI_MIN, "
+                         "non-blocking: Open MPI's) passed to it",
                          (unsigned long long)calls,
                          (unsigned long long)st.calls[GPURING_ALGO_RING],
                          (unsigned long long)st.calls[GPURING_ALGO_TREE],
@@ -484,7 +489,7 @@ static int gpuring_close(void)
                          (unsigned long long)st.direct_ll_calls,
                          (unsigned long long)st.direct_calls,
                          (unsigned long long)st.device_calls, st.bytes / 1e9,
-                         (unsigned long long)below);
+                         (unsigned long long)below, (unsigned long long)cids);
         } else {
             GPURING_INFO(GPURING_SUBSYS_COLL,
                          "%s summary: %llu calls in gpuring (%llu on device buffers; %.3f GB; "

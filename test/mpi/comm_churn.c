@@ -31,6 +31,13 @@
  * seconds, so gpuring's progress thread there is never idle; rank 0's free
  * must still return within SEC / 2.
  *
+ * One more case, always: MPI_Comm_idup of a communicator, then three MPI_Allreduce
+ * calls on it before the wait, the last rank 0.3 s late to them: Open MPI starts its
+ * agreement on the new communicator's context id (MPI_Iallreduce calls of one int)
+ * from its progress, inside those calls on some ranks, after them on others (with
+ * coll_gpuring_host_buffers 1 gpuring ran those and failed: steps of another call).
+ * Each result must be right, and the new communicator's first call's.
+ *
  * One more case, always: a communicator freed by rank 0 while gpuring's agreement
  * on its parameters (posted by its first call, which went below without waiting:
  * an MPI_Bcast of one host int, root 0) is still in flight -- the other ranks make
@@ -153,7 +160,7 @@ int main(int argc, char **argv)
     res_t before = measure();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    unsigned char *fail = calloc((size_t)n + 5, 1);
+    unsigned char *fail = calloc((size_t)n + 6, 1);
     int printed = 0;
     double t0 = MPI_Wtime();
     for (int it = 0; it < n; it++) {
@@ -211,6 +218,45 @@ int main(int argc, char **argv)
                     "rc %d, value %d, expected 4242\n", rank, rc, v);
     }
 
+    /* MPI_Comm_idup, then MPI_Allreduce calls on the parent before its wait, the last
+     * rank late to them: Open MPI's agreement on the new communicator's context id
+     * (MPI_Iallreduce calls of one int) starts from its progress -- inside those calls
+     * on the punctual ranks, after them on the late one */
+    {
+        MPI_Comm parent, child;
+        MPI_Request req;
+        int s[COUNT], r[COUNT + 1], e[COUNT], bad = 0, rc;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+        MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+        for (int j = 0; j < COUNT; j++) {
+            s[j] = val(rank, j, 7);
+            e[j] = 0;
+            for (int w = 0; w < size; w++) e[j] += val(w, j, 7);
+        }
+        rc = churn_allreduce(s, r, parent); /* (its setup) */
+        rc |= MPI_Comm_idup(parent, &child, &req);
+        if (rank == size - 1) usleep(300000);
+        for (int k = 0; k < 3 && rc == MPI_SUCCESS; k++) {
+            r[0] = -1;
+            rc = churn_allreduce(s, r, parent);
+            bad |= memcmp(r, e, sizeof(e)) != 0;
+        }
+        rc |= MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS) {
+            MPI_Comm_set_errhandler(child, MPI_ERRORS_RETURN);
+            r[0] = -1;
+            rc = churn_allreduce(s, r, child);
+            bad |= memcmp(r, e, sizeof(e)) != 0;
+            MPI_Comm_free(&child);
+        }
+        MPI_Comm_free(&parent);
+        fail[n + 4] = rc != MPI_SUCCESS || bad;
+        if (fail[n + 4])
+            fprintf(stderr, "rank %d: MPI_Allreduce calls before an MPI_Comm_idup's wait: "
+                    "rc %d%s\n", rank, rc, bad ? ", a wrong result" : "");
+    }
+
     /* -l: the last rank (-b: every rank but 0, calling on a communicator of theirs
      * meanwhile) frees a used communicator `lag` seconds after the others */
     if (lag > 0) {
@@ -238,8 +284,8 @@ int main(int argc, char **argv)
         took = MPI_Wtime();
         MPI_Comm_free(&c);
         took = MPI_Wtime() - took;
-        fail[n + 4] = !late && took > lag / 2;
-        if (fail[n + 4])
+        fail[n + 5] = !late && took > lag / 2;
+        if (fail[n + 5])
             fprintf(stderr, "rank %d: MPI_Comm_free took %.2f s, waiting for rank %d%s, which "
                     "freed the communicator %.2f s later%s\n", rank, took, size - 1,
                     busy ? " and the others" : "", lag,
@@ -267,14 +313,15 @@ int main(int argc, char **argv)
            (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
     fflush(stdout);
 
-    int ncases = n + 4 + (lag > 0);
+    int ncases = n + 5 + (lag > 0);
     unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
     MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
     if (rank == 0) {
         int npass = 0, nfail = 0;
-        static const char *res_names[5] = {"fds", "threads", "gpuring shm entries",
+        static const char *res_names[6] = {"fds", "threads", "gpuring shm entries",
                                            "MPI_Bcast on a communicator its root freed at once",
+                                           "MPI_Allreduce calls before an MPI_Comm_idup's wait",
                                            "MPI_Comm_free's time: it waited for a peer"};
         for (int k = 0; k < ncases; k++) {
             int f = 0;

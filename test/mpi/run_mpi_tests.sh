@@ -275,7 +275,7 @@ run_case() {
                     need_every_rank " allreduce summary: [0-9]+ calls in gpuring \\($forced" "rank @'s allreduces did not all run the forced algorithm ($forced)" || return 0
                 fi
                 if [[ " $params " =~ \ coll_gpuring_nchannels\ ([0-9]+)\  ]]; then
-                    need_every_rank " comm MPI_COMM_WORLD ready: .*, ${BASH_REMATCH[1]} host channels," "rank @'s world has not the ${BASH_REMATCH[1]} host channels asked for" || return 0
+                    need_every_rank " comm [^:]+ ready: .*, ${BASH_REMATCH[1]} host channels," "rank @'s communicators have not the ${BASH_REMATCH[1]} host channels asked for" || return 0
                 fi
                 # and handed none below but where the case says (BELOW: collectives
                 # that may; a fallback case's allreduce; colls_check's unequal
