@@ -329,9 +329,11 @@ static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, v
 
 /* Free the given-up exchanges whose request has completed, and release the
  * communicators they held -- outside the lock: a communicator's last reference runs its
- * modules' cleanup, which reaps too; not once MPI_Finalize began, which releases the
- * communicators left by itself.  Reads completion only (no progress: this may run
- * inside the component below's progress, where a communicator's last reference goes). */
+ * modules' cleanup, which reaps too; not once MPI_Finalize began, whose one release of
+ * each communicator left may already have destroyed it (one the application freed; a
+ * held one it did not free stays at exit).  Reads completion only (no progress: this
+ * may run inside the component below's progress, where a communicator's last reference
+ * goes). */
 static void exchanges_reap(void)
 {
     exchange_orphan_t **pp, *done = NULL;
