@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,12 +95,15 @@ static uint64_t bootstrap_hash(uint64_t h, const char *s, size_t len)
     return h;
 }
 
-/* The host's hash (its name, then its kernel's boot id) and the machine's (the boot id
- * alone; the host's where it cannot be read). */
+/* The host's hash (its name, its kernel's boot id, then the file system of /dev/shm,
+ * where shm_open puts the segments its ranks share: containers of one machine with one
+ * host name but a /dev/shm each -- pods on the host's network -- cannot) and the
+ * machine's (the boot id alone; the host's where it cannot be read). */
 static void bootstrap_host_hashes(uint64_t *host_p, uint64_t *machine_p)
 {
     char buf[256] = {0};
     uint64_t h = 14695981039346656037ull;
+    struct stat shm;
     FILE *f;
 
     gethostname(buf, sizeof(buf) - 1);
@@ -113,6 +117,12 @@ static void bootstrap_host_hashes(uint64_t *host_p, uint64_t *machine_p)
             *machine_p = bootstrap_hash(14695981039346656037ull, buf, sizeof(buf));
         }
         fclose(f);
+    }
+    if (stat("/dev/shm", &shm) == 0) {
+        memset(buf, 0, sizeof(buf));
+        snprintf(buf, sizeof(buf), "%llx:%llx", (unsigned long long)shm.st_dev,
+                 (unsigned long long)shm.st_ino);
+        h = bootstrap_hash(h, buf, sizeof(buf));
     }
     *host_p = h;
     if (*machine_p == 0) *machine_p = h;

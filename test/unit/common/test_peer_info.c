@@ -4,7 +4,10 @@
  * (gpuring_comm_same_gpu): the same PCI address on the same machine, which
  * containers of one machine with host names of their own are (their host hashes
  * differ, their kernel's boot id does not).  A child in a UTS namespace of its own
- * (unshare: root here; skipped where refused) plays such a container.
+ * (unshare: root here; skipped where refused) plays such a container; one in a mount
+ * namespace with a /dev/shm of its own (a tmpfs) and the same host name plays a pod
+ * on the host's network -- another host for gpuring, whose shared-memory segments it
+ * cannot open.
  *
  * Prints `N passed, N failed`.
  */
@@ -12,15 +15,28 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ompi_coll_gpuring/gpuring_comm_internal.h"
 #include "test/unit/unit_test.h"
 
-/* A child renamed in a UTS namespace of its own sends back its peer info (0: sent; 1:
- * unshare refused). */
-static int renamed_child_info(gpuring_peer_info_t *out)
+/* The child's namespace: renamed in a UTS namespace of its own, or (own_shm) a tmpfs
+ * on /dev/shm in a mount namespace of its own; 0, or -1 where refused. */
+static int child_apart(int own_shm)
+{
+    if (!own_shm) return unshare(CLONE_NEWUTS) != 0 || sethostname("gpuring-pod-b", 13) != 0
+                             ? -1
+                             : 0;
+    return unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                   mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0
+               ? -1
+               : 0;
+}
+
+/* A child apart (child_apart) sends back its peer info (0: sent; 1: refused). */
+static int child_info(int own_shm, gpuring_peer_info_t *out)
 {
     int fd[2], status = 0;
     pid_t pid;
@@ -32,7 +48,7 @@ static int renamed_child_info(gpuring_peer_info_t *out)
         char refused = 1;
 
         close(fd[0]);
-        if (unshare(CLONE_NEWUTS) != 0 || sethostname("gpuring-pod-b", 13) != 0) {
+        if (child_apart(own_shm) != 0) {
             (void)!write(fd[1], &refused, 1);
             _exit(0);
         }
@@ -63,7 +79,7 @@ int main(void)
         EXPECT(peers[0].machine_hash != peers[0].host_hash,
                "the machine's hash is the boot id's alone (the host's has the name too)");
 
-    rc = renamed_child_info(&peers[1]);
+    rc = child_info(0, &peers[1]);
     EXPECT(rc >= 0, "the renamed child answered");
     if (rc == 1) {
         printf("SKIP: no UTS namespace of its own here (unshare refused)\n");
@@ -71,6 +87,15 @@ int main(void)
         EXPECT(peers[1].host_hash != peers[0].host_hash &&
                    peers[1].machine_hash == peers[0].machine_hash,
                "another host name on this machine: another host, the same machine");
+    }
+    rc = child_info(1, &peers[1]);
+    EXPECT(rc >= 0, "the child with a /dev/shm of its own answered");
+    if (rc == 1) {
+        printf("SKIP: no mount namespace or tmpfs of its own here (refused)\n");
+    } else if (rc == 0) {
+        EXPECT(peers[1].host_hash != peers[0].host_hash &&
+                   peers[1].machine_hash == peers[0].machine_hash,
+               "a /dev/shm of its own, one host name: another host, the same machine");
     }
 
     /* ranks 0 and 1: two containers of one machine; rank 2: another machine */
