@@ -528,19 +528,17 @@ int mca_coll_gpuring_span_own_image(const mca_coll_gpuring_stage_buf_t *b);
 void *mca_coll_gpuring_span_image_new(const mca_coll_gpuring_stage_buf_t *b);
 void mca_coll_gpuring_span_image_free(const mca_coll_gpuring_stage_buf_t *b, void *image);
 void mca_coll_gpuring_span_release(mca_coll_gpuring_stage_buf_t *b, void *image);
-/* Copy the span's bytes into its host image, or back out of it: one copy, or one per
+/* The span before the call: where the call reads it (`reads`), its bytes copied into
+ * its host image; where it only writes it, the application's work queued so far on the
+ * legacy stream of each of its device pieces' contexts waited for -- the copy back
+ * waits for none of the application's streams, and its result must land after their
+ * earlier work on the span (a cudaMemcpy from pageable memory may still be moving bytes
+ * into it when it returns).  And the copy back out of the image.  One copy, or one per
  * piece (`pinned`: the image is page-locked; of a span in one piece only). */
-gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_t *b,
-                                               void *image, int pinned, const char **why_p);
+gpuring_status_t mca_coll_gpuring_span_take(const mca_coll_gpuring_stage_buf_t *b, void *image,
+                                            int pinned, int reads, const char **why_p);
 gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
                                                  void *image, int pinned, const char **why_p);
-/* For a span the call only writes (nothing copied in): wait for the application's work
- * queued so far on the legacy stream of each of its device pieces' contexts -- the copy
- * back waits for none of the application's streams, and its result must land after
- * their earlier work on the span (a cudaMemcpy from pageable memory may still be moving
- * bytes into it when it returns). */
-gpuring_status_t mca_coll_gpuring_span_order(const mca_coll_gpuring_stage_buf_t *b,
-                                             const char **why_p);
 /* 1 when the component below is handed `coll`'s device buffers as they are. */
 int mca_coll_gpuring_below_reads_device(mca_coll_gpuring_coll_t coll);
 int mca_coll_gpuring_stage_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,

@@ -28,15 +28,9 @@ static int allreduce_is_cid_agreement(const void *sbuf, const void *rbuf, int co
                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                       ompi_request_t **request)
 {
-    if (request == NULL || count != 1 || dtype != MPI_INT || (op != MPI_MAX && op != MPI_MIN) ||
-        gpuring_mem_kind(rbuf, NULL) != GPURING_MEM_HOST ||
-        (sbuf != MPI_IN_PLACE && gpuring_mem_kind(sbuf, NULL) != GPURING_MEM_HOST))
-        return 0;
-    __atomic_fetch_add(&mca_coll_gpuring_component.cid_agreements, 1, __ATOMIC_RELAXED);
-    mca_coll_gpuring_log_fallback("iallreduce fallback: one MPI_INT with %s, the shape of Open "
-                                  "MPI's agreement on a new communicator's context id",
-                                  op->o_name);
-    return 1;
+    return request != NULL && count == 1 && dtype == MPI_INT &&
+           (op == MPI_MAX || op == MPI_MIN) && gpuring_mem_kind(rbuf, NULL) == GPURING_MEM_HOST &&
+           (sbuf == MPI_IN_PLACE || gpuring_mem_kind(sbuf, NULL) == GPURING_MEM_HOST);
 }
 
 static int allreduce_entry(const void *sbuf, void *rbuf, int count,
@@ -51,9 +45,14 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
     int rc = MCA_COLL_GPURING_FALLBACK;
 
     /* (before call_begin: it may come inside another call of this module's) */
-    if (allreduce_is_cid_agreement(sbuf, rbuf, count, dtype, op, request))
+    if (allreduce_is_cid_agreement(sbuf, rbuf, count, dtype, op, request)) {
+        __atomic_fetch_add(&mca_coll_gpuring_component.cid_agreements, 1, __ATOMIC_RELAXED);
+        mca_coll_gpuring_log_fallback("iallreduce fallback: one MPI_INT with %s, the shape of "
+                                      "Open MPI's agreement on a new communicator's context "
+                                      "id", op->o_name);
         return mca_coll_gpuring_iallreduce_below(sbuf, rbuf, count, dtype, op, comm, request,
                                                  module);
+    }
     m = mca_coll_gpuring_call_begin(module);
     if (count < 0) return mca_coll_gpuring_bad_count(m, c.coll, request != NULL, count);
     if (!mca_coll_gpuring_map_reduction(c.coll, dtype, op, &c.type, &c.op)) goto fallback;

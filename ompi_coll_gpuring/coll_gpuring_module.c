@@ -309,17 +309,17 @@ static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, v
                             int hold)
 {
     exchange_orphan_t *o = malloc(sizeof(*o));
+    struct ompi_communicator_t *held = hold ? m->comm : NULL;
 
-    if (o == NULL) { /* both left to the request, unfreed; m counts it for good */
+    if (held != NULL) OBJ_RETAIN(held);
+    if (o == NULL) { /* all left to the request, unfreed (held too); m counts it for good */
         __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
-        if (hold && m->comm != NULL) OBJ_RETAIN(m->comm); /* (for good too) */
         return;
     }
     o->req = req;
     o->mem = mem;
     o->m = m;
-    o->held = hold ? m->comm : NULL;
-    if (o->held != NULL) OBJ_RETAIN(o->held);
+    o->held = held;
     pthread_mutex_lock(&exchange_orphans_lock);
     o->next = exchange_orphans;
     __atomic_store_n(&exchange_orphans, o, __ATOMIC_RELEASE);

@@ -133,13 +133,12 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
         /* a host image of the span: packed from (its bytes copied in where they are read),
          * and unpacked into -- the copy back writes only the datatype's blocks, so a
          * receiver's image needs none of the span's bytes (a hull far larger than its
-         * blocks is never touched but at the blocks); it waits instead for the
-         * application's work queued on the span before the call (mca_coll_gpuring_span_order) */
+         * blocks is never touched but at the blocks): it waits instead for the
+         * application's work queued on the span before the call */
         p->image = mca_coll_gpuring_span_own_image(span) ? mca_coll_gpuring_span_image_new(span)
                                                          : malloc(span->bytes);
         if (p->image == NULL) goto fail;
-        fail = in ? mca_coll_gpuring_span_copy_in(span, p->image, 0, &why)
-                  : mca_coll_gpuring_span_order(span, &why);
+        fail = mca_coll_gpuring_span_take(span, p->image, 0, in, &why);
         if (fail != GPURING_OK) goto fail;
     }
     if (in && pack_convert(1, dt, count, pack_elements(p), p->host, p->len) != OMPI_SUCCESS)

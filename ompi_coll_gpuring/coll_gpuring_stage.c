@@ -746,10 +746,26 @@ static gpuring_status_t stage_span_copy(const mca_coll_gpuring_stage_buf_t *b, v
     return GPURING_OK;
 }
 
-gpuring_status_t mca_coll_gpuring_span_copy_in(const mca_coll_gpuring_stage_buf_t *b,
-                                               void *image, int pinned, const char **why_p)
+/* A span the call only writes: its result must land after the application's earlier
+ * work on it (gpuring_devcopy_back's stream waits for none) -- in each device piece's
+ * context where it is pieced (its first byte may be host memory). */
+static gpuring_status_t stage_span_order(const mca_coll_gpuring_stage_buf_t *b,
+                                         const char **why_p)
 {
-    return stage_span_copy(b, image, pinned, 0, why_p);
+    gpuring_status_t st = GPURING_OK;
+
+    if (b->npieces == 0) return gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->lo), why_p);
+    for (int k = 0; k < b->npieces && st == GPURING_OK; k++) {
+        if (b->pieces[k].alloc != 0)
+            st = gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->pieces[k].lo), why_p);
+    }
+    return st;
+}
+
+gpuring_status_t mca_coll_gpuring_span_take(const mca_coll_gpuring_stage_buf_t *b, void *image,
+                                            int pinned, int reads, const char **why_p)
+{
+    return reads ? stage_span_copy(b, image, pinned, 0, why_p) : stage_span_order(b, why_p);
 }
 
 gpuring_status_t mca_coll_gpuring_span_copy_back(const mca_coll_gpuring_stage_buf_t *b,
@@ -853,21 +869,6 @@ static int stage_plan(mca_coll_gpuring_stage_buf_t *bufs, int n, mca_coll_gpurin
     return any;
 }
 
-/* (in each device piece's context where it is pieced: its first byte may be host
- * memory) */
-gpuring_status_t mca_coll_gpuring_span_order(const mca_coll_gpuring_stage_buf_t *b,
-                                             const char **why_p)
-{
-    gpuring_status_t st = GPURING_OK;
-
-    if (b->npieces == 0) return gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->lo), why_p);
-    for (int k = 0; k < b->npieces && st == GPURING_OK; k++) {
-        if (b->pieces[k].alloc != 0)
-            st = gpuring_devcopy_order(mca_coll_gpuring_at(b->buf, b->pieces[k].lo), why_p);
-    }
-    return st;
-}
-
 /* Copy what the call reads of the staged spans (its inputs, and written spans it may not
  * fill: a neighbor collective's blocks of MPI_PROC_NULL neighbors) from device memory.
  * A span it only writes, every block, is not copied: its copy back writes only the
@@ -884,11 +885,9 @@ static int stage_copy_in(const mca_coll_gpuring_stage_area_t *area, mca_coll_gpu
         gpuring_status_t st;
 
         if (b->staged == NULL) continue;
-        st = !(b->dir & MCA_COLL_GPURING_STAGE_IN) && !b->partial
-                 ? mca_coll_gpuring_span_order(b, &why)
-                 : stage_span_copy(b, b->staged,
-                                   !mca_coll_gpuring_span_own_image(b) && area->pin != NULL,
-                                   0, &why);
+        st = mca_coll_gpuring_span_take(
+            b, b->staged, !mca_coll_gpuring_span_own_image(b) && area->pin != NULL,
+            (b->dir & MCA_COLL_GPURING_STAGE_IN) || b->partial, &why);
         if (st != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_COLL,
                           "%s on comm %s: cannot copy the %zu bytes at %p its datatype spans "

@@ -79,23 +79,21 @@ int main(void)
         EXPECT(peers[0].machine_hash != peers[0].host_hash,
                "the machine's hash is the boot id's alone (the host's has the name too)");
 
-    rc = child_info(0, &peers[1]);
-    EXPECT(rc >= 0, "the renamed child answered");
-    if (rc == 1) {
-        printf("SKIP: no UTS namespace of its own here (unshare refused)\n");
-    } else if (rc == 0) {
-        EXPECT(peers[1].host_hash != peers[0].host_hash &&
-                   peers[1].machine_hash == peers[0].machine_hash,
-               "another host name on this machine: another host, the same machine");
-    }
-    rc = child_info(1, &peers[1]);
-    EXPECT(rc >= 0, "the child with a /dev/shm of its own answered");
-    if (rc == 1) {
-        printf("SKIP: no mount namespace or tmpfs of its own here (refused)\n");
-    } else if (rc == 0) {
-        EXPECT(peers[1].host_hash != peers[0].host_hash &&
-                   peers[1].machine_hash == peers[0].machine_hash,
-               "a /dev/shm of its own, one host name: another host, the same machine");
+    for (int own_shm = 0; own_shm < 2; own_shm++) {
+        static const char *const apart[2][2] = {
+            {"another host name", "no UTS namespace of its own here (unshare refused)"},
+            {"a /dev/shm of its own, one host name",
+             "no mount namespace or tmpfs of its own here (refused)"}};
+
+        rc = child_info(own_shm, &peers[1]);
+        EXPECT(rc >= 0, "the child with %s answered", apart[own_shm][0]);
+        if (rc == 1) {
+            printf("SKIP: %s\n", apart[own_shm][1]);
+        } else if (rc == 0) {
+            EXPECT(peers[1].host_hash != peers[0].host_hash &&
+                       peers[1].machine_hash == peers[0].machine_hash,
+                   "%s on this machine: another host, the same machine", apart[own_shm][0]);
+        }
     }
 
     /* ranks 0 and 1: two containers of one machine; rank 2: another machine */
