@@ -38,9 +38,8 @@ gpuring_status_t gpuring_bootstrap_leave(gpuring_bootstrap_t *b, gpuring_status_
     if (!b->failed) {
         GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "%s failed (%s), so this rank (%d of the "
                       "communicator's %d) leaves gpuring's exchanges with the others: they "
-                      "wait for it until their wait timeout (coll_gpuring_wait_timeout; "
-                      "without one where the component below has no MPI_Iallgather), then "
-                      "fail; gpuring cannot use the communicator any more", what,
+                      "wait for it until their wait timeout (coll_gpuring_wait_timeout), "
+                      "then fail; gpuring cannot use the communicator any more", what,
                       gpuring_status_str(st), b->rank, b->size);
         b->failed = 1;
     }

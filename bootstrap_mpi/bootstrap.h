@@ -5,8 +5,10 @@
  * every exchange is an allgather on it.
  *
  * The transport is a table of byte-level operations that ompi_coll_gpuring/
- * fills with the functions of the coll component *below* gpuring and the
- * PML (never gpuring itself), so this layer needs no Open MPI header.
+ * fills with its exchanges over the PML, on tags of gpuring's own
+ * (coll_gpuring_exchange.c; never a collective: not gpuring's, nor the
+ * component below's, whose non-blocking calls pair by their order), so this
+ * layer needs no Open MPI header.
  */
 #ifndef GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H
 #define GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H
@@ -30,8 +32,8 @@ typedef struct gpuring_bootstrap {
     /* this rank is out of step with the others: an exchange failed (a member did
      * not join in time, or MPI failed), or this rank left the sequence of
      * exchanges its members are in (gpuring_bootstrap_leave).  The members may
-     * have made different numbers of exchanges since -- the component below
-     * matches non-blocking collectives by their order -- so no later outcome is
+     * have made different numbers of exchanges since -- gpuring's exchanges
+     * pair by their order -- so no later outcome is
      * agreed */
     int failed;
     /* the last exchange ended every member's sequence alike: an agreement that

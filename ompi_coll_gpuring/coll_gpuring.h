@@ -150,12 +150,14 @@ typedef enum {
  * and how its ranks meet (mca_coll_gpuring_params_agree). */
 typedef enum {
     MCA_COLL_GPURING_PARAMS_UNSEEN, /* agreed at the communicator's first call */
-    MCA_COLL_GPURING_PARAMS_POSTED, /* its exchange is in flight (params_req) */
+    MCA_COLL_GPURING_PARAMS_POSTED, /* its exchange is in flight (params_x) */
     MCA_COLL_GPURING_PARAMS_ALIKE,
     MCA_COLL_GPURING_PARAMS_DIFFER, /* every rank saw it: every call falls back */
     MCA_COLL_GPURING_PARAMS_FAILED, /* the exchange failed (a member never joined):
                                        every call fails, as after a setup timeout */
 } mca_coll_gpuring_params_t;
+
+typedef struct mca_coll_gpuring_exchange mca_coll_gpuring_exchange_t;
 
 typedef struct mca_coll_gpuring_module {
     mca_coll_base_module_t super;
@@ -164,15 +166,12 @@ typedef struct mca_coll_gpuring_module {
     mca_coll_gpuring_prev_t prev;
     mca_coll_gpuring_comm_state_t state;
     mca_coll_gpuring_params_t params;
-    struct ompi_request_t *params_req; /* POSTED: the exchange (the component below's) */
+    mca_coll_gpuring_exchange_t *params_x; /* POSTED: the exchange */
     int64_t *params_all;               /* its data: this rank's values, then every rank's */
     gpuring_comm_t *gcomm;
     mca_coll_gpuring_stage_area_t stage;
-    void *boot_area;          /* the bootstrap allgather's copy of its data (reused) */
-    size_t boot_area_bytes;
-    int boot_blocking_said;   /* the log said the exchanges are blocking (no Iallgather) */
+    uint32_t exchanges_made;  /* gpuring's exchanges started on comm (each one's number) */
     int call_exchanges;       /* exchanges the current MPI call has made (call_begin: 0) */
-    int exchanges_adrift;     /* exchanges given up in flight, not yet complete (atomic) */
 } mca_coll_gpuring_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuring_module_t);
@@ -190,21 +189,47 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
  * a rank and the parameter)?  The result, also kept in module->params.  params_post
  * starts the exchange and waits for nothing (a call that goes below whatever the
  * answer makes it so, and leaves it to the next call that needs the answer: every
- * rank started it at the same call) -- but where the component below has no
- * MPI_Iallgather, a `blocking` call makes the blocking exchange; params_agree starts
- * it where no call has, and waits for it (coll_gpuring_wait_timeout). */
-void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module, int blocking);
+ * rank started it at the same call); params_agree starts it where no call has, and
+ * waits for it (coll_gpuring_wait_timeout). */
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module);
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
-/* Why this rank's non-blocking collectives through the component below may no longer
- * pair with its peers' (NULL: they do).  gpuring's exchanges are that component's
- * MPI_Iallgather, so they take a place in the same sequence (libnbc's tags): one given
- * up in flight that a peer never joined (still incomplete here), or one a peer gave
- * up that this rank never joined -- which a rank knows only as a failed call --
- * leaves the ranks apart there, and a later non-blocking collective would pair with
- * another call on some peer (a wrong result, a hang, or a receive larger than the
- * exchange's buffer).  Blocking collectives have tags of their own. */
-const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *module);
+/*
+ * coll_gpuring_exchange.c: gpuring's own exchanges over a communicator -- an allgather
+ * of `bytes` per rank through the PML, on tags of gpuring's own (why, there), the
+ * module's n-th exchange on its n-th tag.
+ * _start: this rank's part posted (`mine` copied): GPURING_OK and *x, or an error
+ *   (logged; nothing left to the caller).
+ * _test: one look (progress once): 1 complete -- every rank's part in `all`, rank by
+ *   rank, and x freed; 0 in flight; a gpuring_status_t < 0 (logged; x freed).
+ * _orphan: x given up in flight (the caller keeps nothing): kept until its messages
+ *   complete (a late rank joins it), then freed.  `hold`: inside a call, its
+ *   communicator retained till then -- a pml whose requests do not hold it (ucx) would
+ *   free it at MPI_Comm_free, and the next communicator would get its context id: the
+ *   stale receives would take that one's setup messages (its calls timed out, seen).
+ *   One that never completes (a rank never joined it) stays while the component is
+ *   loaded.
+ * _reap: free the given-up exchanges that completed, and release the communicators
+ *   they held -- outside its lock (a communicator's last reference runs its modules'
+ *   cleanup, which reaps too), and not once MPI_Finalize began, whose one release of
+ *   each communicator left may already have destroyed it (a held one the application
+ *   did not free stays at exit).  Reads completion only, no progress: this may run
+ *   inside progress, where a communicator's last reference goes.
+ */
+gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, const void *mine,
+                                                 size_t bytes, mca_coll_gpuring_exchange_t **x);
+int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all);
+void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold);
+void mca_coll_gpuring_exchanges_reap(void);
+/* An exchange made and waited for (coll_gpuring_module.c): at most
+ * coll_gpuring_wait_timeout (0: without a bound) -- an MPI call's first, for a rank late
+ * to the call, coll_gpuring_arrival_timeout (on this host: the arrival board) -- so that
+ * a member that never makes the call produces an error on the others, not a hang; the
+ * same collective on every rank whatever its own timeout.  One that times out (logged,
+ * naming `what`) is given up in flight, holding the communicator.  GPURING_OK: every
+ * rank's part in `all`. */
+int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
+                                   size_t bytes, const char *what);
 
 /*
  * coll_gpuring_entry.c: what the entry points share.  A call as its entry
@@ -568,13 +593,6 @@ void mca_coll_gpuring_stage_area_free(mca_coll_gpuring_stage_area_t *area);
  * copies the results back, and freeing the request frees it.
  */
 typedef struct mca_coll_gpuring_stage_nb mca_coll_gpuring_stage_nb_t;
-/* Every non-blocking call and persistent *_init that goes below passes here first
- * (stage_nb_in does; the host-buffer MPI_Iallreduce that skips the staging too):
- * OMPI_SUCCESS where its rank's non-blocking collectives there still pair with its
- * peers' (mca_coll_gpuring_below_nb_unpaired); otherwise logged, and the job ended
- * where peers would wait for this rank (an *_init: the error returned). */
-int mca_coll_gpuring_below_nb_refused(mca_coll_gpuring_module_t *m,
-                                      mca_coll_gpuring_coll_t coll, int persistent);
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p);

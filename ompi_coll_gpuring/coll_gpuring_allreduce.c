@@ -67,13 +67,10 @@ static int allreduce_entry(const void *sbuf, void *rbuf, int count,
 fallback:
     mca_coll_gpuring_fallback_count(c.coll);
     if (rc == MCA_COLL_GPURING_FALLBACK_HOST) {
-        if (request == NULL)
-            return MCA_COLL_GPURING_PREV(m, allreduce, sbuf, rbuf, count, dtype, op, comm);
-        /* (no staging, but its check: MPI_Comm_dup's and _split's agreement is one) */
-        rc = mca_coll_gpuring_below_nb_refused(m, MCA_COLL_GPURING_COLL_iallreduce, 0);
-        return rc != OMPI_SUCCESS ? rc
-                                  : MCA_COLL_GPURING_PREV(m, iallreduce, sbuf, rbuf, count,
-                                                          dtype, op, comm, request);
+        return request == NULL
+                   ? MCA_COLL_GPURING_PREV(m, allreduce, sbuf, rbuf, count, dtype, op, comm)
+                   : MCA_COLL_GPURING_PREV(m, iallreduce, sbuf, rbuf, count, dtype, op, comm,
+                                           request);
     }
     return request == NULL
                ? mca_coll_gpuring_allreduce_below(sbuf, rbuf, count, dtype, op, comm, module)

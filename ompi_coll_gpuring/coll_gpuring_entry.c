@@ -331,7 +331,7 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
     const char *why = NULL;
     int device, host, plane = entry_plane(buf, NULL, &device, &why, &host);
 
-    mca_coll_gpuring_params_post(m, 1);
+    mca_coll_gpuring_params_post(m);
     if (!entry_needs_params(plane, 1)) {
         mca_coll_gpuring_log_fallback("%s fallback: %s", gpuring_coll_names[coll], why);
         return 1;
@@ -345,16 +345,27 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
     }
 }
 
-/* coll_gpuring_agree_memory: 1 if every rank chose `plane` (one small allreduce below). */
-static int entry_planes_agree(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
-                              int plane, int *exchanges_p)
+/* coll_gpuring_agree_memory: did every rank choose `plane` (*alike)?  One exchange of
+ * gpuring's, waited for as its setup's are: GPURING_OK, or the error (logged) that fails
+ * the call -- a rank that falls back there would wait below for a rank that came late
+ * and found the answer. */
+static gpuring_status_t entry_planes_agree(mca_coll_gpuring_module_t *m, int plane, int *alike)
 {
-    int v[2] = {plane, -plane}; /* max and -min */
+    const int n = ompi_comm_size(m->comm);
+    int32_t mine = plane, *all = malloc(sizeof(int32_t) * (size_t)n);
+    gpuring_status_t st = GPURING_ERR_NO_MEMORY;
 
-    (*exchanges_p)++; /* (the call's first: every rank has made it, once it completes) */
-    return m->prev.allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, comm,
-                             m->prev.allreduce_module) == OMPI_SUCCESS &&
-           v[0] == -v[1];
+    *alike = 0;
+    if (all != NULL)
+        st = mca_coll_gpuring_exchange_wait(m, &mine, all, sizeof(mine),
+                                            "gpuring's agreement on the kind of memory "
+                                            "(coll_gpuring_agree_memory)");
+    if (st == GPURING_OK) {
+        *alike = 1;
+        for (int r = 1; r < n; r++) *alike &= all[r] == all[0];
+    }
+    free(all);
+    return st;
 }
 
 /* A non-blocking call's communicator setup failed: what may have held it up. */
@@ -439,7 +450,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
      * the same, as every rank's first call does, and leaves it in flight; the next
      * call that needs its answer waits for it. */
     first = m->params == MCA_COLL_GPURING_PARAMS_UNSEEN;
-    mca_coll_gpuring_params_post(m, c->request == NULL);
+    mca_coll_gpuring_params_post(m);
     defer = c->request != NULL && !mca_coll_gpuring_component.nonblocking_setup;
     if (c->request != NULL && mca_coll_gpuring_component.agree_memory) {
         plane = -1;
@@ -460,11 +471,16 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         if (rc != OMPI_SUCCESS) return rc;
     }
     /* (a blocking call: every rank agrees, whatever its own plane) */
-    if (c->request == NULL && mca_coll_gpuring_component.agree_memory &&
-        !entry_planes_agree(m, comm, plane, &m->call_exchanges)) {
-        plane = -1;
-        why = "ranks passed different kinds of memory (host on some, device on others) or "
-              "not all can run it";
+    if (c->request == NULL && mca_coll_gpuring_component.agree_memory) {
+        int alike;
+
+        st = entry_planes_agree(m, plane, &alike);
+        if (st != GPURING_OK) return mca_coll_gpuring_status_to_ompi(st);
+        if (!alike) {
+            plane = -1;
+            why = "ranks passed different kinds of memory (host on some, device on others) or "
+                  "not all can run it";
+        }
     }
     GPURING_PROF_MARK(GPURING_PROF_MEMKIND);
     if (plane < 0) {

@@ -1,8 +1,9 @@
 /*
  * coll_gpuring_module.c -- the coll/gpuring module of one communicator:
  * comm_query (who we refuse), enable (save and retain what the component
- * below provides: our fallback and our bootstrap transport), disable, and
- * the lazy per-communicator setup at the first call gpuring handles.
+ * below provides: our fallback), disable, and the lazy per-communicator setup
+ * at the first call gpuring handles -- its exchanges (coll_gpuring_exchange.c)
+ * waited for, the parameters' agreement.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 #include "kernels/exec_cuda.h"
@@ -12,14 +13,9 @@
 
 #include <pthread.h>
 #include "ompi/errhandler/errcode.h"
-#include "ompi/mca/coll/base/coll_tags.h"
-#include "ompi/mca/pml/pml.h"
-#include "ompi/request/request.h"
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static void params_abandon(mca_coll_gpuring_module_t *m);
-static void exchanges_reap(void);
-static void exchanges_forget(mca_coll_gpuring_module_t *m);
 static int gpuring_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
 static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
@@ -28,23 +24,19 @@ static void gpuring_module_construct(mca_coll_gpuring_module_t *m)
     memset(&m->prev, 0, sizeof(m->prev));
     m->state = MCA_COLL_GPURING_COMM_NEW;
     m->params = MCA_COLL_GPURING_PARAMS_UNSEEN;
-    m->params_req = NULL;
+    m->params_x = NULL;
     m->params_all = NULL;
     m->gcomm = NULL;
     memset(&m->stage, 0, sizeof(m->stage));
-    m->boot_area = NULL;
-    m->boot_area_bytes = 0;
-    m->boot_blocking_said = 0;
+    m->exchanges_made = 0;
     m->call_exchanges = 0;
-    m->exchanges_adrift = 0;
 }
 
 /* Free gpuring's communicator and drop what enable retained.  Idempotent. */
 static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 {
     params_abandon(m); /* before the component below goes */
-    exchanges_reap();
-    exchanges_forget(m);
+    mca_coll_gpuring_exchanges_reap();
     if (m->gcomm != NULL) {
         gpuring_comm_destroy(m->gcomm); /* (its calls run to their end) */
         m->gcomm = NULL;
@@ -58,9 +50,6 @@ static void gpuring_module_cleanup(mca_coll_gpuring_module_t *m)
 #undef GPURING_RELEASE_PREV
     memset(&m->prev, 0, sizeof(m->prev));
     mca_coll_gpuring_stage_area_free(&m->stage);
-    free(m->boot_area);
-    m->boot_area = NULL;
-    m->boot_area_bytes = 0;
 }
 
 static void gpuring_module_destruct(mca_coll_gpuring_module_t *m)
@@ -132,7 +121,7 @@ static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_com
     mca_coll_gpuring_module_t *m = (mca_coll_gpuring_module_t *)module;
 
     /* modules are enabled in increasing priority: what is installed now is
-     * what gpuring falls back to (allgather: its bootstrap too) */
+     * what gpuring falls back to */
     MCA_COLL_GPURING_COLLS(GPURING_SAVE_PREV)
     if (m->prev.allreduce == NULL || m->prev.allgather == NULL) {
         GPURING_INFO(GPURING_SUBSYS_INIT,
@@ -238,16 +227,7 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
     return OMPI_ERROR;
 }
 
-/* ---- bootstrap_mpi transport: the component below and the PML ------------ */
-/* An Open MPI result as the bootstrap layer wants it (the MPI error logged). */
-static int gpuring_boot_status(mca_coll_gpuring_module_t *m, int rc, const char *what)
-{
-    if (rc == OMPI_SUCCESS) return GPURING_OK;
-    GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s through the component below "
-                  "failed (Open MPI error %d)", mca_coll_gpuring_comm_name(m), what, rc);
-    return GPURING_ERR_REMOTE;
-}
-
+/* ---- bootstrap_mpi transport: gpuring's exchanges, waited for -------------- */
 /*
  * An exchange that has waited `timeout` s (since `start`) for a rank: 1 to wait
  * on (warned), 0 to fail.  A rank of this host that has not made the call yet (the
@@ -276,248 +256,58 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
     return 1;
 }
 
-/*
- * Exchanges given up in flight (the parameters' agreement, a setup exchange or a
- * direct allreduce's agreement: its communicator went, its wait timed out, or a rank
- * of it refuses every call): the component below may still write their memory, so
- * each is kept with its request until that completes, then both freed -- by the next
- * agreement posted or communicator gone (exchanges_reap; the communicators
- * MPI_Finalize frees are the last).  One that never completes (a rank never joined
- * it) stays while the component is loaded.  Until it completes, its communicator's
- * module counts it (exchanges_adrift): this rank has made one MPI_Iallgather more
- * through the component below than some peer.  One given up inside a call holds its
- * communicator till then: a pml whose requests do not (ucx) would free it at
- * MPI_Comm_free, and the next communicator would get its context id -- the stale
- * request would take that one's messages (its setup exchanges timed out, seen), or a
- * peer's stale message would be taken for that one's.
- */
-typedef struct exchange_orphan {
-    struct exchange_orphan *next;
-    ompi_request_t *req;
-    void *mem;
-    mca_coll_gpuring_module_t *m; /* the module that counts it; NULL once it is gone */
-    struct ompi_communicator_t *held; /* retained for it, or NULL */
-} exchange_orphan_t;
-
-static exchange_orphan_t *exchange_orphans;
-static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* m's exchange given up: its request and memory go to the list (the caller keeps
- * neither); `hold`: inside a call, its communicator is retained till it completes (not
- * as the communicator goes: its last reference is gone). */
-static void exchange_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req, void *mem,
-                            int hold)
-{
-    exchange_orphan_t *o = malloc(sizeof(*o));
-    struct ompi_communicator_t *held = hold ? m->comm : NULL;
-
-    if (held != NULL) OBJ_RETAIN(held);
-    if (o == NULL) { /* all left to the request, unfreed (held too); m counts it for good */
-        __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
-        return;
-    }
-    o->req = req;
-    o->mem = mem;
-    o->m = m;
-    o->held = held;
-    pthread_mutex_lock(&exchange_orphans_lock);
-    o->next = exchange_orphans;
-    __atomic_store_n(&exchange_orphans, o, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&m->exchanges_adrift, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&exchange_orphans_lock);
-}
-
-/* Free the given-up exchanges whose request has completed, and release the
- * communicators they held -- outside the lock: a communicator's last reference runs its
- * modules' cleanup, which reaps too; not once MPI_Finalize began, whose one release of
- * each communicator left may already have destroyed it (one the application freed; a
- * held one it did not free stays at exit).  Reads completion only (no progress: this
- * may run inside the component below's progress, where a communicator's last reference
- * goes). */
-static void exchanges_reap(void)
-{
-    exchange_orphan_t **pp, *done = NULL;
-
-    if (__atomic_load_n(&exchange_orphans, __ATOMIC_ACQUIRE) == NULL) return;
-    pthread_mutex_lock(&exchange_orphans_lock);
-    for (pp = &exchange_orphans; *pp != NULL;) {
-        exchange_orphan_t *o = *pp;
-
-        if (!REQUEST_COMPLETE(o->req)) {
-            pp = &o->next;
-            continue;
-        }
-        opal_atomic_rmb(); /* its data before its completion */
-        (void)ompi_request_free(&o->req);
-        free(o->mem);
-        if (o->m != NULL) __atomic_sub_fetch(&o->m->exchanges_adrift, 1, __ATOMIC_RELEASE);
-        *pp = o->next;
-        o->next = done;
-        done = o;
-    }
-    pthread_mutex_unlock(&exchange_orphans_lock);
-    while (done != NULL) {
-        exchange_orphan_t *o = done;
-
-        done = o->next;
-        if (o->held != NULL && ompi_mpi_state < OMPI_MPI_STATE_FINALIZE_STARTED)
-            OBJ_RELEASE(o->held);
-        free(o);
-    }
-}
-
-/* m goes: its exchanges still in flight stay on the list, counted by nobody. */
-static void exchanges_forget(mca_coll_gpuring_module_t *m)
-{
-    if (__atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) == 0) return;
-    pthread_mutex_lock(&exchange_orphans_lock);
-    for (exchange_orphan_t *o = exchange_orphans; o != NULL; o = o->next) {
-        if (o->m == m) o->m = NULL;
-    }
-    __atomic_store_n(&m->exchanges_adrift, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&exchange_orphans_lock);
-}
-
-/* Is one of m's exchanges given up still in flight (a peer has not joined it)? */
-static int exchanges_unjoined(mca_coll_gpuring_module_t *m)
-{
-    if (__atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) == 0) return 0;
-    opal_progress(); /* (an MPI call's entry: a peer's late part may be in) */
-    exchanges_reap();
-    return __atomic_load_n(&m->exchanges_adrift, __ATOMIC_ACQUIRE) > 0;
-}
-
-const char *mca_coll_gpuring_below_nb_unpaired(mca_coll_gpuring_module_t *m)
-{
-    if (exchanges_unjoined(m))
-        return "an exchange of gpuring's through the component below (an MPI_Iallgather "
-               "of an earlier call that failed here) still waits for a rank that never "
-               "joined it";
-    if (m->params == MCA_COLL_GPURING_PARAMS_FAILED || m->state == MCA_COLL_GPURING_COMM_FAILED ||
-        (m->gcomm != NULL && __atomic_load_n(&m->gcomm->broken, __ATOMIC_ACQUIRE)))
-        return "gpuring failed an earlier call on it here, so a peer may have made an "
-               "exchange of gpuring's through the component below (an MPI_Iallgather) "
-               "that this rank did not, or the other way round";
-    return NULL;
-}
-
-/* m's agreement on its parameters, given up (m keeps neither request nor memory;
- * `hold`: exchange_orphan's). */
+/* m's agreement on its parameters, given up in flight (m keeps neither the exchange
+ * nor its memory; `hold`: mca_coll_gpuring_exchange_orphan's). */
 static void params_orphan(mca_coll_gpuring_module_t *m, int hold)
 {
-    exchange_orphan(m, m->params_req, m->params_all, hold);
-    m->params_req = NULL;
+    mca_coll_gpuring_exchange_orphan(m->params_x, hold);
+    m->params_x = NULL;
+    free(m->params_all);
     m->params_all = NULL;
 }
 
-/* m's setup exchange in its area, given up: the area goes with the request (the next
- * exchange makes a new one). */
-static void boot_area_orphan(mca_coll_gpuring_module_t *m, ompi_request_t *req)
+int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
+                                   size_t bytes, const char *what)
 {
-    exchange_orphan(m, req, m->boot_area, 1); /* the request may still write it */
-    m->boot_area = NULL;
-    m->boot_area_bytes = 0;
-}
-
-/*
- * The setup exchanges (and the direct allreduce's agreements) are the
- * component below's MPI_Iallgather, waited for at most
- * coll_gpuring_wait_timeout (0: without a bound) -- an MPI call's first, for a
- * rank late to the call, coll_gpuring_arrival_timeout (boot_wait_on): a member
- * that never makes the call produces an error on the others, not a hang.  The same
- * collective on every rank whatever its own timeout, so that the timeout may
- * differ between ranks.  A timed-out exchange stays in flight, so it works on
- * a copy of the data that is left to it (with no memory for the copy, on the
- * caller's buffers, without the timeout).
- */
-static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
-{
-    mca_coll_gpuring_module_t *m = ctx;
-    int timeout = mca_coll_gpuring_component.wait_timeout, size = ompi_comm_size(m->comm);
+    const int timeout = mca_coll_gpuring_component.wait_timeout;
     const int first = m->call_exchanges++ == 0;
-    ompi_request_t *req = MPI_REQUEST_NULL;
-    int done = 0, rc;
+    mca_coll_gpuring_exchange_t *x;
+    gpuring_status_t st;
     double start, deadline, late_since = 0.0;
-    char *area;
 
-    if (bytes > INT_MAX) return GPURING_ERR_INVALID;
-    /* the area is kept for the next exchange (the direct allreduce makes some per call) */
-    if (m->prev.iallgather != NULL && m->boot_area_bytes < bytes * (size_t)(size + 1)) {
-        free(m->boot_area);
-        m->boot_area_bytes = bytes * (size_t)(size + 1);
-        m->boot_area = malloc(m->boot_area_bytes);
-        if (m->boot_area == NULL) m->boot_area_bytes = 0;
-    }
-    if (m->prev.iallgather == NULL) {
-        static int warned; /* (once a process; each communicator at verbose 3) */
-
-        if (!m->boot_blocking_said) {
-            m->boot_blocking_said = 1;
-            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-                GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
-                             "MPI_Iallgather (is libnbc in the coll list?): gpuring's setup "
-                             "exchanges are its blocking MPI_Allgather, without "
-                             "coll_gpuring_wait_timeout: a rank that never comes is waited "
-                             "for without a bound", mca_coll_gpuring_comm_name(m));
-            else
-                GPURING_INFO(GPURING_SUBSYS_BOOTSTRAP, "comm %s: the component below has no "
-                             "MPI_Iallgather: gpuring's setup exchanges are its blocking "
-                             "MPI_Allgather, without coll_gpuring_wait_timeout",
-                             mca_coll_gpuring_comm_name(m));
-        }
-        return gpuring_boot_status(m, m->prev.allgather(sbuf, (int)bytes, MPI_BYTE, rbuf,
-                                                        (int)bytes, MPI_BYTE, m->comm,
-                                                        m->prev.allgather_module),
-                                   "MPI_Allgather");
-    }
-    area = m->boot_area;
-    if (area == NULL) {
-        /* no memory for the copy: the same exchange as the others' (a blocking
-         * allgather would not match theirs), on the caller's buffers, which it
-         * may write until it completes -- so without the timeout */
-        GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: no memory for a copy of gpuring's "
-                     "setup exchange (%zu bytes): it waits without coll_gpuring_wait_timeout",
-                     mca_coll_gpuring_comm_name(m), bytes * (size_t)(size + 1));
-        timeout = 0;
-    } else {
-        memcpy(area, sbuf, bytes);
-    }
-    rc = m->prev.iallgather(area != NULL ? area : sbuf, (int)bytes, MPI_BYTE,
-                            area != NULL ? area + bytes : rbuf, (int)bytes, MPI_BYTE, m->comm,
-                            &req, m->prev.iallgather_module);
-    if (rc != OMPI_SUCCESS) return gpuring_boot_status(m, rc, "MPI_Iallgather");
+    mca_coll_gpuring_exchanges_reap();
+    if ((st = mca_coll_gpuring_exchange_start(m, mine, bytes, &x)) != GPURING_OK) return st;
     start = gpuring_time_sec();
     deadline = start + timeout;
-    for (unsigned polls = 1; !done; polls++) {
-        rc = ompi_request_test(&req, &done, MPI_STATUS_IGNORE);
-        if (rc != OMPI_SUCCESS) {
-            /* a request completed in error is left to its caller to free */
-            if (req != MPI_REQUEST_NULL) (void)ompi_request_free(&req);
-            return gpuring_boot_status(m, rc, "MPI_Iallgather");
-        }
+    for (unsigned polls = 1;; polls++) {
+        const int done = mca_coll_gpuring_exchange_test(x, all);
+
+        if (done != 0) return done > 0 ? GPURING_OK : done;
         /* (a rank of this host that makes no call any more will not join it either) */
-        if (!done && area != NULL && polls % 64 == 0 &&
-            gpuring_comm_exchange_refused(m->gcomm) >= 0) {
-            boot_area_orphan(m, req);
+        if (polls % 64 == 0 && gpuring_comm_exchange_refused(m->gcomm) >= 0) {
+            mca_coll_gpuring_exchange_orphan(x, 1);
             return GPURING_ERR_REMOTE;
         }
-        if (!done && timeout > 0 && gpuring_time_sec() > deadline) {
-            if (boot_wait_on(m, first, start, timeout, "gpuring's exchange", &late_since)) {
+        if (timeout > 0 && gpuring_time_sec() > deadline) {
+            if (boot_wait_on(m, first, start, timeout, what, &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                          "comm %s: gpuring's setup exchange (an allgather of %zu bytes "
-                          "through the component below) timed out after %.0f s: some rank of "
-                          "the communicator has not made this collective call "
-                          "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), bytes,
+                          "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: "
+                          "some rank of the communicator has not made this collective call "
+                          "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), what, bytes,
                           gpuring_time_sec() - start, first ? "arrival_timeout" : "wait_timeout");
-            boot_area_orphan(m, req);
+            mca_coll_gpuring_exchange_orphan(x, 1);
             return GPURING_ERR_TIMEOUT;
         }
     }
-    if (area != NULL) memcpy(rbuf, area + bytes, bytes * (size_t)size);
-    return GPURING_OK;
+}
+
+/* bootstrap_mpi's allgather: a setup exchange, or the direct allreduce's agreement */
+static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, "gpuring's setup exchange");
 }
 
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
@@ -672,7 +462,6 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
         }
         if (m->params == MCA_COLL_GPURING_PARAMS_DIFFER) params_report(m, all);
     }
-    m->params_req = NULL;
     free(m->params_all);
     m->params_all = NULL;
 }
@@ -680,58 +469,49 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
 /*
  * The exchange is every rank's values (PARAMS_N of 8 bytes: one exchange, so that no
  * rank waits in a second one that a rank which finishes the first at a later call
- * would make only then), through the component below's MPI_Iallgather, which the
- * call that posts it leaves in flight.  Without one, the blocking MPI_Allgather, made
- * only where the caller may wait (`may_wait`).  Posted: one test (progress), the
- * answer settled once it is there.
+ * would make only then): gpuring's exchange (coll_gpuring_exchange.c), which the call
+ * that posts it leaves in flight.  Posted: one test (progress), the answer settled
+ * once it is there.
  */
-static void params_start(mca_coll_gpuring_module_t *m, int may_wait)
+static void params_start(mca_coll_gpuring_module_t *m)
 {
     const int n = ompi_comm_size(m->comm);
     const size_t bytes = PARAMS_N * sizeof(int64_t);
-    int rc, done = 0;
+    gpuring_status_t st;
 
     if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
-        rc = ompi_request_test(&m->params_req, &done, MPI_STATUS_IGNORE);
-        if (rc != OMPI_SUCCESS && m->params_req != MPI_REQUEST_NULL)
-            (void)ompi_request_free(&m->params_req); /* completed in error: ours to free */
-        if (rc != OMPI_SUCCESS || done)
-            params_settle(m, gpuring_boot_status(m, rc, "MPI_Iallgather"));
+        const int done = mca_coll_gpuring_exchange_test(m->params_x, m->params_all + PARAMS_N);
+
+        if (done != 0) {
+            m->params_x = NULL; /* (freed) */
+            params_settle(m, done > 0 ? GPURING_OK : done);
+        }
         return;
     }
     if (m->params != MCA_COLL_GPURING_PARAMS_UNSEEN) return;
-    exchanges_reap();
+    mca_coll_gpuring_exchanges_reap();
     if (n == 1) {
         m->params = MCA_COLL_GPURING_PARAMS_ALIKE;
         return;
     }
-    if (m->prev.iallgather == NULL && !may_wait) return;
     m->params_all = malloc(bytes * (size_t)(n + 1));
     if (m->params_all == NULL) { /* a local failure skips the exchange (Left: the others') */
         params_settle(m, GPURING_ERR_NO_MEMORY);
         return;
     }
     params_values(m->params_all);
-    if (m->prev.iallgather == NULL) {
-        rc = m->prev.allgather(m->params_all, (int)bytes, MPI_BYTE, m->params_all + PARAMS_N,
-                               (int)bytes, MPI_BYTE, m->comm, m->prev.allgather_module);
-        params_settle(m, gpuring_boot_status(m, rc, "MPI_Allgather"));
-        return;
-    }
-    rc = m->prev.iallgather(m->params_all, (int)bytes, MPI_BYTE, m->params_all + PARAMS_N,
-                            (int)bytes, MPI_BYTE, m->comm, &m->params_req,
-                            m->prev.iallgather_module);
-    if (rc != OMPI_SUCCESS) {
-        params_settle(m, gpuring_boot_status(m, rc, "MPI_Iallgather"));
+    st = mca_coll_gpuring_exchange_start(m, m->params_all, bytes, &m->params_x);
+    if (st != GPURING_OK) {
+        params_settle(m, st);
         return;
     }
     m->params = MCA_COLL_GPURING_PARAMS_POSTED;
     m->call_exchanges++; /* (every rank's first call: the first exchange of this one) */
 }
 
-void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m, int blocking)
+void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
 {
-    params_start(m, blocking);
+    params_start(m);
 }
 
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
@@ -740,7 +520,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
     const double start = gpuring_time_sec();
     double deadline = start + timeout, late_since = 0.0;
 
-    params_start(m, 1);
+    params_start(m);
     while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
         if (timeout > 0 && gpuring_time_sec() > deadline) {
             if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters",
@@ -750,16 +530,16 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
             }
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (the agreement on its "
-                          "parameters: an allgather of %zu bytes through the component "
-                          "below) timed out after %.0f s: some rank of the communicator has "
+                          "parameters: an allgather of %zu bytes) timed out after %.0f s: "
+                          "some rank of the communicator has "
                           "not made its first collective call that reaches gpuring "
                           "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
                           PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start);
-            params_orphan(m, 1); /* the request may still write its memory */
+            params_orphan(m, 1);
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
         }
-        params_start(m, 1);
+        params_start(m);
     }
     return m->params;
 }
@@ -771,10 +551,10 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
 static void params_abandon(mca_coll_gpuring_module_t *m)
 {
     if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
-    params_start(m, 0);
+    params_start(m);
     if (m->params != MCA_COLL_GPURING_PARAMS_POSTED) return;
     GPURING_DEBUG(GPURING_SUBSYS_INIT, "comm %s goes with gpuring's agreement on its "
-                  "parameters in flight: its request and memory are freed once it completes",
+                  "parameters in flight: it is freed once it completes",
                   mca_coll_gpuring_comm_name(m));
     params_orphan(m, 0);
     m->params = MCA_COLL_GPURING_PARAMS_FAILED;

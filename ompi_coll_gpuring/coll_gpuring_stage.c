@@ -1192,22 +1192,6 @@ static void stage_nb_free(mca_coll_gpuring_stage_nb_t *nb)
     free(nb);
 }
 
-int mca_coll_gpuring_below_nb_refused(mca_coll_gpuring_module_t *m,
-                                      mca_coll_gpuring_coll_t coll, int persistent)
-{
-    const char *unpaired = mca_coll_gpuring_below_nb_unpaired(m);
-    const char *name;
-
-    if (unpaired == NULL) return OMPI_SUCCESS;
-    name = mca_coll_gpuring_comm_name(m);
-    GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: %s, so this rank's non-blocking "
-                  "collectives there would pair with other calls on its peers: make no "
-                  "more non-blocking collective calls on the communicator",
-                  mca_coll_gpuring_coll_name(coll), name, unpaired);
-    return stage_failed(m->comm, !persistent && stage_has_peers(m->comm), name, coll,
-                        OMPI_ERROR);
-}
-
 int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_coll_t coll,
                                  mca_coll_gpuring_stage_buf_t *bufs, int n, int persistent,
                                  mca_coll_gpuring_stage_nb_t **nb_p)
@@ -1221,8 +1205,6 @@ int mca_coll_gpuring_stage_nb_in(mca_coll_gpuring_module_t *m, mca_coll_gpuring_
     mca_coll_gpuring_stage_nb_t *nb;
 
     *nb_p = NULL;
-    if ((rc = mca_coll_gpuring_below_nb_refused(m, coll, persistent)) != OMPI_SUCCESS)
-        return rc;
     any = stage_plan(bufs, n, coll, name, &total);
     if (any <= 0)
         return any < 0 ? stage_failed(m->comm, peers, name, coll, OMPI_ERROR) : OMPI_SUCCESS;

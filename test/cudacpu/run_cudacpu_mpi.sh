@@ -699,7 +699,7 @@ failure_case late2_direct_np3 3 6 "$LATE_WAIT" \
 # the communicator's first device call made by one rank more than the wait timeout
 # late (mismatch_check late): the device plane's exchanges time out on the others,
 # then on it; every rank fails the call and refuses the next (no fallback: the ranks
-# made different numbers of exchanges through the component below)
+# made different numbers of gpuring's exchanges, which pair by their order)
 failure_case late_connect_np3 3 3 \
     'device connections \(device buffers\): an exchange with the other ranks failed' \
     "coll_gpuring_wait_timeout 2 coll_gpuring_host_buffers 1" \

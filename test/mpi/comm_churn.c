@@ -38,6 +38,15 @@
  * coll_gpuring_host_buffers 1 gpuring ran those and failed: steps of another call).
  * Each result must be right, and the new communicator's first call's.
  *
+ * One more case, always: MPI_Comm_idup of a new communicator, then its first
+ * MPI_Allreduce before the wait -- the odd ranks test the idup's request for 0.1 s
+ * first (the agreement's first steps start in that progress), the even ranks sleep
+ * 0.05 s (theirs start inside the MPI_Allreduce).  gpuring's exchanges in that call
+ * (its parameters' agreement, its setup) must not pair with the agreement's steps:
+ * through the component below's MPI_Iallgather they took libnbc's numbers in another
+ * order on each side (MPI_ERR_TRUNCATE there, the exchange timing out).  Each result
+ * must be right, and the new communicator's first call's.
+ *
  * One more case, always: a communicator freed by rank 0 while gpuring's agreement
  * on its parameters (posted by its first call, which went below without waiting:
  * an MPI_Bcast of one host int, root 0) is still in flight -- the other ranks make
@@ -113,6 +122,57 @@ static res_t measure(void)
 /* value rank w (world rank) contributes at index j in iteration it */
 static int val(int w, int j, int it) { return (w + 1) * (j + 1) + it % 1000; }
 
+/* The new communicator of an MPI_Comm_idup that ended with rc (MPI_SUCCESS): its first
+ * call, checked against e (*bad), then freed.  The call's rc (else rc). */
+static int idup_child_call(int rc, MPI_Comm *child, int *s, int *r, const int *e, int *bad)
+{
+    if (rc != MPI_SUCCESS) return rc;
+    MPI_Comm_set_errhandler(*child, MPI_ERRORS_RETURN);
+    r[0] = -1;
+    rc = churn_allreduce(s, r, *child);
+    *bad |= memcmp(r, e, sizeof(int) * COUNT) != 0;
+    MPI_Comm_free(child);
+    return rc;
+}
+
+/* MPI_Comm_idup of a new communicator, its agreement's first steps started from
+ * progress on the odd ranks only, then the new communicator's first MPI_Allreduce
+ * (the usage above): 0 where every result is right */
+static int idup_progress_check(int rank, int size)
+{
+    MPI_Comm parent, child;
+    MPI_Request req;
+    int s[COUNT], r[COUNT + 1], e[COUNT], bad = 0, rc, done = 0;
+
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &parent);
+    MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+    for (int j = 0; j < COUNT; j++) {
+        s[j] = val(rank, j, 11);
+        e[j] = 0;
+        for (int w = 0; w < size; w++) e[j] += val(w, j, 11);
+    }
+    rc = MPI_Comm_idup(parent, &child, &req);
+    if (rank % 2 == 1) {
+        for (int k = 0; k < 100 && rc == MPI_SUCCESS && !done; k++) {
+            rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            usleep(1000);
+        }
+    } else {
+        usleep(50000);
+    }
+    r[0] = -1;
+    if (rc == MPI_SUCCESS) rc = churn_allreduce(s, r, parent);
+    bad |= memcmp(r, e, sizeof(e)) != 0;
+    if (!done) rc |= MPI_Wait(&req, MPI_STATUS_IGNORE);
+    rc = idup_child_call(rc, &child, s, r, e, &bad);
+    MPI_Comm_free(&parent);
+    if (rc != MPI_SUCCESS || bad)
+        fprintf(stderr, "rank %d: a new communicator's first MPI_Allreduce with its "
+                "MPI_Comm_idup's agreement in flight: rc %d%s\n", rank, rc,
+                bad ? ", a wrong result" : "");
+    return rc != MPI_SUCCESS || bad;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -160,7 +220,7 @@ int main(int argc, char **argv)
     res_t before = measure();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    unsigned char *fail = calloc((size_t)n + 6, 1);
+    unsigned char *fail = calloc((size_t)n + 7, 1);
     int printed = 0;
     double t0 = MPI_Wtime();
     for (int it = 0; it < n; it++) {
@@ -243,19 +303,15 @@ int main(int argc, char **argv)
             bad |= memcmp(r, e, sizeof(e)) != 0;
         }
         rc |= MPI_Wait(&req, MPI_STATUS_IGNORE);
-        if (rc == MPI_SUCCESS) {
-            MPI_Comm_set_errhandler(child, MPI_ERRORS_RETURN);
-            r[0] = -1;
-            rc = churn_allreduce(s, r, child);
-            bad |= memcmp(r, e, sizeof(e)) != 0;
-            MPI_Comm_free(&child);
-        }
+        rc = idup_child_call(rc, &child, s, r, e, &bad);
         MPI_Comm_free(&parent);
         fail[n + 4] = rc != MPI_SUCCESS || bad;
         if (fail[n + 4])
             fprintf(stderr, "rank %d: MPI_Allreduce calls before an MPI_Comm_idup's wait: "
                     "rc %d%s\n", rank, rc, bad ? ", a wrong result" : "");
     }
+
+    fail[n + 5] = idup_progress_check(rank, size);
 
     /* -l: the last rank (-b: every rank but 0, calling on a communicator of theirs
      * meanwhile) frees a used communicator `lag` seconds after the others */
@@ -284,8 +340,8 @@ int main(int argc, char **argv)
         took = MPI_Wtime();
         MPI_Comm_free(&c);
         took = MPI_Wtime() - took;
-        fail[n + 5] = !late && took > lag / 2;
-        if (fail[n + 5])
+        fail[n + 6] = !late && took > lag / 2;
+        if (fail[n + 6])
             fprintf(stderr, "rank %d: MPI_Comm_free took %.2f s, waiting for rank %d%s, which "
                     "freed the communicator %.2f s later%s\n", rank, took, size - 1,
                     busy ? " and the others" : "", lag,
@@ -313,15 +369,17 @@ int main(int argc, char **argv)
            (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
     fflush(stdout);
 
-    int ncases = n + 5 + (lag > 0);
+    int ncases = n + 6 + (lag > 0);
     unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
     MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
     if (rank == 0) {
         int npass = 0, nfail = 0;
-        static const char *res_names[6] = {"fds", "threads", "gpuring shm entries",
+        static const char *res_names[7] = {"fds", "threads", "gpuring shm entries",
                                            "MPI_Bcast on a communicator its root freed at once",
                                            "MPI_Allreduce calls before an MPI_Comm_idup's wait",
+                                           "a first MPI_Allreduce with an MPI_Comm_idup's "
+                                           "agreement in flight",
                                            "MPI_Comm_free's time: it waited for a peer"};
         for (int k = 0; k < ncases; k++) {
             int f = 0;

@@ -48,8 +48,8 @@
  *             the last rank makes the failing call, the first on device buffers
  *             (which connects the device plane), LATE_SEC late: the others'
  *             exchanges time out, the last rank's then too.  Every rank must fail
- *             (none may fall back: the ranks made different numbers of exchanges
- *             through the component below, which matches them by order).
+ *             (none may fall back: the ranks made different numbers of gpuring's
+ *             exchanges, which pair by their order).
  *   nothread  (host or device buffers) the last rank cannot start a thread of
  *             gpuring's (GPURING_TEST_FAIL_THREAD, read by test/mpi/fail_inject.c,
  *             LD_PRELOADed: pthread_create fails with EAGAIN, as at a pids limit):

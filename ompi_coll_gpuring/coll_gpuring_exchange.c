@@ -1,0 +1,234 @@
+/*
+ * coll_gpuring_exchange.c -- gpuring's own exchanges over a communicator: an
+ * allgather of a few bytes per rank (the parameters' agreement, a communicator's
+ * setup, the direct allreduce's agreements), made of the PML's point-to-point
+ * messages on tags of gpuring's own.
+ *
+ * Not the component below's MPI_Iallgather: libnbc numbers a communicator's
+ * non-blocking collectives in the order each rank starts them, and Open MPI starts
+ * the steps of MPI_Comm_idup's context-id agreement (MPI_Iallreduce) from its
+ * progress, at points that differ between ranks.  An exchange of gpuring's made
+ * while one was in flight took one number on a rank that had progressed before
+ * and another on one that had not, and paired with an agreement step there
+ * (MPI_ERR_TRUNCATE in libnbc, the exchange waiting to its timeout: comm_churn's
+ * idup_progress case).  On tags of its own an exchange pairs only with gpuring's,
+ * and one given up in flight leaves the application's non-blocking collectives in
+ * step.
+ *
+ * The n-th exchange on a communicator (every rank makes them in one order: the
+ * order of its collective calls) sends this rank's part to every other rank and
+ * receives theirs on tag EXCHANGE_TAG(n): 64 tags in turn, so that a part of one
+ * given up in flight is taken by none of the next 63 (the PML matches a source's
+ * messages on one tag in order); every part carries its exchange's number and size,
+ * and a part of another exchange is an error, not data.  The tags are negative (no
+ * application's tag is), and within 24 bits (pml ucx keeps a tag's low 24 bits:
+ * -2^23 + 1 .. -2^23 + 64 stay negative there, which an application's MPI_ANY_TAG
+ * receive does not match); libnbc's tags count down from -27 and reach them after
+ * about 8 million non-blocking collectives on one communicator.
+ */
+#include "ompi_coll_gpuring/coll_gpuring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+#include "ompi/mca/pml/pml.h"
+#include "ompi/request/request.h"
+#include "opal/runtime/opal_progress.h"
+
+#define EXCHANGE_TAGS 64
+#define EXCHANGE_TAG(_seq) (-(1 << 23) + EXCHANGE_TAGS - (int)((_seq) % EXCHANGE_TAGS))
+#define EXCHANGE_MAGIC 0x67727865u /* "grxe" */
+
+typedef struct exchange_head {
+    uint32_t magic;
+    uint32_t seq;   /* the exchange's number on its communicator */
+    uint64_t bytes; /* the part's data */
+} exchange_head_t;
+
+struct mca_coll_gpuring_exchange {
+    struct mca_coll_gpuring_exchange *next;  /* given up: the list of them */
+    struct ompi_communicator_t *comm;
+    struct ompi_communicator_t *held;        /* given up inside a call: retained, or NULL */
+    char name[64];                           /* the communicator's, for the log */
+    uint32_t seq;
+    size_t bytes, part;                      /* part: head and data, 8-byte aligned */
+    int size, rank, nreqs, pending;
+    int err, err_peer;                       /* the first message that failed (0: none) */
+    ompi_request_t **reqs;                   /* NULL once complete */
+    int *peers;                              /* each request's peer */
+    char *mem;                               /* size parts: rank r's at r * part */
+};
+
+static mca_coll_gpuring_exchange_t *exchange_orphans;
+static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* x's requests that have completed since: read, freed; 1 where none is left.
+ * Reads completion only (no progress). */
+static int exchange_collect(mca_coll_gpuring_exchange_t *x)
+{
+    for (int i = 0; i < x->nreqs && x->pending > 0; i++) {
+        ompi_request_t *req = x->reqs[i];
+
+        if (req == MPI_REQUEST_NULL || !REQUEST_COMPLETE(req)) continue;
+        opal_atomic_rmb(); /* its data and status before its completion */
+        if (req->req_status.MPI_ERROR != OMPI_SUCCESS && x->err == 0) {
+            x->err = req->req_status.MPI_ERROR;
+            x->err_peer = x->peers[i];
+        }
+        (void)ompi_request_free(&x->reqs[i]);
+        x->reqs[i] = MPI_REQUEST_NULL;
+        x->pending--;
+    }
+    return x->pending == 0;
+}
+
+gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, const void *mine,
+                                                 size_t bytes, mca_coll_gpuring_exchange_t **xp)
+{
+    struct ompi_communicator_t *comm = m->comm;
+    const int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    const size_t part = (sizeof(exchange_head_t) + bytes + 7) & ~(size_t)7;
+    const int nreqs = 2 * (size - 1);
+    mca_coll_gpuring_exchange_t *x;
+    exchange_head_t *head;
+    int tag, rc = OMPI_SUCCESS;
+
+    *xp = NULL;
+    if (bytes > (size_t)INT_MAX - sizeof(exchange_head_t) - 8) return GPURING_ERR_INVALID;
+    x = calloc(1, sizeof(*x) + (size_t)nreqs * (sizeof(ompi_request_t *) + sizeof(int)) +
+                      part * (size_t)size + 8);
+    if (x == NULL) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: no memory for gpuring's exchange "
+                      "(%zu bytes per rank): this rank cannot make its part",
+                      mca_coll_gpuring_comm_name(m), bytes);
+        return GPURING_ERR_NO_MEMORY;
+    }
+    x->comm = comm;
+    snprintf(x->name, sizeof(x->name), "%s", mca_coll_gpuring_comm_name(m));
+    x->seq = m->exchanges_made++;
+    x->bytes = bytes;
+    x->part = part;
+    x->size = size;
+    x->rank = rank;
+    x->reqs = (ompi_request_t **)(x + 1);
+    x->peers = (int *)(x->reqs + nreqs);
+    x->mem = (char *)(((uintptr_t)(x->peers + nreqs) + 7) & ~(uintptr_t)7);
+    head = (exchange_head_t *)(x->mem + (size_t)rank * part);
+    head->magic = EXCHANGE_MAGIC;
+    head->seq = x->seq;
+    head->bytes = bytes;
+    if (bytes > 0) memcpy(head + 1, mine, bytes);
+    tag = EXCHANGE_TAG(x->seq);
+    /* every receive posted before any send (a part that comes early finds its buffer),
+     * each rank starting with the next one up (not every rank at rank 0 at once) */
+    for (int k = 1; k < size && rc == OMPI_SUCCESS; k++) {
+        const int peer = (rank + k) % size;
+
+        x->peers[x->nreqs] = peer;
+        rc = MCA_PML_CALL(irecv(x->mem + (size_t)peer * part, (int)part, MPI_BYTE, peer, tag,
+                                comm, &x->reqs[x->nreqs]));
+        if (rc == OMPI_SUCCESS) x->nreqs++;
+    }
+    for (int k = 1; k < size && rc == OMPI_SUCCESS; k++) {
+        const int peer = (rank + k) % size;
+
+        x->peers[x->nreqs] = peer;
+        rc = MCA_PML_CALL(isend(head, (int)part, MPI_BYTE, peer, tag,
+                                MCA_PML_BASE_SEND_STANDARD, comm, &x->reqs[x->nreqs]));
+        if (rc == OMPI_SUCCESS) x->nreqs++;
+    }
+    x->pending = x->nreqs;
+    if (rc != OMPI_SUCCESS) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u could not "
+                      "start a message with rank %d (Open MPI error %d)", x->name, x->seq,
+                      x->peers[x->nreqs], rc);
+        mca_coll_gpuring_exchange_orphan(x, 1); /* what it posted may still write its memory */
+        return GPURING_ERR_REMOTE;
+    }
+    *xp = x;
+    return GPURING_OK;
+}
+
+/* x complete: every part its exchange's, copied into all (GPURING_OK); else the first
+ * that is not, or the first message that failed (logged). */
+static gpuring_status_t exchange_finish(const mca_coll_gpuring_exchange_t *x, void *all)
+{
+    if (x->err != 0) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u: its message "
+                      "with rank %d failed (Open MPI error %d%s)", x->name, x->seq, x->err_peer,
+                      x->err, x->err == MPI_ERR_TRUNCATE
+                                  ? ": that rank's part was larger -- the ranks' exchanges are "
+                                    "out of step"
+                                  : "");
+        return GPURING_ERR_REMOTE;
+    }
+    for (int r = 0; r < x->size; r++) {
+        const exchange_head_t *head = (const exchange_head_t *)(x->mem + (size_t)r * x->part);
+
+        if (head->magic != EXCHANGE_MAGIC || head->seq != x->seq || head->bytes != x->bytes) {
+            GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u of %zu "
+                          "bytes got rank %d's part of exchange #%u of %llu bytes: the "
+                          "ranks' exchanges are out of step", x->name, x->seq, x->bytes, r,
+                          head->magic == EXCHANGE_MAGIC ? head->seq : 0,
+                          head->magic == EXCHANGE_MAGIC ? (unsigned long long)head->bytes
+                                                        : 0ull);
+            return GPURING_ERR_REMOTE;
+        }
+        if (x->bytes > 0) memcpy((char *)all + (size_t)r * x->bytes, head + 1, x->bytes);
+    }
+    return GPURING_OK;
+}
+
+int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
+{
+    gpuring_status_t st;
+
+    if (!exchange_collect(x)) {
+        opal_progress();
+        if (!exchange_collect(x)) return 0;
+    }
+    st = exchange_finish(x, all);
+    free(x);
+    return st == GPURING_OK ? 1 : (int)st;
+}
+
+void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)
+{
+    if (hold) {
+        x->held = x->comm;
+        OBJ_RETAIN(x->held);
+    }
+    pthread_mutex_lock(&exchange_orphans_lock);
+    x->next = exchange_orphans;
+    __atomic_store_n(&exchange_orphans, x, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&exchange_orphans_lock);
+}
+
+void mca_coll_gpuring_exchanges_reap(void)
+{
+    mca_coll_gpuring_exchange_t **pp, *done = NULL;
+
+    if (__atomic_load_n(&exchange_orphans, __ATOMIC_ACQUIRE) == NULL) return;
+    pthread_mutex_lock(&exchange_orphans_lock);
+    for (pp = &exchange_orphans; *pp != NULL;) {
+        mca_coll_gpuring_exchange_t *x = *pp;
+
+        if (!exchange_collect(x)) {
+            pp = &x->next;
+            continue;
+        }
+        *pp = x->next;
+        x->next = done;
+        done = x;
+    }
+    pthread_mutex_unlock(&exchange_orphans_lock);
+    while (done != NULL) {
+        mca_coll_gpuring_exchange_t *x = done;
+
+        done = x->next;
+        if (x->held != NULL && ompi_mpi_state < OMPI_MPI_STATE_FINALIZE_STARTED)
+            OBJ_RELEASE(x->held);
+        free(x);
+    }
+}
