@@ -202,6 +202,8 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
  *   (logged; nothing left to the caller).
  * _test: one look (progress once): 1 complete -- every rank's part in `all`, rank by
  *   rank, and x freed; 0 in flight; a gpuring_status_t < 0 (logged; x freed).
+ *   Completed messages are also freed by gpuring's progress callback (their requests
+ *   hold the communicator).
  * _orphan: x given up in flight (the caller keeps nothing): kept until its messages
  *   complete (a late rank joins it), then freed.  `hold`: inside a call, its
  *   communicator retained till then -- a pml whose requests do not hold it (ucx) would
@@ -219,8 +221,14 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
 gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, const void *mine,
                                                  size_t bytes, mca_coll_gpuring_exchange_t **x);
 int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all);
+/* This rank cannot make m's next exchange (its own failure, logged): its number
+ * passes, so that this rank's next exchange pairs with its peers' next one. */
+void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m);
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold);
 void mca_coll_gpuring_exchanges_reap(void);
+/* MPI_Finalize: the exchanges' progress callback unregistered (what is left in flight
+ * stays; reap still frees what completes) */
+void mca_coll_gpuring_exchanges_finalize(void);
 /* An exchange made and waited for (coll_gpuring_module.c): at most
  * coll_gpuring_wait_timeout (0: without a bound) -- an MPI call's first, for a rank late
  * to the call, coll_gpuring_arrival_timeout (on this host: the arrival board) -- so that

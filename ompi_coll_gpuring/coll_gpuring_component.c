@@ -513,6 +513,7 @@ static int gpuring_close(void)
                      "here; complete every request before MPI_Finalize", n, n > 1 ? "s" : "");
     }
     mca_coll_gpuring_request_finalize();
+    mca_coll_gpuring_exchanges_finalize();
     app = gpuring_device_save(); /* CUDA teardown below may switch devices */
     gpuring_ipc_buf_finalize();
     gpuring_proxy_finalize();

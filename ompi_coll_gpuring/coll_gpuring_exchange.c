@@ -23,8 +23,18 @@
  * and a part of another exchange is an error, not data.  The tags are negative (no
  * application's tag is), and within 24 bits (pml ucx keeps a tag's low 24 bits:
  * -2^23 + 1 .. -2^23 + 64 stay negative there, which an application's MPI_ANY_TAG
- * receive does not match); libnbc's tags count down from -27 and reach them after
- * about 8 million non-blocking collectives on one communicator.
+ * receive does not match).  libnbc's tags count down from about -30 and reach them
+ * after about 8 million non-blocking collectives on one communicator (under pml ucx,
+ * every 2^24): one of its calls in flight on such a tag while an exchange of gpuring's
+ * on that tag is, on the same communicator, would pair with it.
+ *
+ * The PML's requests hold their communicator (ob1's, cm's), so an exchange's requests
+ * are freed as they complete -- by the next look of their owner, and by gpuring's
+ * progress callback, which any MPI call runs: the agreement on the parameters a call
+ * leaves in flight must not keep a communicator the application freed alive (only the
+ * module's cleanup, which its destruction runs, would have looked at it again).  A
+ * request is freed outside the exchanges' lock: its communicator's last reference may
+ * go with it, and the cleanup then looks at the module's exchange.
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
@@ -34,6 +44,7 @@
 #include <pthread.h>
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/runtime/opal_progress.h"
 
 #define EXCHANGE_TAGS 64
@@ -47,7 +58,8 @@ typedef struct exchange_head {
 } exchange_head_t;
 
 struct mca_coll_gpuring_exchange {
-    struct mca_coll_gpuring_exchange *next;  /* given up: the list of them */
+    struct mca_coll_gpuring_exchange *prev, *next; /* exchanges_posted, while on it */
+    int given_up;                            /* its owner gave it up (an orphan) */
     struct ompi_communicator_t *comm;
     struct ompi_communicator_t *held;        /* given up inside a call: retained, or NULL */
     char name[64];                           /* the communicator's, for the log */
@@ -60,14 +72,22 @@ struct mca_coll_gpuring_exchange {
     char *mem;                               /* size parts: rank r's at r * part */
 };
 
-static mca_coll_gpuring_exchange_t *exchange_orphans;
-static pthread_mutex_t exchange_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The exchanges with messages in flight, their owners' and given up ones, and the
+ * lock of their requests (exchange_take) and of the list. */
+static mca_coll_gpuring_exchange_t *exchanges_posted;
+static pthread_mutex_t exchanges_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exchanges_progress_on;
 
-/* x's requests that have completed since: read, freed; 1 where none is left.
- * Reads completion only (no progress). */
-static int exchange_collect(mca_coll_gpuring_exchange_t *x)
+#define EXCHANGE_TAKE_MAX 64
+
+/* Up to max of x's requests that have completed: their status read, taken off x into
+ * done[] (exchanges_lock held; the caller frees them after unlocking).  Reads
+ * completion only (no progress). */
+static int exchange_take(mca_coll_gpuring_exchange_t *x, ompi_request_t **done, int max)
 {
-    for (int i = 0; i < x->nreqs && x->pending > 0; i++) {
+    int n = 0;
+
+    for (int i = 0; i < x->nreqs && x->pending > 0 && n < max; i++) {
         ompi_request_t *req = x->reqs[i];
 
         if (req == MPI_REQUEST_NULL || !REQUEST_COMPLETE(req)) continue;
@@ -76,11 +96,75 @@ static int exchange_collect(mca_coll_gpuring_exchange_t *x)
             x->err = req->req_status.MPI_ERROR;
             x->err_peer = x->peers[i];
         }
-        (void)ompi_request_free(&x->reqs[i]);
+        done[n++] = req;
         x->reqs[i] = MPI_REQUEST_NULL;
         x->pending--;
     }
-    return x->pending == 0;
+    return n;
+}
+
+static void exchange_unlink(mca_coll_gpuring_exchange_t *x)
+{
+    if (x->prev != NULL) x->prev->next = x->next;
+    else __atomic_store_n(&exchanges_posted, x->next, __ATOMIC_RELEASE);
+    if (x->next != NULL) x->next->prev = x->prev;
+    x->prev = x->next = NULL;
+}
+
+static void exchange_free_reqs(ompi_request_t **done, int n)
+{
+    for (int i = 0; i < n; i++) (void)ompi_request_free(&done[i]);
+}
+
+/* x's completed requests taken and freed; 1 where none is left -- x then off the list
+ * where `unlink` (its owner's look). */
+static int exchange_collect(mca_coll_gpuring_exchange_t *x, int unlink)
+{
+    ompi_request_t *done[EXCHANGE_TAKE_MAX];
+    int n, over;
+
+    do {
+        pthread_mutex_lock(&exchanges_lock);
+        n = exchange_take(x, done, EXCHANGE_TAKE_MAX);
+        over = x->pending == 0;
+        if (over && unlink && (x->prev != NULL || exchanges_posted == x)) exchange_unlink(x);
+        pthread_mutex_unlock(&exchanges_lock);
+        exchange_free_reqs(done, n);
+    } while (n == EXCHANGE_TAKE_MAX && !over);
+    return over;
+}
+
+/* opal_progress's (a low-priority callback: every 8th progress): the posted exchanges'
+ * completed requests freed (a look at the list only where no other thread holds it) */
+static int exchanges_progress(void)
+{
+    ompi_request_t *done[EXCHANGE_TAKE_MAX];
+    int n = 0;
+
+    if (__atomic_load_n(&exchanges_posted, __ATOMIC_ACQUIRE) == NULL) return 0;
+    if (pthread_mutex_trylock(&exchanges_lock) != 0) return 0;
+    for (mca_coll_gpuring_exchange_t *x = exchanges_posted; x != NULL && n < EXCHANGE_TAKE_MAX;
+         x = x->next)
+        n += exchange_take(x, done + n, EXCHANGE_TAKE_MAX - n);
+    pthread_mutex_unlock(&exchanges_lock);
+    exchange_free_reqs(done, n);
+    return n;
+}
+
+void mca_coll_gpuring_exchanges_finalize(void)
+{
+    int on;
+
+    pthread_mutex_lock(&exchanges_lock);
+    on = exchanges_progress_on;
+    exchanges_progress_on = 0;
+    pthread_mutex_unlock(&exchanges_lock);
+    if (on) opal_progress_unregister(exchanges_progress);
+}
+
+void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m)
+{
+    m->exchanges_made++;
 }
 
 gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, const void *mine,
@@ -94,8 +178,17 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
     exchange_head_t *head;
     int tag, rc = OMPI_SUCCESS;
 
+    /* (its number, made or not: the next one pairs with the peers' next one) */
+    const uint32_t seq = m->exchanges_made++;
+    int on;
+
     *xp = NULL;
-    if (bytes > (size_t)INT_MAX - sizeof(exchange_head_t) - 8) return GPURING_ERR_INVALID;
+    if (bytes > (size_t)INT_MAX / 2) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u of %zu bytes "
+                      "per rank is larger than a message of Open MPI's",
+                      mca_coll_gpuring_comm_name(m), seq, bytes);
+        return GPURING_ERR_INVALID;
+    }
     x = calloc(1, sizeof(*x) + (size_t)nreqs * (sizeof(ompi_request_t *) + sizeof(int)) +
                       part * (size_t)size + 8);
     if (x == NULL) {
@@ -104,9 +197,22 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
                       mca_coll_gpuring_comm_name(m), bytes);
         return GPURING_ERR_NO_MEMORY;
     }
+    pthread_mutex_lock(&exchanges_lock);
+    on = exchanges_progress_on;
+    exchanges_progress_on = 1;
+    pthread_mutex_unlock(&exchanges_lock);
+    if (!on && opal_progress_register_lp(exchanges_progress) != OPAL_SUCCESS) {
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "cannot register gpuring's exchange progress "
+                      "with Open MPI");
+        pthread_mutex_lock(&exchanges_lock);
+        exchanges_progress_on = 0;
+        pthread_mutex_unlock(&exchanges_lock);
+        free(x);
+        return GPURING_ERR_GENERIC;
+    }
     x->comm = comm;
     snprintf(x->name, sizeof(x->name), "%s", mca_coll_gpuring_comm_name(m));
-    x->seq = m->exchanges_made++;
+    x->seq = seq;
     x->bytes = bytes;
     x->part = part;
     x->size = size;
@@ -139,6 +245,13 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
         if (rc == OMPI_SUCCESS) x->nreqs++;
     }
     x->pending = x->nreqs;
+    if (x->nreqs > 0) {
+        pthread_mutex_lock(&exchanges_lock);
+        x->next = exchanges_posted;
+        if (x->next != NULL) x->next->prev = x;
+        __atomic_store_n(&exchanges_posted, x, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&exchanges_lock);
+    }
     if (rc != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u could not "
                       "start a message with rank %d (Open MPI error %d)", x->name, x->seq,
@@ -184,9 +297,9 @@ int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
 {
     gpuring_status_t st;
 
-    if (!exchange_collect(x)) {
+    if (!exchange_collect(x, 1)) {
         opal_progress();
-        if (!exchange_collect(x)) return 0;
+        if (!exchange_collect(x, 1)) return 0;
     }
     st = exchange_finish(x, all);
     free(x);
@@ -195,34 +308,37 @@ int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
 
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)
 {
+    int over;
+
     if (hold) {
         x->held = x->comm;
         OBJ_RETAIN(x->held);
     }
-    pthread_mutex_lock(&exchange_orphans_lock);
-    x->next = exchange_orphans;
-    __atomic_store_n(&exchange_orphans, x, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&exchange_orphans_lock);
+    pthread_mutex_lock(&exchanges_lock);
+    x->given_up = 1;
+    over = x->pending == 0 && x->prev == NULL && exchanges_posted != x;
+    pthread_mutex_unlock(&exchanges_lock);
+    if (over) { /* (nothing in flight: never posted, or all taken) */
+        if (x->held != NULL) OBJ_RELEASE(x->held);
+        free(x);
+    }
 }
 
 void mca_coll_gpuring_exchanges_reap(void)
 {
-    mca_coll_gpuring_exchange_t **pp, *done = NULL;
+    mca_coll_gpuring_exchange_t *done = NULL;
 
-    if (__atomic_load_n(&exchange_orphans, __ATOMIC_ACQUIRE) == NULL) return;
-    pthread_mutex_lock(&exchange_orphans_lock);
-    for (pp = &exchange_orphans; *pp != NULL;) {
-        mca_coll_gpuring_exchange_t *x = *pp;
-
-        if (!exchange_collect(x)) {
-            pp = &x->next;
-            continue;
-        }
-        *pp = x->next;
+    if (__atomic_load_n(&exchanges_posted, __ATOMIC_ACQUIRE) == NULL) return;
+    (void)exchanges_progress(); /* (completion only: frees what completed) */
+    pthread_mutex_lock(&exchanges_lock);
+    for (mca_coll_gpuring_exchange_t *x = exchanges_posted, *next; x != NULL; x = next) {
+        next = x->next;
+        if (!x->given_up || x->pending > 0) continue;
+        exchange_unlink(x);
         x->next = done;
         done = x;
     }
-    pthread_mutex_unlock(&exchange_orphans_lock);
+    pthread_mutex_unlock(&exchanges_lock);
     while (done != NULL) {
         mca_coll_gpuring_exchange_t *x = done;
 

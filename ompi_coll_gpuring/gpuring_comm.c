@@ -446,6 +446,11 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
              c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }
 
+void gpuring_comm_break(gpuring_comm_t *comm)
+{
+    gpuring_comm_set_broken(comm);
+}
+
 int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;
@@ -454,7 +459,7 @@ int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
     if (board == NULL) return -1;
     /* only an exchange of a numbered call (the direct allreduce's): a plane's connection
      * exchanges come before the numbering, and a broken rank still makes them -- leaving
-     * one early would part the ranks' exchanges through the component below */
+     * one early would part the ranks' exchanges (they pair by their order) */
     mine = gpuring_arrivals_mine(board);
     return mine == comm->calls ? gpuring_arrivals_refuser(board, mine) : -1;
 }

@@ -375,7 +375,7 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
  * the failure, all go on alike without them: GPURING_ERR_NOT_SUPPORTED.  Where an
  * exchange itself failed -- a rank more than coll_gpuring_wait_timeout late, an MPI
  * error -- or this rank left the exchanges (no memory for its part), the ranks may
- * have made different numbers of exchanges through the component below and seen
+ * have made different numbers of gpuring's exchanges (which pair by their order) and seen
  * different outcomes, so nothing that follows can be agreed: the communicator is
  * broken (each rank's call fails, the late one's at its own timeout),
  * GPURING_ERR_BROKEN.

@@ -203,7 +203,7 @@ static void direct_back_off(gpuring_comm_t *c)
  * GPURING_ERR_NOT_SUPPORTED (the FIFO path), as it does without asking for the
  * next 2^k - 1 calls after k such declines in a row (k up to
  * DIRECT_MAX_BACKOFF: an application's buffers rarely change kind, and the
- * exchange is an MPI_Allgather through the component below), and where a
+ * exchange is an allgather over MPI), and where a
  * rank could not map its peers' buffers (direct_back_off).  Each rank maps
  * the others' buffers and waits for its own legacy-stream work (the kernels
  * write every rank's buffers, so each rank's ordering after its default stream

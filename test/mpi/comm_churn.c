@@ -47,6 +47,14 @@
  * order on each side (MPI_ERR_TRUNCATE there, the exchange timing out).  Each result
  * must be right, and the new communicator's first call's.
  *
+ * One more case, always: 32 communicators, each made, given one MPI_Bcast of a host
+ * int (which goes below without waiting: gpuring's agreement on its parameters is
+ * left in flight), and freed; each must be destroyed -- Open MPI's Fortran handle of a
+ * communicator (MPI_Comm_c2f) is its place in a table that its destruction gives back,
+ * and the last one's must be within 8 of the first one's.  (The PML's requests of the
+ * agreement hold the communicator: while only the module's next look freed them, every
+ * such communicator lived until MPI_Finalize, and the handles went on counting.)
+ *
  * One more case, always: a communicator freed by rank 0 while gpuring's agreement
  * on its parameters (posted by its first call, which went below without waiting:
  * an MPI_Bcast of one host int, root 0) is still in flight -- the other ranks make
@@ -121,6 +129,29 @@ static res_t measure(void)
 
 /* value rank w (world rank) contributes at index j in iteration it */
 static int val(int w, int j, int it) { return (w + 1) * (j + 1) + it % 1000; }
+
+/* The freed communicators destroyed (the usage above): 0 where they are */
+static int freed_destroyed_check(int rank)
+{
+    MPI_Fint first = 0, last = 0;
+
+    for (int k = 0; k <= 32; k++) {
+        MPI_Comm c;
+        int v = rank == 0 ? 7 : 0;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        last = MPI_Comm_c2f(c);
+        if (k == 0) first = last;
+        MPI_Bcast(&v, 1, MPI_INT, 0, c);
+        MPI_Comm_free(&c);
+        MPI_Barrier(MPI_COMM_WORLD); /* (progress: every rank's part of the agreement in) */
+    }
+    if (last - first < 8) return 0;
+    fprintf(stderr, "rank %d: 32 communicators freed after one call each that left gpuring's "
+            "agreement in flight: their handles went from %d to %d, none destroyed\n", rank,
+            (int)first, (int)last);
+    return 1;
+}
 
 /* The new communicator of an MPI_Comm_idup that ended with rc (MPI_SUCCESS): its first
  * call, checked against e (*bad), then freed.  The call's rc (else rc). */
@@ -220,7 +251,7 @@ int main(int argc, char **argv)
     res_t before = measure();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    unsigned char *fail = calloc((size_t)n + 7, 1);
+    unsigned char *fail = calloc((size_t)n + 8, 1);
     int printed = 0;
     double t0 = MPI_Wtime();
     for (int it = 0; it < n; it++) {
@@ -312,6 +343,7 @@ int main(int argc, char **argv)
     }
 
     fail[n + 5] = idup_progress_check(rank, size);
+    fail[n + 6] = freed_destroyed_check(rank);
 
     /* -l: the last rank (-b: every rank but 0, calling on a communicator of theirs
      * meanwhile) frees a used communicator `lag` seconds after the others */
@@ -340,8 +372,8 @@ int main(int argc, char **argv)
         took = MPI_Wtime();
         MPI_Comm_free(&c);
         took = MPI_Wtime() - took;
-        fail[n + 6] = !late && took > lag / 2;
-        if (fail[n + 6])
+        fail[n + 7] = !late && took > lag / 2;
+        if (fail[n + 7])
             fprintf(stderr, "rank %d: MPI_Comm_free took %.2f s, waiting for rank %d%s, which "
                     "freed the communicator %.2f s later%s\n", rank, took, size - 1,
                     busy ? " and the others" : "", lag,
@@ -369,17 +401,19 @@ int main(int argc, char **argv)
            (fail[n] || fail[n + 1] || fail[n + 2]) ? "  <-- GREW" : "");
     fflush(stdout);
 
-    int ncases = n + 6 + (lag > 0);
+    int ncases = n + 7 + (lag > 0);
     unsigned char *all = rank == 0 ? malloc((size_t)ncases * size) : NULL;
     MPI_Gather(fail, ncases, MPI_UNSIGNED_CHAR, all, ncases, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
     int verdict = 0;
     if (rank == 0) {
         int npass = 0, nfail = 0;
-        static const char *res_names[7] = {"fds", "threads", "gpuring shm entries",
+        static const char *res_names[8] = {"fds", "threads", "gpuring shm entries",
                                            "MPI_Bcast on a communicator its root freed at once",
                                            "MPI_Allreduce calls before an MPI_Comm_idup's wait",
                                            "a first MPI_Allreduce with an MPI_Comm_idup's "
                                            "agreement in flight",
+                                           "freed communicators destroyed (their handles given "
+                                           "back)",
                                            "MPI_Comm_free's time: it waited for a peer"};
         for (int k = 0; k < ncases; k++) {
             int f = 0;
