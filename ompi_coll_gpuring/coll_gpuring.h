@@ -503,6 +503,9 @@ void mca_coll_gpuring_request_finalize(void);
  * application's, when its last hold is a request's) -- they let go of nothing more, and
  * report with the name they read now. */
 void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm);
+/* Has ompi_comm_finalize run (MPI_COMM_WORLD gone in MPI_Finalize)?  A request freed
+ * from then on must release no communicator: the table it would leave is gone. */
+int mca_coll_gpuring_request_comms_final(void);
 
 /* coll_gpuring_stage.c, continued */
 

@@ -346,10 +346,12 @@ int mca_coll_gpuring_kind_declined(mca_coll_gpuring_module_t *m, gpuring_coll_ki
 }
 
 /* coll_gpuring_agree_memory: did every rank choose `plane` (*alike)?  One exchange of
- * gpuring's, waited for as its setup's are: GPURING_OK, or the error (logged) that fails
- * the call -- a rank that fell back there would wait below for a rank that came late
- * and found the answer -- and every later one on the communicator: its ranks can no
- * longer agree. */
+ * gpuring's, waited for as its setup's are, on every rank at every blocking call (a
+ * communicator gpuring failed too: ranks whose buffers go below anyway must learn that
+ * the others' do not): GPURING_OK, or the error (logged) that fails the call -- a rank
+ * that fell back there would wait below for a rank that came late and found the answer.
+ * (The late rank's call then fails at its own timeout, in gpuring; the next call's
+ * agreement pairs again.) */
 static gpuring_status_t entry_planes_agree(mca_coll_gpuring_module_t *m, int plane, int *alike)
 {
     const int n = ompi_comm_size(m->comm);
@@ -371,10 +373,6 @@ static gpuring_status_t entry_planes_agree(mca_coll_gpuring_module_t *m, int pla
     if (st == GPURING_OK) {
         *alike = 1;
         for (int r = 1; r < n; r++) *alike &= all[r] == all[0];
-    } else if (m->gcomm != NULL) {
-        gpuring_comm_break(m->gcomm);
-    } else {
-        m->state = MCA_COLL_GPURING_COMM_FAILED;
     }
     free(all);
     return st;
@@ -482,11 +480,8 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         int rc = entry_params_alike(m, comm, c, fallback, first);
         if (rc != OMPI_SUCCESS) return rc;
     }
-    /* (a blocking call: every rank agrees, whatever its own plane -- not on a communicator
-     * gpuring failed, whose calls gpuring would run fail below without an exchange) */
-    if (c->request == NULL && mca_coll_gpuring_component.agree_memory &&
-        m->state != MCA_COLL_GPURING_COMM_FAILED &&
-        (m->gcomm == NULL || !__atomic_load_n(&m->gcomm->broken, __ATOMIC_ACQUIRE))) {
+    /* (a blocking call: every rank agrees, whatever its own plane) */
+    if (c->request == NULL && mca_coll_gpuring_component.agree_memory) {
         int alike;
 
         st = entry_planes_agree(m, plane, &alike);

@@ -72,9 +72,10 @@ struct mca_coll_gpuring_exchange {
     char *mem;                               /* size parts: rank r's at r * part */
 };
 
-/* The exchanges with messages in flight, their owners' and given up ones, and the
- * lock of their requests (exchange_take) and of the list. */
-static mca_coll_gpuring_exchange_t *exchanges_posted;
+/* The exchanges with messages in flight, their owners' and given up ones; the given-up
+ * ones whose messages all completed, for reap to free; and the lock of their requests
+ * (exchange_take) and of both lists. */
+static mca_coll_gpuring_exchange_t *exchanges_posted, *exchanges_done;
 static pthread_mutex_t exchanges_lock = PTHREAD_MUTEX_INITIALIZER;
 static int exchanges_progress_on;
 
@@ -103,22 +104,37 @@ static int exchange_take(mca_coll_gpuring_exchange_t *x, ompi_request_t **done, 
     return n;
 }
 
+/* Is x on exchanges_posted (exchanges_lock held)? */
+static int exchange_listed(const mca_coll_gpuring_exchange_t *x)
+{
+    return x->prev != NULL || exchanges_posted == x;
+}
+
+/* x off exchanges_posted (exchanges_lock held); a given-up one onto exchanges_done */
 static void exchange_unlink(mca_coll_gpuring_exchange_t *x)
 {
     if (x->prev != NULL) x->prev->next = x->next;
     else __atomic_store_n(&exchanges_posted, x->next, __ATOMIC_RELEASE);
     if (x->next != NULL) x->next->prev = x->prev;
     x->prev = x->next = NULL;
+    if (x->given_up) {
+        x->next = exchanges_done;
+        exchanges_done = x;
+    }
 }
 
+/* The taken requests freed (outside exchanges_lock) -- not once ompi_comm_finalize has
+ * run: under ob1 a request holds its communicator, and the last one's release would
+ * destroy a communicator after its table (left to exit) */
 static void exchange_free_reqs(ompi_request_t **done, int n)
 {
+    if (mca_coll_gpuring_request_comms_final()) return;
     for (int i = 0; i < n; i++) (void)ompi_request_free(&done[i]);
 }
 
 /* x's completed requests taken and freed; 1 where none is left -- x then off the list
- * where `unlink` (its owner's look). */
-static int exchange_collect(mca_coll_gpuring_exchange_t *x, int unlink)
+ * (its owner's look). */
+static int exchange_collect(mca_coll_gpuring_exchange_t *x)
 {
     ompi_request_t *done[EXCHANGE_TAKE_MAX];
     int n, over;
@@ -127,28 +143,39 @@ static int exchange_collect(mca_coll_gpuring_exchange_t *x, int unlink)
         pthread_mutex_lock(&exchanges_lock);
         n = exchange_take(x, done, EXCHANGE_TAKE_MAX);
         over = x->pending == 0;
-        if (over && unlink && (x->prev != NULL || exchanges_posted == x)) exchange_unlink(x);
+        if (over && exchange_listed(x)) exchange_unlink(x);
         pthread_mutex_unlock(&exchanges_lock);
         exchange_free_reqs(done, n);
     } while (n == EXCHANGE_TAKE_MAX && !over);
     return over;
 }
 
-/* opal_progress's (a low-priority callback: every 8th progress): the posted exchanges'
- * completed requests freed (a look at the list only where no other thread holds it) */
-static int exchanges_progress(void)
+/* Every listed exchange's completed requests taken (up to EXCHANGE_TAKE_MAX a pass) and
+ * freed, and the ones with none left taken off the list (an owner's finds it so; a
+ * given-up one goes to exchanges_done).  `wait`: for the lock, else a pass only where no
+ * other thread holds it.  The requests freed. */
+static int exchanges_sweep(int wait)
 {
     ompi_request_t *done[EXCHANGE_TAKE_MAX];
     int n = 0;
 
     if (__atomic_load_n(&exchanges_posted, __ATOMIC_ACQUIRE) == NULL) return 0;
-    if (pthread_mutex_trylock(&exchanges_lock) != 0) return 0;
-    for (mca_coll_gpuring_exchange_t *x = exchanges_posted; x != NULL && n < EXCHANGE_TAKE_MAX;
-         x = x->next)
+    if (wait) pthread_mutex_lock(&exchanges_lock);
+    else if (pthread_mutex_trylock(&exchanges_lock) != 0) return 0;
+    for (mca_coll_gpuring_exchange_t *x = exchanges_posted, *next; x != NULL; x = next) {
+        next = x->next;
         n += exchange_take(x, done + n, EXCHANGE_TAKE_MAX - n);
+        if (x->pending == 0) exchange_unlink(x);
+    }
     pthread_mutex_unlock(&exchanges_lock);
     exchange_free_reqs(done, n);
     return n;
+}
+
+/* opal_progress's (a low-priority callback: every 8th progress) */
+static int exchanges_progress(void)
+{
+    return exchanges_sweep(0);
 }
 
 void mca_coll_gpuring_exchanges_finalize(void)
@@ -297,9 +324,9 @@ int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
 {
     gpuring_status_t st;
 
-    if (!exchange_collect(x, 1)) {
+    if (!exchange_collect(x)) {
         opal_progress();
-        if (!exchange_collect(x, 1)) return 0;
+        if (!exchange_collect(x)) return 0;
     }
     st = exchange_finish(x, all);
     free(x);
@@ -316,9 +343,9 @@ void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)
     }
     pthread_mutex_lock(&exchanges_lock);
     x->given_up = 1;
-    over = x->pending == 0 && x->prev == NULL && exchanges_posted != x;
+    over = !exchange_listed(x); /* (never posted, or every message taken) */
     pthread_mutex_unlock(&exchanges_lock);
-    if (over) { /* (nothing in flight: never posted, or all taken) */
+    if (over) {
         if (x->held != NULL) OBJ_RELEASE(x->held);
         free(x);
     }
@@ -326,18 +353,12 @@ void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)
 
 void mca_coll_gpuring_exchanges_reap(void)
 {
-    mca_coll_gpuring_exchange_t *done = NULL;
+    mca_coll_gpuring_exchange_t *done;
 
-    if (__atomic_load_n(&exchanges_posted, __ATOMIC_ACQUIRE) == NULL) return;
-    (void)exchanges_progress(); /* (completion only: frees what completed) */
+    while (exchanges_sweep(1) == EXCHANGE_TAKE_MAX) continue;
     pthread_mutex_lock(&exchanges_lock);
-    for (mca_coll_gpuring_exchange_t *x = exchanges_posted, *next; x != NULL; x = next) {
-        next = x->next;
-        if (!x->given_up || x->pending > 0) continue;
-        exchange_unlink(x);
-        x->next = done;
-        done = x;
-    }
+    done = exchanges_done;
+    exchanges_done = NULL;
     pthread_mutex_unlock(&exchanges_lock);
     while (done != NULL) {
         mca_coll_gpuring_exchange_t *x = done;

@@ -496,6 +496,7 @@ static void params_start(mca_coll_gpuring_module_t *m)
     }
     m->params_all = malloc(bytes * (size_t)(n + 1));
     if (m->params_all == NULL) { /* a local failure skips the exchange (Left: the others') */
+        mca_coll_gpuring_exchange_skip(m);
         params_settle(m, GPURING_ERR_NO_MEMORY);
         return;
     }

@@ -389,6 +389,11 @@ static void request_list_gone(mca_coll_gpuring_request_t *list, int running,
     }
 }
 
+int mca_coll_gpuring_request_comms_final(void)
+{
+    return __atomic_load_n(&request_comms_final, __ATOMIC_ACQUIRE);
+}
+
 void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm)
 {
     if (comm == &ompi_mpi_comm_world.comm && ompi_mpi_state >= OMPI_MPI_STATE_FINALIZE_STARTED)

@@ -446,11 +446,6 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
              c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }
 
-void gpuring_comm_break(gpuring_comm_t *comm)
-{
-    gpuring_comm_set_broken(comm);
-}
-
 int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;

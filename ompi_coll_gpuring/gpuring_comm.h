@@ -244,12 +244,6 @@ static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
  * made by a broken rank too. */
 int gpuring_comm_exchange_refused(gpuring_comm_t *comm);
 
-/* An exchange of this rank's in the communicator's current call failed (logged by its
- * caller: a rank late past the timeout, an MPI error): its ranks can no longer agree,
- * so every later call is refused, and its host's peers learn from the arrival board
- * that this rank makes none of them. */
-void gpuring_comm_break(gpuring_comm_t *comm);
-
 /*
  * An exchange of the communicator's current call (an allgather of gpuring's over MPI,
  * which the MCA module makes) idle for `timeout` s, asked of its host's arrival board: 1 to
