@@ -220,7 +220,8 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
  */
 gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, const void *mine,
                                                  size_t bytes, mca_coll_gpuring_exchange_t **x);
-int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all);
+int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
+                                   mca_coll_gpuring_exchange_t *x, void *all);
 /* This rank cannot make m's next exchange (its own failure, logged): its number
  * passes, so that this rank's next exchange pairs with its peers' next one. */
 void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m);
@@ -447,6 +448,19 @@ int mca_coll_gpuring_reduce(const void *sbuf, void *rbuf, int count,
  * against their documented ranges -- outside, an error and the default -- and applied;
  * once, at the first communicator's query (the rank then known to the log). */
 void mca_coll_gpuring_own_params(void);
+
+/* coll_gpuring_component.c: a progress callback of gpuring's (the requests', the
+ * exchanges'), registered with opal_progress at its first use -- the fast test an atomic
+ * load -- and unregistered at MPI_Finalize.  _on: 1 once registered; 0 where Open MPI
+ * refused it (logged, naming `what`; the next use tries again). */
+typedef struct mca_coll_gpuring_progress {
+    int (*cb)(void);  /* opal_progress_callback_t */
+    int low_priority; /* opal_progress_register_lp: every 8th progress */
+    const char *what; /* for the log */
+    int on;           /* atomic */
+} mca_coll_gpuring_progress_t;
+int mca_coll_gpuring_progress_on(mca_coll_gpuring_progress_t *p);
+void mca_coll_gpuring_progress_off(mca_coll_gpuring_progress_t *p);
 
 /*
  * coll_gpuring_request.c: the request of a non-blocking call gpuring runs.

@@ -440,6 +440,27 @@ static void gpuring_wait_progress_opal(void)
     (void)opal_progress();
 }
 
+int mca_coll_gpuring_progress_on(mca_coll_gpuring_progress_t *p)
+{
+    int rc;
+
+    if (__atomic_load_n(&p->on, __ATOMIC_ACQUIRE)) return 1;
+    if (__atomic_exchange_n(&p->on, 1, __ATOMIC_ACQ_REL)) return 1; /* (another thread's) */
+    rc = p->low_priority ? opal_progress_register_lp(p->cb) : opal_progress_register(p->cb);
+    if (rc != OPAL_SUCCESS) {
+        __atomic_store_n(&p->on, 0, __ATOMIC_RELEASE);
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot register gpuring's %s progress with Open "
+                      "MPI (error %d)", p->what, rc);
+        return 0;
+    }
+    return 1;
+}
+
+void mca_coll_gpuring_progress_off(mca_coll_gpuring_progress_t *p)
+{
+    if (__atomic_exchange_n(&p->on, 0, __ATOMIC_ACQ_REL)) (void)opal_progress_unregister(p->cb);
+}
+
 static int gpuring_open(void)
 {
     mca_coll_gpuring_component_t *c = &mca_coll_gpuring_component;

@@ -1,8 +1,9 @@
 /*
  * coll_gpuring_exchange.c -- gpuring's own exchanges over a communicator: an
  * allgather of a few bytes per rank (the parameters' agreement, a communicator's
- * setup, the direct allreduce's agreements), made of the PML's point-to-point
- * messages on tags of gpuring's own.
+ * setup, the direct allreduce's agreements, coll_gpuring_agree_memory's agreement on
+ * the kind of memory), made of the PML's point-to-point messages on tags of gpuring's
+ * own.
  *
  * Not the component below's MPI_Iallgather: libnbc numbers a communicator's
  * non-blocking collectives in the order each rank starts them, and Open MPI starts
@@ -62,7 +63,6 @@ struct mca_coll_gpuring_exchange {
     int given_up;                            /* its owner gave it up (an orphan) */
     struct ompi_communicator_t *comm;
     struct ompi_communicator_t *held;        /* given up inside a call: retained, or NULL */
-    char name[64];                           /* the communicator's, for the log */
     uint32_t seq;
     size_t bytes, part;                      /* part: head and data, 8-byte aligned */
     int size, rank, nreqs, pending;
@@ -77,7 +77,6 @@ struct mca_coll_gpuring_exchange {
  * (exchange_take) and of both lists. */
 static mca_coll_gpuring_exchange_t *exchanges_posted, *exchanges_done;
 static pthread_mutex_t exchanges_lock = PTHREAD_MUTEX_INITIALIZER;
-static int exchanges_progress_on;
 
 #define EXCHANGE_TAKE_MAX 64
 
@@ -119,7 +118,7 @@ static void exchange_unlink(mca_coll_gpuring_exchange_t *x)
     x->prev = x->next = NULL;
     if (x->given_up) {
         x->next = exchanges_done;
-        exchanges_done = x;
+        __atomic_store_n(&exchanges_done, x, __ATOMIC_RELEASE);
     }
 }
 
@@ -178,15 +177,12 @@ static int exchanges_progress(void)
     return exchanges_sweep(0);
 }
 
+static mca_coll_gpuring_progress_t exchanges_progress_cb = {
+    .cb = exchanges_progress, .low_priority = 1, .what = "exchange"};
+
 void mca_coll_gpuring_exchanges_finalize(void)
 {
-    int on;
-
-    pthread_mutex_lock(&exchanges_lock);
-    on = exchanges_progress_on;
-    exchanges_progress_on = 0;
-    pthread_mutex_unlock(&exchanges_lock);
-    if (on) opal_progress_unregister(exchanges_progress);
+    mca_coll_gpuring_progress_off(&exchanges_progress_cb);
 }
 
 void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m)
@@ -207,7 +203,6 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
 
     /* (its number, made or not: the next one pairs with the peers' next one) */
     const uint32_t seq = m->exchanges_made++;
-    int on;
 
     *xp = NULL;
     if (bytes > (size_t)INT_MAX / 2) {
@@ -224,21 +219,11 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
                       mca_coll_gpuring_comm_name(m), bytes);
         return GPURING_ERR_NO_MEMORY;
     }
-    pthread_mutex_lock(&exchanges_lock);
-    on = exchanges_progress_on;
-    exchanges_progress_on = 1;
-    pthread_mutex_unlock(&exchanges_lock);
-    if (!on && opal_progress_register_lp(exchanges_progress) != OPAL_SUCCESS) {
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "cannot register gpuring's exchange progress "
-                      "with Open MPI");
-        pthread_mutex_lock(&exchanges_lock);
-        exchanges_progress_on = 0;
-        pthread_mutex_unlock(&exchanges_lock);
+    if (!mca_coll_gpuring_progress_on(&exchanges_progress_cb)) {
         free(x);
         return GPURING_ERR_GENERIC;
     }
     x->comm = comm;
-    snprintf(x->name, sizeof(x->name), "%s", mca_coll_gpuring_comm_name(m));
     x->seq = seq;
     x->bytes = bytes;
     x->part = part;
@@ -281,8 +266,8 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
     }
     if (rc != OMPI_SUCCESS) {
         GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u could not "
-                      "start a message with rank %d (Open MPI error %d)", x->name, x->seq,
-                      x->peers[x->nreqs], rc);
+                      "start a message with rank %d (Open MPI error %d)",
+                      mca_coll_gpuring_comm_name(m), x->seq, x->peers[x->nreqs], rc);
         mca_coll_gpuring_exchange_orphan(x, 1); /* what it posted may still write its memory */
         return GPURING_ERR_REMOTE;
     }
@@ -292,15 +277,16 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
 
 /* x complete: every part its exchange's, copied into all (GPURING_OK); else the first
  * that is not, or the first message that failed (logged). */
-static gpuring_status_t exchange_finish(const mca_coll_gpuring_exchange_t *x, void *all)
+static gpuring_status_t exchange_finish(const mca_coll_gpuring_module_t *m,
+                                        const mca_coll_gpuring_exchange_t *x, void *all)
 {
     if (x->err != 0) {
         GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u: its message "
-                      "with rank %d failed (Open MPI error %d%s)", x->name, x->seq, x->err_peer,
-                      x->err, x->err == MPI_ERR_TRUNCATE
-                                  ? ": that rank's part was larger -- the ranks' exchanges are "
-                                    "out of step"
-                                  : "");
+                      "with rank %d failed (Open MPI error %d%s)", mca_coll_gpuring_comm_name(m),
+                      x->seq, x->err_peer, x->err,
+                      x->err == MPI_ERR_TRUNCATE ? ": that rank's part was larger -- the "
+                                                   "ranks' exchanges are out of step"
+                                                 : "");
         return GPURING_ERR_REMOTE;
     }
     for (int r = 0; r < x->size; r++) {
@@ -309,7 +295,8 @@ static gpuring_status_t exchange_finish(const mca_coll_gpuring_exchange_t *x, vo
         if (head->magic != EXCHANGE_MAGIC || head->seq != x->seq || head->bytes != x->bytes) {
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u of %zu "
                           "bytes got rank %d's part of exchange #%u of %llu bytes: the "
-                          "ranks' exchanges are out of step", x->name, x->seq, x->bytes, r,
+                          "ranks' exchanges are out of step", mca_coll_gpuring_comm_name(m),
+                          x->seq, x->bytes, r,
                           head->magic == EXCHANGE_MAGIC ? head->seq : 0,
                           head->magic == EXCHANGE_MAGIC ? (unsigned long long)head->bytes
                                                         : 0ull);
@@ -320,7 +307,8 @@ static gpuring_status_t exchange_finish(const mca_coll_gpuring_exchange_t *x, vo
     return GPURING_OK;
 }
 
-int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
+int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
+                                   mca_coll_gpuring_exchange_t *x, void *all)
 {
     gpuring_status_t st;
 
@@ -328,7 +316,7 @@ int mca_coll_gpuring_exchange_test(mca_coll_gpuring_exchange_t *x, void *all)
         opal_progress();
         if (!exchange_collect(x)) return 0;
     }
-    st = exchange_finish(x, all);
+    st = exchange_finish(m, x, all);
     free(x);
     return st == GPURING_OK ? 1 : (int)st;
 }
@@ -356,6 +344,7 @@ void mca_coll_gpuring_exchanges_reap(void)
     mca_coll_gpuring_exchange_t *done;
 
     while (exchanges_sweep(1) == EXCHANGE_TAKE_MAX) continue;
+    if (__atomic_load_n(&exchanges_done, __ATOMIC_ACQUIRE) == NULL) return;
     pthread_mutex_lock(&exchanges_lock);
     done = exchanges_done;
     exchanges_done = NULL;

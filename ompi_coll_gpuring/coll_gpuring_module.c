@@ -280,7 +280,7 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
     start = gpuring_time_sec();
     deadline = start + timeout;
     for (unsigned polls = 1;; polls++) {
-        const int done = mca_coll_gpuring_exchange_test(x, all);
+        const int done = mca_coll_gpuring_exchange_test(m, x, all);
 
         if (done != 0) return done > 0 ? GPURING_OK : done;
         /* (a rank of this host that makes no call any more will not join it either) */
@@ -480,7 +480,7 @@ static void params_start(mca_coll_gpuring_module_t *m)
     gpuring_status_t st;
 
     if (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
-        const int done = mca_coll_gpuring_exchange_test(m->params_x, m->params_all + PARAMS_N);
+        const int done = mca_coll_gpuring_exchange_test(m, m->params_x, m->params_all + PARAMS_N);
 
         if (done != 0) {
             m->params_x = NULL; /* (freed) */

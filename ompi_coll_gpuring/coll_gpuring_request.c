@@ -42,7 +42,6 @@ static int request_nrunning;                      /* atomic: started, not ended 
 static mca_coll_gpuring_request_t *request_running, *request_running_tail; /* oldest first */
 static mca_coll_gpuring_request_t *request_over; /* over the component below's, running */
 static int request_nover;                        /* atomic: the list is not empty */
-static int request_progress_on;                   /* opal_progress calls request_progress */
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuring_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
 
@@ -227,6 +226,9 @@ static int request_progress(void)
     return n + request_ended_progress();
 }
 
+static mca_coll_gpuring_progress_t request_progress_cb = {
+    .cb = request_progress, .low_priority = 0, .what = "request"};
+
 /* Off the list of running requests (request_lock held). */
 static void request_unlink(mca_coll_gpuring_request_t *req)
 {
@@ -242,20 +244,8 @@ static void request_unlink(mca_coll_gpuring_request_t *req)
 static mca_coll_gpuring_request_t *request_make(struct ompi_communicator_t *comm)
 {
     mca_coll_gpuring_request_t *req;
-    int on;
 
-    pthread_mutex_lock(&request_lock);
-    on = request_progress_on;
-    request_progress_on = 1;
-    pthread_mutex_unlock(&request_lock);
-    if (!on && opal_progress_register(request_progress) != OPAL_SUCCESS) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot register gpuring's request progress with "
-                      "Open MPI");
-        pthread_mutex_lock(&request_lock);
-        request_progress_on = 0;
-        pthread_mutex_unlock(&request_lock);
-        return NULL;
-    }
+    if (!mca_coll_gpuring_progress_on(&request_progress_cb)) return NULL;
     req = OBJ_NEW(mca_coll_gpuring_request_t);
     if (req == NULL) return NULL;
     OMPI_REQUEST_INIT(REQ(req), false);
@@ -351,7 +341,7 @@ void mca_coll_gpuring_request_drop(mca_coll_gpuring_request_t *req)
 
 void mca_coll_gpuring_request_finalize(void)
 {
-    int on, n = 0;
+    int n = 0;
 
     /* the calls gpuring ran, ended (gpuring_comm_async_finalize ran them to their end);
      * not those over the component below's, which may be closed by now: they are only
@@ -359,10 +349,8 @@ void mca_coll_gpuring_request_finalize(void)
     request_ended_progress();
     pthread_mutex_lock(&request_lock);
     for (mca_coll_gpuring_request_t *req = request_over; req != NULL; req = req->next) n++;
-    on = request_progress_on;
-    request_progress_on = 0;
     pthread_mutex_unlock(&request_lock);
-    if (on) opal_progress_unregister(request_progress);
+    mca_coll_gpuring_progress_off(&request_progress_cb);
     /* (their requests stay: the application may still hold them) */
     if (n > 0) {
         GPURING_WARN(GPURING_SUBSYS_COLL, "MPI_Finalize with %d non-blocking call%s on device "

@@ -1044,12 +1044,12 @@ pml_ucx_tls any pml_ucx_devices any btl ^vader,sm,tcp" timeout_check 60 adrift=1
         PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_${b}_np3_rpn1" 3 1 \
             setuptimeout,setupleft "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=$b"
     done
-    # ... and for gpuring's exchange itself (304 B: an exchange of 4 bytes from each of 3
+    # ... and for gpuring's exchange itself (240 B: an exchange of 4 bytes from each of 3
     # ranks -- its record, requests, messages' heads and parts, coll_gpuring_exchange.c's
     # one allocation; a change of its layout moves the size, and this case then fails
     # for want of the line)
     PRELOAD="$BINDIR/fail_inject.so" run_case "setup_leave_exchange_np3_rpn1" 3 1 \
-        setuptimeout,exchangenomem "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=304"
+        setuptimeout,exchangenomem "coll_gpuring_wait_timeout 3" timeout_check 30 "leave=240"
     # ... and one without memory for its graph (the first 12-byte allocation: 3 ranks'
     # nodes) takes part in the exchanges all the same: every rank falls back alike
     PRELOAD="$BINDIR/fail_inject.so" PRELOAD_ENV=GPURING_TEST_FAIL_MALLOC=1:12 \
