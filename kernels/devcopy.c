@@ -257,11 +257,14 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
          * memory, or from page-locked host memory: from pageable memory into device
          * memory it may return before the data reached the device, and between device
          * memories it does not wait at all; a 2D copy is queued.  Otherwise the legacy
-         * stream holds the rest (a queue that failed part way too: nothing it queued
-         * may land after the return) */
+         * stream holds the rest -- after a copy that failed part way too: nothing queued
+         * before it may land after the return */
         landed = !queued && (from_device ? devcopy_owner(blk[0].dst) == NULL : host_pinned);
-        if (rc == 0 && !landed) rc = devcopy_drv.stream_sync(NULL);
-        else if (rc != 0 && queued) (void)devcopy_drv.stream_sync(NULL);
+        if (!landed) {
+            const int synced = devcopy_drv.stream_sync(NULL);
+
+            if (rc == 0) rc = synced;
+        }
     }
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
