@@ -225,6 +225,15 @@ int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
 /* This rank cannot make m's next exchange (its own failure, logged): its number
  * passes, so that this rank's next exchange pairs with its peers' next one. */
 void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m);
+/* _failed: one of x's messages failed (a peer gone, under a PML that says so): 1, logged
+ *   naming the peer -- x cannot complete; the caller gives it up -- else 0.
+ * _missing: for the log of an exchange given up, who it waits for, into buf: "rank 2
+ *   has not sent its part", "ranks 2, 5 have not sent their parts", or where every part
+ *   came, "this rank's part has not reached rank 3". */
+int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
+                                     const mca_coll_gpuring_exchange_t *x);
+void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
+                                       size_t size);
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold);
 void mca_coll_gpuring_exchanges_reap(void);
 /* MPI_Finalize: the exchanges' progress callback unregistered (what is left in flight

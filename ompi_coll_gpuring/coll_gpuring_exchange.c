@@ -67,7 +67,7 @@ struct mca_coll_gpuring_exchange {
     size_t bytes, part;                      /* part: head and data, 8-byte aligned */
     int size, rank, nreqs, pending;
     int err, err_peer;                       /* the first message that failed (0: none) */
-    ompi_request_t **reqs;                   /* NULL once complete */
+    ompi_request_t **reqs;                   /* each MPI_REQUEST_NULL once taken */
     int *peers;                              /* each request's peer */
     char *mem;                               /* size parts: rank r's at r * part */
 };
@@ -93,8 +93,8 @@ static int exchange_take(mca_coll_gpuring_exchange_t *x, ompi_request_t **done, 
         if (req == MPI_REQUEST_NULL || !REQUEST_COMPLETE(req)) continue;
         opal_atomic_rmb(); /* its data and status before its completion */
         if (req->req_status.MPI_ERROR != OMPI_SUCCESS && x->err == 0) {
-            x->err = req->req_status.MPI_ERROR;
             x->err_peer = x->peers[i];
+            __atomic_store_n(&x->err, req->req_status.MPI_ERROR, __ATOMIC_RELEASE);
         }
         done[n++] = req;
         x->reqs[i] = MPI_REQUEST_NULL;
@@ -275,20 +275,28 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
     return GPURING_OK;
 }
 
+/* x's first failed message, logged: 1; 0 where none failed (so far) */
+static int exchange_failed(const mca_coll_gpuring_module_t *m,
+                           const mca_coll_gpuring_exchange_t *x)
+{
+    const int err = __atomic_load_n(&x->err, __ATOMIC_ACQUIRE);
+
+    if (err == 0) return 0;
+    GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u: its message with "
+                  "rank %d failed (Open MPI error %d%s)", mca_coll_gpuring_comm_name(m), x->seq,
+                  x->err_peer, err,
+                  err == MPI_ERR_TRUNCATE ? ": that rank's part was larger -- the ranks' "
+                                            "exchanges are out of step"
+                                          : "");
+    return 1;
+}
+
 /* x complete: every part its exchange's, copied into all (GPURING_OK); else the first
  * that is not, or the first message that failed (logged). */
 static gpuring_status_t exchange_finish(const mca_coll_gpuring_module_t *m,
                                         const mca_coll_gpuring_exchange_t *x, void *all)
 {
-    if (x->err != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's exchange #%u: its message "
-                      "with rank %d failed (Open MPI error %d%s)", mca_coll_gpuring_comm_name(m),
-                      x->seq, x->err_peer, x->err,
-                      x->err == MPI_ERR_TRUNCATE ? ": that rank's part was larger -- the "
-                                                   "ranks' exchanges are out of step"
-                                                 : "");
-        return GPURING_ERR_REMOTE;
-    }
+    if (exchange_failed(m, x)) return GPURING_ERR_REMOTE;
     for (int r = 0; r < x->size; r++) {
         const exchange_head_t *head = (const exchange_head_t *)(x->mem + (size_t)r * x->part);
 
@@ -319,6 +327,44 @@ int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
     st = exchange_finish(m, x, all);
     free(x);
     return st == GPURING_OK ? 1 : (int)st;
+}
+
+int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
+                                     const mca_coll_gpuring_exchange_t *x)
+{
+    return exchange_failed(m, x);
+}
+
+void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
+                                       size_t size)
+{
+    const int nrecv = x->size - 1; /* (the first requests: every receive, then every send) */
+    int listed[8], nlisted = 0, n = 0, recvs = 1;
+    size_t at;
+
+    pthread_mutex_lock(&exchanges_lock);
+    for (;; recvs = 0) { /* the parts not come, else the peers this one has not reached */
+        for (int i = recvs ? 0 : nrecv; i < (recvs ? nrecv : x->nreqs); i++) {
+            if (x->reqs[i] == MPI_REQUEST_NULL) continue;
+            if (nlisted < (int)(sizeof(listed) / sizeof(listed[0]))) listed[nlisted++] = x->peers[i];
+            n++;
+        }
+        if (n > 0 || !recvs) break;
+    }
+    pthread_mutex_unlock(&exchanges_lock);
+    if (n == 0) {
+        snprintf(buf, size, "none of its messages is pending");
+        return;
+    }
+    at = (size_t)snprintf(buf, size, "%s%s", recvs ? "" : "this rank's part has not reached ",
+                          n == 1 ? "rank" : "ranks");
+    for (int k = 0; k < nlisted && at < size; k++)
+        at += (size_t)snprintf(buf + at, size - at, "%s %d", k == 0 ? "" : ",", listed[k]);
+    if (at < size && n > nlisted)
+        at += (size_t)snprintf(buf + at, size - at, " and %d more", n - nlisted);
+    if (at < size && recvs)
+        (void)snprintf(buf + at, size - at, " %s", n == 1 ? "has not sent its part"
+                                                         : "have not sent their parts");
 }
 
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)

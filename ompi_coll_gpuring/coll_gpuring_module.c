@@ -283,21 +283,27 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
         const int done = mca_coll_gpuring_exchange_test(m, x, all);
 
         if (done != 0) return done > 0 ? GPURING_OK : done;
-        /* (a rank of this host that makes no call any more will not join it either) */
-        if (polls % 64 == 0 && gpuring_comm_exchange_refused(m->gcomm) >= 0) {
+        /* (a rank of this host that makes no call any more will not join it either; nor
+         * will a message that failed complete) */
+        if (polls % 64 == 0 && (gpuring_comm_exchange_refused(m->gcomm) >= 0 ||
+                                mca_coll_gpuring_exchange_failed(m, x))) {
             mca_coll_gpuring_exchange_orphan(x, 1);
             return GPURING_ERR_REMOTE;
         }
         if (timeout > 0 && gpuring_time_sec() > deadline) {
+            char missing[128];
+
             if (boot_wait_on(m, first, start, timeout, what, &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
+            mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing));
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                          "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: "
-                          "some rank of the communicator has not made this collective call "
+                          "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: %s "
+                          "-- not in this collective call, or stopped in it "
                           "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), what, bytes,
-                          gpuring_time_sec() - start, first ? "arrival_timeout" : "wait_timeout");
+                          gpuring_time_sec() - start, missing,
+                          first ? "arrival_timeout" : "wait_timeout");
             mca_coll_gpuring_exchange_orphan(x, 1);
             return GPURING_ERR_TIMEOUT;
         }
@@ -522,20 +528,27 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
     double deadline = start + timeout, late_since = 0.0;
 
     params_start(m);
-    while (m->params == MCA_COLL_GPURING_PARAMS_POSTED) {
+    for (unsigned polls = 1; m->params == MCA_COLL_GPURING_PARAMS_POSTED; polls++) {
+        if (polls % 64 == 0 && mca_coll_gpuring_exchange_failed(m, m->params_x)) {
+            params_orphan(m, 1);
+            params_settle(m, GPURING_ERR_REMOTE);
+            break;
+        }
         if (timeout > 0 && gpuring_time_sec() > deadline) {
+            char missing[128];
+
             if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters",
                              &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
+            mca_coll_gpuring_exchange_missing(m->params_x, missing, sizeof(missing));
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (the agreement on its "
-                          "parameters: an allgather of %zu bytes) timed out after %.0f s: "
-                          "some rank of the communicator has "
-                          "not made its first collective call that reaches gpuring "
+                          "parameters: an allgather of %zu bytes) timed out after %.0f s: %s "
+                          "-- not in its first collective call that reaches gpuring "
                           "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
-                          PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start);
+                          PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start, missing);
             params_orphan(m, 1);
             params_settle(m, GPURING_ERR_TIMEOUT);
             break;
