@@ -266,6 +266,14 @@ static __device__ __forceinline__ bool exec_ll_landed(const volatile uint64_t *r
     return (uint32_t)(hdr_p[0] >> 32) == flag && (uint32_t)(hdr_p[1] >> 32) == flag;
 }
 
+/* A stop recorded for channel (or block) c, the host's to read while the kernel runs:
+ * its detail (seen, got_bytes) stored first, visible before the word that says why */
+static __device__ void exec_stop(exec_cuda_status_t *st, int c, unsigned word)
+{
+    __threadfence_system();
+    st->wait[c] = word;
+}
+
 /* A send of op s waiting for a slot whose receiver refused the call (proxy/conn.h):
  * recorded as a stop the host reports; false if none. */
 static __device__ bool exec_refused(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
@@ -273,7 +281,7 @@ static __device__ bool exec_refused(const exec_cuda_chan_t *ch, const gpuring_st
 {
     EXEC_FOR_PEERS(s.send_mask, i) {
         if (ch->send[i].ctrl->refused && ch->send[i].ctrl->head + GPURING_NSTEPS <= sstep[i]) {
-            st->wait[c] = (EXEC_STOP_REFUSED << 8) | (unsigned)i;
+            exec_stop(st, c, (EXEC_STOP_REFUSED << 8) | (unsigned)i);
             return true;
         }
     }
@@ -301,7 +309,7 @@ static __device__ bool exec_abandoned(const exec_cuda_desc_t &d, const exec_cuda
     if (!ch->recv[i].ctrl->abandoned) return false;
     __threadfence_system(); /* acquire: the mark, then the second look */
     if (exec_recv_landed(d, ch, i, rstep, hdr)) return false;
-    st->wait[c] = (EXEC_STOP_ABANDONED << 8) | (unsigned)i;
+    exec_stop(st, c, (EXEC_STOP_ABANDONED << 8) | (unsigned)i);
     return true;
 }
 
@@ -330,7 +338,7 @@ static __device__ bool exec_other_protocol(const exec_cuda_desc_t &d, const exec
         got = (uint32_t)hdr[1];
     }
     st->got_bytes = got;
-    st->wait[c] = (EXEC_STOP_MISMATCH << 8) | (unsigned)i;
+    exec_stop(st, c, (EXEC_STOP_MISMATCH << 8) | (unsigned)i);
     return true;
 }
 
@@ -364,7 +372,7 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
                 return 0;
             if (st->abort) {
                 st->seen[c] = ll ? EXEC_SEEN_FLAGS(hdr[i][0], hdr[i][1]) : ch->recv[i].ctrl->tail;
-                st->wait[c] = (EXEC_WAIT_RECV << 8) | (unsigned)i;
+                exec_stop(st, c, (EXEC_WAIT_RECV << 8) | (unsigned)i);
                 return 0;
             }
         }
@@ -377,7 +385,7 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
             if (exec_refused(ch, s, sstep, st, c)) return 0;
             if (st->abort) {
                 st->seen[c] = ch->send[i].ctrl->head;
-                st->wait[c] = (EXEC_WAIT_SEND << 8) | (unsigned)i;
+                exec_stop(st, c, (EXEC_WAIT_SEND << 8) | (unsigned)i);
                 return 0;
             }
         }
@@ -403,8 +411,9 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
         }
         if (chk == GPURING_OK) continue;
         if (chk == GPURING_ERR_MISMATCH) st->got_bytes = got_bytes;
-        st->wait[c] = ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
-                      (unsigned)i;
+        exec_stop(st, c,
+                  ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH) << 8) |
+                      (unsigned)i);
         return 0;
     }
     return 1;
@@ -919,8 +928,9 @@ static __device__ void exec_ll_reduce_copy(const exec_io<T> *in, int nin, const 
 
                 if (got <= 0) {
                     st->seen[c] = EXEC_SEEN_LL_DATA | x[k];
-                    st->wait[c] = ((got < 0 ? EXEC_STOP_ABANDONED : EXEC_WAIT_RECV) << 8) |
-                                  (unsigned)in[k].peer;
+                    exec_stop(st, c,
+                              ((got < 0 ? EXEC_STOP_ABANDONED : EXEC_WAIT_RECV) << 8) |
+                                  (unsigned)in[k].peer);
                     *aborted_p = 1;
                     return;
                 }
@@ -1157,7 +1167,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                 GPURING_DEV_POLL_PAUSE();
                 if (++polls % EXEC_CUDA_ABORT_POLLS == 0 && st->abort) {
                     st->seen[blockIdx.x] = EXEC_SEEN_FLAGS(units[0], units[1]);
-                    st->wait[blockIdx.x] = (EXEC_WAIT_RECV << 8) | (unsigned)r;
+                    exec_stop(st, blockIdx.x, (EXEC_WAIT_RECV << 8) | (unsigned)r);
                     go = 0;
                 }
             }
@@ -1167,9 +1177,10 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                    : GPURING_OK;
             if (chk != GPURING_OK) { /* another call's header, or the peer's abandon */
                 st->got_bytes = (uint32_t)units[1];
-                st->wait[blockIdx.x] =
-                    ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED : EXEC_STOP_MISMATCH)
-                     << 8) | (unsigned)r;
+                exec_stop(st, blockIdx.x,
+                          ((chk == GPURING_ERR_REMOTE ? EXEC_STOP_ABANDONED
+                                                      : EXEC_STOP_MISMATCH) << 8) |
+                              (unsigned)r);
                 go = 0;
             }
         }
@@ -1189,7 +1200,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                                              GPURING_LL_HDR_UNITS + 2 * p,
                                          NULL, d.flag, true, st, &x) <= 0) {
                 st->seen[blockIdx.x] = EXEC_SEEN_LL_DATA | x;
-                st->wait[blockIdx.x] = (EXEC_WAIT_RECV << 8) | (unsigned)r;
+                exec_stop(st, blockIdx.x, (EXEC_WAIT_RECV << 8) | (unsigned)r);
                 return;
             }
             acc = r == 0 ? x : exec_ll_apply<T, Op>(acc, x, n);
@@ -1729,6 +1740,7 @@ static void exec_cuda_report_stall(const gpuring_exec_args_t *a, const exec_cuda
         const int i = (int)(w & 0xffu);
         const unsigned long long op = ch->next_op, nops = ch->prog.nops;
 
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* (seen after its word: exec_stop) */
         if (ch->next_op >= ch->prog.nops) continue;
         if ((w >> 8) == EXEC_WAIT_RECV && i < GPURING_MAX_PEERS) {
             exec_cuda_describe_seen(a, ch->recv[i], st->seen[c], seen, sizeof(seen));
@@ -1762,11 +1774,13 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 {
     gpuring_status_t rc = GPURING_OK;
 
-    for (int c = 0; st != NULL && c < nchannels; c++) {
-        if ((st->wait[c] >> 8) == EXEC_STOP_MISMATCH) return GPURING_ERR_MISMATCH;
+    for (int c = 0; st != NULL && c < nchannels && rc != GPURING_ERR_MISMATCH; c++) {
+        if ((st->wait[c] >> 8) == EXEC_STOP_MISMATCH) rc = GPURING_ERR_MISMATCH;
         if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED || (st->wait[c] >> 8) == EXEC_STOP_REFUSED)
             rc = GPURING_ERR_REMOTE;
     }
+    /* (a stop's detail, which its report reads next, after its word: exec_stop) */
+    if (rc != GPURING_OK) __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return rc;
 }
 

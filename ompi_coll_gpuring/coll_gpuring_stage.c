@@ -1415,7 +1415,9 @@ int mca_coll_gpuring_stage_nb_out(mca_coll_gpuring_stage_nb_t *nb, int rc, ompi_
         *reqp = mca_coll_gpuring_request_over(over, req, stage_nb_end, nb);
         return OMPI_SUCCESS;
     }
-    /* done inside the call (or a shared, completed request) */
+    /* done inside the call (or a shared, completed request) -- perhaps by another
+     * thread's progress: its status and results read after its completion */
+    opal_atomic_rmb();
     rc = req->req_status.MPI_ERROR == MPI_SUCCESS
              ? stage_drain(&nb->area, nb->coll, nb->comm, nb->bufs, nb->n)
              : OMPI_SUCCESS;
