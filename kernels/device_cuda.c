@@ -345,24 +345,32 @@ gpuring_status_t gpuring_device_flush_remote_writes(void)
 
 static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_DEVICE_SHARE_BYTES, "IPC handle size");
 
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void *stream,
-                                             void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {
     cudaIpcMemHandle_t ipc;
+    cudaStream_t zeroing = NULL;
     void *ptr = NULL;
     gpuring_status_t st;
 
     GPURING_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, zero_bytes, (cudaStream_t)stream), st,
+    /* (not a stream of the call's: one ordered after the application's default stream
+     * would wait here for whatever the application queued, without a bound) */
+    GPURING_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&zeroing, cudaStreamNonBlocking), st,
                             out_free);
-    GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), st, out_free);
+    GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, zero_bytes, zeroing), st, out_free);
+    GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize(zeroing), st, out_free);
     GPURING_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ipc, ptr), st, out_free);
+    (void)cudaStreamDestroy(zeroing);
     memcpy(handle, &ipc, sizeof(ipc));
     *ptr_p = ptr;
     return GPURING_OK;
 
 out_free:
+    if (zeroing != NULL) {
+        (void)cudaStreamSynchronize(zeroing); /* (its memset, before the memory goes) */
+        (void)cudaStreamDestroy(zeroing);
+    }
     gpuring_device_free(ptr);
     return st;
 }

@@ -85,8 +85,7 @@ void gpuring_device_free_ordered(void *ptr, void *stream)
 {
 }
 
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void *stream,
-                                             void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {
     return GPURING_ERR_NOT_SUPPORTED;

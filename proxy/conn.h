@@ -530,11 +530,9 @@ void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
 
 /* ---- CUDA (proxy/conn_cuda.c; conn_cuda_none.c refuses without the toolkit) ---- */
 /* Receiver: a FIFO in device memory of the current device, its counters
- * zeroed on `stream` (a cudaStream_t) before return; the handle carries the
- * IPC handle. */
+ * zeroed before return; the handle carries the IPC handle. */
 gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
-                                              size_t slot_bytes, void *stream,
-                                              gpuring_conn_handle_t *handle_p);
+                                              size_t slot_bytes, gpuring_conn_handle_t *handle_p);
 /* Sender (another process, same node): open the receiver's FIFO. */
 gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, int channel,
                                                const gpuring_conn_handle_t *remote);
