@@ -577,14 +577,17 @@ int gpuring_exec_host_progress(gpuring_exec_args_t *a, int *done_p)
 }
 
 /* A failed call with zero copy: nothing may land in its output after it
- * returns (the receives asked there are cancelled). */
+ * returns (the receives asked there are cancelled; those under way waited for,
+ * within one wait timeout for all of them). */
 static void exec_unland(gpuring_exec_args_t *a)
 {
+    double until = 0.0;
+
     for (int c = 0; c < a->nchannels; c++) {
         for (int i = 0; i < GPURING_MAX_PEERS; i++) {
             gpuring_conn_t *r = a->channels[c].recv[i];
 
-            if (r != NULL && r->type == GPURING_CONN_NET) gpuring_conn_net_unland(r);
+            if (r != NULL && r->type == GPURING_CONN_NET) gpuring_conn_net_unland(r, &until);
         }
     }
 }

@@ -1023,7 +1023,7 @@ static void unland_stuck(const gpuring_net_conn_t *net)
                  "posted may write there after the call returned", net->peer, net->channel);
 }
 
-void gpuring_conn_net_unland(gpuring_conn_t *conn)
+void gpuring_conn_net_unland(gpuring_conn_t *conn, double *until_p)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
     gpuring_proxy_t *proxy;
@@ -1050,7 +1050,11 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
      * call returns after it (the lock let go between polls: the proxy thread's passes)
      * -- or once the peer's endpoint failed: nothing more comes from it, and UCX never
      * ends a receive its sender left half sent */
-    gpuring_spin_init(&spin, proxy->wait_timeout);
+    if (*until_p == 0.0 && proxy->wait_timeout > 0)
+        *until_p = gpuring_time_sec() + proxy->wait_timeout;
+    gpuring_spin_init(&spin, proxy->wait_timeout > 0
+                                 ? GPURING_MAX(1e-3, *until_p - gpuring_time_sec())
+                                 : 0.0 /* (no bound) */);
     for (;;) {
         if (!gpuring_proxy_lock_within(proxy, "waiting for receives into a failed call's "
                                               "output (unland)")) {
@@ -1069,10 +1073,10 @@ void gpuring_conn_net_unland(gpuring_conn_t *conn)
         } else if (op != NULL && gpuring_spin_tick(&spin) != GPURING_OK) {
             GPURING_ERROR(GPURING_SUBSYS_NET,
                           "net recv conn from rank %d channel %d: step %llu's receive into the "
-                          "failed call's output at %p did not end %.0f s after its cancel: "
-                          "UCX may still write there after the call returned", net->peer,
-                          net->channel, (unsigned long long)op->step, op->at,
-                          proxy->wait_timeout);
+                          "failed call's output at %p did not end within %.0f s of the "
+                          "call's cancels: UCX may still write there after the call "
+                          "returned", net->peer, net->channel, (unsigned long long)op->step,
+                          op->at, proxy->wait_timeout);
             op = NULL;
         }
         gpuring_proxy_unlock(proxy);

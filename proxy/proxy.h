@@ -190,11 +190,13 @@ void gpuring_conn_net_abort_later(gpuring_conn_t *conn);
  * (conn.h: zero copy) are cancelled, and asks not yet posted dropped, so
  * nothing lands there after the call returned.  A receive UCX has matched
  * already (a rendezvous under way, an eager step's first fragments in) cannot
- * be cancelled: it is waited for, at most the proxy's wait_timeout (then an
- * error says UCX may still write there).  A cancelled receive fails the
+ * be cancelled: it is waited for, until *until_p (then an error says UCX may
+ * still write there) -- one deadline for all of a failed call's connections:
+ * the first that waits sets it, the proxy's wait_timeout on (0: not set yet;
+ * stays 0 where wait_timeout is, no bound).  A cancelled receive fails the
  * connection (its communicator is broken already).
  */
-void gpuring_conn_net_unland(gpuring_conn_t *conn);
+void gpuring_conn_net_unland(gpuring_conn_t *conn, double *until_p);
 /*
  * A recv end's call starts with asks (conn.h: zero copy) for steps whose
  * receives were posted into the slots before (during the call before): each

@@ -1295,7 +1295,7 @@ static void test_landing(gpuring_proxy_t *proxy)
     memset(out, LAND_GUARD, sizeof(out));
     for (uint64_t s = 16; s < 19; s++) gpuring_conn_land_at(&p.recv, s, out + (s - 16) * 64, 8);
     gpuring_conn_net_reland(&p.recv);
-    gpuring_conn_net_unland(&p.recv);
+    gpuring_conn_net_unland(&p.recv, &(double){0.0});
     EXPECT(land_send(&xs, 12, 19, late), "landing: steps 12-18 posted after unland");
     usleep(100 * 1000);
     EXPECT(land_untouched(out, 0, OUT), "landing: nothing landed in the caller's memory after unland");
@@ -2041,7 +2041,7 @@ static void test_unland_in_flight(void)
     if (unland_start(&u, "unland in flight")) {
         EXPECT(pthread_create(&th, NULL, unland_resume_main, &u.pid) == 0, "resume thread");
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&u.conn);
+        gpuring_conn_net_unland(&u.conn, &(double){0.0});
         took = gpuring_time_sec() - t0;
         memcpy(u.seen, u.out, UNLAND_BYTES + 64);
         pthread_join(th, NULL);
@@ -2054,6 +2054,31 @@ static void test_unland_in_flight(void)
                "unland in flight: the matched step ended whole before unland returned "
                "(else the test did not catch it in flight)");
         printf("unland in flight: the matched receive ended %.2f s into unland\n", took);
+        unit_write_all(u.fd, &b, 1);
+    }
+    unland_finish(&u, 1, 0);
+}
+
+/*
+ * The same matched receive, the peer stopped for good, and unland given the call's
+ * deadline spent already (by its other connections: one wait timeout for them all):
+ * it returns at once, saying UCX may still write there -- not after a wait timeout
+ * (10 s) of its own.
+ */
+static void test_unland_deadline_spent(void)
+{
+    unland_t u;
+    double t0, took, until;
+    char b = 0;
+
+    if (unland_start(&u, "unland, deadline spent")) {
+        until = gpuring_time_sec() - 1.0;
+        t0 = gpuring_time_sec();
+        gpuring_conn_net_unland(&u.conn, &until);
+        took = gpuring_time_sec() - t0;
+        EXPECT(took < 5.0, "unland, deadline spent: unland took %.2f s (wait timeout 10 s, the "
+               "call's deadline past)", took);
+        kill(u.pid, SIGCONT);
         unit_write_all(u.fd, &b, 1);
     }
     unland_finish(&u, 1, 0);
@@ -2077,7 +2102,7 @@ static void test_unland_peer_killed(void)
     if (unland_start(&u, "unland, peer killed")) {
         kill(u.pid, SIGKILL);
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&u.conn);
+        gpuring_conn_net_unland(&u.conn, &(double){0.0});
         unland_s = gpuring_time_sec() - t0;
         t0 = gpuring_time_sec();
         gpuring_conn_net_destroy(u.proxy, &u.conn);
@@ -2303,6 +2328,7 @@ int main(int argc, char **argv)
         test_two_process(0);
         test_two_process(1);
         test_unland_in_flight();
+        test_unland_deadline_spent();
         test_unland_peer_killed();
         run_child("--stuck-finalize", "finalize with a stuck pass");
         run_child("--stuck-teardown", "teardown with a stuck pass");
