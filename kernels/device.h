@@ -97,16 +97,17 @@ gpuring_status_t gpuring_device_copy(void *dst, const void *src, size_t bytes, v
 /*
  * Device memory other processes of the node map (CUDA IPC): alloc_shared
  * makes `bytes` of the current device's memory, its first `zero_bytes`
- * (<= bytes) zeroed (on a stream of its own, waited for: nothing of the
- * application's, which a stream of gpuring's may be ordered after, can hold
- * it up) before its handle --
+ * (<= bytes) zeroed (on a stream of its own, waited for at most `timeout`
+ * seconds: nothing of the application's, which a stream of gpuring's may be
+ * ordered after, holds it up) before its handle --
  * GPURING_DEVICE_SHARE_BYTES of plain bytes for bootstrap_mpi -- goes out
  * (an IPC FIFO zeroes its counters, not its slots); open_shared maps another
  * process's (peer access enabled where the allocation is on another GPU);
  * close_shared unmaps one (NULL: nothing); gpuring_device_free frees one's own.
  */
 #define GPURING_DEVICE_SHARE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, double timeout,
+                                             void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES]);
 gpuring_status_t gpuring_device_open_shared(const unsigned char handle[GPURING_DEVICE_SHARE_BYTES],
                                             void **ptr_p);

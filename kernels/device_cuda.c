@@ -345,7 +345,8 @@ gpuring_status_t gpuring_device_flush_remote_writes(void)
 
 static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_DEVICE_SHARE_BYTES, "IPC handle size");
 
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, double timeout,
+                                             void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {
     cudaIpcMemHandle_t ipc;
@@ -359,7 +360,16 @@ gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, vo
     GPURING_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&zeroing, cudaStreamNonBlocking), st,
                             out_free);
     GPURING_CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, zero_bytes, zeroing), st, out_free);
-    GPURING_CUDA_CHECK_GOTO(cudaStreamSynchronize(zeroing), st, out_free);
+    st = gpuring_device_stream_idle(zeroing, timeout);
+    if (st == GPURING_ERR_TIMEOUT) { /* (the memory stays: freeing it would wait on) */
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "zeroing %zu B of new device memory for the "
+                      "ranks of this node did not end within coll_gpuring_wait_timeout "
+                      "(%.0f s): the GPU did not run it (shared with kernels that do not "
+                      "end?); the memory is left allocated", zero_bytes, timeout);
+        (void)cudaStreamDestroy(zeroing);
+        return st;
+    }
+    if (st != GPURING_OK) goto out_free;
     GPURING_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&ipc, ptr), st, out_free);
     (void)cudaStreamDestroy(zeroing);
     memcpy(handle, &ipc, sizeof(ipc));

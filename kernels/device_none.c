@@ -85,7 +85,8 @@ void gpuring_device_free_ordered(void *ptr, void *stream)
 {
 }
 
-gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, void **ptr_p,
+gpuring_status_t gpuring_device_alloc_shared(size_t bytes, size_t zero_bytes, double timeout,
+                                             void **ptr_p,
                                              unsigned char handle[GPURING_DEVICE_SHARE_BYTES])
 {
     return GPURING_ERR_NOT_SUPPORTED;

@@ -1779,8 +1779,6 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
         if ((st->wait[c] >> 8) == EXEC_STOP_ABANDONED || (st->wait[c] >> 8) == EXEC_STOP_REFUSED)
             rc = GPURING_ERR_REMOTE;
     }
-    /* (a stop's detail, which its report reads next, after its word: exec_stop) */
-    if (rc != GPURING_OK) __atomic_thread_fence(__ATOMIC_ACQUIRE);
     return rc;
 }
 
@@ -1788,10 +1786,12 @@ static gpuring_status_t exec_cuda_stopped(const exec_cuda_status_t *st, int ncha
 static void exec_cuda_report_stop(const gpuring_exec_args_t *a, const exec_cuda_status_t *st)
 {
     for (int c = 0; c < a->nchannels; c++) {
-        const uint32_t kind = st->wait[c] >> 8;
-        const int i = (int)(st->wait[c] & 0xffu);
+        const uint32_t w = st->wait[c];
+        const uint32_t kind = w >> 8;
+        const int i = (int)(w & 0xffu);
         gpuring_step_t s;
 
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* (got_bytes after its word: exec_stop) */
         if (kind < EXEC_STOP_MISMATCH || i >= GPURING_MAX_PEERS) continue;
         if (kind == EXEC_STOP_REFUSED) {
             gpuring_conn_report_refused(a->channels[c].send[i], c, gpuring_exec_coll_name(a),
@@ -2173,9 +2173,11 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
     unsigned named = 0;
 
     for (int b = 0; b < blocks; b++) {
-        const uint32_t kind = st->wait[b] >> 8;
-        const int r = (int)(st->wait[b] & 0xffu);
+        const uint32_t w = st->wait[b];
+        const uint32_t kind = w >> 8;
+        const int r = (int)(w & 0xffu);
 
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* (seen, got_bytes after its word) */
         if (kind == 0 || r >= GPURING_EXEC_DIRECT_MAX_RANKS || (named >> r & 1u)) continue;
         named |= 1u << r;
         if (kind == EXEC_STOP_ABANDONED) {

@@ -583,11 +583,15 @@ static void exec_unland(gpuring_exec_args_t *a)
 {
     double until = 0.0;
 
-    for (int c = 0; c < a->nchannels; c++) {
-        for (int i = 0; i < GPURING_MAX_PEERS; i++) {
-            gpuring_conn_t *r = a->channels[c].recv[i];
+    for (int wait = 0; wait < 2; wait++) { /* every one's cancelled, then each waited for */
+        for (int c = 0; c < a->nchannels; c++) {
+            for (int i = 0; i < GPURING_MAX_PEERS; i++) {
+                gpuring_conn_t *r = a->channels[c].recv[i];
 
-            if (r != NULL && r->type == GPURING_CONN_NET) gpuring_conn_net_unland(r, &until);
+                if (r == NULL || r->type != GPURING_CONN_NET) continue;
+                if (wait) gpuring_conn_net_unland_wait(r, &until);
+                else gpuring_conn_net_unland_cancel(r);
+            }
         }
     }
 }

@@ -226,14 +226,15 @@ int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
  * passes, so that this rank's next exchange pairs with its peers' next one. */
 void mca_coll_gpuring_exchange_skip(mca_coll_gpuring_module_t *m);
 /* _failed: one of x's messages failed (a peer gone, under a PML that says so): 1, logged
- *   naming the peer -- x cannot complete; the caller gives it up -- else 0.
+ *   naming the peer -- x can only fail; the caller gives it up -- else 0.
  * _missing: for the log of an exchange given up, who it waits for, into buf: "rank 2
  *   has not sent its part", "ranks 2, 5 have not sent their parts", or where every part
- *   came, "this rank's part has not reached rank 3". */
+ *   came, "this rank's part has not reached rank 3"; the number of such messages (0:
+ *   none is pending any more -- the next _test ends x -- and buf untouched). */
 int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
                                      const mca_coll_gpuring_exchange_t *x);
-void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
-                                       size_t size);
+int mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
+                                      size_t size);
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold);
 void mca_coll_gpuring_exchanges_reap(void);
 /* MPI_Finalize: the exchanges' progress callback unregistered (what is left in flight
@@ -244,8 +245,10 @@ void mca_coll_gpuring_exchanges_finalize(void);
  * to the call, coll_gpuring_arrival_timeout (on this host: the arrival board) -- so that
  * a member that never makes the call produces an error on the others, not a hang; the
  * same collective on every rank whatever its own timeout.  One that times out (logged,
- * naming `what`) is given up in flight, holding the communicator.  GPURING_OK: every
- * rank's part in `all`. */
+ * naming `what` and the ranks it waits for) is given up in flight, holding the
+ * communicator; so is one whose message failed, or that a rank of this host refused (the
+ * arrival board), at once: GPURING_ERR_REMOTE.  GPURING_OK: every rank's part in
+ * `all`. */
 int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
                                    size_t bytes, const char *what);
 

@@ -335,8 +335,8 @@ int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
     return exchange_failed(m, x);
 }
 
-void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
-                                       size_t size)
+int mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
+                                      size_t size)
 {
     const int nrecv = x->size - 1; /* (the first requests: every receive, then every send) */
     int listed[8], nlisted = 0, n = 0, recvs = 1;
@@ -345,16 +345,21 @@ void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, cha
     pthread_mutex_lock(&exchanges_lock);
     for (;; recvs = 0) { /* the parts not come, else the peers this one has not reached */
         for (int i = recvs ? 0 : nrecv; i < (recvs ? nrecv : x->nreqs); i++) {
-            if (x->reqs[i] == MPI_REQUEST_NULL) continue;
+            if (x->reqs[i] == MPI_REQUEST_NULL || REQUEST_COMPLETE(x->reqs[i])) continue;
             if (nlisted < (int)(sizeof(listed) / sizeof(listed[0]))) listed[nlisted++] = x->peers[i];
             n++;
         }
         if (n > 0 || !recvs) break;
     }
     pthread_mutex_unlock(&exchanges_lock);
-    if (n == 0) {
-        snprintf(buf, size, "none of its messages is pending");
-        return;
+    if (n == 0) return 0;
+    for (int k = 1; k < nlisted; k++) { /* (in rank order) */
+        for (int q = k; q > 0 && listed[q - 1] > listed[q]; q--) {
+            const int t = listed[q];
+
+            listed[q] = listed[q - 1];
+            listed[q - 1] = t;
+        }
     }
     at = (size_t)snprintf(buf, size, "%s%s", recvs ? "" : "this rank's part has not reached ",
                           n == 1 ? "rank" : "ranks");
@@ -365,6 +370,7 @@ void mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, cha
     if (at < size && recvs)
         (void)snprintf(buf + at, size - at, " %s", n == 1 ? "has not sent its part"
                                                          : "have not sent their parts");
+    return n;
 }
 
 void mca_coll_gpuring_exchange_orphan(mca_coll_gpuring_exchange_t *x, int hold)
@@ -393,7 +399,7 @@ void mca_coll_gpuring_exchanges_reap(void)
     if (__atomic_load_n(&exchanges_done, __ATOMIC_ACQUIRE) == NULL) return;
     pthread_mutex_lock(&exchanges_lock);
     done = exchanges_done;
-    exchanges_done = NULL;
+    __atomic_store_n(&exchanges_done, NULL, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&exchanges_lock);
     while (done != NULL) {
         mca_coll_gpuring_exchange_t *x = done;

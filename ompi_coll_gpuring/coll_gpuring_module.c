@@ -293,11 +293,12 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
         if (timeout > 0 && gpuring_time_sec() > deadline) {
             char missing[128];
 
+            if (!mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing)))
+                continue; /* (complete since the test: the next one ends it) */
             if (boot_wait_on(m, first, start, timeout, what, &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
-            mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing));
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: %s "
                           "-- not in this collective call, or stopped in it "
@@ -454,9 +455,11 @@ static void params_settle(mca_coll_gpuring_module_t *m, gpuring_status_t st)
                       mca_coll_gpuring_comm_name(m), gpuring_status_str(st),
                       st == GPURING_ERR_NO_MEMORY
                           ? "no memory for it (the other ranks wait for this rank's part)"
-                          : "a rank did not join it -- it made another call, or Open MPI "
+                      : st == GPURING_ERR_TIMEOUT
+                          ? "a rank did not join it -- it made another call, or Open MPI "
                             "did not select coll gpuring for it (coll_gpuring_priority, a "
-                            "--mca coll list)");
+                            "--mca coll list)"
+                          : "a message of it failed, or was another exchange's (above)");
         m->params = MCA_COLL_GPURING_PARAMS_FAILED;
     } else {
         const int64_t *all = m->params_all + PARAMS_N;
@@ -537,12 +540,15 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
         if (timeout > 0 && gpuring_time_sec() > deadline) {
             char missing[128];
 
+            if (!mca_coll_gpuring_exchange_missing(m->params_x, missing, sizeof(missing))) {
+                params_start(m); /* (complete since the test: this one ends it) */
+                continue;
+            }
             if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters",
                              &late_since)) {
                 deadline = gpuring_time_sec() + timeout;
                 continue;
             }
-            mca_coll_gpuring_exchange_missing(m->params_x, missing, sizeof(missing));
             GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
                           "comm %s: gpuring's setup exchange (the agreement on its "
                           "parameters: an allgather of %zu bytes) timed out after %.0f s: %s "
@@ -667,8 +673,8 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
                       st == GPURING_ERR_TIMEOUT
                           ? "timed out waiting for a member (the component below would wait "
                             "for it too)"
-                          : "left this rank out of step with the others, logged above (they "
-                            "wait in gpuring's setup, not in the component below)");
+                          : "failed on this rank, logged above (the others may wait in "
+                            "gpuring's setup, not in the component below)");
         m->state = MCA_COLL_GPURING_COMM_FAILED;
         return NULL;
     }

@@ -108,7 +108,8 @@ static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_h
         return GPURING_OK; /* same-node sender: opens the receiver's FIFO at connect */
     } else if (e->plane == GPURING_PLANE_DEVICE) {
         GPURING_CHECK(gpuring_conn_ipc_recv_create(conn, e->peer, e->channel,
-                                                   c->cfg.slot_bytes[GPURING_PLANE_DEVICE], h));
+                                                   c->cfg.slot_bytes[GPURING_PLANE_DEVICE],
+                                                   c->cfg.wait_timeout, h));
     } else {
         GPURING_CHECK(gpuring_conn_shm_recv_create(conn, e->peer, e->channel,
                                                    c->cfg.slot_bytes[GPURING_PLANE_HOST],

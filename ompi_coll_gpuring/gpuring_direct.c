@@ -97,7 +97,8 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
         const size_t inbox = 2 * (size_t)n * GPURING_EXEC_DIRECT_LL_SLOT_BYTES(mine);
 
         /* all of it: a flag in every line */
-        local = gpuring_device_alloc_shared(inbox, inbox, &c->dev.ll_inbox, pub.inbox);
+        local = gpuring_device_alloc_shared(inbox, inbox, c->cfg.wait_timeout, &c->dev.ll_inbox,
+                                            pub.inbox);
     }
     pub.pci_id = c->dev.pci_id;
     if (local == GPURING_OK) {

@@ -483,18 +483,21 @@ gpuring_status_t gpuring_enqueue_finish(gpuring_comm_t *c, gpuring_work_t *w)
     return GPURING_OK;
 }
 
-/* A copy on the call's stream into or out of the aligned copy landed, within the wait
- * timeout: else the timeout logged (the stream follows the application's default stream:
- * what holds it up is likely the application's work there, not a peer). */
-static gpuring_status_t enqueue_bounce_landed(gpuring_comm_t *c, const char *what)
+/* A copy on the call's stream into (`in`) or out of the aligned copy landed, within the
+ * wait timeout: else the timeout logged, not a peer's doing (the copy in follows the
+ * application's work on the default stream; the copy out, the call's kernel that ended). */
+static gpuring_status_t enqueue_bounce_landed(gpuring_comm_t *c, int in)
 {
     const gpuring_status_t st = gpuring_device_stream_idle(c->dev.stream, c->cfg.wait_timeout);
 
     if (st == GPURING_ERR_TIMEOUT) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "the copy %s aligned copy in device memory did not "
-                      "land within coll_gpuring_wait_timeout (%.0f s): the call's stream "
-                      "follows the application's work on the default stream -- does a kernel "
-                      "of the application's not end?", what, (double)c->cfg.wait_timeout);
+                      "land within coll_gpuring_wait_timeout (%.0f s)%s",
+                      in ? "of the send buffer into its" : "of the result out of its",
+                      (double)c->cfg.wait_timeout,
+                      in ? ": the call's stream follows the application's work on the default "
+                           "stream -- does a kernel of the application's not end?"
+                         : ": the GPU did not run it (shared with kernels that do not end?)");
     }
     return st;
 }
@@ -544,7 +547,7 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
         x->sendbuf = bounce;
         /* ... and landed: a copy that fails when the GPU runs it would leave the kernel
          * sending the aligned copy's old bytes, its peers' sums wrong with MPI_SUCCESS */
-        if (st == GPURING_OK) st = enqueue_bounce_landed(c, "of the send buffer into its");
+        if (st == GPURING_OK) st = enqueue_bounce_landed(c, 1);
     }
     if (st != GPURING_OK) {
         enqueue_abandon(c, w);
@@ -554,7 +557,7 @@ static gpuring_status_t enqueue_run_device(gpuring_comm_t *c, gpuring_work_t *w,
     st = gpuring_exec_cuda_run(x, c->dev.stream);
     if (st != GPURING_OK || !bounce_out || !writes) return st;
     *out_p = gpuring_device_copy(info->recvbuf, x->recvbuf, out_bytes, c->dev.stream);
-    if (*out_p == GPURING_OK) *out_p = enqueue_bounce_landed(c, "of the result out of its");
+    if (*out_p == GPURING_OK) *out_p = enqueue_bounce_landed(c, 0);
     if (*out_p != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: this rank's result could not be copied out "
                       "of its aligned copy into the receive buffer (above): the call fails "

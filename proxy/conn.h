@@ -530,9 +530,11 @@ void gpuring_conn_shm_destroy(gpuring_conn_t *conn);
 
 /* ---- CUDA (proxy/conn_cuda.c; conn_cuda_none.c refuses without the toolkit) ---- */
 /* Receiver: a FIFO in device memory of the current device, its counters
- * zeroed before return; the handle carries the IPC handle. */
+ * zeroed before return (waited for at most `timeout` s: gpuring_device_alloc_shared);
+ * the handle carries the IPC handle. */
 gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
-                                              size_t slot_bytes, gpuring_conn_handle_t *handle_p);
+                                              size_t slot_bytes, double timeout,
+                                              gpuring_conn_handle_t *handle_p);
 /* Sender (another process, same node): open the receiver's FIFO. */
 gpuring_status_t gpuring_conn_ipc_send_connect(gpuring_conn_t *conn, int peer, int channel,
                                                const gpuring_conn_handle_t *remote);

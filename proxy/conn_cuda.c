@@ -28,7 +28,8 @@ static_assert(sizeof(cudaIpcMemHandle_t) == GPURING_IPC_HANDLE_BYTES, "IPC handl
 static_assert(GPURING_DEVICE_SHARE_BYTES == GPURING_IPC_HANDLE_BYTES, "IPC handle size");
 
 gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
-                                              size_t slot_bytes, gpuring_conn_handle_t *handle_p)
+                                              size_t slot_bytes, double timeout,
+                                              gpuring_conn_handle_t *handle_p)
 {
     const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_IPC, slot_bytes);
     unsigned char ipc[GPURING_DEVICE_SHARE_BYTES];
@@ -36,7 +37,7 @@ gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, in
 
     /* zeroed where it must be before any sender can open it (the handle goes out later) */
     GPURING_CHECK(gpuring_device_alloc_shared(bytes, gpuring_conn_fifo_zero_bytes(GPURING_CONN_IPC),
-                                              &fifo, ipc));
+                                              timeout, &fifo, ipc));
     gpuring_conn_attach(conn, GPURING_CONN_IPC, GPURING_CONN_RECV, peer, channel, slot_bytes,
                         fifo);
     conn->ipc_fifo = fifo;

@@ -6,7 +6,8 @@
 #include "proxy/conn.h"
 
 gpuring_status_t gpuring_conn_ipc_recv_create(gpuring_conn_t *conn, int peer, int channel,
-                                              size_t slot_bytes, gpuring_conn_handle_t *handle_p)
+                                              size_t slot_bytes, double timeout,
+                                              gpuring_conn_handle_t *handle_p)
 {
     return GPURING_ERR_NOT_SUPPORTED;
 }

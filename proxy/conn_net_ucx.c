@@ -424,7 +424,7 @@ static int send_progress(gpuring_net_conn_t *net, int closing)
 
 /* Is a credit for `head` worth a message now?  (the file's header says when; a refusal
  * not yet sent always is, unless the connection itself failed (net_error): one failed
- * by a receive of its own cancelled -- gpuring_conn_net_unland's, the failed call's --
+ * by a receive of its own cancelled -- gpuring_conn_net_unland_cancel's, the failed call's --
  * still tells its sender, which may be waiting for a slot) */
 static int credit_due(const gpuring_net_conn_t *net, uint64_t head, int closing)
 {
@@ -1023,29 +1023,56 @@ static void unland_stuck(const gpuring_net_conn_t *net)
                  "posted may write there after the call returned", net->peer, net->channel);
 }
 
-void gpuring_conn_net_unland(gpuring_conn_t *conn, double *until_p)
+/* The recv end of a failed call with zero copy, NULL where nothing is to unland there */
+static gpuring_net_conn_t *unland_conn(gpuring_conn_t *conn)
 {
     gpuring_net_conn_t *net = conn != NULL ? conn->net : NULL;
-    gpuring_proxy_t *proxy;
-    gpuring_net_op_t *op;
-    gpuring_spin_t spin;
 
-    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected) return;
-    proxy = net->proxy;
+    if (net == NULL || net->dir != GPURING_CONN_RECV || net->detached || !net->connected)
+        return NULL;
+    return net;
+}
+
+/* Its asks dropped and its receives into the output cancelled: 0 where the proxy is
+ * stuck (said) */
+static int unland_cancel(gpuring_net_conn_t *net)
+{
+    gpuring_proxy_t *proxy = net->proxy;
+
     /* asks not posted yet stay unposted (no lock: the executor writes them so too,
      * and a stuck proxy must not post them when it goes on) */
     for (int i = 0; i < GPURING_NSTEPS; i++)
         __atomic_store_n(&net->ctrl->land_step[i], 0, __ATOMIC_RELEASE);
     if (!gpuring_proxy_lock_within(proxy, "cancelling receives (unland)")) {
         unland_stuck(net);
-        return;
+        return 0;
     }
     for (int i = 0; i < GPURING_NSTEPS; i++) {
-        op = &net->data[i];
+        const gpuring_net_op_t *op = &net->data[i];
+
         if (op->busy && !op->done && op->at != NULL && op->req != NULL)
             ucp_request_cancel(proxy->worker, op->req);
     }
     gpuring_proxy_unlock(proxy);
+    return 1;
+}
+
+void gpuring_conn_net_unland_cancel(gpuring_conn_t *conn)
+{
+    gpuring_net_conn_t *net = unland_conn(conn);
+
+    if (net != NULL) (void)unland_cancel(net);
+}
+
+void gpuring_conn_net_unland_wait(gpuring_conn_t *conn, double *until_p)
+{
+    gpuring_net_conn_t *net = unland_conn(conn);
+    gpuring_proxy_t *proxy;
+    gpuring_net_op_t *op;
+    gpuring_spin_t spin;
+
+    if (net == NULL) return;
+    proxy = net->proxy;
     /* one UCX had matched goes on writing into the caller's memory until it ends: the
      * call returns after it (the lock let go between polls: the proxy thread's passes)
      * -- or once the peer's endpoint failed: nothing more comes from it, and UCX never

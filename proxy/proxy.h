@@ -186,17 +186,20 @@ void gpuring_conn_net_quiet(gpuring_conn_t *conn);
  */
 void gpuring_conn_net_abort_later(gpuring_conn_t *conn);
 /*
- * A recv end's call failed: the receives it asked into the caller's memory
- * (conn.h: zero copy) are cancelled, and asks not yet posted dropped, so
- * nothing lands there after the call returned.  A receive UCX has matched
- * already (a rendezvous under way, an eager step's first fragments in) cannot
- * be cancelled: it is waited for, until *until_p (then an error says UCX may
- * still write there) -- one deadline for all of a failed call's connections:
- * the first that waits sets it, the proxy's wait_timeout on (0: not set yet;
- * stays 0 where wait_timeout is, no bound).  A cancelled receive fails the
- * connection (its communicator is broken already).
+ * A recv end's call failed: _cancel cancels the receives it asked into the
+ * caller's memory (conn.h: zero copy) and drops the asks not yet posted, so
+ * nothing lands there after the call returned -- every connection of the call
+ * first, so that none matches more in the output while another's is waited
+ * for.  A receive UCX has matched already (a rendezvous under way, an eager
+ * step's first fragments in) cannot be cancelled: _wait waits for it until
+ * *until_p (then an error says UCX may still write there) -- one deadline for
+ * all of a failed call's connections: the first that waits sets it, the
+ * proxy's wait_timeout on (0: not set yet; stays 0 where wait_timeout is, no
+ * bound).  A cancelled receive fails the connection (its communicator is
+ * broken already).
  */
-void gpuring_conn_net_unland(gpuring_conn_t *conn, double *until_p);
+void gpuring_conn_net_unland_cancel(gpuring_conn_t *conn);
+void gpuring_conn_net_unland_wait(gpuring_conn_t *conn, double *until_p);
 /*
  * A recv end's call starts with asks (conn.h: zero copy) for steps whose
  * receives were posted into the slots before (during the call before): each

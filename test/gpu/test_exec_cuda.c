@@ -1216,7 +1216,7 @@ static void test_ipc_fifo_fresh(void)
     TEST_CUDA(cudaMemset(junk, 0xa5, bytes));
     TEST_CUDA(cudaFree(junk));
     memset(&conn, 0, sizeof(conn));
-    st = gpuring_conn_ipc_recv_create(&conn, 1, 0, slot, &h);
+    st = gpuring_conn_ipc_recv_create(&conn, 1, 0, slot, 10.0, &h);
     unit_result(st == GPURING_OK, "gpuring_conn_ipc_recv_create: %s", gpuring_status_str(st));
     if (st != GPURING_OK) {
         free(buf);

@@ -577,7 +577,7 @@ run_case() {
                 # the last rank had no memory for its part of a setup exchange, said so,
                 # and left the setup
                 if ! grep -qE "\[gpuring rank $((np - 1))\] error [^ ]+: comm [^:]+: no memory for gpuring's exchange \(4 bytes per rank\): this rank cannot make its part" "$log" ||
-                   ! grep -qE "\[gpuring rank $((np - 1))\] error [^ ]+: comm [^:]+: gpuring setup left this rank out of step with the others" "$log"; then
+                   ! grep -qE "\[gpuring rank $((np - 1))\] error [^ ]+: comm [^:]+: gpuring setup failed on this rank, logged above" "$log"; then
                     fail "$name" "rank $((np - 1)) did not report the exchange it had no memory for, and leaving the setup" "$log"
                     return
                 fi

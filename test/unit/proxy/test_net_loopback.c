@@ -1295,7 +1295,8 @@ static void test_landing(gpuring_proxy_t *proxy)
     memset(out, LAND_GUARD, sizeof(out));
     for (uint64_t s = 16; s < 19; s++) gpuring_conn_land_at(&p.recv, s, out + (s - 16) * 64, 8);
     gpuring_conn_net_reland(&p.recv);
-    gpuring_conn_net_unland(&p.recv, &(double){0.0});
+    gpuring_conn_net_unland_cancel(&p.recv);
+    gpuring_conn_net_unland_wait(&p.recv, &(double){0.0});
     EXPECT(land_send(&xs, 12, 19, late), "landing: steps 12-18 posted after unland");
     usleep(100 * 1000);
     EXPECT(land_untouched(out, 0, OUT), "landing: nothing landed in the caller's memory after unland");
@@ -2041,7 +2042,8 @@ static void test_unland_in_flight(void)
     if (unland_start(&u, "unland in flight")) {
         EXPECT(pthread_create(&th, NULL, unland_resume_main, &u.pid) == 0, "resume thread");
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&u.conn, &(double){0.0});
+        gpuring_conn_net_unland_cancel(&u.conn);
+        gpuring_conn_net_unland_wait(&u.conn, &(double){0.0});
         took = gpuring_time_sec() - t0;
         memcpy(u.seen, u.out, UNLAND_BYTES + 64);
         pthread_join(th, NULL);
@@ -2074,7 +2076,8 @@ static void test_unland_deadline_spent(void)
     if (unland_start(&u, "unland, deadline spent")) {
         until = gpuring_time_sec() - 1.0;
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&u.conn, &until);
+        gpuring_conn_net_unland_cancel(&u.conn);
+        gpuring_conn_net_unland_wait(&u.conn, &until);
         took = gpuring_time_sec() - t0;
         EXPECT(took < 5.0, "unland, deadline spent: unland took %.2f s (wait timeout 10 s, the "
                "call's deadline past)", took);
@@ -2102,7 +2105,8 @@ static void test_unland_peer_killed(void)
     if (unland_start(&u, "unland, peer killed")) {
         kill(u.pid, SIGKILL);
         t0 = gpuring_time_sec();
-        gpuring_conn_net_unland(&u.conn, &(double){0.0});
+        gpuring_conn_net_unland_cancel(&u.conn);
+        gpuring_conn_net_unland_wait(&u.conn, &(double){0.0});
         unland_s = gpuring_time_sec() - t0;
         t0 = gpuring_time_sec();
         gpuring_conn_net_destroy(u.proxy, &u.conn);
