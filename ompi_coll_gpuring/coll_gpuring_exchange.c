@@ -79,6 +79,7 @@ static mca_coll_gpuring_exchange_t *exchanges_posted, *exchanges_done;
 static pthread_mutex_t exchanges_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define EXCHANGE_TAKE_MAX 64
+#define EXCHANGE_MISSING_LISTED 8 /* ranks a timeout's report names (then "and N more") */
 
 /* Up to max of x's requests that have completed: their status read, taken off x into
  * done[] (exchanges_lock held; the caller frees them after unlocking).  Reads
@@ -275,9 +276,8 @@ gpuring_status_t mca_coll_gpuring_exchange_start(mca_coll_gpuring_module_t *m, c
     return GPURING_OK;
 }
 
-/* x's first failed message, logged: 1; 0 where none failed (so far) */
-static int exchange_failed(const mca_coll_gpuring_module_t *m,
-                           const mca_coll_gpuring_exchange_t *x)
+int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
+                                     const mca_coll_gpuring_exchange_t *x)
 {
     const int err = __atomic_load_n(&x->err, __ATOMIC_ACQUIRE);
 
@@ -296,7 +296,7 @@ static int exchange_failed(const mca_coll_gpuring_module_t *m,
 static gpuring_status_t exchange_finish(const mca_coll_gpuring_module_t *m,
                                         const mca_coll_gpuring_exchange_t *x, void *all)
 {
-    if (exchange_failed(m, x)) return GPURING_ERR_REMOTE;
+    if (mca_coll_gpuring_exchange_failed(m, x)) return GPURING_ERR_REMOTE;
     for (int r = 0; r < x->size; r++) {
         const exchange_head_t *head = (const exchange_head_t *)(x->mem + (size_t)r * x->part);
 
@@ -329,28 +329,34 @@ int mca_coll_gpuring_exchange_test(const mca_coll_gpuring_module_t *m,
     return st == GPURING_OK ? 1 : (int)st;
 }
 
-int mca_coll_gpuring_exchange_failed(const mca_coll_gpuring_module_t *m,
-                                     const mca_coll_gpuring_exchange_t *x)
+/* x's requests [from, to) not complete (exchanges_lock held): their number, the first
+ * `max` peers in listed[] (*nlisted) */
+static int exchange_pending(const mca_coll_gpuring_exchange_t *x, int from, int to, int *listed,
+                            int max, int *nlisted)
 {
-    return exchange_failed(m, x);
+    int n = 0;
+
+    for (int i = from; i < to; i++) {
+        if (x->reqs[i] == MPI_REQUEST_NULL || REQUEST_COMPLETE(x->reqs[i])) continue;
+        if (*nlisted < max) listed[(*nlisted)++] = x->peers[i];
+        n++;
+    }
+    return n;
 }
 
 int mca_coll_gpuring_exchange_missing(const mca_coll_gpuring_exchange_t *x, char *buf,
                                       size_t size)
 {
     const int nrecv = x->size - 1; /* (the first requests: every receive, then every send) */
-    int listed[8], nlisted = 0, n = 0, recvs = 1;
+    int listed[EXCHANGE_MISSING_LISTED], nlisted = 0, n, recvs;
     size_t at;
 
+    /* the parts not come, else the peers this one's has not reached */
     pthread_mutex_lock(&exchanges_lock);
-    for (;; recvs = 0) { /* the parts not come, else the peers this one has not reached */
-        for (int i = recvs ? 0 : nrecv; i < (recvs ? nrecv : x->nreqs); i++) {
-            if (x->reqs[i] == MPI_REQUEST_NULL || REQUEST_COMPLETE(x->reqs[i])) continue;
-            if (nlisted < (int)(sizeof(listed) / sizeof(listed[0]))) listed[nlisted++] = x->peers[i];
-            n++;
-        }
-        if (n > 0 || !recvs) break;
-    }
+    n = exchange_pending(x, 0, nrecv, listed, EXCHANGE_MISSING_LISTED, &nlisted);
+    recvs = n > 0;
+    if (!recvs)
+        n = exchange_pending(x, nrecv, x->nreqs, listed, EXCHANGE_MISSING_LISTED, &nlisted);
     pthread_mutex_unlock(&exchanges_lock);
     if (n == 0) return 0;
     for (int k = 1; k < nlisted; k++) { /* (in rank order) */

@@ -1033,9 +1033,9 @@ static gpuring_net_conn_t *unland_conn(gpuring_conn_t *conn)
     return net;
 }
 
-/* Its asks dropped and its receives into the output cancelled: 0 where the proxy is
- * stuck (said) */
-static int unland_cancel(gpuring_net_conn_t *net)
+/* Its asks dropped and its receives into the output cancelled (where the proxy is stuck:
+ * said) */
+static void unland_cancel(gpuring_net_conn_t *net)
 {
     gpuring_proxy_t *proxy = net->proxy;
 
@@ -1045,7 +1045,7 @@ static int unland_cancel(gpuring_net_conn_t *net)
         __atomic_store_n(&net->ctrl->land_step[i], 0, __ATOMIC_RELEASE);
     if (!gpuring_proxy_lock_within(proxy, "cancelling receives (unland)")) {
         unland_stuck(net);
-        return 0;
+        return;
     }
     for (int i = 0; i < GPURING_NSTEPS; i++) {
         const gpuring_net_op_t *op = &net->data[i];
@@ -1054,14 +1054,13 @@ static int unland_cancel(gpuring_net_conn_t *net)
             ucp_request_cancel(proxy->worker, op->req);
     }
     gpuring_proxy_unlock(proxy);
-    return 1;
 }
 
 void gpuring_conn_net_unland_cancel(gpuring_conn_t *conn)
 {
     gpuring_net_conn_t *net = unland_conn(conn);
 
-    if (net != NULL) (void)unland_cancel(net);
+    if (net != NULL) unland_cancel(net);
 }
 
 void gpuring_conn_net_unland_wait(gpuring_conn_t *conn, double *until_p)
