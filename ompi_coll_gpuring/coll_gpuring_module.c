@@ -266,47 +266,73 @@ static void params_orphan(mca_coll_gpuring_module_t *m, int hold)
     m->params_all = NULL;
 }
 
+/* A wait on one of m's exchanges: what it is and where the ranks it waits for would be
+ * (its messages), whether it is its call's first (boot_wait_on's `first`), its clock. */
+typedef struct {
+    const char *what, *absent;
+    int first;
+    unsigned looks;
+    double start, deadline, late_since;
+} exchange_wait_t;
+
+static exchange_wait_t exchange_wait_begin(const char *what, const char *absent, int first)
+{
+    const double now = gpuring_time_sec();
+
+    return (exchange_wait_t){.what = what, .absent = absent, .first = first, .start = now,
+                             .deadline = now + mca_coll_gpuring_component.wait_timeout};
+}
+
+/*
+ * The wait on x (of `bytes` per rank), looked at once more after a test found it not
+ * complete: GPURING_OK to test again; GPURING_ERR_REMOTE where a rank of this host
+ * refuses the call or a message of x failed (a rank that makes no call any more will
+ * not join it either; nor will a failed message complete: checked every 64 looks);
+ * GPURING_ERR_TIMEOUT, logged naming the missing ranks, past a deadline boot_wait_on
+ * does not move on.  On an error the caller gives x up in flight.
+ */
+static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
+                                           mca_coll_gpuring_exchange_t *x, size_t bytes,
+                                           exchange_wait_t *w)
+{
+    const int timeout = mca_coll_gpuring_component.wait_timeout;
+    char missing[128];
+
+    if (++w->looks % 64 == 0 && (gpuring_comm_exchange_refused(m->gcomm) >= 0 ||
+                                 mca_coll_gpuring_exchange_failed(m, x)))
+        return GPURING_ERR_REMOTE;
+    if (timeout <= 0 || gpuring_time_sec() <= w->deadline) return GPURING_OK;
+    if (!mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing)))
+        return GPURING_OK; /* (complete since the test: the next one ends it) */
+    if (boot_wait_on(m, w->first, w->start, timeout, w->what, &w->late_since)) {
+        w->deadline = gpuring_time_sec() + timeout;
+        return GPURING_OK;
+    }
+    GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
+                  "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: %s -- %s "
+                  "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), w->what, bytes,
+                  gpuring_time_sec() - w->start, missing, w->absent,
+                  w->first ? "arrival_timeout" : "wait_timeout");
+    return GPURING_ERR_TIMEOUT;
+}
+
 int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
                                    size_t bytes, const char *what)
 {
-    const int timeout = mca_coll_gpuring_component.wait_timeout;
-    const int first = m->call_exchanges++ == 0;
+    exchange_wait_t w = exchange_wait_begin(what, "not in this collective call, or stopped "
+                                            "in it", m->call_exchanges++ == 0);
     mca_coll_gpuring_exchange_t *x;
     gpuring_status_t st;
-    double start, deadline, late_since = 0.0;
 
     mca_coll_gpuring_exchanges_reap();
     if ((st = mca_coll_gpuring_exchange_start(m, mine, bytes, &x)) != GPURING_OK) return st;
-    start = gpuring_time_sec();
-    deadline = start + timeout;
-    for (unsigned polls = 1;; polls++) {
+    for (;;) {
         const int done = mca_coll_gpuring_exchange_test(m, x, all);
 
         if (done != 0) return done > 0 ? GPURING_OK : done;
-        /* (a rank of this host that makes no call any more will not join it either; nor
-         * will a message that failed complete) */
-        if (polls % 64 == 0 && (gpuring_comm_exchange_refused(m->gcomm) >= 0 ||
-                                mca_coll_gpuring_exchange_failed(m, x))) {
+        if ((st = exchange_wait_look(m, x, bytes, &w)) != GPURING_OK) {
             mca_coll_gpuring_exchange_orphan(x, 1);
-            return GPURING_ERR_REMOTE;
-        }
-        if (timeout > 0 && gpuring_time_sec() > deadline) {
-            char missing[128];
-
-            if (!mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing)))
-                continue; /* (complete since the test: the next one ends it) */
-            if (boot_wait_on(m, first, start, timeout, what, &late_since)) {
-                deadline = gpuring_time_sec() + timeout;
-                continue;
-            }
-            GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                          "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: %s "
-                          "-- not in this collective call, or stopped in it "
-                          "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), what, bytes,
-                          gpuring_time_sec() - start, missing,
-                          first ? "arrival_timeout" : "wait_timeout");
-            mca_coll_gpuring_exchange_orphan(x, 1);
-            return GPURING_ERR_TIMEOUT;
+            return st;
         }
     }
 }
@@ -526,40 +552,18 @@ void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
 
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
 {
-    const int timeout = mca_coll_gpuring_component.wait_timeout;
-    const double start = gpuring_time_sec();
-    double deadline = start + timeout, late_since = 0.0;
+    exchange_wait_t w = exchange_wait_begin("gpuring's setup exchange that agrees on its "
+                                            "parameters", "not in its first collective "
+                                            "call that reaches gpuring", 1);
 
-    params_start(m);
-    for (unsigned polls = 1; m->params == MCA_COLL_GPURING_PARAMS_POSTED; polls++) {
-        if (polls % 64 == 0 && mca_coll_gpuring_exchange_failed(m, m->params_x)) {
-            params_orphan(m, 1);
-            params_settle(m, GPURING_ERR_REMOTE);
-            break;
-        }
-        if (timeout > 0 && gpuring_time_sec() > deadline) {
-            char missing[128];
+    for (params_start(m); m->params == MCA_COLL_GPURING_PARAMS_POSTED; params_start(m)) {
+        const gpuring_status_t st =
+            exchange_wait_look(m, m->params_x, PARAMS_N * sizeof(int64_t), &w);
 
-            if (!mca_coll_gpuring_exchange_missing(m->params_x, missing, sizeof(missing))) {
-                params_start(m); /* (complete since the test: this one ends it) */
-                continue;
-            }
-            if (boot_wait_on(m, 1, start, timeout, "gpuring's agreement on its parameters",
-                             &late_since)) {
-                deadline = gpuring_time_sec() + timeout;
-                continue;
-            }
-            GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                          "comm %s: gpuring's setup exchange (the agreement on its "
-                          "parameters: an allgather of %zu bytes) timed out after %.0f s: %s "
-                          "-- not in its first collective call that reaches gpuring "
-                          "(coll_gpuring_arrival_timeout)", mca_coll_gpuring_comm_name(m),
-                          PARAMS_N * sizeof(int64_t), gpuring_time_sec() - start, missing);
+        if (st != GPURING_OK) {
             params_orphan(m, 1);
-            params_settle(m, GPURING_ERR_TIMEOUT);
-            break;
+            params_settle(m, st);
         }
-        params_start(m);
     }
     return m->params;
 }
