@@ -131,7 +131,7 @@ static int gpuring_register(void)
     (void)mca_base_component_var_register(
         v, "agree_memory",
         "Before every call, agree across ranks on the kind of memory passed (one small "
-        "allreduce through the component below): ranks passing different kinds -- host "
+        "exchange of gpuring's, an integer from each rank): ranks passing different kinds -- host "
         "buffers on some, device buffers on others, which MPI allows -- then all hand the "
         "call to the component below instead of waiting for each other.  MPI_Iallreduce, "
         "which may not wait for the other ranks, then always goes below.  Off by default: "
