@@ -33,6 +33,11 @@
 /* a call runs each of its channels as one block of one CUDA kernel */
 _Static_assert(GPURING_MAX_CHANNELS <= GPURING_EXEC_CUDA_MAX_CHANNELS,
                "the CUDA executor runs fewer channels than a communicator may have");
+/* a sliced ring loop opens with its slices' sends back to back, before it receives:
+ * as many as a connection's slots would fill every FIFO of the ring at once (a
+ * deadlock every rank sits in until its wait timeout) */
+_Static_assert(GPURING_RING_NET_SLICES < GPURING_NSTEPS,
+               "a sliced ring needs fewer slices than a connection has slots");
 
 /* The channel's tree connections (kernels/prog.h: peer 0 the parent, 1 + i child i):
  * both directions on every edge, whichever way the program's data flows. */
