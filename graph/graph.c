@@ -215,6 +215,18 @@ gpuring_status_t gpuring_graph_init(const gpuring_peer_info_t *peers, int nranks
     return st;
 }
 
+gpuring_status_t gpuring_graph_xml_locs(const gpuring_graph_t *g, gpuring_topo_t *topo,
+                                        gpuring_topo_loc_t *locs)
+{
+    int *played = calloc((size_t)g->nnodes, sizeof(int)); /* GPUs each node gave out */
+
+    if (played == NULL) return GPURING_ERR_NO_MEMORY;
+    for (int r = 0; r < g->nranks; r++)
+        gpuring_graph_topo_local(topo, NULL, played[g->node[r]]++, &locs[r]);
+    free(played);
+    return GPURING_OK;
+}
+
 gpuring_status_t gpuring_graph_local_order(const gpuring_graph_t *g, gpuring_topo_t *topo,
                                            const gpuring_topo_loc_t *locs, int32_t *pos)
 {

@@ -132,6 +132,11 @@ void gpuring_graph_dtree(int n, int node, int parent_p[2], int child0_p[2], int 
  */
 gpuring_status_t gpuring_graph_init(const gpuring_peer_info_t *peers, int nranks, int rank,
                                     int ranks_per_node, int nchannels, gpuring_graph_t *graph);
+/* On a machine from an XML file (coll_gpuring_topo_xml: tests), where no rank has a GPU
+ * of it: every rank's location (nranks), the i-th rank of its node in the
+ * communicator's order playing the XML's i-th GPU (modulo their number). */
+gpuring_status_t gpuring_graph_xml_locs(const gpuring_graph_t *graph, gpuring_topo_t *topo,
+                                        gpuring_topo_loc_t *locs);
 gpuring_status_t gpuring_graph_local_order(const gpuring_graph_t *graph, gpuring_topo_t *topo,
                                            const gpuring_topo_loc_t *locs, int32_t *pos);
 gpuring_status_t gpuring_graph_connect(gpuring_graph_t *graph, const int32_t *pos);

@@ -65,6 +65,7 @@ struct gpuring_topo {
     hwloc_obj_t *gpus;     /* PCI devices, bus id order */
     hwloc_obj_t *nics;
     char (*gpu_busids)[GPURING_BUSID_LEN];
+    gpuring_status_t failed; /* its load's failure (said then, once), GPURING_OK: loaded */
 };
 
 static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -285,6 +286,11 @@ static int binding_numa(hwloc_topology_t hw)
 
 /* ---- loading ------------------------------------------------------------ */
 
+/* What a failed load leaves (said with it: the callers go on without a topology) */
+#define TOPO_WITHOUT                                                                      \
+    "; going on without it (NUMA and GPU locality unknown: rings in rank order; said "   \
+    "once per process)"
+
 static void topo_free(gpuring_topo_t *t)
 {
     if (t == NULL) return;
@@ -307,7 +313,8 @@ static gpuring_status_t topo_scan(gpuring_topo_t *t)
     t->nics = calloc((size_t)n + 1, sizeof(*t->nics));
     t->gpu_busids = calloc((size_t)n + 1, sizeof(*t->gpu_busids));
     if (t->gpus == NULL || t->nics == NULL || t->gpu_busids == NULL) {
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "out of memory listing %d pci devices", n);
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "out of memory listing %d pci devices%s", n,
+                      TOPO_WITHOUT);
         return GPURING_ERR_NO_MEMORY;
     }
     while ((o = hwloc_get_next_pcidev(t->hw, o)) != NULL) {
@@ -329,20 +336,21 @@ static gpuring_status_t topo_load(const char *key, gpuring_topo_t **topo_p)
     gpuring_status_t st;
 
     if (t == NULL || (t->path = strdup(key)) == NULL) {
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "out of memory loading a topology");
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "out of memory loading a topology%s", TOPO_WITHOUT);
         free(t);
         return GPURING_ERR_NO_MEMORY;
     }
     t->from_xml = key[0] != '\0';
     if (t->from_xml && access(key, R_OK) != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot read hwloc xml topology file '%s': %s", key,
-                      strerror(errno));
+        GPURING_WARN(GPURING_SUBSYS_GRAPH, "cannot read hwloc xml topology file '%s': %s%s", key,
+                     strerror(errno), TOPO_WITHOUT);
         topo_free(t);
         return GPURING_ERR_INVALID;
     }
     if (hwloc_topology_init(&t->hw) != 0) {
         t->hw = NULL;
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "hwloc_topology_init failed: %s", strerror(errno));
+        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "hwloc_topology_init failed: %s%s", strerror(errno),
+                      TOPO_WITHOUT);
         topo_free(t);
         return GPURING_ERR_SYSTEM;
     }
@@ -351,10 +359,14 @@ static gpuring_status_t topo_load(const char *key, gpuring_topo_t **topo_p)
      * gl, opencl, cuda and nvml plugins wherever installed (each rank probing X displays
      * :0..:9 and the OpenCL drivers, a known cause of slow topology loads) */
     hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    /* the whole machine, not the part this process's cgroup allows (Slurm's task/cgroup,
+     * a container per rank): hwloc would leave the rest out, and each rank of a node
+     * would order the node's rings from its own part of it */
+    (void)hwloc_topology_set_flags(t->hw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     hwloc_topology_set_type_filter(t->hw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
     if (t->from_xml && hwloc_topology_set_xml(t->hw, key) != 0) {
-        GPURING_ERROR(GPURING_SUBSYS_GRAPH, "hwloc cannot use '%s' as an xml topology: %s", key,
-                      strerror(errno));
+        GPURING_WARN(GPURING_SUBSYS_GRAPH, "hwloc cannot use '%s' as an xml topology: %s%s", key,
+                     strerror(errno), TOPO_WITHOUT);
         topo_free(t);
         return GPURING_ERR_INVALID;
     }
@@ -362,14 +374,13 @@ static gpuring_status_t topo_load(const char *key, gpuring_topo_t **topo_p)
         int from_xml = t->from_xml;
 
         if (from_xml) {
-            GPURING_ERROR(GPURING_SUBSYS_GRAPH,
-                          "hwloc failed to load the xml topology '%s' (not hwloc xml?): %s", key,
-                          strerror(errno));
-        } else {
-            /* not fatal for callers: NUMA and GPU locality become unknown */
             GPURING_WARN(GPURING_SUBSYS_GRAPH,
-                         "hwloc failed to load this machine's topology (%s); numa unknown",
-                         strerror(errno));
+                         "hwloc failed to load the xml topology '%s' (not hwloc xml?): %s%s",
+                         key, strerror(errno), TOPO_WITHOUT);
+        } else {
+            GPURING_WARN(GPURING_SUBSYS_GRAPH,
+                         "hwloc failed to load this machine's topology: %s%s", strerror(errno),
+                         TOPO_WITHOUT);
         }
         topo_free(t);
         return from_xml ? GPURING_ERR_INVALID : GPURING_ERR_SYSTEM;
@@ -403,10 +414,20 @@ gpuring_status_t gpuring_graph_topo_get(const char *xml_path, gpuring_topo_t **t
     }
     if (t == NULL) {
         st = topo_load(key, &t);
-        if (st == GPURING_OK) {
+        /* a failure is kept too: said once, not again at every communicator's setup */
+        if (st != GPURING_OK && (t = calloc(1, sizeof(*t))) != NULL) {
+            t->failed = st;
+            if ((t->path = strdup(key)) == NULL) {
+                free(t);
+                t = NULL;
+            }
+        }
+        if (t != NULL) {
             t->next = topo_list;
             topo_list = t;
         }
+    } else {
+        st = t->failed;
     }
     pthread_mutex_unlock(&topo_lock);
     if (st == GPURING_OK) *topo_p = t;

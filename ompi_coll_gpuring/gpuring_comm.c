@@ -205,6 +205,12 @@ static void comm_gpu_busid(char busid[GPURING_BUSID_LEN])
     }
 }
 
+/* The machine is an XML file's (coll_gpuring_topo_xml: tests), not this one */
+static int comm_topo_xml(const gpuring_comm_t *c)
+{
+    return c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0';
+}
+
 /* This rank's peer info: host, pid, uid proposal, and its place in the node -- its
  * GPU's where one is current (the rings then follow the PCI tree between the GPUs of
  * a node, as NCCL's do), else its NUMA node's. */
@@ -215,17 +221,11 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     char busid[GPURING_BUSID_LEN] = "";
 
     gpuring_bootstrap_peer_info_local(me, comm_uid_propose(0));
-    /* without a topology the ranks still run, in rank order */
-    if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) == GPURING_OK) {
-        /* with an XML machine, the i-th rank of a (virtual) node plays its i-th GPU */
-        int fake = -1;
-        if (c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0') {
-            fake = c->cfg.ranks_per_node > 0 ? c->boot.rank % c->cfg.ranks_per_node
-                                             : c->boot.rank;
-        } else {
-            comm_gpu_busid(busid);
-        }
-        gpuring_graph_topo_local(topo, busid, fake, &loc);
+    /* without a topology the ranks still run, in rank order; on an XML machine each
+     * rank's place is the GPU its place in its node gives it (comm_graph_connect) */
+    if (!comm_topo_xml(c) && gpuring_graph_topo_get(NULL, &topo) == GPURING_OK) {
+        comm_gpu_busid(busid);
+        gpuring_graph_topo_local(topo, busid, -1, &loc);
     }
     me->numa = loc.numa;
     me->nic = loc.nic;
@@ -271,13 +271,15 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
     const int n = c->boot.size;
     gpuring_topo_t *topo = NULL;
     gpuring_topo_loc_t *locs = calloc((size_t)n, sizeof(*locs));
-    int32_t mine[GPURING_MAX_CHANNELS] = {0};
+    int32_t *mine = calloc((size_t)nch, sizeof(int32_t));
     int32_t *pos = calloc((size_t)n * (size_t)nch, sizeof(int32_t));
     const char *what = "build this rank's graph of the communicator's nodes";
     gpuring_status_t st;
 
-    if (pos == NULL) {
+    if (pos == NULL || mine == NULL) {
         free(locs);
+        free(mine);
+        free(pos);
         return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
                                        "allocating the ring positions' exchange");
     }
@@ -286,13 +288,14 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
         if (locs == NULL) local = GPURING_ERR_NO_MEMORY;
     }
     if (local == GPURING_OK) {
+        if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) != GPURING_OK) topo = NULL;
         for (int r = 0; r < n; r++) {
             locs[r].numa = c->peers[r].numa;
             locs[r].nic = c->peers[r].nic;
             memcpy(locs[r].gpu_busid, c->peers[r].gpu_busid, sizeof(locs[r].gpu_busid));
         }
-        if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) != GPURING_OK) topo = NULL;
-        local = gpuring_graph_local_order(&c->graph, topo, locs, mine);
+        if (topo != NULL && comm_topo_xml(c)) local = gpuring_graph_xml_locs(&c->graph, topo, locs);
+        if (local == GPURING_OK) local = gpuring_graph_local_order(&c->graph, topo, locs, mine);
     }
     if (local != GPURING_OK) {
         GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot %s: %s", what, gpuring_status_str(local));
@@ -310,6 +313,7 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
     st = gpuring_bootstrap_agree(&c->boot, local);
 out:
     free(locs);
+    free(mine);
     free(pos);
     return st;
 }

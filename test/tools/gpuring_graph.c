@@ -64,11 +64,15 @@ int main(int argc, char **argv)
 
     /* every node is the same machine: the i-th rank of a node uses its i-th GPU */
     for (int r = 0; r < n; r++) {
-        gpuring_graph_topo_local(topo, NULL, gpuring_graph_topo_ngpus(topo) > 0 ? r % k : -1,
-                                 &locs[r]);
         peers[r].host_hash = (uint64_t)(r / k) + 1;
         peers[r].pid = r;
     }
+    if (gpuring_graph_init(peers, n, 0, 0, nch, &g) != GPURING_OK ||
+        gpuring_graph_xml_locs(&g, topo, locs) != GPURING_OK) {
+        fprintf(stderr, "graph setup failed\n");
+        return 1;
+    }
+    gpuring_graph_free(&g);
     /* each node's ring orders, as its first rank computes them */
     for (int r = 0; r < n; r++) {
         if (gpuring_graph_init(peers, n, r, 0, nch, &g) != GPURING_OK ||

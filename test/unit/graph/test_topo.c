@@ -334,44 +334,90 @@ static int write_temp(const char *text, char *path, size_t len)
     return 0;
 }
 
-static void test_numa_paths(void)
+/* The paths between snc_xml's NUMA nodes, as loaded from `xml` (`what`: its name) */
+static void check_numa_paths(const char *xml, const char *what)
 {
     char path[64];
     gpuring_topo_t *t = NULL;
     gpuring_topo_loc_t a, b;
 
-    if (write_temp(snc_xml, path, sizeof(path)) != 0) {
+    if (write_temp(xml, path, sizeof(path)) != 0) {
         EXPECT(0, "cannot write a temporary xml");
         return;
     }
-    EXPECT(gpuring_graph_topo_get(path, &t) == GPURING_OK, "snc xml does not load");
+    EXPECT(gpuring_graph_topo_get(path, &t) == GPURING_OK, "%s: xml does not load", what);
     unlink(path);
     if (t == NULL) return;
     EXPECT(gpuring_graph_topo_ngpus(t) == 0 && gpuring_graph_topo_nnics(t) == 0,
-           "snc: %d gpus %d nics", gpuring_graph_topo_ngpus(t), gpuring_graph_topo_nnics(t));
+           "%s: %d gpus %d nics", what, gpuring_graph_topo_ngpus(t), gpuring_graph_topo_nnics(t));
     gpuring_graph_topo_local(t, NULL, 0, &a);
-    EXPECT(a.gpu_busid[0] == '\0' && a.nic == -1, "snc: fake gpu without gpus '%s' nic %d",
+    EXPECT(a.gpu_busid[0] == '\0' && a.nic == -1, "%s: fake gpu without gpus '%s' nic %d", what,
            a.gpu_busid, a.nic);
     b = a;
     a.numa = 1;
     b.numa = 1;
-    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_LOC, "snc: numa 1-1 not LOC");
+    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_LOC, "%s: numa 1-1 not LOC", what);
     b.numa = 0;
-    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_PHB, "snc: numa 1-0 not PHB");
+    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_PHB, "%s: numa 1-0 not PHB", what);
     b.numa = 2;
-    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_SYS, "snc: numa 1-2 not SYS");
+    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_SYS, "%s: numa 1-2 not SYS", what);
+    a.numa = 0;
+    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_SYS, "%s: numa 0-2 not SYS", what);
     b.numa = 7;
-    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_SYS, "snc: numa 1-7 not SYS");
+    EXPECT(gpuring_graph_topo_path(t, &a, &b) == GPURING_PATH_SYS, "%s: numa 0-7 not SYS", what);
+}
+
+/*
+ * snc_xml, and the same machine seen by a process its cgroup keeps to NUMA node 0's
+ * cores (Slurm's task/cgroup, a container per rank): hwloc leaves the rest out by
+ * default, so each rank of a node would see another part of it and order the node's
+ * rings from another distance matrix.  gpuring loads the whole machine.
+ */
+static void test_numa_paths(void)
+{
+    const char *from = "allowed_cpuset=\"0x3f\"", *nodes = "allowed_nodeset=\"0x7\"";
+    char restricted[sizeof(snc_xml)];
+    char *at;
+
+    check_numa_paths(snc_xml, "snc");
+    memcpy(restricted, snc_xml, sizeof(snc_xml));
+    at = strstr(restricted, from);
+    EXPECT(at != NULL && strstr(restricted, nodes) != NULL, "snc xml has no allowed sets");
+    if (at == NULL || strstr(restricted, nodes) == NULL) return;
+    memcpy(at, "allowed_cpuset=\"0x03\"", strlen(from));
+    memcpy(strstr(restricted, nodes), "allowed_nodeset=\"0x1\"", strlen(nodes));
+    check_numa_paths(restricted, "snc restricted to numa 0");
+}
+
+/* The failed loads' warnings (what a log sink is given) */
+static int topo_failures_said;
+
+static void topo_failures_sink(int level, const char *line)
+{
+    (void)level;
+    if (strstr(line, "going on without it") != NULL) topo_failures_said++;
+    fprintf(stderr, "%s\n", line);
 }
 
 static void test_errors_and_cache(gpuring_topo_t *dgx)
 {
     char path[64], fpath[4200];
     gpuring_topo_t *t = (gpuring_topo_t *)1;
+    const gpuring_log_config_t saved = gpuring_log_config;
+    gpuring_log_config_t lc = saved;
 
-    EXPECT(gpuring_graph_topo_get("/nonexistent/gpuring.xml", &t) == GPURING_ERR_INVALID &&
-               t == NULL,
-           "a missing xml file is not GPURING_ERR_INVALID");
+    /* a failed load is said once, and answered alike at every later setup */
+    lc.sink = topo_failures_sink;
+    gpuring_log_set(&lc);
+    for (int k = 0; k < 3; k++) {
+        t = (gpuring_topo_t *)1;
+        EXPECT(gpuring_graph_topo_get("/nonexistent/gpuring.xml", &t) == GPURING_ERR_INVALID &&
+                   t == NULL,
+               "a missing xml file is not GPURING_ERR_INVALID (get %d)", k);
+    }
+    gpuring_log_set(&saved);
+    EXPECT(topo_failures_said == 1, "a missing xml file said %d times in 3 gets, not once",
+           topo_failures_said);
     if (write_temp("this is not xml\n", path, sizeof(path)) == 0) {
         fprintf(stderr, "(hwloc may print a parser error about %s here)\n", path);
         EXPECT(gpuring_graph_topo_get(path, &t) == GPURING_ERR_INVALID,
@@ -385,6 +431,47 @@ static void test_errors_and_cache(gpuring_topo_t *dgx)
     EXPECT(strcmp(gpuring_path_name(GPURING_PATH_PXB), "PXB") == 0 &&
                strcmp(gpuring_path_name(GPURING_PATH_SYS), "SYS") == 0,
            "path names");
+}
+
+/* ---- ranks playing an XML machine's GPUs ---------------------------------- */
+
+/*
+ * 8 ranks on 2 hosts, interleaved (--map-by node: ranks 0, 2, 4, 6 on one), whole or
+ * cut into virtual nodes of 2: the i-th rank of a node, in the communicator's order,
+ * plays the XML's i-th GPU -- not its rank's (rank 2 is its host's second rank).
+ */
+static void test_xml_locs(gpuring_topo_t *dgx)
+{
+    static const struct { int rpn; int gpu[8]; } want[] = {
+        {0, {0, 0, 1, 1, 2, 2, 3, 3}}, /* hosts {0 2 4 6}, {1 3 5 7} */
+        {2, {0, 0, 1, 1, 0, 0, 1, 1}}, /* virtual nodes {0 2}, {4 6}, {1 3}, {5 7} */
+        {4, {0, 0, 1, 1, 2, 2, 3, 3}},
+    };
+    gpuring_peer_info_t peers[8];
+    gpuring_topo_loc_t locs[8];
+
+    memset(peers, 0, sizeof(peers));
+    for (int r = 0; r < 8; r++) {
+        peers[r].host_hash = 1 + (uint64_t)(r % 2);
+        peers[r].pid = 100 + r;
+    }
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        gpuring_graph_t g;
+
+        if (gpuring_graph_init(peers, 8, 3, want[k].rpn, 2, &g) != GPURING_OK) {
+            EXPECT(0, "xml locs: graph init, ranks_per_node %d", want[k].rpn);
+            continue;
+        }
+        EXPECT(gpuring_graph_xml_locs(&g, dgx, locs) == GPURING_OK, "xml locs: failed");
+        for (int r = 0; r < 8; r++) {
+            const char *busid = gpuring_graph_topo_gpu_busid(dgx, want[k].gpu[r]);
+
+            EXPECT(strcmp(locs[r].gpu_busid, busid) == 0 && locs[r].numa >= 0,
+                   "xml locs, ranks_per_node %d: rank %d plays %s (numa %d), not GPU %d (%s)",
+                   want[k].rpn, r, locs[r].gpu_busid, locs[r].numa, want[k].gpu[r], busid);
+        }
+        gpuring_graph_free(&g);
+    }
 }
 
 /* ---- this machine -------------------------------------------------------- */
@@ -748,6 +835,7 @@ int main(int argc, char **argv)
     if (ws != NULL) test_workstation(ws, ws_locs, ws_dist);
     test_numa_paths();
     if (dgx != NULL) test_errors_and_cache(dgx);
+    if (dgx != NULL) test_xml_locs(dgx);
     test_this_machine();
 
     test_ring_args();
