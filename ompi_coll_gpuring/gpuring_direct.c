@@ -23,8 +23,24 @@
 typedef struct comm_direct_pub {
     gpuring_ipc_buf_t send, recv;
     uint64_t call;    /* gpuring_call_id: every rank must be making the same call */
-    uint64_t aligned; /* both buffers at addresses their element size divides */
+    uint32_t aligned; /* both buffers at addresses their element size divides */
+    int32_t timeout;  /* its coll_gpuring_wait_timeout (each rank's own) */
 } comm_direct_pub_t;
+
+/* Half the shortest wait timeout of the ranks (0: none has one): what a rank may wait
+ * for its default stream before the agreement, so that its failure reaches every peer
+ * waiting there before that peer gives up on it and returns -- after which this rank's
+ * kernel would write buffers the peer's application has back. */
+static double direct_stream_bound(const comm_direct_pub_t *all, int n)
+{
+    int32_t shortest = 0;
+
+    for (int r = 0; r < n; r++) {
+        if (all[r].timeout > 0 && (shortest == 0 || all[r].timeout < shortest))
+            shortest = all[r].timeout;
+    }
+    return shortest / 2.0;
+}
 
 int gpuring_direct_usable(const gpuring_comm_t *c)
 {
@@ -255,6 +271,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     }
     pub.call = call;
     pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;
+    pub.timeout = c->cfg.wait_timeout;
     st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
     if (st != GPURING_OK) { /* the ranks can no longer agree: the communicator is unusable */
         gpuring_comm_set_broken(c);
@@ -305,15 +322,14 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         args.out[r] = (char *)out + first * es;
     }
     if (local == GPURING_OK) {
-        /* (half the wait timeout: this rank's failure must reach the agreement before
-         * the peers waiting in it give up on it) */
-        const double bound = c->cfg.wait_timeout / 2;
+        const double bound = direct_stream_bound(all, n);
 
         local = gpuring_device_event_wait(c->dev.event, bound);
         if (local == GPURING_ERR_TIMEOUT)
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the work this rank queued on "
                           "the default stream before the call has not finished after %.0f s "
-                          "(half coll_gpuring_wait_timeout); the call does not start", bound);
+                          "(half the shortest coll_gpuring_wait_timeout of the ranks); the "
+                          "call does not start", bound);
     }
     GPURING_PROF_MARK(GPURING_PROF_MAP);
     st = gpuring_bootstrap_agree(&c->boot, local);
