@@ -71,6 +71,7 @@ gpuring_arrivals_t *gpuring_arrivals_open(uint64_t uid, const gpuring_arrivals_o
     b->slots[me].pid_ns = gpuring_pid_ns();
     __atomic_store_n(&b->slots[me].call, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&b->slots[me].refused, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->slots[me].named, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&b->slots[me].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     return b;
 
@@ -151,6 +152,43 @@ int gpuring_arrivals_refuser(const gpuring_arrivals_t *b, uint64_t call)
         return b->ranks[i];
     }
     return -1;
+}
+
+/* The id line i names for call `call`, or 0 where it names another (or is being written) */
+static uint64_t arrivals_id(const gpuring_arrivals_t *b, int i, uint64_t call)
+{
+    const gpuring_arrivals_slot_t *s = &b->slots[i];
+    uint64_t id;
+
+    if (__atomic_load_n(&s->named, __ATOMIC_ACQUIRE) != call) return 0;
+    id = __atomic_load_n(&s->id, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* (the id read before the check below) */
+    return __atomic_load_n(&s->named, __ATOMIC_RELAXED) == call ? id : 0;
+}
+
+int gpuring_arrivals_differ(const gpuring_arrivals_t *b, uint64_t call)
+{
+    const uint64_t mine = b != NULL ? arrivals_id(b, b->me, call) : 0;
+
+    for (int i = 0; mine != 0 && i < b->nlocal; i++) {
+        const uint64_t theirs = i != b->me ? arrivals_id(b, i, call) : 0;
+
+        if (theirs == 0 || theirs == mine) continue;
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "call %llu mismatch: rank %d makes another call "
+                      "than this rank (this host's arrival board: another collective, count, "
+                      "datatype, op or root under that number): the ranks passed different "
+                      "arguments, or made their calls in a different order",
+                      (unsigned long long)call, b->ranks[i]);
+        return b->ranks[i];
+    }
+    return -1;
+}
+
+gpuring_status_t gpuring_arrivals_stop(const gpuring_arrivals_t *b, uint64_t call)
+{
+    if (gpuring_arrivals_refuser(b, call) >= 0) return GPURING_ERR_REMOTE;
+    if (gpuring_arrivals_differ(b, call) >= 0) return GPURING_ERR_MISMATCH;
+    return GPURING_OK;
 }
 
 int gpuring_arrivals_whole(const gpuring_arrivals_t *b, int size)

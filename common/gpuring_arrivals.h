@@ -22,6 +22,13 @@
  * at once, naming it (gpuring_arrivals_refuser) -- a rank whose part of the failed
  * call had ended (one that only sent) would otherwise wait out its timeout there.
  *
+ * Each line also says what the rank's numbered call is (gpuring_arrivals_name: its
+ * gpuring_call_id), so that a wait finds a rank of this host that makes another call
+ * under the same number (gpuring_arrivals_differ): ranks whose calls take different
+ * paths -- 64 KiB on some, the LL direct allreduce's one kernel, 64 KiB + 4 on
+ * another, the direct allreduce's handle exchange -- wait in different places and
+ * see no step of the other call, and would meet only at their timeouts.
+ *
  * The page is named after the communicator's uid and its lowest rank on the
  * host (that process's pid namespace, pid and random name: the scheme of every
  * segment of gpuring's, so the sweep of a dead pid's segments removes it);
@@ -46,8 +53,10 @@ typedef struct gpuring_arrivals_slot {
     uint64_t refused; /* 0, or the first call it will not make (atomic): its
                        * communicator failed (gpuring_arrivals_refuse) */
     uint64_t pid_ns;  /* its pid namespace (gpuring_pid_ns): where pid means something */
+    uint64_t named;   /* the call `id` is of (atomic; 0 while it is written) */
+    uint64_t id;      /* that call's gpuring_call_id (atomic) */
     int32_t pid;      /* 0 until it opened the board */
-    char pad[GPURING_CACHELINE - 3 * sizeof(uint64_t) - sizeof(int32_t)];
+    char pad[GPURING_CACHELINE - 5 * sizeof(uint64_t) - sizeof(int32_t)];
 } gpuring_arrivals_slot_t;
 
 typedef struct gpuring_arrivals {
@@ -86,6 +95,21 @@ static inline void gpuring_arrivals_mark(gpuring_arrivals_t *board, uint64_t cal
     if (board != NULL) __atomic_store_n(&board->slots[board->me].call, call, __ATOMIC_RELEASE);
 }
 
+/* This rank's call number `call` is the call `id` (gpuring_call_id): the caller's thread,
+ * once the call has its number (a call queued behind may name itself before an earlier
+ * one ends: a wait compares only lines that name its own number). */
+static inline void gpuring_arrivals_name(gpuring_arrivals_t *board, uint64_t call, uint64_t id)
+{
+    gpuring_arrivals_slot_t *mine;
+
+    if (board == NULL) return;
+    mine = &board->slots[board->me];
+    __atomic_store_n(&mine->named, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* (a reader that sees the new id sees 0 here) */
+    __atomic_store_n(&mine->id, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&mine->named, call, __ATOMIC_RELEASE);
+}
+
 /* This rank's communicator failed: it makes none of the calls after the one it is in
  * (its line's; a call it numbered already -- a non-blocking call queued behind --
  * included), and is never again one its host's peers wait for as late (past every
@@ -109,6 +133,16 @@ static inline void gpuring_arrivals_refuse(gpuring_arrivals_t *board)
  * before it: logged, naming it), or -1 (none, or no board).  A few loads: asked by idle
  * waits. */
 int gpuring_arrivals_refuser(const gpuring_arrivals_t *board, uint64_t call);
+
+/* A rank of this host that makes another call than this rank under number `call` (both
+ * lines name it, with different ids: logged, naming it), or -1 (none, or no board).  A
+ * few loads: asked by idle waits. */
+int gpuring_arrivals_differ(const gpuring_arrivals_t *board, uint64_t call);
+
+/* What an idle wait of call `call` finds on the board: GPURING_ERR_REMOTE, a rank of
+ * this host refuses it (gpuring_arrivals_refuser); GPURING_ERR_MISMATCH, one makes
+ * another call under its number (gpuring_arrivals_differ); else GPURING_OK.  Logged. */
+gpuring_status_t gpuring_arrivals_stop(const gpuring_arrivals_t *board, uint64_t call);
 
 /* The call this rank is in (its own line). */
 static inline uint64_t gpuring_arrivals_mine(const gpuring_arrivals_t *board)

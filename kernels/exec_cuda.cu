@@ -1866,11 +1866,10 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
         }
         if (++idle % EXEC_CUDA_PROGRESS_EVERY == 0) {
             gpuring_wait_progress();
-            /* a rank of this host that makes no call any more (its communicator failed) */
-            if (gpuring_arrivals_refuser(arrivals, seq) >= 0) {
-                *stop_p = GPURING_ERR_REMOTE;
-                return cudaErrorNotReady;
-            }
+            /* a rank of this host that makes no call any more (its communicator failed),
+             * or another call under this one's number */
+            *stop_p = gpuring_arrivals_stop(arrivals, seq);
+            if (*stop_p != GPURING_OK) return cudaErrorNotReady;
         }
         if (gpuring_spin_tick(&spin) != GPURING_OK) {
             /* a rank of this host that has not made the call yet: waited for */

@@ -661,11 +661,10 @@ int gpuring_exec_host_test(gpuring_exec_args_t *a, int *moved_p)
     } else if (++a->idle_polls % GPURING_EXEC_CLOCK_EVERY == 0) {
         const double now = a->timeout > 0 ? gpuring_time_sec() : 0.0;
 
-        /* a rank of this host that makes no call any more (its communicator failed) */
-        if (gpuring_arrivals_refuser(a->arrivals, a->call_seq) >= 0) {
-            a->status = GPURING_ERR_REMOTE;
-            return exec_host_end(a);
-        }
+        /* a rank of this host that makes no call any more (its communicator failed), or
+         * another call under this one's number */
+        a->status = gpuring_arrivals_stop(a->arrivals, a->call_seq);
+        if (a->status != GPURING_OK) return exec_host_end(a);
         if (a->timeout <= 0) {
             /* (no clock: the wait is unbounded) */
         } else if (a->idle_since == 0.0) {

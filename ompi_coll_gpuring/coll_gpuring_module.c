@@ -287,7 +287,9 @@ static exchange_wait_t exchange_wait_begin(const char *what, const char *absent,
  * The wait on x (of `bytes` per rank), looked at once more after a test found it not
  * complete: GPURING_OK to test again; GPURING_ERR_REMOTE where a rank of this host
  * refuses the call or a message of x failed (a rank that makes no call any more will
- * not join it either; nor will a failed message complete: checked every 64 looks);
+ * not join it either; nor will a failed message complete), GPURING_ERR_MISMATCH where
+ * one makes another call under the call's number (it waits elsewhere: checked every 64
+ * looks);
  * GPURING_ERR_TIMEOUT, logged naming the missing ranks, past a deadline boot_wait_on
  * does not move on.  On an error the caller gives x up in flight.
  */
@@ -298,9 +300,12 @@ static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
     const int timeout = mca_coll_gpuring_component.wait_timeout;
     char missing[128];
 
-    if (++w->looks % 64 == 0 && (gpuring_comm_exchange_refused(m->gcomm) >= 0 ||
-                                 mca_coll_gpuring_exchange_failed(m, x)))
-        return GPURING_ERR_REMOTE;
+    if (++w->looks % 64 == 0) {
+        gpuring_status_t st = gpuring_comm_exchange_stop(m->gcomm);
+
+        if (st == GPURING_OK && mca_coll_gpuring_exchange_failed(m, x)) st = GPURING_ERR_REMOTE;
+        if (st != GPURING_OK) return st;
+    }
     if (timeout <= 0 || gpuring_time_sec() <= w->deadline) return GPURING_OK;
     if (!mca_coll_gpuring_exchange_missing(x, missing, sizeof(missing)))
         return GPURING_OK; /* (complete since the test: the next one ends it) */

@@ -450,17 +450,17 @@ void gpuring_comm_describe(const gpuring_comm_t *c, char *buf, size_t len)
              c->cfg.slot_bytes[GPURING_PLANE_DEVICE]);
 }
 
-int gpuring_comm_exchange_refused(gpuring_comm_t *comm)
+gpuring_status_t gpuring_comm_exchange_stop(gpuring_comm_t *comm)
 {
     gpuring_arrivals_t *board = comm != NULL ? comm->arrivals : NULL;
     uint64_t mine;
 
-    if (board == NULL) return -1;
+    if (board == NULL) return GPURING_OK;
     /* only an exchange of a numbered call (the direct allreduce's): a plane's connection
      * exchanges come before the numbering, and a broken rank still makes them -- leaving
      * one early would part the ranks' exchanges (they pair by their order) */
     mine = gpuring_arrivals_mine(board);
-    return mine == comm->calls ? gpuring_arrivals_refuser(board, mine) : -1;
+    return mine == comm->calls ? gpuring_arrivals_stop(board, mine) : GPURING_OK;
 }
 
 int gpuring_comm_exchange_late(gpuring_comm_t *comm, int timeout, double *late_since_p)

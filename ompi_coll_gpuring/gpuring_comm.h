@@ -237,12 +237,14 @@ static inline void gpuring_comm_arrive(gpuring_comm_t *comm, size_t count)
         gpuring_arrivals_mark(comm->arrivals, comm->calls + 1);
 }
 
-/* A rank of this host that makes none of the communicator's calls from this rank's
- * current one on (its communicator failed: logged, naming it), or -1: an exchange of
- * the call waiting for it would wait in vain.  Only for an exchange of a numbered call
- * (the direct allreduce's): a plane's connection exchanges, before the numbering, are
- * made by a broken rank too. */
-int gpuring_comm_exchange_refused(gpuring_comm_t *comm);
+/* What the arrival board says of this rank's current call, for an exchange of it that
+ * waits (gpuring_arrivals_stop: GPURING_ERR_REMOTE, a rank of this host makes none of
+ * the communicator's calls from it on -- its communicator failed; GPURING_ERR_MISMATCH,
+ * one makes another call under its number; logged, naming it), else GPURING_OK: the
+ * exchange would wait in vain.  Only for an exchange of a numbered call (the direct
+ * allreduce's): a plane's connection exchanges, before the numbering, are made by a
+ * broken rank too. */
+gpuring_status_t gpuring_comm_exchange_stop(gpuring_comm_t *comm);
 
 /*
  * An exchange of the communicator's current call (an allgather of gpuring's over MPI,

@@ -335,6 +335,7 @@ gpuring_status_t gpuring_enqueue_prepare(gpuring_comm_t *c, gpuring_plane_t plan
     w->seq = ++c->calls;
     w->call = gpuring_call_id(w->seq, count, info->type, info->op, (int)info->kind,
                               info->root);
+    gpuring_arrivals_name(c->arrivals, w->seq, w->call);
     if (c->ring_state[plane] <= 0) {
         GPURING_ERROR(GPURING_SUBSYS_COLL, "%s connections are not ready",
                       gpuring_comm_plane_name(plane));

@@ -79,7 +79,8 @@
 #                   others' kernels time out naming step and peer
 #   timeout_direct_ll_np3  the same for a small call (LL direct): naming the peer
 #   mismatch_*      a rank passes another count or datatype on device buffers
-#                   (direct, FIFO, FIFO under LL, virtual nodes)
+#                   (direct, FIFO, FIFO under LL, virtual nodes; LL direct against
+#                   direct: found on the arrival board)
 #                   every rank fails at once, none returns unreduced data;
 #                   mismatch_refused_*: on trees, children blocked sending to
 #                   the parent that gave up are told by it (IPC, net)
@@ -543,6 +544,13 @@ failure_case mismatch_direct_np3 3 4 \
 failure_case mismatch_direct_type_np2 2 4 \
     '\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ makes another call' \
     "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 7:1,131072:1,1048576:4096 type device
+# ... 16384 ints against 16385, once a 64 KiB call set up the LL direct allreduce: two
+# ranks wait in its one kernel for the last rank's part, the last rank in the direct
+# allreduce's handle exchange for theirs, and no step of either call reaches the
+# other -- each finds the other call under the same number on the host's arrival board
+failure_case mismatch_ll_direct_np3 3 2 \
+    '\[gpuring rank [0-9]+\].*call [0-9]+ mismatch: rank [0-9]+ makes another call' \
+    "coll_gpuring_wait_timeout 60" "$top/test/mpi/mismatch_check" 20 16384:1 device
 # ... the CUDA executor over IPC FIFOs, and over net connections (virtual nodes): the
 # kernel checks each step's size and call id, and abandons the call to its peers
 MISMATCH_REPORT='\[gpuring rank [0-9]+\].*allreduce mismatch: rank [0-9]+ sent a step of another call .*cuda executor'

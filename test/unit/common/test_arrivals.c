@@ -150,6 +150,40 @@ out:
     gpuring_arrivals_close(b0);
 }
 
+/* Lines 0 and 1 (communicator ranks 4 and 7) name their calls: another call under
+ * the same number is found, from either side; a number another line does not name, or
+ * the same call, is not. */
+static void named(uint64_t uid)
+{
+    gpuring_arrivals_t *b0 = open_as(uid, 0, 0.0), *b1 = open_as(uid, 1, 0.0);
+
+    EXPECT(b0 != NULL && b1 != NULL, "named: two views of a board");
+    if (b0 == NULL || b1 == NULL) goto out;
+    EXPECT(gpuring_arrivals_differ(b0, 1) == -1 && gpuring_arrivals_stop(b0, 1) == GPURING_OK,
+           "no line names a call yet");
+    gpuring_arrivals_name(b0, 1, 0x1111);
+    gpuring_arrivals_name(b1, 1, 0x1111);
+    EXPECT(gpuring_arrivals_differ(b0, 1) == -1, "the same call under number 1");
+    gpuring_arrivals_name(b0, 2, 0x2222);
+    EXPECT(gpuring_arrivals_differ(b0, 2) == -1 && gpuring_arrivals_differ(b1, 1) == -1,
+           "rank 7 has not named call 2 yet: nothing to compare");
+    gpuring_arrivals_name(b1, 2, 0x2223);
+    EXPECT(gpuring_arrivals_differ(b0, 2) == 7, "rank 7 makes another call 2 (seen by rank 4)");
+    EXPECT(gpuring_arrivals_differ(b1, 2) == 4, "rank 4 makes another call 2 (seen by rank 7)");
+    EXPECT(gpuring_arrivals_stop(b0, 2) == GPURING_ERR_MISMATCH, "the stop of a mismatch");
+    EXPECT(gpuring_arrivals_differ(b0, 1) == -1, "call 1 is no line's any more");
+    gpuring_arrivals_name(b1, 3, 0x3333); /* (rank 7 queued call 3 behind it) */
+    EXPECT(gpuring_arrivals_differ(b0, 2) == -1, "rank 7's line names call 3 now");
+    gpuring_arrivals_refuse(b1);
+    EXPECT(gpuring_arrivals_stop(b0, 5) == GPURING_ERR_REMOTE, "a refusal is a stop too");
+    EXPECT(gpuring_arrivals_differ(NULL, 2) == -1 && gpuring_arrivals_stop(NULL, 2) == GPURING_OK,
+           "no board: no mismatch");
+out:
+    gpuring_arrivals_close(b1);
+    gpuring_arrivals_unlink(b0);
+    gpuring_arrivals_close(b0);
+}
+
 int main(void)
 {
     const uint64_t uid = (uint64_t)getpid(); /* a name no other run uses */
@@ -274,5 +308,6 @@ int main(void)
            "no board: no excuse");
     dead_in_call(uid + 4);
     refused(uid + 5);
+    named(uid + 6);
     return unit_report();
 }
