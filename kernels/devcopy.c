@@ -21,7 +21,10 @@
 #define DEVCOPY_CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define DEVCOPY_CU_STREAM_LEGACY ((void *)0x1)
 #define DEVCOPY_CU_STREAM_NON_BLOCKING 0x1
+#define DEVCOPY_CUDA_ERROR_OUT_OF_MEMORY 2
 #define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
+#define DEVCOPY_CUDA_ERROR_INVALID_HANDLE 400
+#define DEVCOPY_CUDA_ERROR_CONTEXT_IS_DESTROYED 709
 #define DEVCOPY_MAX_DEVICES 64
 
 typedef struct devcopy_driver {
@@ -146,9 +149,14 @@ static void *devcopy_back_stream(void *ctx)
     return stream;
 }
 
-/* Forget ctx's copy-back stream (an error on it: the context may have been reset). */
-static void devcopy_forget_stream(void *ctx)
+/* Forget ctx's copy-back stream where error rc says it is gone with its context (reset:
+ * cudaDeviceReset), which destroyed it; after another error it stays (forgotten, it
+ * would be made again at the next call, and this one never destroyed). */
+static void devcopy_forget_stream(void *ctx, int rc)
 {
+    if (rc != DEVCOPY_CUDA_ERROR_INVALID_HANDLE && rc != DEVCOPY_CUDA_ERROR_INVALID_CONTEXT &&
+        rc != DEVCOPY_CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        return;
     pthread_mutex_lock(&devcopy_ctx_lock);
     for (int i = 0; i < DEVCOPY_MAX_DEVICES; i++) {
         if (devcopy_streams[i].ctx == ctx) devcopy_streams[i].stream = NULL;
@@ -160,6 +168,21 @@ static void devcopy_forget_stream(void *ctx)
 
 /* gpuring_devcopy_blocks's rows and copies, in ([0]) and back ([1]) (atomic) */
 static unsigned long long devcopy_block_rows[2], devcopy_block_copies[2];
+
+/* Why a driver call failed, for the caller's log (before this thread's next copy):
+ * `what`, the driver's name for rc and rc. */
+static const char *devcopy_why(const char *what, int rc)
+{
+    static __thread char why[160];
+    const char *name = NULL;
+
+    if (devcopy_drv.error_name == NULL || devcopy_drv.error_name(rc, &name) != 0 ||
+        name == NULL)
+        name = "error";
+    snprintf(why, sizeof(why), "%s failed: %s%s %d", what,
+             rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT ? "no CUDA context, " : "", name, rc);
+    return why;
+}
 
 /* Block b's rows one copy each: queued on `stream`, or (NULL) on the legacy stream with
  * cuMemcpy; counted into *copies.  A driver error. */
@@ -243,7 +266,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
          * retry below, once the call returned -- over the application's next writes) */
         if (rc == 0) rc = devcopy_drv.stream_sync(stream);
         else (void)devcopy_drv.stream_sync(stream);
-        if (rc != 0) devcopy_forget_stream(owner); /* gone (cudaDeviceReset?): legacy */
+        if (rc != 0) devcopy_forget_stream(owner, rc); /* (then the legacy stream) */
     }
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         int queued = 0, landed;
@@ -268,15 +291,10 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
     }
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
-        static __thread char why[128]; /* (the caller logs it before its next copy) */
-        const char *name = NULL;
-
-        if (devcopy_drv.error_name == NULL || devcopy_drv.error_name(rc, &name) != 0 ||
-            name == NULL)
-            name = "error";
-        snprintf(why, sizeof(why), "cuMemcpy between device and host memory failed: %s%s %d",
-                 rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT ? "no CUDA context, " : "", name, rc);
-        *why_p = why;
+        *why_p = devcopy_why(!from_device ? "a copy from host into device memory"
+                             : devcopy_owner(blk[0].dst) != NULL
+                                 ? "a copy between device memories"
+                                 : "a copy from device into host memory", rc);
         return GPURING_ERR_CUDA;
     }
     return GPURING_OK;
@@ -410,9 +428,8 @@ gpuring_status_t gpuring_devcopy_alloc(const void *near, size_t bytes, void **pt
                    : devcopy_mem.alloc(&ptr, want);
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {
-        *why_p = rc == DEVCOPY_CUDA_ERROR_INVALID_CONTEXT
-                 ? "no CUDA context to allocate device memory in" : "cuMemAlloc failed";
-        return GPURING_ERR_NO_MEMORY;
+        *why_p = devcopy_why(*pooled_p ? "cuMemAllocAsync" : "cuMemAlloc", rc);
+        return rc == DEVCOPY_CUDA_ERROR_OUT_OF_MEMORY ? GPURING_ERR_NO_MEMORY : GPURING_ERR_CUDA;
     }
     *ptr_p = (void *)ptr;
     return GPURING_OK;

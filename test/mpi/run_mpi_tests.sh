@@ -1207,7 +1207,7 @@ if [ $ACTIVE = 1 ]; then
         run_case "device_copyfail_np3_rpn0" 3 0 "" "" device_coll_check -D "$FAKE_CUDA" -F -q
     # (here every rank's log line for its failed copy back, which names the driver's error)
     EXPECT_ABORT="\[gpuring rank 1\] error [^ ]+: MPI_Ialltoall on comm MPI_COMM_WORLD$ABORTED" \
-        EXPECT_EVERY="\[gpuring rank @\] error [^ ]+: MPI_Ialltoall on comm MPI_COMM_SELF: cannot copy the result .* back to device memory at .*: cuMemcpy between device and host memory failed: CUDA_ERROR_ILLEGAL_ADDRESS 700\$" \
+        EXPECT_EVERY="\[gpuring rank @\] error [^ ]+: MPI_Ialltoall on comm MPI_COMM_SELF: cannot copy the result .* back to device memory at .*: a copy from host into device memory failed: CUDA_ERROR_ILLEGAL_ADDRESS 700\$" \
         run_case "device_copyfail_nonblocking_np2_rpn1" 2 1 "" "" \
         device_coll_check -D "$FAKE_CUDA" -F -i -q
     EXPECT_ABORT="\[gpuring rank 2\] error [^ ]+: MPI_Alltoall_init on comm MPI_COMM_WORLD$ABORTED" \
