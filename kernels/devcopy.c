@@ -25,6 +25,8 @@
 #define DEVCOPY_CUDA_ERROR_INVALID_CONTEXT 201
 #define DEVCOPY_CUDA_ERROR_INVALID_HANDLE 400
 #define DEVCOPY_CUDA_ERROR_CONTEXT_IS_DESTROYED 709
+#define DEVCOPY_CUDA_ERROR_NOT_READY 600
+#define DEVCOPY_CU_EVENT_DISABLE_TIMING 0x2
 #define DEVCOPY_MAX_DEVICES 64
 
 typedef struct devcopy_driver {
@@ -42,6 +44,12 @@ typedef struct devcopy_driver {
     int (*error_name)(int rc, const char **name); /* may be missing: the number alone */
     /* CUDA 12: may be missing -- results then go back on the legacy stream */
     int (*ctx_get_id)(void *ctx, unsigned long long *id);
+    /* may be missing (all four or none used): a copy then waits for the legacy
+     * stream without saying so (devcopy_legacy_drain) */
+    int (*event_create)(void **event, unsigned int flags);
+    int (*event_record)(void *event, void *stream);
+    int (*event_query)(void *event);
+    int (*event_destroy)(void *event);
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -63,6 +71,10 @@ static int devcopy_lookup(void)
     *(void **)&d.memcpy_2d_async = gpuring_cuda_driver_sym("cuMemcpy2DAsync_v2");
     *(void **)&d.error_name = gpuring_cuda_driver_sym("cuGetErrorName");
     *(void **)&d.ctx_get_id = gpuring_cuda_driver_sym("cuCtxGetId");
+    *(void **)&d.event_create = gpuring_cuda_driver_sym("cuEventCreate");
+    *(void **)&d.event_record = gpuring_cuda_driver_sym("cuEventRecord");
+    *(void **)&d.event_query = gpuring_cuda_driver_sym("cuEventQuery");
+    *(void **)&d.event_destroy = gpuring_cuda_driver_sym("cuEventDestroy_v2");
     /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
         d.host_register == NULL || d.host_unregister == NULL ||
@@ -73,6 +85,52 @@ static int devcopy_lookup(void)
     devcopy_drv = d; /* the same values from any racing thread */
     __atomic_store_n(&devcopy_found, 1, __ATOMIC_RELEASE);
     return 1;
+}
+
+/* ---- the legacy stream ----------------------------------------------------------- */
+
+static int devcopy_wait_timeout = 300; /* coll_gpuring_wait_timeout (gpuring_devcopy_set_wait) */
+
+void gpuring_devcopy_set_wait(int timeout)
+{
+    __atomic_store_n(&devcopy_wait_timeout, timeout, __ATOMIC_RELAXED);
+}
+
+/*
+ * The work queued so far on the current context's legacy stream (every blocking
+ * stream's before it: the application's kernels and copies), which a copy on that
+ * stream follows, waited for on an event, warned about every wait timeout it is not
+ * done.  Waited on, not given up: the copy that follows must not start before the
+ * application's work it reads is done (a CUDA-aware MPI waits alike), and a kernel may
+ * run that long -- but a rank whose staging waits for one that does not end says so.
+ * Without the driver's events, or with no timeout: left to the copy.
+ */
+static void devcopy_legacy_drain(void)
+{
+    const int timeout = __atomic_load_n(&devcopy_wait_timeout, __ATOMIC_RELAXED);
+    void *event = NULL;
+    gpuring_spin_t spin;
+    double start;
+
+    if (timeout <= 0 || devcopy_drv.event_create == NULL || devcopy_drv.event_record == NULL ||
+        devcopy_drv.event_query == NULL || devcopy_drv.event_destroy == NULL ||
+        devcopy_drv.event_create(&event, DEVCOPY_CU_EVENT_DISABLE_TIMING) != 0)
+        return;
+    if (devcopy_drv.event_record(event, DEVCOPY_CU_STREAM_LEGACY) == 0) {
+        start = gpuring_time_sec();
+        gpuring_spin_init(&spin, timeout);
+        while (devcopy_drv.event_query(event) == DEVCOPY_CUDA_ERROR_NOT_READY) {
+            if (gpuring_spin_tick(&spin) == GPURING_OK) continue;
+            GPURING_WARN(GPURING_SUBSYS_COLL, "a copy of this rank's device memory (staging "
+                         "for the component below, or packing) waits for the work queued "
+                         "before it on the CUDA default stream -- the application's kernels "
+                         "and copies -- not done after %.0f s: waiting on, as a CUDA-aware "
+                         "MPI would (warned every coll_gpuring_wait_timeout, %d s)",
+                         gpuring_time_sec() - start, timeout);
+            gpuring_spin_init(&spin, timeout);
+        }
+    }
+    (void)devcopy_drv.event_destroy(event);
 }
 
 /* ---- contexts ---------------------------------------------------------------- */
@@ -271,6 +329,7 @@ static gpuring_status_t devcopy_run(const gpuring_devcopy_block_t *blk, int n, i
     if (rc != 0) { /* (every block again: the same bytes, where some landed) */
         int queued = 0, landed;
 
+        if (from_device && !back) devcopy_legacy_drain();
         rc = 0;
         for (int i = 0; i < n && rc == 0; i++) {
             queued |= devcopy_2d(&blk[i]);
@@ -347,6 +406,7 @@ gpuring_status_t gpuring_devcopy_order(const void *ptr, const char **why_p)
         return GPURING_ERR_NOT_SUPPORTED;
     }
     gpuring_cuda_ctx_enter(devcopy_owner(ptr), &scope);
+    devcopy_legacy_drain();
     rc = devcopy_drv.stream_sync(NULL);
     gpuring_cuda_ctx_leave(&scope);
     if (rc != 0) {

@@ -71,6 +71,11 @@ gpuring_status_t gpuring_devcopy_blocks(const gpuring_devcopy_block_t *blocks, i
 void gpuring_devcopy_block_counts(int back, unsigned long long *rows_p,
                                   unsigned long long *copies_p);
 
+/* The wait timeout (coll_gpuring_wait_timeout; 0: none) after which, and every such
+ * time again, a copy waiting for the application's work on the legacy stream says so
+ * (and waits on). */
+void gpuring_devcopy_set_wait(int timeout);
+
 /* Wait for the work queued so far on the legacy stream of device memory ptr's context
  * (every blocking stream's before it): what a copy out of ptr does first, for memory a
  * call writes without reading -- its result, copied back by gpuring_devcopy_back, must

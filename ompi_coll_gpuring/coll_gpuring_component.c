@@ -430,6 +430,7 @@ void mca_coll_gpuring_own_params(void)
     gpuring_own_param("ipc_cache", &c->ipc_cache, 0, GPURING_IPC_BUF_MAPPINGS,
                       GPURING_IPC_BUF_MAPPINGS, "0-64");
     gpuring_ipc_buf_set_cache(c->ipc_cache);
+    gpuring_devcopy_set_wait(c->wait_timeout);
     (void)gpuring_parse_subsys(c->verbose_subsys, 1);
 }
 

@@ -54,6 +54,12 @@
  * without a timeout: the job must end (gpuring aborts it), so any rank that gets past
  * that call counts a failure.
  *
+ * With -W (the stand-in driver only: its fake_cuda_hold_legacy), the last rank's
+ * legacy stream holds the application's work for 2.5 s when it makes a staged
+ * MPI_Alltoall on MPI_COMM_WORLD: its copy in must wait for it (the driver's copy does;
+ * gpuring warns every coll_gpuring_wait_timeout, which the script sets below it), and
+ * every rank's result be right.
+ *
  * With -H, the MPI_BOTTOM case whose blocks lie in host memory either side of a device
  * block must run: its skip (no such address order to be had: with a real driver,
  * whose device memory lies in a range of its own, it may be) counts a failure.
@@ -112,6 +118,7 @@ static struct {
 static int g_pool; /* -a */
 static int g_host_ends; /* -H: case_bottom_pieces' host_ends layout must run */
 static void (*fail_copies)(int, int); /* -F: the stand-in driver's fake_cuda_fail_copies */
+static void (*hold_legacy)(double);   /* -W: the stand-in driver's fake_cuda_hold_legacy */
 /* the stand-in driver's fake_cuda_peek: device memory read as another stream's kernel
  * would (NULL on a real driver: a copy, which follows the legacy stream's work) */
 static int (*peek)(void *, uintptr_t, size_t);
@@ -163,6 +170,7 @@ static void cu_load(const char *path, int local_rank)
     }
     cu.primary = ctx;
     *(void **)&fail_copies = dlsym(lib, "fake_cuda_fail_copies");
+    *(void **)&hold_legacy = dlsym(lib, "fake_cuda_hold_legacy");
     *(void **)&peek = dlsym(lib, "fake_cuda_peek");
     if (g_pool) {
         *(void **)&cu.alloc_async = dlsym(lib, "cuMemAllocAsync");
@@ -333,9 +341,16 @@ static void dbuf_free(dbuf_t *b)
  * inputs).  The results must be the same. */
 static int g_nonblocking, g_persistent;
 static MPI_Request g_req;
-/* -F: the copy armed to fail is the call's next one (a persistent call's at its start) */
+/* -F: the copy armed to fail is the call's next one (a persistent call's at its start);
+ * -W: the legacy stream's work held at the call */
+static double g_hold_next; /* -W: seconds of work the call's legacy stream holds */
+
 static void fail_arm(void)
 {
+    if (g_hold_next > 0) { /* (after the test's own copies of the inputs) */
+        hold_legacy(g_hold_next);
+        g_hold_next = 0;
+    }
     if (!g_fail_next) return;
     fail_copies(g_fail_next - 1, INT32_MAX); /* (a copy retried fails too) */
     g_failing = g_fail_next;
@@ -1434,6 +1449,20 @@ static void run_copy_fails(void)
             world.size - 1);
 }
 
+/* -W (see the top): a staged call behind 2.5 s of the application's work on the last
+ * rank's legacy stream, its results checked. */
+static void run_legacy_hold(void)
+{
+    ctx_t world = {.comm = MPI_COMM_WORLD, .name = "world"};
+
+    if (hold_legacy == NULL) die("-W: the CUDA driver has no fake_cuda_hold_legacy");
+    MPI_Comm_rank(MPI_COMM_WORLD, &world.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world.size);
+    world.id = world.rank, world.npeers = world.nroots = world.size;
+    if (world.rank == world.size - 1) g_hold_next = 2.5;
+    case_alltoall(&world, 1000, A2A, 0);
+}
+
 /* -T: Open MPI's progress driven from a second thread until the run ends */
 static MPI_Comm g_probe_comm;
 static volatile int g_probe_stop;
@@ -1451,7 +1480,7 @@ int main(int argc, char **argv)
 {
     const char *lib = "libcuda.so.1", *modes = "world,dup,split,rev,inter";
     size_t counts[16] = {0, 1, 7, 1000};
-    int ncounts = 4, local_rank, copy_fails = 0;
+    int ncounts = 4, local_rank, copy_fails = 0, legacy_hold = 0;
     long all[2], sum[2] = {0, 0};
     MPI_Comm local;
 
@@ -1487,6 +1516,8 @@ int main(int argc, char **argv)
             copy_fails = 1;
         } else if (!strcmp(argv[i], "-H")) {
             g_host_ends = 1;
+        } else if (!strcmp(argv[i], "-W")) {
+            legacy_hold = 1;
         } else if (!strcmp(argv[i], "-T")) {
             /* (taken above) */
         } else if (!strcmp(argv[i], "-U")) {
@@ -1494,7 +1525,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "-q")) {
             quiet = 1;
         } else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-T] [-U] [-q]\n", argv[0]);
+            if (world_rank == 0) fprintf(stderr, "usage: %s -D LIBCUDA [-c COUNTS] [-m MODES] [-i | -p] [-a] [-F] [-H] [-W] [-T] [-U] [-q]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -1511,6 +1542,8 @@ int main(int argc, char **argv)
 
     if (copy_fails) {
         run_copy_fails();
+    } else if (legacy_hold) {
+        run_legacy_hold();
     } else {
         char buf[64], *save = NULL;
         strncpy(buf, modes, sizeof(buf) - 1);

@@ -33,6 +33,11 @@
  * device and context management (cuInit, cuDeviceGet, primary context) for
  * a test written against the driver API to run unchanged on a real GPU.
  *
+ * Events (cuEventCreate, cuEventRecord, cuEventQuery, cuEventDestroy) complete when
+ * their stream's work queued before them does: at once, but where the test has the
+ * legacy stream hold work of the application's (fake_cuda_hold_legacy), which a copy
+ * on that stream, or its synchronization, waits for too.
+ *
  * Built as test/mpi/fake_cuda/libcuda.so.1 (soname libcuda.so.1): a program
  * that dlopens it by path is, to dlopen("libcuda.so.1", RTLD_NOLOAD), a
  * process that loaded the CUDA driver.
@@ -44,6 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test/cuda_attrs_batch.h"
@@ -55,6 +61,7 @@ enum {
     FAKE_CUDA_ERROR_INVALID_VALUE = 1,
     FAKE_CUDA_ERROR_OUT_OF_MEMORY = 2,
     FAKE_CUDA_ERROR_INVALID_CONTEXT = 201,
+    FAKE_CUDA_ERROR_NOT_READY = 600,
     FAKE_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     FAKE_ATTR_CONTEXT = 1,
     FAKE_CU_MEMORYTYPE_HOST = 1,
@@ -126,6 +133,45 @@ void fake_cuda_fail_copies(int skip, int n)
     fake_skip_copies = skip;
     fake_fail_copies = n;
     pthread_mutex_unlock(&fake_lock);
+}
+
+/* The legacy stream holds work of the application's that ends `seconds` from now
+ * (fake_cuda_hold_legacy): an event recorded there before then completes then, and a
+ * copy on it, or its synchronization, returns only then. */
+static double fake_legacy_until; /* CLOCK_MONOTONIC seconds (under fake_lock) */
+
+static double fake_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fake_cuda_hold_legacy(double seconds)
+{
+    pthread_mutex_lock(&fake_lock);
+    fake_legacy_until = fake_now() + seconds;
+    pthread_mutex_unlock(&fake_lock);
+}
+
+/* When the legacy stream's work queued so far ends (0: done) */
+static double fake_legacy_end(void)
+{
+    double until;
+
+    pthread_mutex_lock(&fake_lock);
+    until = fake_legacy_until;
+    pthread_mutex_unlock(&fake_lock);
+    return until > fake_now() ? until : 0.0;
+}
+
+/* A host wait on the legacy stream: until its work queued so far ended */
+static void fake_legacy_wait(void)
+{
+    const double until = fake_legacy_end();
+
+    while (until > 0.0 && fake_now() < until) usleep(1000);
 }
 
 /* Does this copy fail (fake_cuda_fail_copies)? */
@@ -372,7 +418,39 @@ int cuDevicePrimaryCtxRelease_v2(int device)
 int cuStreamSynchronize(void *stream)
 {
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
-    if (stream != &fake_stream) fake_land(); /* (a stream of its own does not wait) */
+    if (stream != &fake_stream) { /* (a stream of its own does not wait) */
+        fake_legacy_wait();
+        fake_land();
+    }
+    return FAKE_CUDA_SUCCESS;
+}
+
+/* Events: each the time its stream's work queued before it ends (0: done) */
+int cuEventCreate(void **event, unsigned int flags)
+{
+    (void)flags;
+    if (event == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
+    *event = calloc(1, sizeof(double));
+    return *event != NULL ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+int cuEventRecord(void *event, void *stream)
+{
+    if (event == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    *(double *)event = stream != &fake_stream ? fake_legacy_end() : 0.0;
+    return FAKE_CUDA_SUCCESS;
+}
+
+int cuEventQuery(void *event)
+{
+    if (event == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    return fake_now() >= *(double *)event ? FAKE_CUDA_SUCCESS : FAKE_CUDA_ERROR_NOT_READY;
+}
+
+int cuEventDestroy_v2(void *event)
+{
+    free(event);
     return FAKE_CUDA_SUCCESS;
 }
 
@@ -492,6 +570,7 @@ static int fake_copy(uintptr_t dst, uintptr_t src, size_t bytes, int legacy)
 
     if (fake_ctx == NULL) return FAKE_CUDA_ERROR_INVALID_CONTEXT;
     if (d == NULL || s == NULL) return FAKE_CUDA_ERROR_INVALID_VALUE;
+    if (legacy) fake_legacy_wait(); /* (the application's work before it) */
     if (fake_copy_fails()) return FAKE_CUDA_ERROR_ILLEGAL_ADDRESS;
     if (legacy && dr.bytes != 0 && dr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !dr.managed &&
         (sr.bytes == 0 || (sr.memtype == FAKE_CU_MEMORYTYPE_DEVICE && !sr.managed)) &&

@@ -508,6 +508,14 @@ run_case() {
                     fi
                 done
                 ;;
+            legacywait)
+                # the last rank's staging copy waited for the work on its default stream
+                # (device_coll_check -W: 2.5 s, past the 1 s wait timeout) and said so
+                if ! grep -qE "\[gpuring rank $((np - 1))\] warn .* waits for the work queued before it on the CUDA default stream .* not done after [0-9]+ s: waiting on" "$log"; then
+                    fail "$name" "rank $((np - 1)) did not say its staging copy waited for its default stream" "$log"
+                    return
+                fi
+                ;;
             rows)
                 # every rank copied staged results back block by block (device_coll_check's
                 # vector types have holes), and its matrix column in as a root (a sparse
@@ -1232,6 +1240,11 @@ if [ $ACTIVE = 1 ]; then
         run_case "device_nomem_inter_np3_rpn0" 3 0 "" "" \
         device_coll_check -D "$FAKE_CUDA" -m inter -q
     EXPECT_ABORT_RC=
+    # a rank whose staging copy follows 2.5 s of the application's work on its default
+    # stream says so at the wait timeout (1 s here) and waits on (as a CUDA-aware MPI
+    # does): every result right
+    run_case "device_legacy_wait_np3_rpn0" 3 0 legacywait "coll_gpuring_wait_timeout 1" \
+        device_coll_check -D "$FAKE_CUDA" -W -q
     STAGED_ALL="$STAGED_ALL MPI_Ineighbor_allgather MPI_Ineighbor_alltoall"
     run_case "device_colls_nonblocking_np3_rpn1" 3 1 staged,rows "" \
         device_coll_check -D "$FAKE_CUDA" -H -i -c 0,1,7,1000,65537 -m world,split,inter -q
