@@ -58,6 +58,10 @@ typedef struct gpuring_arrivals_slot {
     int32_t pid;      /* 0 until it opened the board */
     char pad[GPURING_CACHELINE - 5 * sizeof(uint64_t) - sizeof(int32_t)];
 } gpuring_arrivals_slot_t;
+#ifndef __cplusplus /* (C++ sources see the layout the C ones checked) */
+_Static_assert(sizeof(gpuring_arrivals_slot_t) == GPURING_CACHELINE,
+               "a rank's line of the arrival board is one cache line");
+#endif
 
 typedef struct gpuring_arrivals {
     gpuring_arrivals_slot_t *slots; /* the shared page(s): one line per rank of the host */

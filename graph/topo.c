@@ -362,7 +362,11 @@ static gpuring_status_t topo_load(const char *key, gpuring_topo_t **topo_p)
     /* the whole machine, not the part this process's cgroup allows (Slurm's task/cgroup,
      * a container per rank): hwloc would leave the rest out, and each rank of a node
      * would order the node's rings from its own part of it */
+#if HWLOC_API_VERSION >= 0x00020100
     (void)hwloc_topology_set_flags(t->hw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+#else /* (hwloc 2.0's name for it) */
+    (void)hwloc_topology_set_flags(t->hw, HWLOC_TOPOLOGY_FLAG_WHOLE_SYSTEM);
+#endif
     hwloc_topology_set_type_filter(t->hw, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
     if (t->from_xml && hwloc_topology_set_xml(t->hw, key) != 0) {
         GPURING_WARN(GPURING_SUBSYS_GRAPH, "hwloc cannot use '%s' as an xml topology: %s%s", key,
@@ -414,8 +418,10 @@ gpuring_status_t gpuring_graph_topo_get(const char *xml_path, gpuring_topo_t **t
     }
     if (t == NULL) {
         st = topo_load(key, &t);
-        /* a failure is kept too: said once, not again at every communicator's setup */
-        if (st != GPURING_OK && (t = calloc(1, sizeof(*t))) != NULL) {
+        /* a failure is kept too: said once, not again at every communicator's setup (not
+         * a lack of memory, which may pass) */
+        if (st != GPURING_OK && st != GPURING_ERR_NO_MEMORY &&
+            (t = calloc(1, sizeof(*t))) != NULL) {
             t->failed = st;
             if ((t->path = strdup(key)) == NULL) {
                 free(t);

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "kernels/cuda_memcpy2d.h"
 #include "kernels/memkind.h"
@@ -109,8 +110,7 @@ static void devcopy_legacy_drain(void)
 {
     const int timeout = __atomic_load_n(&devcopy_wait_timeout, __ATOMIC_RELAXED);
     void *event = NULL;
-    gpuring_spin_t spin;
-    double start;
+    double start, warn_at;
 
     if (timeout <= 0 || devcopy_drv.event_create == NULL || devcopy_drv.event_record == NULL ||
         devcopy_drv.event_query == NULL || devcopy_drv.event_destroy == NULL ||
@@ -118,16 +118,19 @@ static void devcopy_legacy_drain(void)
         return;
     if (devcopy_drv.event_record(event, DEVCOPY_CU_STREAM_LEGACY) == 0) {
         start = gpuring_time_sec();
-        gpuring_spin_init(&spin, timeout);
+        warn_at = start + timeout;
+        /* (asleep between looks: a long kernel's wait keeps no core busy, as cuMemcpy's
+         * under a blocking-sync context would not) */
         while (devcopy_drv.event_query(event) == DEVCOPY_CUDA_ERROR_NOT_READY) {
-            if (gpuring_spin_tick(&spin) == GPURING_OK) continue;
+            usleep(50);
+            if (gpuring_time_sec() < warn_at) continue;
             GPURING_WARN(GPURING_SUBSYS_COLL, "a copy of this rank's device memory (staging "
                          "for the component below, or packing) waits for the work queued "
                          "before it on the CUDA default stream -- the application's kernels "
                          "and copies -- not done after %.0f s: waiting on, as a CUDA-aware "
                          "MPI would (warned every coll_gpuring_wait_timeout, %d s)",
                          gpuring_time_sec() - start, timeout);
-            gpuring_spin_init(&spin, timeout);
+            warn_at = gpuring_time_sec() + timeout;
         }
     }
     (void)devcopy_drv.event_destroy(event);

@@ -267,29 +267,32 @@ static void params_orphan(mca_coll_gpuring_module_t *m, int hold)
 }
 
 /* A wait on one of m's exchanges: what it is and where the ranks it waits for would be
- * (its messages), whether it is its call's first (boot_wait_on's `first`), its clock. */
+ * (its messages), whether it is its call's first (boot_wait_on's `first`) and a step of
+ * the numbered call the arrival board names (`of_call`), its clock. */
 typedef struct {
     const char *what, *absent;
-    int first;
+    int first, of_call;
     unsigned looks;
     double start, deadline, late_since;
 } exchange_wait_t;
 
-static exchange_wait_t exchange_wait_begin(const char *what, const char *absent, int first)
+static exchange_wait_t exchange_wait_begin(const char *what, const char *absent, int first,
+                                           int of_call)
 {
     const double now = gpuring_time_sec();
 
-    return (exchange_wait_t){.what = what, .absent = absent, .first = first, .start = now,
+    return (exchange_wait_t){.what = what, .absent = absent, .first = first,
+                             .of_call = of_call, .start = now,
                              .deadline = now + mca_coll_gpuring_component.wait_timeout};
 }
 
 /*
  * The wait on x (of `bytes` per rank), looked at once more after a test found it not
- * complete: GPURING_OK to test again; GPURING_ERR_REMOTE where a rank of this host
- * refuses the call or a message of x failed (a rank that makes no call any more will
- * not join it either; nor will a failed message complete), GPURING_ERR_MISMATCH where
- * one makes another call under the call's number (it waits elsewhere: checked every 64
- * looks);
+ * complete: GPURING_OK to test again; GPURING_ERR_REMOTE where a message of x failed
+ * (it will not complete) or, for a step of the numbered call (`of_call`), a rank of this
+ * host refuses the call (a rank that makes no call any more will not join it either),
+ * GPURING_ERR_MISMATCH where one makes another call under its number (it waits
+ * elsewhere: checked every 64 looks);
  * GPURING_ERR_TIMEOUT, logged naming the missing ranks, past a deadline boot_wait_on
  * does not move on.  On an error the caller gives x up in flight.
  */
@@ -301,7 +304,7 @@ static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
     char missing[128];
 
     if (++w->looks % 64 == 0) {
-        gpuring_status_t st = gpuring_comm_exchange_stop(m->gcomm);
+        gpuring_status_t st = w->of_call ? gpuring_comm_exchange_stop(m->gcomm) : GPURING_OK;
 
         if (st == GPURING_OK && mca_coll_gpuring_exchange_failed(m, x)) st = GPURING_ERR_REMOTE;
         if (st != GPURING_OK) return st;
@@ -322,10 +325,10 @@ static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
 }
 
 int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
-                                   size_t bytes, const char *what)
+                                   size_t bytes, const char *what, int of_call)
 {
     exchange_wait_t w = exchange_wait_begin(what, "not in this collective call, or stopped "
-                                            "in it", m->call_exchanges++ == 0);
+                                            "in it", m->call_exchanges++ == 0, of_call);
     mca_coll_gpuring_exchange_t *x;
     gpuring_status_t st;
 
@@ -345,7 +348,7 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
 /* bootstrap_mpi's allgather: a setup exchange, or the direct allreduce's agreement */
 static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
 {
-    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, "gpuring's setup exchange");
+    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, "gpuring's setup exchange", 1);
 }
 
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
@@ -559,7 +562,7 @@ mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_
 {
     exchange_wait_t w = exchange_wait_begin("gpuring's setup exchange that agrees on its "
                                             "parameters", "not in its first collective "
-                                            "call that reaches gpuring", 1);
+                                            "call that reaches gpuring", 1, 0);
 
     for (params_start(m); m->params == MCA_COLL_GPURING_PARAMS_POSTED; params_start(m)) {
         const gpuring_status_t st =

@@ -327,7 +327,7 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
         local = gpuring_device_event_wait(c->dev.event, bound);
         if (local == GPURING_ERR_TIMEOUT)
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: the work this rank queued on "
-                          "the default stream before the call has not finished after %.0f s "
+                          "the default stream before the call has not finished after %g s "
                           "(half the shortest coll_gpuring_wait_timeout of the ranks); the "
                           "call does not start", bound);
     }
