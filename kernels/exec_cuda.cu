@@ -1224,18 +1224,21 @@ static __global__ void exec_direct_ll_abandon_kernel(GPURING_DEV_GRID_PARAM(exec
 /* K::fn<T, Op>() names one instance of a kernel template: the FIFO executor's, the
  * direct one's or the LL direct one's */
 struct exec_fifo_kernels {
+    static constexpr const char *name = "FIFO";
     template <typename T, typename Op> static const void *fn()
     {
         return GPURING_DEV_KERNEL(exec_cuda_kernel<T, Op>);
     }
 };
 struct exec_direct_kernels {
+    static constexpr const char *name = "direct";
     template <typename T, typename Op> static const void *fn()
     {
         return GPURING_DEV_KERNEL(exec_direct_kernel<T, Op>);
     }
 };
 struct exec_direct_ll_kernels {
+    static constexpr const char *name = "LL direct";
     template <typename T, typename Op> static const void *fn()
     {
         return GPURING_DEV_KERNEL(exec_direct_ll_kernel<T, Op>);
@@ -1289,6 +1292,22 @@ template <typename K> static const void *exec_cuda_fn(gpuring_type_t type, gpuri
     }
 }
 
+/* Kernel K of (type, op), NULL logged: the tables hold every pair gpuring_op_supported
+ * says yes to (the loader checks it: exec_cuda_load_kernels), so a hole is a defect of
+ * the build -- GPURING_ERR_INVALID to the caller, never NOT_SUPPORTED (which the direct
+ * path reads as "every rank takes the FIFOs"). */
+template <typename K>
+static const void *exec_cuda_kernel_of(gpuring_type_t type, gpuring_op_t op)
+{
+    const void *fn = exec_cuda_fn<K>(type, op);
+
+    if (fn == NULL)
+        GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: no %s kernel for %s on %s (a defect "
+                      "of this build: gpuring_op_supported says yes)", K::name,
+                      gpuring_op_name(op), gpuring_type_name(type));
+    return fn;
+}
+
 /*
  * ---- host: the status pool (mapped, pinned, allocated once, never freed) -----------
  * gpuring_exec_cuda_init makes it and loads the kernels under a lock, once per device;
@@ -1317,9 +1336,20 @@ static gpuring_status_t exec_cuda_load_kernels(void)
                 exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
                 exec_cuda_fn<exec_direct_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
                 exec_cuda_fn<exec_direct_ll_kernels>((gpuring_type_t)t, (gpuring_op_t)o) };
+            const char *names[3] = { exec_fifo_kernels::name, exec_direct_kernels::name,
+                                     exec_direct_ll_kernels::name };
             for (int k = 0; k < 3; k++) {
                 cudaFuncAttributes attr;
-                if (fns[k] != NULL) GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
+                if (fns[k] != NULL) {
+                    GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
+                } else if (gpuring_op_supported((gpuring_type_t)t, (gpuring_op_t)o)) {
+                    GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: the %s kernel of %s on %s "
+                                  "is missing from this build's tables, which must hold every "
+                                  "pair gpuring_op_supported says yes to", names[k],
+                                  gpuring_op_name((gpuring_op_t)o),
+                                  gpuring_type_name((gpuring_type_t)t));
+                    return GPURING_ERR_INVALID;
+                }
             }
         }
     }
@@ -1941,8 +1971,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_run(const gpuring_exec_args_t *a, 
 
     if (a == NULL) return GPURING_ERR_INVALID;
     GPURING_CHECK(exec_cuda_prepare(a, &desc, walks, &total_ops));
-    fn = exec_cuda_fn<exec_fifo_kernels>(a->type, a->op);
-    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED; /* gpuring_op_supported said yes */
+    fn = exec_cuda_kernel_of<exec_fifo_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_INVALID;
     if (total_ops == 0) {
         for (int c = 0; c < a->nchannels; c++) a->channels[c].next_op = 0;
         return GPURING_OK;
@@ -2091,8 +2121,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
                       a != NULL ? a->nranks : 0);
         return GPURING_ERR_INVALID;
     }
-    fn = exec_cuda_fn<exec_direct_kernels>(a->type, a->op);
-    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
+    fn = exec_cuda_kernel_of<exec_direct_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_INVALID;
     if (a->count == 0) return GPURING_OK;
 
     memset(&d, 0, sizeof(d));
@@ -2270,8 +2300,8 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct_ll(const gpuring_exec_direc
     cudaError_t err;
 
     GPURING_CHECK(exec_direct_ll_desc(a, &d));
-    fn = exec_cuda_fn<exec_direct_ll_kernels>(a->type, a->op);
-    if (fn == NULL) return GPURING_ERR_NOT_SUPPORTED;
+    fn = exec_cuda_kernel_of<exec_direct_ll_kernels>(a->type, a->op);
+    if (fn == NULL) return GPURING_ERR_INVALID;
     if (a->count == 0) return GPURING_OK;
     npairs = GPURING_DIV_UP(a->count * es, (size_t)EXEC_LL_PAIR_BYTES);
     blocks = (int)GPURING_MIN(GPURING_DIV_UP(npairs, (size_t)EXEC_DIRECT_LL_PAIRS_PER_THREAD *
