@@ -1223,12 +1223,13 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                      net->peer, net->channel, gap, (unsigned long long)net->landed);
     cancel_all(net, !ok);
     gpuring_proxy_unlock(proxy);
-    /* an abandoned send end: what is left of the communicator's one deadline (at least
-     * a few passes), not a second of its own -- UCX cannot cancel a send, and a
-     * communicator has dozens of ends; a receive end's cancelled receives complete in a
-     * pass or two, and are waited for (its memory is kept otherwise) */
+    /* an abandoned end: what is left of the communicator's one deadline (at least a
+     * few passes), not a second of its own -- UCX cannot cancel a send, nor a receive it
+     * matched to a rendezvous a dead peer left half sent, and a communicator has dozens
+     * of ends; cancelled receives complete in a pass or two.  What does not end in time
+     * is kept (an orphan) until it does */
     gpuring_spin_init(&spin, ok ? gpuring_proxy_wait_floor(proxy, 1.0)
-                             : net->abandoned && net->dir == GPURING_CONN_SEND
+                             : net->abandoned
                                  ? GPURING_MAX(0.01, net->abandon_until - gpuring_time_sec())
                                  : 1.0);
     for (;;) {

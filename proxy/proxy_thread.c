@@ -816,6 +816,14 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
      * holding it, so the signal is never lost.  (Not had: the proxy is stuck,
      * and the operation's work waits for whatever holds it.) */
     if (!gpuring_proxy_lock_within(proxy, "an operation's last pass")) return;
+    if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) {
+        /* GPU-direct slots came meanwhile (another communicator's setup): the
+         * thread's, as in proxy_drive */
+        proxy->handoff = 1;
+        pthread_cond_signal(&proxy->cond);
+        gpuring_proxy_unlock(proxy);
+        return;
+    }
     passes = proxy->passes;
     /* the worker only where something is left: a call whose sends UCX finished
      * at once (small ones, credits) ends without a poll of every transport */
@@ -893,7 +901,11 @@ static void *proxy_main(void *arg)
             /* data is moving: go again at once, but open the lock in between */
             gpuring_proxy_unlock(proxy);
             gpuring_proxy_lock(proxy, "the progress thread's pass");
-        } else if (flags || __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
+        } else if ((flags & (GPURING_NET_PENDING | GPURING_NET_MOVED)) ||
+                   __atomic_load_n(&proxy->active, __ATOMIC_ACQUIRE) > 0) {
+            /* (a send end's window half uncredited alone -- GPURING_NET_POLL -- is no
+             * work: a root whose receivers are not in the call yet has nothing to
+             * send, and the credits are read at the next pass) */
             busy = 0;
             proxy_settle(proxy, &settled, 0);
             gpuring_proxy_unlock(proxy);
@@ -996,13 +1008,19 @@ static void proxy_destroy(gpuring_proxy_t *proxy)
                      net->dir == GPURING_CONN_SEND ? "send" : "recv", net->peer, net->channel);
         gpuring_proxy_deregister(proxy, net);
         stuck |= gpuring_net_conn_detach(net) > 0;
+        net->pe = NULL; /* (as an orphan's, below) */
     }
     /* orphans whose last operations ended since go; the others' endpoints go next, so
      * a late callback of theirs finds none (net_fail) */
     if (proxy->worker != NULL) ucp_worker_progress(proxy->worker);
     gpuring_net_orphans_reap(proxy);
     for (net = proxy->orphans; net != NULL; net = net->next) net->pe = NULL;
-    if (proxy->worker != NULL) stuck |= proxy_close_eps(proxy);
+    if (proxy->worker != NULL) {
+        stuck |= proxy_close_eps(proxy);
+        /* the forced closes end the operations left on their endpoints (cancelled) */
+        ucp_worker_progress(proxy->worker);
+        gpuring_net_orphans_reap(proxy);
+    }
     gpuring_proxy_unlock(proxy);
 
     if (proxy->address != NULL) ucp_worker_release_address(proxy->worker, proxy->address);

@@ -29,7 +29,8 @@
  * divides their addresses on most ranks), -B (each communicator's first collective is
  * an MPI_Bcast of each rank's own datatype of one signature, rank 0's with holes,
  * so that it packs the elements first and the others do not; the last rank the
- * root), -x TYPE:OP,... (reductions left out: where the component below runs them
+ * root), -I (rank 0's MPI_Bcast calls run 1 s ahead of the others': its process must
+ * stay idle in the second after them), -x TYPE:OP,... (reductions left out: where the component below runs them
  * wrong, known_ompi_bugs.sh; test/mpi/type_op_list.h), -q (quiet).  Rank 0 prints `N passed, N failed`; exit
  * code non-zero when a check failed on any rank.
  */
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
@@ -409,6 +411,42 @@ static void check_bcast(MPI_Comm comm, const ty_t *t, MPI_Datatype dt, size_t co
     CHECK_OUT("bcast", comm, t, -1, count, root, 0, h_out, val(t, SUM, cs, root, i));
 }
 
+/* -I: rank 0 makes 8 MPI_Bcast calls of 4096 int32 before the others reach theirs (they
+ * sleep 1 s first), then sleeps 1 s itself: its process must use less than half that
+ * second's CPU -- gpuring's progress thread, with nothing left to send, naps until the
+ * receivers' credits come instead of spinning for them */
+static double cpu_seconds(void)
+{
+    struct rusage u;
+
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static void check_idle_root(MPI_Comm comm, int cs)
+{
+    int r;
+
+    MPI_Comm_rank(comm, &r);
+    MPI_Barrier(comm);
+    if (r != 0) sleep(1);
+    for (int k = 0; k < 8; k++) check_bcast(comm, &types[T_INT32], MPI_INT32_T, 4096, 0, cs + k);
+    if (r == 0) {
+        double cpu = cpu_seconds();
+
+        sleep(1);
+        cpu = cpu_seconds() - cpu;
+        if (cpu < 0.5) {
+            g_pass++;
+        } else {
+            g_fail++;
+            fprintf(stderr, "rank 0: FAIL idle root: %.2f s of CPU in the second after its "
+                    "MPI_Bcast calls, the receivers not in them yet\n", cpu);
+        }
+    }
+}
+
 /* ---- per-rank datatypes of one signature ------------------------------------------- */
 /* MPI asks only that the ranks' type signatures match: each rank describes the same
  * int32 values with a layout of its own (by rank and case), contiguous or not, and the
@@ -733,14 +771,14 @@ static void sweep(MPI_Comm comm, int full, size_t large)
 int main(int argc, char **argv)
 {
     size_t large = 1 << 20, bytes, shift_in = 0, shift_out = 0;
-    int opt, full = 1, n, bad = 0;
+    int opt, full = 1, n, bad = 0, idle_root = 0;
     long tot[2];
     MPI_Comm dup, split;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    while ((opt = getopt(argc, argv, "s:L:fdUABx:q")) != -1) {
+    while ((opt = getopt(argc, argv, "s:L:fdUABIx:q")) != -1) {
         switch (opt) {
         case 's': g_seed = atoi(optarg); break;
         case 'L': large = strtoul(optarg, NULL, 0); break;
@@ -749,13 +787,14 @@ int main(int argc, char **argv)
         case 'U': g_mem = TEST_CUDA_MANAGED; break;
         case 'A': shift_in = (size_t)g_rank % 4, shift_out = (size_t)(g_rank + 1) % 4; break;
         case 'B': g_bcast_first = 1; break;
+        case 'I': idle_root = 1; break;
         case 'x':
             if (test_type_op_list_add(&g_exclude, optarg, g_rank == 0) != 0)
                 MPI_Abort(MPI_COMM_WORLD, 2);
             break;
         case 'q': g_quiet = 1; break;
         default:
-            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-B] [-x type:op,...] [-q]\n");
+            if (g_rank == 0) fprintf(stderr, "usage: colls_check [-s seed] [-L elems] [-f] [-d] [-A] [-B] [-I] [-x type:op,...] [-q]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -790,6 +829,7 @@ int main(int argc, char **argv)
     sweep(split, 0, 0);
     MPI_Comm_free(&split);
     MPI_Comm_free(&dup);
+    if (idle_root) check_idle_root(MPI_COMM_WORLD, 1 << 20);
 
     /* the verdict through MPI_Gather, which gpuring does not run */
     {
