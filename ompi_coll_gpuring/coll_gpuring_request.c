@@ -29,6 +29,7 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
+#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/runtime/opal_progress.h"
 
@@ -145,7 +146,7 @@ static int request_over_progress(void)
         (void)ompi_request_free(&req->below); /* complete: the component below's to reuse */
         error = req->end(req->end_ctx, error);
         pthread_mutex_lock(&request_lock);
-        REQ(req)->req_status.MPI_ERROR = error;
+        REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(error);
         request_complete(req, &release);
         pthread_mutex_unlock(&request_lock);
     }
@@ -178,11 +179,13 @@ static int request_ended_progress(void)
             struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
             char unnamed[MPI_MAX_OBJECT_NAME];
 
-            REQ(req)->req_status.MPI_ERROR = mca_coll_gpuring_call_failed(
+            /* an MPI code: MPI_Waitall and kin hand the status to the application as
+             * it is (a blocking call's return the MPI layer translates itself) */
+            REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(mca_coll_gpuring_call_failed(
                 &req->call, req->plane,
                 req->comm_gone ? req->comm_name
                                : mca_coll_gpuring_comm_label(comm, unnamed, sizeof(unnamed)),
-                req->comm_gone ? req->comm_rank : ompi_comm_rank(comm), req->broken, req->st);
+                req->comm_gone ? req->comm_rank : ompi_comm_rank(comm), req->broken, req->st));
         }
         request_complete(req, &release);
     }
