@@ -51,6 +51,7 @@ typedef struct devcopy_driver {
     int (*event_record)(void *event, void *stream);
     int (*event_query)(void *event);
     int (*event_destroy)(void *event);
+    int events; /* all four event calls found */
 } devcopy_driver_t;
 
 static devcopy_driver_t devcopy_drv;
@@ -76,6 +77,8 @@ static int devcopy_lookup(void)
     *(void **)&d.event_record = gpuring_cuda_driver_sym("cuEventRecord");
     *(void **)&d.event_query = gpuring_cuda_driver_sym("cuEventQuery");
     *(void **)&d.event_destroy = gpuring_cuda_driver_sym("cuEventDestroy_v2");
+    d.events = d.event_create != NULL && d.event_record != NULL && d.event_query != NULL &&
+               d.event_destroy != NULL;
     /* (the context calls are memkind.c's: gpuring_cuda_ctx_enter) */
     if (d.memcpy_ == NULL || d.stream_sync == NULL || d.pointer_attr == NULL ||
         d.host_register == NULL || d.host_unregister == NULL ||
@@ -112,8 +115,7 @@ static void devcopy_legacy_drain(void)
     void *event = NULL;
     double start, warn_at;
 
-    if (timeout <= 0 || devcopy_drv.event_create == NULL || devcopy_drv.event_record == NULL ||
-        devcopy_drv.event_query == NULL || devcopy_drv.event_destroy == NULL ||
+    if (timeout <= 0 || !devcopy_drv.events ||
         devcopy_drv.event_create(&event, DEVCOPY_CU_EVENT_DISABLE_TIMING) != 0)
         return;
     if (devcopy_drv.event_record(event, DEVCOPY_CU_STREAM_LEGACY) == 0) {

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,8 +57,13 @@ void gpuring_device_restore(gpuring_device_saved_t saved)
  * cudaGetDevice already says `device`, and which the driver API needs. */
 gpuring_status_t gpuring_device_use(int device)
 {
-    GPURING_CUDA_CHECK(cudaSetDevice(device));
-    return GPURING_OK;
+    const cudaError_t err = cudaSetDevice(device);
+    char what[48];
+
+    if (err == cudaSuccess) return GPURING_OK;
+    snprintf(what, sizeof(what), "cudaSetDevice(%d)", device); /* (which device) */
+    GPURING_CUDA_LOG_FAILURE(err, what);
+    return GPURING_ERR_CUDA;
 }
 
 gpuring_status_t gpuring_device_stream_create(void **stream_p)

@@ -1350,15 +1350,19 @@ static int stage_persistent_free(ompi_request_t **rptr)
 {
     ompi_request_t *req = *rptr;
     mca_coll_gpuring_stage_nb_t *nb = stage_persistent_find(req, 0);
+    /* what the request held: ours, or a wrapper of the MPI layer's around ours (its
+     * release of the datatypes and op it retained) -- restored where the free fails */
+    const ompi_request_start_fn_t start_was = req->req_start;
+    const ompi_request_free_fn_t free_was = req->req_free;
     int rc, now;
 
     if (nb == NULL) return OMPI_ERR_BAD_PARAM;
     req->req_start = nb->start;
     req->req_free = nb->free_;
     rc = nb->free_(rptr);
-    if (rc != OMPI_SUCCESS) { /* still the application's: kept, ours again */
-        req->req_start = stage_persistent_start;
-        req->req_free = stage_persistent_free;
+    if (rc != OMPI_SUCCESS) { /* still the application's: kept, as it was */
+        req->req_start = start_was;
+        req->req_free = free_was;
         return rc;
     }
     pthread_mutex_lock(&stage_persistent.lock);

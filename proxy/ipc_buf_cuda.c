@@ -145,10 +145,7 @@ gpuring_status_t gpuring_ipc_buf_open(uint64_t peer_key, int peer_rank,
                       (unsigned long long)buf->offset, need, (unsigned long long)buf->bytes);
         return GPURING_ERR_INVALID;
     }
-    if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return GPURING_ERR_CUDA;
-    }
+    GPURING_CUDA_CHECK(cudaGetDevice(&device)); /* (logged: a mapping needs a device) */
     /* a mapping belongs to the context it was opened in, the device current then
      * (a process driving two GPUs maps a peer's buffer once for each) */
     pthread_mutex_lock(&ipc_lock);
