@@ -106,13 +106,15 @@ typedef struct exec_cuda_chan {
 
 /* why a channel stopped early: kind << 8 | peer (waiting when the host aborted; or the
  * recv step it found was of another call, or one its sender abandoned; or the receiver
- * of a send waiting for a slot refused the call) */
+ * of a send waiting for a slot refused the call; or -- the LL direct kernel, its own
+ * rank -- it started after its host had aborted the call, and wrote no output) */
 enum {
     EXEC_WAIT_RECV = 1,
     EXEC_WAIT_SEND = 2,
     EXEC_STOP_MISMATCH = 3,
     EXEC_STOP_ABANDONED = 4,
-    EXEC_STOP_REFUSED = 5
+    EXEC_STOP_REFUSED = 5,
+    EXEC_STOP_LATE = 6
 };
 
 /* what a waiting channel last saw (exec_cuda_status_t.seen), for the stall report:
@@ -1184,7 +1186,12 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                 go = 0;
             }
         }
-        if (aborted_at_start) go = 0;
+        if (aborted_at_start && go) {
+            /* said, so that the host does not take a kernel that left in its grace
+             * period for one that finished */
+            exec_stop(st, blockIdx.x, (EXEC_STOP_LATE << 8) | (unsigned)d.rank);
+            go = 0;
+        }
     }
     __syncthreads();
     if (!go) return;
@@ -1484,7 +1491,9 @@ static void exec_cuda_orphans_reclaim(void)
             i++;
             continue;
         }
-        (void)cudaGetLastError(); /* (a failed kernel was reported: it has left too) */
+        /* (a failed kernel was reported: it has left too; a success leaves the
+         * application's own last error where it is) */
+        if (err != cudaSuccess) (void)cudaGetLastError();
         GPURING_INFO(GPURING_SUBSYS_KERNEL, "exec_cuda: the kernel of a call aborted %.1f s "
                      "ago has left: its status entry is back", gpuring_time_sec() -
                      exec_cuda_orphans[i].since);
@@ -2148,10 +2157,11 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
         GPURING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
         /* one wave: as many blocks as fit on the SMs at once (registers decide) */
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GPURING_EXEC_CUDA_THREADS,
-                                                          0) != cudaSuccess || per_sm < 1) {
+                                                          0) != cudaSuccess) {
             (void)cudaGetLastError();
             per_sm = 1;
         }
+        per_sm = GPURING_MAX(per_sm, 1);
         blocks = GPURING_MAX((size_t)1, GPURING_MIN(blocks, (size_t)sms * (size_t)per_sm));
     }
     d.per_block = GPURING_DIV_UP(GPURING_DIV_UP(a->count, blocks), pack_elems) * pack_elems;
@@ -2173,8 +2183,7 @@ extern "C" gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_a
                       "kernel (%zu %s, %d ranks) did not finish (a GPU shared with long "
                       "kernels?); waiting for it before returning the error", a->timeout,
                       a->count, gpuring_type_name(a->type), a->nranks);
-        (void)cudaStreamSynchronize(stream);
-        (void)cudaGetLastError();
+        if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
         return GPURING_ERR_TIMEOUT;
     }
     if (err != cudaSuccess) {
@@ -2219,6 +2228,12 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
                           "bytes): the ranks passed different counts, datatypes or ops, or made "
                           "their calls in a different order", r, a->count, gpuring_type_name(a->type),
                           (unsigned long long)st->got_bytes);
+        } else if (kind == EXEC_STOP_LATE) {
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: this "
+                          "rank's LL direct kernel (%zu %s, its call %llu) started only after "
+                          "that, queued behind other work on its stream (the application's, "
+                          "on the default stream?): it wrote no output", a->timeout, a->count,
+                          gpuring_type_name(a->type), (unsigned long long)a->seq);
         } else if (kind == EXEC_WAIT_RECV && rc == GPURING_ERR_TIMEOUT) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: the LL "
                           "direct allreduce (%zu %s, its call %llu) waits for rank %d's %s (flags "

@@ -93,6 +93,8 @@
 #   latekernel_np3, latekernel_ll_np3  one rank's kernel starts after its abort's
 #                   grace: its status entry comes back when it has left, and the LL
 #                   direct kernel does not write the receive buffer then
+#   latekernel_grace_ll_np3  ... inside the grace: the LL direct kernel leaves
+#                   without writing, and its rank fails the call
 #   copyout_*, copyrun_np3  one rank's result cannot be copied out of its aligned copy
 #                   (the copy refused; or failing on the GPU)
 #                   (after every step moved): its call alone fails, the others'
@@ -639,6 +641,12 @@ failure_case latekernel_np3 3 2 \
 failure_case latekernel_ll_np3 3 2 \
     '\[gpuring rank 2\].*the kernel of a call aborted [0-9.]+ s ago has left: its status entry is back' \
     "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel
+# ... 2.5 s late: inside the grace after the abort (2 s), where the LL direct kernel
+# leaves at once without writing -- its rank took that for a kernel that finished in
+# the grace, and returned MPI_SUCCESS with its receive buffer unwritten
+failure_case latekernel_grace_ll_np3 3 2 \
+    '\[gpuring rank 2\].*LL direct kernel .* started only after that' \
+    "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel_grace
 # one rank's receive buffer off its element grid (its call runs on an aligned copy), and
 # the copy of its result out of it fails (mismatch_check copyout: every device copy of
 # its runtime refused during the call), after every step moved: its call fails, the

@@ -89,6 +89,10 @@
  *             has back once the call returned (here: a pattern written then), must
  *             hold that pattern after the late kernel ran (the LL direct kernel found
  *             every peer's units and wrote its result there)
+ *   latekernel_grace  the same, the kernels 2.5 s late: past a wait timeout of 2 s,
+ *             inside the second's grace after the abort -- the LL direct kernel then
+ *             leaves at once (no output), and its rank must fail the call, not take
+ *             the kernel's leaving in the grace for its end
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -124,7 +128,8 @@
  *
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce|bcast [laterhost]] [device] [idle] [nomem|nolaunch|copyout|copyrun|
- *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel]
+ *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel|
+ *                       latekernel_grace]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -191,6 +196,7 @@ static const struct fault {
     {"nothread", "GPURING_TEST_FAIL_THREAD", MPI_ERR_OTHER, 0, 0, 0, NULL},
     {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1, 0, NULL},
     {"latekernel", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "5000"},
+    {"latekernel_grace", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "2500"},
 };
 #define LATE_KERNEL_SEC 5 /* latekernel's delay ("5000" above) */
 static const struct fault *fault; /* the argument's; NULL: none */
@@ -380,7 +386,7 @@ int main(int argc, char **argv)
         device |= strcmp(argv[a], "device") == 0;
     }
     nomem = fault == &faults[0];
-    late_kernel = fault != NULL && strcmp(fault->arg, "latekernel") == 0;
+    late_kernel = fault != NULL && strncmp(fault->arg, "latekernel", 10) == 0;
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
         (allgather && iallreduce) || (bcast && (fault == NULL || fault->alone || allgather ||
                                                 iallreduce || by_type))) {
