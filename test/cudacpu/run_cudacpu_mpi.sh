@@ -167,12 +167,17 @@ mkdir -p "$logs"
 . "$here/../mpi/known_ompi_bugs.sh" # the mixed case's calls all go below
 passed=0 failed=0 bad=0
 
-# the segments of processes that are gone
+# the segments of processes that are gone: the CPU runtime's (cudacpu-PID-...) and
+# gpuring's own (gpuring-NS-PID-...: test/shm_segments.h)
 orphans() {
-    for f in /dev/shm/cudacpu-*; do
+    for f in /dev/shm/cudacpu-* /dev/shm/gpuring-*; do
         [ -e "$f" ] || continue
-        pid=${f#/dev/shm/cudacpu-}
+        case $f in
+        /dev/shm/cudacpu-*) pid=${f#/dev/shm/cudacpu-} ;;
+        *) pid=${f#/dev/shm/gpuring-*-} ;;
+        esac
         pid=${pid%%-*}
+        case $pid in '' | *[!0-9]*) continue ;; esac
         kill -0 "$pid" 2>/dev/null || echo "$f"
     done
 }
@@ -516,12 +521,13 @@ failure_case() {
             -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
         rc=$?
         report=$(sanitizer_report "$log")
+        left=$(orphans) # (a failed call's processes leave nothing in /dev/shm either)
         if [ "$rc" -eq 0 ] && grep -q "^$want passed, 0 failed\$" "$log" && [ -z "$report" ] &&
-            grep -qE "$pattern" "$log"; then
+            grep -qE "$pattern" "$log" && [ -z "$left" ]; then
             echo "PASS $name ($order, device buffers)"
             passed=$((passed + want))
         else
-            echo "FAIL $name ($order, device buffers): exit $rc${report:+, sanitizer: $report}; log $log"
+            echo "FAIL $name ($order, device buffers): exit $rc${report:+, sanitizer: $report}${left:+, segments left: $left}; log $log"
             sed 's/^/    /' "$log" | tail -20
             bad=1
         fi

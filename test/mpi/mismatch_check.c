@@ -111,7 +111,8 @@
  *
  * With "bcast" (and a fault), the failing call is an MPI_Bcast of COUNT ints from
  * rank 0: the ranks that only send, or whose part ended before the last rank failed,
- * may return MPI_SUCCESS (a call completes locally: README, "After a failure"), but
+ * may return MPI_SUCCESS (a call completes locally: README, "After a failure") -- then
+ * holding rank 0's data (a pattern no earlier call left) --, but
  * the call after it must fail on every rank within LIMIT -- the failed rank makes no
  * step of it, and its host's peers learn so from the arrival board instead of waiting
  * out their wait timeout.  With "laterhost" too, the call after it is on host buffers
@@ -151,7 +152,8 @@ typedef struct {
     double later_elapsed; /* of the call after it */
     int named;        /* the error string names gpuring */
     double idle_cpu;  /* "idle": CPU seconds the process used in the second after */
-    int wrong;        /* "copyout": elements of this rank's results not as computed here */
+    int wrong;        /* "copyout": elements of this rank's results not as computed here;
+                         "bcast": of rank 0's data, where its call returned MPI_SUCCESS */
     int setup_rc;     /* of the call before it, which sets the communicator up */
 } outcome_t;
 
@@ -229,6 +231,44 @@ static int wrong_sums(const void *out, int count, int size)
     return wrong;
 }
 
+/* bcast: rank 0's data for the failing call, a pattern no earlier call left (the setup
+ * call's sums are every rank's), and what the others hold before it (poison): a rank
+ * whose MPI_Bcast returned MPI_SUCCESS must hold the pattern.  Host or device buffers
+ * (cu loaded), as the case's. */
+static int bcast_value(int i) { return 1000003 * (i + 1) + 17; }
+
+static int bcast_copy(void *dst, const void *src, size_t bytes, int dir)
+{
+    if (cu.lib == NULL) {
+        memcpy(dst, src, bytes);
+        return 0;
+    }
+    return cu.memcpy_(dst, src, bytes, dir);
+}
+
+static void bcast_put(int *out, int count, int root)
+{
+    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1));
+
+    if (h == NULL) return;
+    for (int i = 0; i < count; i++) h[i] = root ? bcast_value(i) : -5;
+    (void)bcast_copy(out, h, sizeof(int) * (size_t)count, TEST_CUDA_H2D);
+    free(h);
+}
+
+static int bcast_wrong(const int *out, int count)
+{
+    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1)), wrong = 0;
+
+    if (h == NULL || bcast_copy(h, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
+        free(h);
+        return count;
+    }
+    for (int i = 0; i < count; i++) wrong += h[i] != bcast_value(i);
+    free(h);
+    return wrong;
+}
+
 /* One case on a fresh communicator: this rank's outcome. */
 /* latekernel: the pattern the application writes into the failed call's receive buffer
  * (device: count ints at out) once the call has returned (`put`), or checks is still
@@ -294,6 +334,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         cin = other_in;
         cout = other_out;
     }
+    if (bcast) bcast_put(cout, mine, rank == 0);
     t0 = MPI_Wtime();
     if (bcast) {
         o.rc = MPI_Bcast(cout, mine, MPI_INT, 0, comm); /* (the input stays every rank's) */
@@ -337,6 +378,7 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     }
     if (fault != NULL && fault->alone && o.rc == MPI_SUCCESS)
         o.wrong = wrong_sums((char *)cout + (rank == size - 1), count, size);
+    if (bcast && o.rc == MPI_SUCCESS) o.wrong = bcast_wrong(cout, mine);
     if (!iallreduce) {
         t0 = MPI_Wtime();
         o.later_cls = err_class(MPI_Allreduce(later_hin != NULL ? later_hin : in,
@@ -509,6 +551,8 @@ int main(int argc, char **argv)
                       "failed rank's peers waited for it)";
             } else if (bcast && x->later_cls != MPI_ERR_OTHER) {
                 why = "the call after it did not fail with MPI_ERR_OTHER";
+            } else if (bcast && x->rc == MPI_SUCCESS && x->wrong > 0) {
+                why = "its MPI_Bcast returned MPI_SUCCESS without rank 0's data";
             } else if (bcast) {
                 /* (its own verdicts, above) */
             } else if (x->rc == MPI_SUCCESS) {

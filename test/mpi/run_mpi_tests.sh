@@ -106,12 +106,21 @@ FAILED_NAMES=()
 pass() {
     echo "PASS $1"
     NPASS=$((NPASS + 1))
+    CASE_OPEN=
 }
 fail() {
     echo "FAIL $1 ($2, $3)"
     log_errors "$3"
     NFAIL=$((NFAIL + 1))
     FAILED_NAMES+=("$1")
+    CASE_OPEN=
+}
+# a case run_case left with neither verdict -- bash abandons a function at an error of
+# its own (a division by zero in a check, an operand that is not a number) -- fails
+CASE_OPEN=
+case_closed() {
+    [ -z "$CASE_OPEN" ] && return
+    fail "$CASE_OPEN" "the runner left the case without a verdict (an error in its checks: see above)" "$LOGDIR/$CASE_OPEN.log"
 }
 
 # run_case NAME NP RPN CHECKS "PARAM VALUE ..." BINARY ARGS...
@@ -128,6 +137,8 @@ run_case() {
     local bin=$1
     shift
     wanted "$name" || return
+    case_closed
+    CASE_OPEN=$name
     local log="$LOGDIR/$name.log"
     if [ ! -x "$BINDIR/$bin" ]; then
         fail "$name" "binary $BINDIR/$bin missing" "$log"
@@ -526,7 +537,8 @@ run_case() {
                     need_every_rank " staged $way block by block" "rank @: no staged $way block by block" || return 0
                     for ((r = 0; r < np; r++)); do
                         read -r blocks copies < <(sed -nE "s/.*\[gpuring rank $r\] staged $way block by block .*: ([0-9]+) blocks in ([0-9]+) copies$/\1 \2/p" "$log" | tail -n 1)
-                        if [ "$copies" -eq 0 ] || [ $((blocks / copies)) -lt 8 ]; then
+                        if ! [[ $blocks =~ ^[0-9]+$ && $copies =~ ^[1-9][0-9]*$ ]] ||
+                            [ $((blocks / copies)) -lt 8 ]; then
                             fail "$name" "rank $r: staged $way: $blocks blocks in $copies copies (a 2D copy per vector expected)" "$log"
                             return
                         fi
@@ -650,6 +662,10 @@ T_START=$SECONDS
 
 XARG=()
 [ -n "$EXCLUDE" ] && XARG=(-x "$EXCLUDE")
+# how long a call stuck on a peer (gone, or never making it) may take to fail, with a
+# wait timeout of 3 s: its timeout and room for a loaded machine -- not the 30-60 s
+# that let a call taking ten times its timeout pass
+STUCK_LIMIT=15
 FULL=(-t all,fortran -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
 REDUCED=(-t int8,uint8,int16,uint16,int32,uint32,int64,uint64,float,double -o all -i -Z -m world,dup,split -s "$SEED" -q "${XARG[@]}")
 MEDIUM=(-t int8,uint16,int32,int64,float,double -o sum,prod,max,bxor,land -i -m world,rev -s "$SEED" -q "${XARG[@]}")
@@ -660,6 +676,13 @@ LARGE=(-t float,int32 -o sum -c 1 -L -i -m world -s "$SEED" -q "${XARG[@]}")
 # LOGICAL, went below; the UCX paths with each gpuring type once: the MPI aliases
 # differ only in the entry's type mapping)
 run_case "allreduce_full_np3_rpn0" 3 0 ready "" allreduce_check "${FULL[@]}"
+# fp16 by name where Open MPI 5 has it (MPIX_C_FLOAT16): -t all takes it only where
+# allreduce_check was built with it, and names it here, so that a build without it
+# fails ("unknown type") instead of leaving it out
+if ! $MPIRUN --version 2>/dev/null | grep -q "(Open MPI) 4\."; then
+    run_case "allreduce_float16_np3_rpn1" 3 1 ready "" allreduce_check -t float16 -o all -i \
+        -m world,split -s "$SEED" -q "${XARG[@]}"
+fi
 for rpn in 1 2; do
     run_case "allreduce_reduced_np3_rpn$rpn" 3 $rpn ready "" allreduce_check "${REDUCED[@]}"
 done
@@ -868,7 +891,7 @@ if [ $ACTIVE = 1 ]; then
     FALLBACK_WHY="host buffers" run_case "iallreduce_first_hostoff_np3_rpn0" 3 0 \
         fallback "coll_gpuring_host_buffers 0 coll_gpuring_wait_timeout 20 op ^avx" iallreduce_check -q -F
     run_case "timeout_nonblocking_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
-        timeout_check 60 nonblocking
+        timeout_check "$STUCK_LIMIT" nonblocking
     # with coll_gpuring_agree_memory, a non-blocking call would wait for every rank to
     # agree on the kind of memory: it goes below instead, so a rank that makes it and
     # then serves a peer's send, which that peer makes before its own call, goes on
@@ -904,13 +927,15 @@ fi
 # --- failures: gpuring-only (plain Open MPI has no timeout: the stuck call would hang)
 if [ $ACTIVE = 1 ]; then
     # the last rank skips a call: the others report rank and step, and return
-    run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
-    run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" timeout_check 60
+    run_case "timeout_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3" \
+        timeout_check "$STUCK_LIMIT"
+    run_case "timeout_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
+        timeout_check "$STUCK_LIMIT"
     # ... and a non-blocking collective after it, which gpuring hands below, runs there
     # on every rank (gpuring's exchanges are on tags of its own, apart from the
     # component below's sequence of non-blocking calls)
     run_case "timeout_ibarrier_np3_rpn0" 3 0 "" "coll_gpuring_wait_timeout 3" \
-        timeout_check 60 ibarrier
+        timeout_check "$STUCK_LIMIT" ibarrier
     # ... but a rank late to a call gpuring runs -- past the wait timeout, within
     # coll_gpuring_arrival_timeout -- is waited for: the others say so, and every
     # rank's result is right (shm; net between virtual nodes; a non-blocking call)
@@ -958,7 +983,7 @@ pml_ucx_tls any pml_ucx_devices any btl ^vader,sm,tcp" timeout_check 60 adrift=1
     # the same while another communicator's calls keep UCX busy in a thread of the
     # waiting ranks: what moves on other connections is not the stuck call's progress
     run_case "timeout_busy_np3_rpn1" 3 1 ready,timeout "coll_gpuring_wait_timeout 3" \
-        timeout_check 60 busy
+        timeout_check "$STUCK_LIMIT" busy
     # the last rank passes more elements (or another datatype): every rank fails
     # promptly (well inside the 60 s timeout) with an MPI error naming gpuring, none
     # succeeds with data of another call, the next call fails the same way everywhere,
@@ -1016,7 +1041,8 @@ pml_ucx_tls any pml_ucx_devices any btl ^vader,sm,tcp" timeout_check 60 adrift=1
         mismatch_check 20 "$MISMATCH_COUNTS"
     run_case "mismatch_ll_np3_rpn0" 3 0 ready,mismatch "coll_gpuring_wait_timeout 60 $LL" \
         mismatch_check 20 "$MISMATCH_COUNTS"
-    run_case "timeout_ll_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3 $LL" timeout_check 60
+    run_case "timeout_ll_np3_rpn0" 3 0 ready,timeout "coll_gpuring_wait_timeout 3 $LL" \
+        timeout_check "$STUCK_LIMIT"
     # the last rank dies (SIGKILL) inside a 16 MiB call; mpirun keeps the others
     # running: each returns an error within the wait timeout, refuses the next call
     # at once, and no gpuring segment is left in /dev/shm.  Every rank its own
@@ -1030,21 +1056,22 @@ pml_ucx_tls any pml_ucx_devices any btl ^vader,sm,tcp" timeout_check 60 adrift=1
     if $MPIRUN --version 2>/dev/null | grep -q "(Open MPI) 4\."; then
         KILL=(orte_enable_recovery 1 coll_gpuring_wait_timeout 3 coll_gpuring_net_peer_failure all)
         mkdir -p "$LOGDIR/kill.1" "$LOGDIR/kill.2" # the survivors' verdicts
-        run_case "kill_np2_rpn1" 2 1 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.1"
-        run_case "kill_np4_rpn2" 4 2 "" "${KILL[*]}" kill_check 30 "$LOGDIR/kill.2"
+        run_case "kill_np2_rpn1" 2 1 "" "${KILL[*]}" kill_check "$STUCK_LIMIT" "$LOGDIR/kill.1"
+        run_case "kill_np4_rpn2" 4 2 "" "${KILL[*]}" kill_check "$STUCK_LIMIT" "$LOGDIR/kill.2"
         # ranks on hosts of their own (UCX over tcp, as between nodes), with the
         # default failure detection (remote peers only)
         mkdir -p "$LOGDIR/kill.3"
         FAKE_HOSTS=1 run_case "kill_hosts_np3_rpn0" 3 0 "" \
-            "orte_enable_recovery 1 coll_gpuring_wait_timeout 3" kill_check 30 "$LOGDIR/kill.3"
+            "orte_enable_recovery 1 coll_gpuring_wait_timeout 3" kill_check "$STUCK_LIMIT" \
+            "$LOGDIR/kill.3"
     else
         echo "INFO kill_*: skipped (they need Open MPI 4's orte_enable_recovery)"
     fi
     # the last rank skips a communicator's first call: setup must time out, not hang
     run_case "timeout_setup_np3_rpn1" 3 1 setuptimeout "coll_gpuring_wait_timeout 3" \
-        timeout_check 60 setup
+        timeout_check "$STUCK_LIMIT" setup
     run_case "timeout_setup_nonblocking_np3_rpn1" 3 1 setuptimeout,setuphint \
-        "coll_gpuring_wait_timeout 3" timeout_check 60 setup,nonblocking
+        "coll_gpuring_wait_timeout 3" timeout_check "$STUCK_LIMIT" setup,nonblocking
     # the last rank has no memory for its part of a setup exchange (fail_inject.so, set
     # around its first call: the communicator's state, the uid's exchange, the UCX
     # addresses' lengths): it leaves the exchanges, and every rank's call fails -- none
@@ -1287,6 +1314,7 @@ run_case "churn_np2_rpn1" 2 1 ready "" comm_churn -n "$CHURN_N_UCX" -q -l 4
 # progress threads are never idle, and still send the credits a teardown waits for
 run_case "churn_busy_np3_rpn1" 3 1 ready "" comm_churn -n 20 -q -l 4 -b
 
+case_closed
 echo "# total $((SECONDS - T_START))s, logs in $LOGDIR"
 if [ $NFAIL -gt 0 ]; then
     echo "# failed: ${FAILED_NAMES[*]}"

@@ -3,7 +3,8 @@
  * check and prints where it failed; unit_result does the same for tests
  * that make thousands of checks (only the first UNIT_MAX_MSGS failures are
  * printed); unit_rng is a seeded splitmix64; unit_report prints the closing
- * "N passed, N failed" line and gives the exit status; unit_write_all and
+ * "N passed, N failed" line and gives the exit status (a failure where no check
+ * ran); unit_write_all and
  * unit_read_all move whole messages over a pipe or socket between the
  * processes of a test (reads bounded in time).
  */
@@ -78,8 +79,13 @@ static inline uint64_t unit_rng(void)
         }                                                                      \
     } while (0)
 
+/* (a test that made no check fails: something skipped all of it) */
 static inline int unit_report(void)
 {
+    if (unit_passed + unit_failed == 0) {
+        printf("FAIL: no check ran\n");
+        unit_failed = 1;
+    }
     printf("%lu passed, %lu failed\n", unit_passed, unit_failed);
     return unit_failed != 0;
 }
