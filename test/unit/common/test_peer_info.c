@@ -88,11 +88,9 @@ int main(void)
         rc = child_info(own_shm, &peers[1]);
         EXPECT(rc >= 0, "the child with %s answered", apart[own_shm][0]);
         if (rc == 1) {
-            /* (root may be refused in a container without CAP_SYS_ADMIN: the MPI
-             * tests' ranks on hosts of their own need the same, and CI runs as
-             * root where it is not refused) */
+            /* (refused to root too: CI's Open MPI 5 job runs in a chroot, where a
+             * mount namespace of its own is) */
             printf("SKIP: %s\n", apart[own_shm][1]);
-            EXPECT(geteuid() != 0, "refused to root: %s", apart[own_shm][1]);
         } else if (rc == 0) {
             EXPECT(peers[1].host_hash != peers[0].host_hash &&
                        peers[1].machine_hash == peers[0].machine_hash,
