@@ -1069,16 +1069,17 @@ void gpuring_conn_net_unland_wait(gpuring_conn_t *conn, double *until_p)
     gpuring_proxy_t *proxy;
     gpuring_net_op_t *op;
     gpuring_spin_t spin;
+    double timeout;
 
     if (net == NULL) return;
     proxy = net->proxy;
+    timeout = gpuring_proxy_wait_timeout(proxy);
     /* one UCX had matched goes on writing into the caller's memory until it ends: the
      * call returns after it (the lock let go between polls: the proxy thread's passes)
      * -- or once the peer's endpoint failed: nothing more comes from it, and UCX never
      * ends a receive its sender left half sent */
-    if (*until_p == 0.0 && proxy->wait_timeout > 0)
-        *until_p = gpuring_time_sec() + proxy->wait_timeout;
-    gpuring_spin_init(&spin, proxy->wait_timeout > 0
+    if (*until_p == 0.0 && timeout > 0) *until_p = gpuring_time_sec() + timeout;
+    gpuring_spin_init(&spin, timeout > 0
                                  ? GPURING_MAX(1e-3, *until_p - gpuring_time_sec())
                                  : 0.0 /* (no bound) */);
     for (;;) {
@@ -1102,7 +1103,7 @@ void gpuring_conn_net_unland_wait(gpuring_conn_t *conn, double *until_p)
                           "failed call's output at %p did not end within %.0f s of the "
                           "call's cancels: UCX may still write there after the call "
                           "returned", net->peer, net->channel, (unsigned long long)op->step,
-                          op->at, proxy->wait_timeout);
+                          op->at, timeout);
             op = NULL;
         }
         gpuring_proxy_unlock(proxy);
@@ -1137,12 +1138,14 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
     gpuring_net_conn_t *net;
     gpuring_spin_t spin;
     gpuring_status_t st = GPURING_OK;
+    double timeout;
     long long gap;
     int ok = 0;
 
     if (conn == NULL || conn->net == NULL) return GPURING_OK;
     net = conn->net;
     if (proxy == NULL) proxy = net->proxy;
+    timeout = gpuring_proxy_wait_timeout(proxy);
 
     if (net->detached || !net->connected) {
         /* never connected, or the proxy is gone: no UCX state left -- but what UCX
@@ -1158,7 +1161,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
 
     /* bounded wait: sends in flight, the final credit both ways (abandoned: the
      * send end's queued steps, for its flush time) */
-    gpuring_spin_init(&spin, net->abandoned ? net->abandon_flush_s : proxy->wait_timeout);
+    gpuring_spin_init(&spin, net->abandoned ? net->abandon_flush_s : timeout);
     for (;;) {
         if (!gpuring_proxy_lock_within(proxy, "a connection's teardown (its last steps and "
                                               "credits)"))
@@ -1197,7 +1200,7 @@ gpuring_status_t gpuring_conn_net_destroy(gpuring_proxy_t *proxy, gpuring_conn_t
                 GPURING_WARN(GPURING_SUBSYS_NET,
                              "net %s conn to rank %d channel %d: teardown timed out after %.1f "
                              "s (sent %llu done %llu credit %llu / landed %llu credited %llu)",
-                             dir_str(net->dir), net->peer, net->channel, proxy->wait_timeout,
+                             dir_str(net->dir), net->peer, net->channel, timeout,
                              (unsigned long long)net->sent, (unsigned long long)net->done,
                              (unsigned long long)net->remote_head,
                              (unsigned long long)net->landed,

@@ -207,8 +207,8 @@ struct gpuring_proxy {
                       * cleared when the lock is next taken */
     int leaked;      /* atomic: a teardown left a connection with UCX operations in
                       * flight outside every list (stuck): UCX stays to the exit */
-    double wait_timeout;
-    uint64_t wait_timeout_ms; /* atomic: the same, for waits that read it unlocked */
+    uint64_t wait_timeout_ms; /* atomic (any thread reads it, a new communicator's setup
+                               * may set it): gpuring_proxy_wait_timeout */
     gpuring_proxy_peer_failure_t peer_failure;
 
     ucp_context_h context;
@@ -249,10 +249,18 @@ struct gpuring_proxy {
     char err_msg[256];
 };
 
+/* The proxy's wait timeout in seconds, 0: no bound. */
+static inline double gpuring_proxy_wait_timeout(const gpuring_proxy_t *proxy)
+{
+    return (double)__atomic_load_n(&proxy->wait_timeout_ms, __ATOMIC_RELAXED) / 1e3;
+}
+
 /* The proxy's wait timeout, but at least `floor` seconds; 0 (no bound) stays 0. */
 static inline double gpuring_proxy_wait_floor(const gpuring_proxy_t *proxy, double floor)
 {
-    return proxy->wait_timeout > 0 ? GPURING_MAX(proxy->wait_timeout, floor) : 0;
+    const double t = gpuring_proxy_wait_timeout(proxy);
+
+    return t > 0 ? GPURING_MAX(t, floor) : 0;
 }
 
 /* proxy_thread.c ----------------------------------------------------------- */

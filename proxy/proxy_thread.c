@@ -176,7 +176,7 @@ static void proxy_ep_warm_finish(gpuring_proxy_ep_t *pe)
     if (pe->warm_recv == NULL) return;
     if (ucp_request_check_status(pe->warm_recv) == UCS_INPROGRESS)
         ucp_request_cancel(proxy->worker, pe->warm_recv);
-    gpuring_spin_init(&spin, proxy->wait_timeout);
+    gpuring_spin_init(&spin, gpuring_proxy_wait_timeout(proxy));
     while (ucp_request_check_status(pe->warm_recv) == UCS_INPROGRESS) {
         if (gpuring_proxy_poll_tick(proxy, &spin) != GPURING_OK) {
             GPURING_WARN(GPURING_SUBSYS_NET, "cancelling the warm-up receive for rank %d "
@@ -335,7 +335,7 @@ static int proxy_close_eps(gpuring_proxy_t *proxy)
             req = ucp_ep_close_nbx(pe->ep, &param);
         }
         if (UCS_PTR_IS_PTR(req)) {
-            gpuring_spin_init(&spin, proxy->wait_timeout);
+            gpuring_spin_init(&spin, gpuring_proxy_wait_timeout(proxy));
             while (ucp_request_check_status(req) == UCS_INPROGRESS) {
                 if (gpuring_proxy_poll_tick(proxy, &spin) != GPURING_OK) {
                     GPURING_WARN(GPURING_SUBSYS_NET,
@@ -623,7 +623,7 @@ int gpuring_proxy_lock_for_report(gpuring_proxy_t *proxy, const char *doing, cha
 
 int gpuring_proxy_lock_within(gpuring_proxy_t *proxy, const char *doing)
 {
-    const double limit = __atomic_load_n(&proxy->wait_timeout_ms, __ATOMIC_RELAXED) / 1e3;
+    const double limit = gpuring_proxy_wait_timeout(proxy);
     uint64_t passes0 = __atomic_load_n(&proxy->passes, __ATOMIC_RELAXED);
     struct timespec deadline;
     char held[48], why[512];
@@ -934,12 +934,11 @@ static void *proxy_main(void *arg)
 
 /* ---- create / finalize ------------------------------------------------------------ */
 
-/* proxy->wait_timeout (a negative one as 0: no bound), and its copy in ms that
- * lock_within reads unlocked */
+/* The proxy's wait timeout (a negative one as 0: no bound), in ms: every wait reads
+ * it unlocked (gpuring_proxy_wait_timeout) */
 static void proxy_set_wait_timeout(gpuring_proxy_t *proxy, double seconds)
 {
     seconds = GPURING_MAX(seconds, 0.0);
-    proxy->wait_timeout = seconds;
     __atomic_store_n(&proxy->wait_timeout_ms, (uint64_t)(seconds * 1e3), __ATOMIC_RELAXED);
 }
 
@@ -1213,7 +1212,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
                   "proxy started: UCX %s (%s CUDA memory), worker address %zu bytes, wait "
                   "timeout %.1f s",
                   ucp_get_version_string(), proxy->cuda_memory ? "moves" : "does not move",
-                  proxy->address_len, proxy->wait_timeout);
+                  proxy->address_len, gpuring_proxy_wait_timeout(proxy));
     *proxy_p = proxy;
     return GPURING_OK;
 
