@@ -2229,11 +2229,12 @@ static void exec_direct_ll_report(const gpuring_exec_direct_ll_args_t *a,
                           "their calls in a different order", r, a->count, gpuring_type_name(a->type),
                           (unsigned long long)st->got_bytes);
         } else if (kind == EXEC_STOP_LATE) {
-            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: this "
-                          "rank's LL direct kernel (%zu %s, its call %llu) started only after "
-                          "that, queued behind other work on its stream (the application's, "
-                          "on the default stream?): it wrote no output", a->timeout, a->count,
-                          gpuring_type_name(a->type), (unsigned long long)a->seq);
+            GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce given up: this rank's LL direct "
+                          "kernel (%zu %s, its call %llu) started only after its host had "
+                          "given the call up (%s), queued behind other work on its stream "
+                          "(the application's, on the default stream?): it wrote no output",
+                          a->count, gpuring_type_name(a->type), (unsigned long long)a->seq,
+                          gpuring_status_str(rc));
         } else if (kind == EXEC_WAIT_RECV && rc == GPURING_ERR_TIMEOUT) {
             GPURING_ERROR(GPURING_SUBSYS_KERNEL, "allreduce timed out after %.0f s: the LL "
                           "direct allreduce (%zu %s, its call %llu) waits for rank %d's %s (flags "

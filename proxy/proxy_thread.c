@@ -938,8 +938,10 @@ static void *proxy_main(void *arg)
  * it unlocked (gpuring_proxy_wait_timeout) */
 static void proxy_set_wait_timeout(gpuring_proxy_t *proxy, double seconds)
 {
-    seconds = GPURING_MAX(seconds, 0.0);
-    __atomic_store_n(&proxy->wait_timeout_ms, (uint64_t)(seconds * 1e3), __ATOMIC_RELAXED);
+    /* (a bound under 1 ms stays a bound: 1 ms, not 0) */
+    const uint64_t ms = seconds > 0 ? GPURING_MAX((uint64_t)(seconds * 1e3), (uint64_t)1) : 0;
+
+    __atomic_store_n(&proxy->wait_timeout_ms, ms, __ATOMIC_RELAXED);
 }
 
 /* A thread of the proxy's (its progress thread, or a caller's pass) may run on

@@ -168,17 +168,26 @@ mkdir -p "$logs"
 passed=0 failed=0 bad=0
 
 # the segments of processes that are gone: the CPU runtime's (cudacpu-PID-...) and
-# gpuring's own (gpuring-NS-PID-...: test/shm_segments.h)
-orphans() {
+# gpuring's own (gpuring-NS-PID-...: test/shm_segments.h), made since segments_before
+# took its list (what another suite or an earlier run left is not the case's)
+segments() {
     for f in /dev/shm/cudacpu-* /dev/shm/gpuring-*; do
-        [ -e "$f" ] || continue
+        [ -e "$f" ] && echo "$f"
+    done
+}
+segments_before() {
+    before_segs=$(segments)
+}
+before_segs=
+orphans() {
+    segments | grep -vxF -e "$before_segs" | while read -r f; do
         case $f in
         /dev/shm/cudacpu-*) pid=${f#/dev/shm/cudacpu-} ;;
         *) pid=${f#/dev/shm/gpuring-*-} ;;
         esac
         pid=${pid%%-*}
         case $pid in '' | *[!0-9]*) continue ;; esac
-        kill -0 "$pid" 2>/dev/null || echo "$f"
+        [ -d "/proc/$pid" ] || echo "$f"
     done
 }
 
@@ -255,6 +264,7 @@ case_run() {
         *) mca="$mca coll_gpuring_wait_timeout $((limit * 2 / 5))" ;;
         esac
         start=$(date +%s)
+        segments_before
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" $(printf -- '--mca %s %s ' $mca) \
             -x CUDACPU_FIBER_ORDER $xenv "$top/test/mpi/$bin" "$@" > "$log" 2>&1
         rc=$?
@@ -516,6 +526,7 @@ failure_case() {
     next_orders
     for order in $case_orders; do
         log=$logs/$name-$order.log
+        segments_before
         CUDACPU_FIBER_ORDER=$order mpirun_cpu "$np" \
             $(printf -- '--mca %s %s ' coll_gpuring_verbose 3 $(with_arrival "$params")) \
             -x CUDACPU_FIBER_ORDER "$@" > "$log" 2>&1
@@ -649,9 +660,11 @@ failure_case latekernel_ll_np3 3 2 \
     "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel
 # ... 2.5 s late: inside the grace after the abort (2 s), where the LL direct kernel
 # leaves at once without writing -- its rank took that for a kernel that finished in
-# the grace, and returned MPI_SUCCESS with its receive buffer unwritten
+# the grace, and returned MPI_SUCCESS with its receive buffer unwritten; it fails now
+# ("started only after its host had given the call up"), or, where its kernel started
+# before its host gave up after all (a loaded machine), succeeds with its sums right
 failure_case latekernel_grace_ll_np3 3 2 \
-    '\[gpuring rank 2\].*LL direct kernel .* started only after that' \
+    '\[gpuring rank [01]\].*timed out after' \
     "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel_grace
 # one rank's receive buffer off its element grid (its call runs on an aligned copy), and
 # the copy of its result out of it fails (mismatch_check copyout: every device copy of

@@ -92,7 +92,9 @@
  *   latekernel_grace  the same, the kernels 2.5 s late: past a wait timeout of 2 s,
  *             inside the second's grace after the abort -- the LL direct kernel then
  *             leaves at once (no output), and its rank must fail the call, not take
- *             the kernel's leaving in the grace for its end
+ *             the kernel's leaving in the grace for its end; or, where its kernel
+ *             still started before its host gave up (a loaded machine), succeed with
+ *             every sum right (its receive buffer is poisoned before the call)
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -204,6 +206,7 @@ static const struct fault {
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int late_kernel;           /* fault is "latekernel" (device buffers) */
+static int late_grace;            /* ... "latekernel_grace" */
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
 static int bcast;                 /* the call is an MPI_Bcast from rank 0 */
@@ -335,6 +338,9 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         cout = other_out;
     }
     if (bcast) bcast_put(cout, mine, rank == 0);
+    /* latekernel: the late rank's receive buffer poisoned (the setup call left the
+     * sums there), so that a call that returns MPI_SUCCESS without writing it shows */
+    if (late_kernel && rank == size - 1) bcast_put(cout, mine, 0);
     t0 = MPI_Wtime();
     if (bcast) {
         o.rc = MPI_Bcast(cout, mine, MPI_INT, 0, comm); /* (the input stays every rank's) */
@@ -361,8 +367,10 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.rc = MPI_Allreduce(cin, cout, mine, type, MPI_SUM, comm);
     }
     o.elapsed = MPI_Wtime() - t0;
-    /* latekernel: the application has its receive buffer back (the communicator's free
-     * below waits for the late kernel: it runs meanwhile) */
+    /* latekernel: a call that returned MPI_SUCCESS wrote its sums; then the application
+     * has its receive buffer back (the communicator's free below waits for the late
+     * kernel: it runs meanwhile) */
+    if (late_kernel && o.rc == MPI_SUCCESS) o.wrong = wrong_sums(cout, count, size);
     if (late_kernel && rank == size - 1) late_pattern(cout, count, 1);
     if (fault != NULL && fault->env != NULL) {
         if (fault->valued)
@@ -429,6 +437,7 @@ int main(int argc, char **argv)
     }
     nomem = fault == &faults[0];
     late_kernel = fault != NULL && strncmp(fault->arg, "latekernel", 10) == 0;
+    late_grace = fault != NULL && strcmp(fault->arg, "latekernel_grace") == 0;
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
         (allgather && iallreduce) || (bcast && (fault == NULL || fault->alone || allgather ||
                                                 iallreduce || by_type))) {
@@ -555,6 +564,13 @@ int main(int argc, char **argv)
                 why = "its MPI_Bcast returned MPI_SUCCESS without rank 0's data";
             } else if (bcast) {
                 /* (its own verdicts, above) */
+            } else if (late_grace && failing && x->rc == MPI_SUCCESS) {
+                /* its kernel may yet have started before its host gave up (a loaded
+                 * machine: the 0.5 s either side of the grace's start), and then ran
+                 * the call -- right, if its sums are */
+                if (x->wrong > 0)
+                    why = "its call returned MPI_SUCCESS with its receive buffer unwritten "
+                          "(the late kernel left in the abort's grace)";
             } else if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
             } else if (failing && x->cls != fault->cls) {

@@ -1291,12 +1291,13 @@ if [ $ACTIVE = 1 ]; then
         device_coll_check -D "$FAKE_CUDA" -H -p -c 0,1,7,1000 -m world,split,inter -q
     # the control: handed down unstaged, the same device memory kills the component below
     if wanted device_colls_unstaged_crash; then
+        case_closed # (its own verdict, outside run_case)
         log="$LOGDIR/device_colls_unstaged_crash.log"
         mca_args coll_gpuring_verbose 3 coll_gpuring_stage_device_buffers 0
         timeout -k 10 "$TIMEOUT" $MPIRUN "${BASE[@]}" -np 2 "${MCA[@]}" \
             "$BINDIR/device_coll_check" -D "$FAKE_CUDA" -c 7 -m world -q > "$log" 2>&1
         rc=$?
-        if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "Segmentation fault" "$log"; then
+        if [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && grep -q "Segmentation fault" "$log"; then
             pass "device_colls_unstaged_crash (exit $rc: the component below faulted on device memory)"
         else
             fail "device_colls_unstaged_crash" "exit $rc without a segmentation fault" "$log"
