@@ -1300,7 +1300,7 @@ template <typename K> static const void *exec_cuda_fn(gpuring_type_t type, gpuri
 }
 
 /* Kernel K of (type, op), NULL logged: the tables hold every pair gpuring_op_supported
- * says yes to (the loader checks it: exec_cuda_load_kernels), so a hole is a defect of
+ * says yes to (the loader checks it: exec_cuda_load_one), so a hole is a defect of
  * the build -- GPURING_ERR_INVALID to the caller, never NOT_SUPPORTED (which the direct
  * path reads as "every rank takes the FIFOs"). */
 template <typename K>
@@ -1335,29 +1335,30 @@ static unsigned char exec_cuda_pool_used[EXEC_CUDA_POOL];
  */
 static uint64_t exec_cuda_loaded; /* devices (bit per ordinal < 64) loaded, the pool made */
 
+/* Load kernel K of (type, op), if the tables hold one; one of a pair gpuring_op_supported
+ * says yes to that they lack fails (exec_cuda_kernel_of logs it). */
+template <typename K> static gpuring_status_t exec_cuda_load_one(gpuring_type_t type,
+                                                                 gpuring_op_t op)
+{
+    const int supported = gpuring_op_supported(type, op);
+    const void *fn = supported ? exec_cuda_kernel_of<K>(type, op) : exec_cuda_fn<K>(type, op);
+    cudaFuncAttributes attr;
+
+    if (fn == NULL) return supported ? GPURING_ERR_INVALID : GPURING_OK;
+    GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
+    return GPURING_OK;
+}
+
 static gpuring_status_t exec_cuda_load_kernels(void)
 {
     for (int t = 0; t < GPURING_TYPE_COUNT; t++) {
         for (int o = 0; o < GPURING_OP_COUNT; o++) {
-            const void *fns[3] = {
-                exec_cuda_fn<exec_fifo_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
-                exec_cuda_fn<exec_direct_kernels>((gpuring_type_t)t, (gpuring_op_t)o),
-                exec_cuda_fn<exec_direct_ll_kernels>((gpuring_type_t)t, (gpuring_op_t)o) };
-            const char *names[3] = { exec_fifo_kernels::name, exec_direct_kernels::name,
-                                     exec_direct_ll_kernels::name };
-            for (int k = 0; k < 3; k++) {
-                cudaFuncAttributes attr;
-                if (fns[k] != NULL) {
-                    GPURING_CUDA_CHECK(cudaFuncGetAttributes(&attr, fns[k]));
-                } else if (gpuring_op_supported((gpuring_type_t)t, (gpuring_op_t)o)) {
-                    GPURING_ERROR(GPURING_SUBSYS_KERNEL, "exec_cuda: the %s kernel of %s on %s "
-                                  "is missing from this build's tables, which must hold every "
-                                  "pair gpuring_op_supported says yes to", names[k],
-                                  gpuring_op_name((gpuring_op_t)o),
-                                  gpuring_type_name((gpuring_type_t)t));
-                    return GPURING_ERR_INVALID;
-                }
-            }
+            const gpuring_type_t type = (gpuring_type_t)t;
+            const gpuring_op_t op = (gpuring_op_t)o;
+
+            GPURING_CHECK(exec_cuda_load_one<exec_fifo_kernels>(type, op));
+            GPURING_CHECK(exec_cuda_load_one<exec_direct_kernels>(type, op));
+            GPURING_CHECK(exec_cuda_load_one<exec_direct_ll_kernels>(type, op));
         }
     }
     {

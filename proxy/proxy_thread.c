@@ -816,19 +816,17 @@ void gpuring_proxy_active_end(gpuring_proxy_t *proxy)
      * holding it, so the signal is never lost.  (Not had: the proxy is stuck,
      * and the operation's work waits for whatever holds it.) */
     if (!gpuring_proxy_lock_within(proxy, "an operation's last pass")) return;
-    if (__atomic_load_n(&proxy->device, __ATOMIC_RELAXED) >= 0) {
+    passes = proxy->passes;
+    if (proxy->device >= 0) {
         /* GPU-direct slots came meanwhile (another communicator's setup): the
          * thread's, as in proxy_drive */
-        proxy->handoff = 1;
-        pthread_cond_signal(&proxy->cond);
-        gpuring_proxy_unlock(proxy);
-        return;
+        flags = GPURING_NET_PENDING;
+    } else {
+        /* the worker only where something is left: a call whose sends UCX finished
+         * at once (small ones, credits) ends without a poll of every transport */
+        flags = proxy_post_conns(proxy);
+        if (flags & (GPURING_NET_PENDING | GPURING_NET_POLL)) flags = proxy_pass_conns(proxy);
     }
-    passes = proxy->passes;
-    /* the worker only where something is left: a call whose sends UCX finished
-     * at once (small ones, credits) ends without a poll of every transport */
-    flags = proxy_post_conns(proxy);
-    if (flags & (GPURING_NET_PENDING | GPURING_NET_POLL)) flags = proxy_pass_conns(proxy);
     if (flags & GPURING_NET_PENDING) {
         proxy->handoff = 1;
         pthread_cond_signal(&proxy->cond);
