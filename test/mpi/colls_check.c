@@ -30,8 +30,8 @@
  * an MPI_Bcast of each rank's own datatype of one signature, rank 0's with holes,
  * so that it packs the elements first and the others do not; the last rank the
  * root), -I (rank 0's MPI_Bcast calls run 1 s ahead of the others': its process must
- * stay idle in the second after them), -x TYPE:OP,... (reductions left out: where the component below runs them
- * wrong, known_ompi_bugs.sh; test/mpi/type_op_list.h), -q (quiet).  Rank 0 prints `N passed, N failed`; exit
+ * stay idle in the second after them), -x TYPE:OP,... (reductions left out: where the
+ * component below runs them wrong, known_ompi_bugs.sh; test/mpi/type_op_list.h), -q (quiet).  Rank 0 prints `N passed, N failed`; exit
  * code non-zero when a check failed on any rank.
  */
 #include <mpi.h>
@@ -40,12 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
 #include "test/mpi/type_op_list.h"
 #include "test/mem_peak.h"
+#include "test/cpu_seconds.h"
 #include "test/mpi_verdict.h"
 
 enum { SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR, LXOR, NOPS };
@@ -415,15 +415,6 @@ static void check_bcast(MPI_Comm comm, const ty_t *t, MPI_Datatype dt, size_t co
  * sleep 1 s first), then sleeps 1 s itself: its process must use less than half that
  * second's CPU -- gpuring's progress thread, with nothing left to send, naps until the
  * receivers' credits come instead of spinning for them */
-static double cpu_seconds(void)
-{
-    struct rusage u;
-
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 static void check_idle_root(MPI_Comm comm, int cs)
 {
     int r;
@@ -433,10 +424,10 @@ static void check_idle_root(MPI_Comm comm, int cs)
     if (r != 0) sleep(1);
     for (int k = 0; k < 8; k++) check_bcast(comm, &types[T_INT32], MPI_INT32_T, 4096, 0, cs + k);
     if (r == 0) {
-        double cpu = cpu_seconds();
+        double cpu = test_cpu_seconds();
 
         sleep(1);
-        cpu = cpu_seconds() - cpu;
+        cpu = test_cpu_seconds() - cpu;
         if (cpu < 0.5) {
             g_pass++;
         } else {

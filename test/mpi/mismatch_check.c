@@ -139,10 +139,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "test/cuda_dl.h"
+#include "test/cpu_seconds.h"
 #include "test/mpi_verdict.h"
 
 #define MAX_CASES 64
@@ -158,15 +158,6 @@ typedef struct {
                          "bcast": of rank 0's data, where its call returned MPI_SUCCESS */
     int setup_rc;     /* of the call before it, which sets the communicator up */
 } outcome_t;
-
-static double cpu_seconds(void)
-{
-    struct rusage u;
-
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 static int err_class(int rc)
 {
@@ -219,80 +210,58 @@ static int *host_in, *host_out;   /* late: the setup call's host buffers */
 static MPI_Datatype strided;      /* an int every 8 bytes */
 static const char *label = "";    /* the call's, in the report */
 
-/* How many of the `count` sums at device address `out` are not what every rank's input
- * (rank + i at element i) adds up to. */
-static int wrong_sums(const void *out, int count, int size)
-{
-    int *got = malloc(sizeof(int) * (size_t)count), wrong = 0;
+/* The patterns the cases write into (ints_put) and compare with (ints_wrong) count ints
+ * at out, host or device memory (cu loaded), element i being value(i, arg):
+ *   sum_value (arg: the ranks) what every rank's input (rank + i at element i) adds up
+ *             to -- the setup call leaves it in every rank's output;
+ *   bcast_value  rank 0's data for the failing MPI_Bcast, a pattern no earlier call
+ *             left: a rank whose call returned MPI_SUCCESS must hold it;
+ *   poison_value what a receiver (bcast), or the late rank (latekernel), holds before
+ *             the failing call, so that a call that wrote nothing shows;
+ *   late_value   what the application writes into the failed call's receive buffer
+ *             once the call has returned (latekernel), and checks is still there. */
+typedef int (*pattern_fn)(int i, int arg);
+static int sum_value(int i, int size) { return size * i + size * (size - 1) / 2; }
+static int bcast_value(int i, int arg) { return 1000003 * (i + 1) + 17; }
+static int poison_value(int i, int arg) { return -5; }
+static int late_value(int i, int arg) { return -7 - i; }
 
-    if (got == NULL || cu.memcpy_(got, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
-        free(got);
-        return count;
-    }
-    for (int i = 0; i < count; i++) wrong += got[i] != size * i + size * (size - 1) / 2;
-    free(got);
-    return wrong;
-}
-
-/* bcast: rank 0's data for the failing call, a pattern no earlier call left (the setup
- * call's sums are every rank's), and what the others hold before it (poison): a rank
- * whose MPI_Bcast returned MPI_SUCCESS must hold the pattern.  Host or device buffers
- * (cu loaded), as the case's. */
-static int bcast_value(int i) { return 1000003 * (i + 1) + 17; }
-
-static int bcast_copy(void *dst, const void *src, size_t bytes, int dir)
+static int ints_copy(void *dst, const void *src, int count, int dir)
 {
     if (cu.lib == NULL) {
-        memcpy(dst, src, bytes);
+        memcpy(dst, src, sizeof(int) * (size_t)count);
         return 0;
     }
-    return cu.memcpy_(dst, src, bytes, dir);
+    return cu.memcpy_(dst, src, sizeof(int) * (size_t)count, dir);
 }
 
-static void bcast_put(int *out, int count, int root)
+/* 0, or -1 where the copy (or memory for it) failed */
+static int ints_put(void *out, int count, pattern_fn value, int arg)
 {
-    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1));
+    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1)), rc;
 
-    if (h == NULL) return;
-    for (int i = 0; i < count; i++) h[i] = root ? bcast_value(i) : -5;
-    (void)bcast_copy(out, h, sizeof(int) * (size_t)count, TEST_CUDA_H2D);
+    if (h == NULL) return -1;
+    for (int i = 0; i < count; i++) h[i] = value(i, arg);
+    rc = ints_copy(out, h, count, TEST_CUDA_H2D) != 0 ? -1 : 0;
     free(h);
+    return rc;
 }
 
-static int bcast_wrong(const int *out, int count)
+/* How many of the count ints are not the pattern's (all of them where the copy failed) */
+static int ints_wrong(const void *out, int count, pattern_fn value, int arg)
 {
     int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1)), wrong = 0;
 
-    if (h == NULL || bcast_copy(h, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
+    if (h == NULL || ints_copy(h, out, count, TEST_CUDA_D2H) != 0) {
         free(h);
         return count;
     }
-    for (int i = 0; i < count; i++) wrong += h[i] != bcast_value(i);
+    for (int i = 0; i < count; i++) wrong += h[i] != value(i, arg);
     free(h);
     return wrong;
 }
 
 /* One case on a fresh communicator: this rank's outcome. */
-/* latekernel: the pattern the application writes into the failed call's receive buffer
- * (device: count ints at out) once the call has returned (`put`), or checks is still
- * there (-1: not, or the copy failed) */
-static int late_pattern(int *out, int count, int put)
-{
-    int *h = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1)), rc = 0;
-
-    if (h == NULL) return -1;
-    if (put) {
-        for (int i = 0; i < count; i++) h[i] = -7 - i;
-        rc = cu.memcpy_(out, h, sizeof(int) * (size_t)count, TEST_CUDA_H2D) != 0 ? -1 : 0;
-    } else if (cu.memcpy_(h, out, sizeof(int) * (size_t)count, TEST_CUDA_D2H) != 0) {
-        rc = -1;
-    } else {
-        for (int i = 0; i < count && rc == 0; i++) rc = h[i] == -7 - i ? 0 : -1;
-    }
-    free(h);
-    return rc;
-}
-
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
     outcome_t o = {0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0};
@@ -337,10 +306,10 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         cin = other_in;
         cout = other_out;
     }
-    if (bcast) bcast_put(cout, mine, rank == 0);
+    if (bcast) (void)ints_put(cout, mine, rank == 0 ? bcast_value : poison_value, 0);
     /* latekernel: the late rank's receive buffer poisoned (the setup call left the
      * sums there), so that a call that returns MPI_SUCCESS without writing it shows */
-    if (late_kernel && rank == size - 1) bcast_put(cout, mine, 0);
+    if (late_kernel && rank == size - 1) (void)ints_put(cout, mine, poison_value, 0);
     t0 = MPI_Wtime();
     if (bcast) {
         o.rc = MPI_Bcast(cout, mine, MPI_INT, 0, comm); /* (the input stays every rank's) */
@@ -370,8 +339,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     /* latekernel: a call that returned MPI_SUCCESS wrote its sums; then the application
      * has its receive buffer back (the communicator's free below waits for the late
      * kernel: it runs meanwhile) */
-    if (late_kernel && o.rc == MPI_SUCCESS) o.wrong = wrong_sums(cout, count, size);
-    if (late_kernel && rank == size - 1) late_pattern(cout, count, 1);
+    if (late_kernel && o.rc == MPI_SUCCESS) o.wrong = ints_wrong(cout, count, sum_value, size);
+    if (late_kernel && rank == size - 1) (void)ints_put(cout, count, late_value, 0);
     if (fault != NULL && fault->env != NULL) {
         if (fault->valued)
             setenv(fault->env, "0", 1);
@@ -385,8 +354,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         if (rank == 0) printf("rank 0: count %d%s: \"%s\"\n", count, label, msg);
     }
     if (fault != NULL && fault->alone && o.rc == MPI_SUCCESS)
-        o.wrong = wrong_sums((char *)cout + (rank == size - 1), count, size);
-    if (bcast && o.rc == MPI_SUCCESS) o.wrong = bcast_wrong(cout, mine);
+        o.wrong = ints_wrong((char *)cout + (rank == size - 1), count, sum_value, size);
+    if (bcast && o.rc == MPI_SUCCESS) o.wrong = ints_wrong(cout, mine, bcast_value, 0);
     if (!iallreduce) {
         t0 = MPI_Wtime();
         o.later_cls = err_class(MPI_Allreduce(later_hin != NULL ? later_hin : in,
@@ -394,11 +363,11 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
                                               MPI_INT, MPI_SUM, comm));
         o.later_elapsed = MPI_Wtime() - t0;
         if (fault != NULL && fault->alone && o.later_cls == MPI_SUCCESS)
-            o.wrong += wrong_sums(out, count, size);
+            o.wrong += ints_wrong(out, count, sum_value, size);
         if (idle) {
-            o.idle_cpu = cpu_seconds();
+            o.idle_cpu = test_cpu_seconds();
             sleep(1);
-            o.idle_cpu = cpu_seconds() - o.idle_cpu;
+            o.idle_cpu = test_cpu_seconds() - o.idle_cpu;
         }
         MPI_Comm_free(&comm);
     }
@@ -622,7 +591,7 @@ int main(int argc, char **argv)
             int longest = 0; /* (each case wrote the pattern over its count) */
 
             for (int k = 0; k < ncases; k++) longest = counts[k] > longest ? counts[k] : longest;
-            if (late_pattern(out, longest, 0) != 0) {
+            if (ints_wrong(out, longest, late_value, 0) != 0) {
                 fprintf(stderr, "FAILED latekernel: the late kernel wrote the receive "
                         "buffer after the call had returned\n");
                 failed++;
