@@ -498,7 +498,8 @@ typedef struct mca_coll_gpuring_request {
                                          * keeps datatypes and ops alive in its fields) */
     gpuring_status_t st;  /* the call's end, from the worker */
     int broken;           /* ... and whether it left the communicator broken */
-    int user_freed;       /* MPI_Request_free before it ended: released when it does */
+    int ends;             /* atomic: its completion and its free, marked as each comes
+                           * (request_end_mark: the second releases it) */
     mca_coll_gpuring_call_t call; /* for the error report */
     gpuring_plane_t plane;        /* (the communicator: super's req_mpi_object.comm) */
     gpuring_comm_t *gcomm;               /* whose queue runs it (gpuring_comm_async_step) */

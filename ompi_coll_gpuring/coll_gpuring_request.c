@@ -71,19 +71,23 @@ static void request_release(mca_coll_gpuring_request_t *req)
     if (!gone && !final) OBJ_RELEASE(comm);
 }
 
-/* MPI_Request_free (or the end of MPI_Wait/MPI_Test): a request still
- * running is released when it ends. */
+/* A request given to the application has two ends -- its completion, and
+ * MPI_Request_free (or the end of MPI_Wait/MPI_Test), in either order and
+ * possibly in two threads -- and each marks it once: the second releases it.
+ * No lock is held at either: completion runs the request's completion
+ * callback (Open MPI's, or one a layer above set), which may free this
+ * request or start another one on gpuring. */
+static void request_end_mark(mca_coll_gpuring_request_t *req)
+{
+    if (__atomic_fetch_add(&req->ends, 1, __ATOMIC_ACQ_REL) == 1) request_release(req);
+}
+
 static int request_free(ompi_request_t **rptr)
 {
     mca_coll_gpuring_request_t *req = (mca_coll_gpuring_request_t *)*rptr;
-    int release;
 
-    pthread_mutex_lock(&request_lock);
-    release = REQUEST_COMPLETE(REQ(req));
-    req->user_freed = !release;
-    pthread_mutex_unlock(&request_lock);
-    if (release) request_release(req);
     *rptr = MPI_REQUEST_NULL;
+    request_end_mark(req);
     return OMPI_SUCCESS;
 }
 
@@ -95,33 +99,18 @@ static int request_cancel(ompi_request_t *request, int complete)
     return OMPI_SUCCESS;
 }
 
-/* Complete one (request_lock held: request_free reads what this sets); one the
- * application freed first goes onto *release (nobody waits for it). */
-static void request_complete(mca_coll_gpuring_request_t *req,
-                             mca_coll_gpuring_request_t **release)
+/* Complete one (no lock held: request_end_mark); the status set before. */
+static void request_complete(mca_coll_gpuring_request_t *req)
 {
-    if (req->user_freed) {
-        req->next = *release;
-        *release = req;
-    }
     ompi_request_complete(REQ(req), true);
-}
-
-static void request_release_all(mca_coll_gpuring_request_t *release)
-{
-    mca_coll_gpuring_request_t *next;
-
-    for (; release != NULL; release = next) {
-        next = release->next;
-        request_release(release);
-    }
+    request_end_mark(req);
 }
 
 /* The requests over the component below's whose own completed: each one's freed, its
  * end function run (the staged results copied back), then gpuring's completed. */
 static int request_over_progress(void)
 {
-    mca_coll_gpuring_request_t **at, *req, *next, *ended = NULL, *release = NULL;
+    mca_coll_gpuring_request_t **at, *req, *next, *ended = NULL;
     int n = 0;
 
     pthread_mutex_lock(&request_lock);
@@ -145,27 +134,25 @@ static int request_over_progress(void)
         next = req->next;
         (void)ompi_request_free(&req->below); /* complete: the component below's to reuse */
         error = req->end(req->end_ctx, error);
-        pthread_mutex_lock(&request_lock);
         REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(error);
-        request_complete(req, &release);
-        pthread_mutex_unlock(&request_lock);
+        request_complete(req);
     }
-    request_release_all(release);
     return n;
 }
 
 /* Complete what the workers filed (a failed call's error logged: failures only). */
 static int request_ended_progress(void)
 {
-    mca_coll_gpuring_request_t *req, *next, *oldest = NULL, *release = NULL;
+    mca_coll_gpuring_request_t *req, *next, *oldest = NULL;
     int n = 0;
 
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
-    /* one critical section for the batch */
+    /* the batch taken in one critical section, completed outside it */
     pthread_mutex_lock(&request_lock);
     req = request_ended;
     request_ended = NULL;
     __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
     /* (filed newest first: completed in the order the calls ended, a communicator's in
      * its calls' order -- MPI_Waitany, MPI_Testsome see the older first) */
     for (; req != NULL; req = next) {
@@ -187,10 +174,8 @@ static int request_ended_progress(void)
                                : mca_coll_gpuring_comm_label(comm, unnamed, sizeof(unnamed)),
                 req->comm_gone ? req->comm_rank : ompi_comm_rank(comm), req->broken, req->st));
         }
-        request_complete(req, &release);
+        request_complete(req);
     }
-    pthread_mutex_unlock(&request_lock);
-    request_release_all(release);
     return n;
 }
 
@@ -262,7 +247,7 @@ static mca_coll_gpuring_request_t *request_make(struct ompi_communicator_t *comm
      * MPI_Test_cancelled must say so) */
     REQ(req)->req_status = ompi_status_empty;
     REQ(req)->req_status.MPI_ERROR = OMPI_SUCCESS;
-    req->user_freed = 0;
+    req->ends = 0;
     req->next = NULL;
     req->run_prev = req->run_next = NULL;
     req->below = NULL;

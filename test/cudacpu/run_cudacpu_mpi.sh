@@ -73,6 +73,10 @@
 #                   FIFO programs and, once a blocking call set it up, the LL
 #                   direct allreduce, in gpuring's worker thread) mixed with
 #                   blocking ones (direct)
+#   request_cb_np3, request_cb_staged_np3  request_cb_check -d (-u): a request's
+#                   completion callback frees it and starts the next call, on
+#                   gpuring's own requests and (a user op) on those over the
+#                   component below's staged calls
 #   churn_np2/np3   comm_churn -d: 60 communicators made and freed on device
 #                   buffers (direct, and FIFO), nothing leaked
 #   timeout_np3     a rank skips a call on device buffers (FIFO path): the
@@ -484,6 +488,19 @@ summary=$SUMMARY_BELOW
 want='staged through host memory for the component below: .*MPI_Iallreduce [1-9]'
 below_ok=allreduce
 case_run iallreduce_first_np3 3 "coll_gpuring_nonblocking_setup 0 op ^avx" -d -F -q
+summary=$SUMMARY_ON_DEVICE
+want="" bin=allreduce_check below_ok=""
+
+# a request's completion callback (Open MPI's, as a layer above sets it) frees the
+# request and starts the next call on its communicator: gpuring completed its requests
+# holding the lock both take (deadlock); on gpuring's own requests, and on those over
+# the component below's (a user op: staged through host memory)
+bin=request_cb_check
+case_run request_cb_np3 3 "" -d -q
+summary=$SUMMARY_BELOW
+want='staged through host memory for the component below: .*MPI_Iallreduce [1-9]'
+below_ok=allreduce
+case_run request_cb_staged_np3 3 "op ^avx" -d -u -q
 summary=$SUMMARY_ON_DEVICE
 want="" bin=allreduce_check below_ok=""
 

@@ -909,6 +909,11 @@ if [ $ACTIVE = 1 ]; then
         iallreduce_check -q -U
     run_case "unwaited_np3_rpn1" 3 1 ready,unwaited "coll_gpuring_wait_timeout 3" \
         iallreduce_check -q -U
+    # a request's completion callback (Open MPI's, as a layer above sets it) frees the
+    # request and starts the next call on its communicator: gpuring completed its
+    # requests holding the lock both take -- the process hung (the program's alarm)
+    run_case "request_cb_np3_rpn0" 3 0 ready,allcalls "" request_cb_check -q
+    run_case "request_cb_np3_rpn1" 3 1 ready,allcalls "" request_cb_check -q
 fi
 
 # --- a seeded random sequence of mixed calls (mix_check): allreduce, iallreduce (up to 4
