@@ -34,7 +34,8 @@ typedef enum {
     GPURING_ERR_REMOTE = -8,        /* another rank reported a failure */
     GPURING_ERR_CUDA = -9,
     GPURING_ERR_MISMATCH = -10,     /* a peer's step is of another call (count, type, op) */
-    GPURING_ERR_BROKEN = -11,       /* an earlier call on the communicator failed */
+    GPURING_ERR_BROKEN = -11,       /* an earlier call on the communicator failed (a call
+                                     * refused so ran nothing: no kernel, no receive) */
 } gpuring_status_t;
 
 const char *gpuring_status_str(gpuring_status_t st);

@@ -1025,9 +1025,13 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     exec_cuda_status_t *st = d.status;
     /* the host's abort as the kernel starts: one that starts late (queued behind long
      * work) after its host gave the call up and returned finds its peers' first steps
-     * in its FIFOs all the same, and must not write an output that is no longer the
-     * call's.  Read here, looked at before the first op that writes the output (a
-     * ring's come after its first steps: the load has returned by then) */
+     * in its FIFOs all the same, and must neither write an output that is no longer the
+     * call's nor let a peer still in the call complete it (the call fails on every rank
+     * or on none): a late rank whose program writes no output (a bcast's root, a
+     * reduce's non-roots) would otherwise run it all, sending an input the application
+     * has back.  Read here, looked at before the first op that writes the output and
+     * before the last op, whichever comes first (a ring's come after its first steps:
+     * the load has returned by then; a one-op program waits for it) */
     const int aborted_at_start = threadIdx.x == 0 ? st->abort : 0;
 
     if (threadIdx.x == 0) {
@@ -1046,7 +1050,8 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         gpuring_prog_op(&prog, op, &s);
         if (threadIdx.x == 0 &&
             ((aborted_at_start &&
-              (s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD))) ||
+              ((s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD)) ||
+               op + 1 == prog.nops)) ||
              !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T)))) {
             exec_abandon(ch, sstep);
             aborted = 1;
@@ -1137,15 +1142,14 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
     __shared__ int go;
     /* the host's abort as the kernel starts: one that starts late (queued behind long
      * work) after its host gave the call up and returned finds every peer's units in
-     * its row all the same, and must not write an output that is no longer the
-     * call's.  Read here, looked at once the headers are in: the load has returned */
+     * its row all the same, and must neither write an output that is no longer the
+     * call's nor let a peer still in the call complete it (the call fails on every
+     * rank or on none).  Read here; looked at by block 0 once its own units are out --
+     * the header it then stores to every peer is the call's, or the abandon (peers
+     * take no unit before a header: a late rank's units are never used) -- and by
+     * every block once the headers are in */
     const int aborted_at_start = threadIdx.x == 0 ? st->abort : 0;
 
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        for (int r = 0; r < d.nranks; r++) {
-            if (r != d.rank) exec_ll_header(d.to[r], d.count * sizeof(T), d.call, d.flag);
-        }
-    }
     for (size_t p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
         const size_t first = p * per_pair;
         const int n = (int)min(per_pair, d.count - first);
@@ -1155,6 +1159,13 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
             if (r != d.rank) {
                 exec_ll_pair_store(d.to[r] + GPURING_LL_HDR_UNITS + 2 * p, v, d.flag, true);
             }
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (int r = 0; r < d.nranks; r++) {
+            if (r != d.rank)
+                exec_ll_header(d.to[r], aborted_at_start ? 0 : d.count * sizeof(T),
+                               aborted_at_start ? GPURING_CALL_ABORT : d.call, d.flag);
         }
     }
     if (threadIdx.x == 0) {

@@ -291,6 +291,9 @@ typedef struct mca_coll_gpuring_call {
                               run (a packing that failed: sendbuf or recvbuf then only
                               tells the memory's kind, never touched): call_run takes the
                               plane's path and abandons it there (gpuring_comm_abandon) */
+    int ran;             /* set by call_run: the call reached its plane's executors, whose
+                            kernel or receives may still write its buffers after a failure
+                            (mca_coll_gpuring_call_may_write) */
 } mca_coll_gpuring_call_t;
 /* An MPI call begins on gpuring's module (every entry point's first step): the module,
  * its call's exchanges counted from none -- the call's first waits for a rank late to
@@ -305,7 +308,14 @@ mca_coll_gpuring_call_begin(mca_coll_base_module_t *module)
     return m;
 }
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
-                              const mca_coll_gpuring_call_t *call);
+                              mca_coll_gpuring_call_t *call);
+/* Whether memory call_run's call was given may still be written after it returned rc:
+ * the call failed after its executors had it (call->ran) -- a late kernel, a receive
+ * UCX had matched.  Memory gpuring allocated for such a call is kept, never freed. */
+static inline int mca_coll_gpuring_call_may_write(const mca_coll_gpuring_call_t *call, int rc)
+{
+    return call->ran && rc != OMPI_SUCCESS && !MCA_COLL_GPURING_FELL_BACK(rc);
+}
 /* Whether memory of buf's kind goes below on this rank whatever the call (host buffers
  * under coll_gpuring_host_buffers 0, managed memory, ...): call_run's first check, made
  * before a (blocking) call packs its elements into bytes of that kind (the reason
@@ -394,9 +404,9 @@ void *mca_coll_gpuring_contiguous(const void *buf, size_t count, struct ompi_dat
  * OMPI_SUCCESS with .fail set: packed_bytes hands the call the elements' own memory,
  * whose kind still picks its path, and sets the call's fail -- the peers make the call,
  * and call_run tells them that this rank gave up on it.  unpack writes the bytes
- * back into the elements where `out` (a receiver's) and frees them -- device memory
- * only after a call that did not fail (`call_rc` OMPI_SUCCESS or the fallback): a failed
- * call's kernel may still write it, so it is kept.  Errors logged. */
+ * back into the elements where `out` (a receiver's) and frees them -- but the call's
+ * bytes where `may_write` (mca_coll_gpuring_call_may_write: a failed call's kernel or
+ * receives may still write them), which are kept.  Errors logged. */
 typedef struct mca_coll_gpuring_packed {
     void *bytes; /* NULL: nothing packed */
     gpuring_status_t fail; /* packing failed (bytes NULL) */
@@ -411,13 +421,15 @@ typedef struct mca_coll_gpuring_packed {
     char *host;  /* the packed bytes in host memory */
     int pooled;  /* .bytes from the GPU's stream-ordered pool (gpuring_devcopy_alloc) */
     int pieced;  /* the elements lie in several allocations (kept when packing failed) */
+    const mca_coll_gpuring_module_t *m; /* the call's, and its collective: for the errors */
+    gpuring_coll_kind_t coll;
 } mca_coll_gpuring_packed_t;
 int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_t *p,
                           gpuring_coll_kind_t coll, void *buf, size_t count,
                           struct ompi_datatype_t *dt, int in);
 void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
                                     mca_coll_gpuring_call_t *call);
-int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc);
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int may_write);
 /* The way below for a call on packed elements that fell back (before unpack): one that
  * found host memory (MCA_COLL_GPURING_FALLBACK_HOST: the component below gets the
  * elements as they are) goes the staged way (MCA_COLL_GPURING_FALLBACK) where its

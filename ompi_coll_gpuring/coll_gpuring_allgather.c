@@ -50,7 +50,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
         if (c.sendbuf == NULL) {
             rc = mca_coll_gpuring_pack(m, &in, c.coll, (void *)sbuf, (size_t)scount, sdtype, 1);
             if (MCA_COLL_GPURING_FELL_BACK(rc)) {
-                (void)mca_coll_gpuring_unpack(&out, 0, OMPI_SUCCESS); /* nothing ran */
+                (void)mca_coll_gpuring_unpack(&out, 0, 0); /* nothing ran */
                 goto fallback;
             }
             c.sendbuf = mca_coll_gpuring_packed_bytes(&in, &c);
@@ -59,7 +59,7 @@ int mca_coll_gpuring_allgather(const void *sbuf, int scount, struct ompi_datatyp
     rc = mca_coll_gpuring_packed_fallback(
         &in, mca_coll_gpuring_packed_fallback(&out, mca_coll_gpuring_call_run(m, comm, &c)));
     /* (a call abandoned for the other side's packing ran no kernel on these bytes) */
-    kept = c.fail != GPURING_OK ? OMPI_SUCCESS : rc;
+    kept = mca_coll_gpuring_call_may_write(&c, rc);
     (void)mca_coll_gpuring_unpack(&in, 0, kept);
     urc = mca_coll_gpuring_unpack(&out, rc == OMPI_SUCCESS, kept);
     if (rc == OMPI_SUCCESS) rc = urc;

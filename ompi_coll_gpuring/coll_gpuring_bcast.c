@@ -29,7 +29,8 @@ int mca_coll_gpuring_bcast(void *buf, int count, struct ompi_datatype_t *dtype, 
     }
     c.sendbuf = c.recvbuf;
     rc = mca_coll_gpuring_packed_fallback(&packed, mca_coll_gpuring_call_run(m, comm, &c));
-    urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root, rc);
+    urc = mca_coll_gpuring_unpack(&packed, rc == OMPI_SUCCESS && !at_root,
+                                  mca_coll_gpuring_call_may_write(&c, rc));
     if (rc == OMPI_SUCCESS) rc = urc;
     if (!MCA_COLL_GPURING_FELL_BACK(rc)) return rc;
 

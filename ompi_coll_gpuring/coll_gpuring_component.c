@@ -327,8 +327,9 @@ static int gpuring_register(void)
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &c->topo_xml);
     gpuring_register_int("stage_device_buffers",
-                         "Collectives gpuring does not run itself (and MPI_Allreduce it hands "
-                         "down) on device buffers: -1 stage them through host memory unless "
+                         "Calls on device buffers that go to the component below -- the "
+                         "collectives gpuring does not run itself, and the calls of those it "
+                         "runs that it hands down: -1 stage them through host memory unless "
                          "this Open MPI is CUDA-aware (MPIX_Query_cuda_support) and its coll "
                          "cuda / accelerator component is in the job, 1 always "
                          "stage, 0 hand the device pointers to the component below (only "

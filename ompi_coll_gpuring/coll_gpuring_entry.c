@@ -439,7 +439,7 @@ static gpuring_status_t entry_call(gpuring_comm_t *gcomm, gpuring_plane_t plane,
 }
 
 int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
-                              const mca_coll_gpuring_call_t *c)
+                              mca_coll_gpuring_call_t *c)
 {
     const char *name = gpuring_coll_names[c->coll];
     const char *why = NULL;
@@ -450,6 +450,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
     int plane, device, host, fallback, was_new, defer, first;
 
     GPURING_PROF_BEGIN();
+    c->ran = 0;
     plane = entry_plane(c->sendbuf, c->recvbuf, &device, &why, &host);
     fallback = host ? MCA_COLL_GPURING_FALLBACK_HOST : MCA_COLL_GPURING_FALLBACK;
     /* A call goes below without waiting for any other rank where this rank hands it
@@ -504,7 +505,10 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
         return mca_coll_gpuring_status_to_ompi(GPURING_ERR_BROKEN); /* setup failed: logged there */
     }
     if (gcomm == NULL) {
-        return fallback; /* setup failed or disabled: logged there */
+        /* (why: logged once, at the setup) */
+        mca_coll_gpuring_log_fallback("%s fallback: comm %s: gpuring's setup left it to the "
+                                      "component below", name, mca_coll_gpuring_comm_name(m));
+        return fallback;
     }
     gpuring_comm_arrive(gcomm, c->count);
     if (defer && !gpuring_comm_plane_tried(gcomm, (gpuring_plane_t)plane)) {
@@ -541,6 +545,7 @@ int mca_coll_gpuring_call_run(mca_coll_gpuring_module_t *m, struct ompi_communic
                                   c->request != NULL, fail);
     } else {
         st = entry_call(gcomm, plane, c, req);
+        c->ran = st != GPURING_ERR_BROKEN; /* (refused: the communicator failed before) */
     }
     if (plane == GPURING_PLANE_DEVICE) gpuring_device_restore(app);
     if (st != GPURING_OK && req != NULL) mca_coll_gpuring_request_drop(req); /* not started */

@@ -80,12 +80,14 @@ static int pack_on_device(gpuring_mem_kind_t kind)
            (kind == GPURING_MEM_MANAGED && mca_coll_gpuring_component.managed_buffers);
 }
 
-static void pack_free(mca_coll_gpuring_packed_t *p, int keep_device)
+/* Everything but the call's bytes where `keep` (they may still be written): device
+ * memory, or the host bytes themselves where the elements are packed on the host. */
+static void pack_free(mca_coll_gpuring_packed_t *p, int keep)
 {
-    if (p->device >= 0 && !keep_device) gpuring_devcopy_free(p->bytes, p->pooled);
+    if (p->device >= 0 && !keep) gpuring_devcopy_free(p->bytes, p->pooled);
     if (!mca_coll_gpuring_span_own_image(&p->span)) free(p->image);
     mca_coll_gpuring_span_release(&p->span, p->image);
-    free(p->host);
+    if (p->device >= 0 || !keep) free(p->host);
     memset(p, 0, sizeof(*p));
 }
 
@@ -107,6 +109,8 @@ int mca_coll_gpuring_pack(mca_coll_gpuring_module_t *m, mca_coll_gpuring_packed_
     int device = -1, pieced;
 
     memset(p, 0, sizeof(*p));
+    p->m = m;
+    p->coll = coll;
     p->buf = buf;
     p->count = count;
     p->dt = dt;
@@ -161,10 +165,10 @@ bad:
     why = "Open MPI's convertor failed";
     fail = GPURING_ERR_INVALID;
 fail:
-    GPURING_ERROR(GPURING_SUBSYS_COLL, "%s: cannot pack %zu elements of datatype %s (%zu bytes "
-                  "of %s memory) into contiguous bytes: %s", gpuring_coll_names[coll], count,
-                  mca_coll_gpuring_dt_name(dt), p->len,
-                  p->device >= 0 ? "device" : "host", why);
+    GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: cannot pack %zu elements of datatype "
+                  "%s (%zu bytes of %s memory) into contiguous bytes: %s",
+                  gpuring_coll_names[coll], mca_coll_gpuring_comm_name(m), count,
+                  mca_coll_gpuring_dt_name(dt), p->len, p->device >= 0 ? "device" : "host", why);
     /* memory of the kind the packed bytes would be of, which picks the call's plane: the
      * elements' own where they would be packed into device memory (the same GPU and
      * context), this descriptor (host memory) where the bytes would be host memory */
@@ -191,24 +195,28 @@ void *mca_coll_gpuring_packed_bytes(const mca_coll_gpuring_packed_t *p,
     return p->first;
 }
 
-int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int call_rc)
+int mca_coll_gpuring_unpack(mca_coll_gpuring_packed_t *p, int out, int may_write)
 {
     const char *why = "the datatype's elements";
     int rc = OMPI_SUCCESS;
 
     if (p->bytes == NULL) return OMPI_SUCCESS;
-    if (out && ((p->device >= 0 &&
-                 gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK) ||
-                pack_convert(0, p->dt, p->count, pack_elements(p), p->host, p->len) !=
-                    OMPI_SUCCESS ||
-                (p->image != NULL &&
-                 mca_coll_gpuring_span_copy_back(&p->span, p->image, 0, &why) != GPURING_OK)))
+    if (out && p->device >= 0 && gpuring_devcopy(p->host, p->bytes, p->len, 0, &why) != GPURING_OK)
+        rc = OMPI_ERROR;
+    if (out && rc == OMPI_SUCCESS &&
+        pack_convert(0, p->dt, p->count, pack_elements(p), p->host, p->len) != OMPI_SUCCESS) {
+        why = "Open MPI's convertor failed";
+        rc = OMPI_ERROR;
+    }
+    if (out && rc == OMPI_SUCCESS && p->image != NULL &&
+        mca_coll_gpuring_span_copy_back(&p->span, p->image, 0, &why) != GPURING_OK)
         rc = OMPI_ERROR;
     if (rc != OMPI_SUCCESS) {
-        GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot unpack %zu bytes received into %zu elements "
-                      "of datatype %s at %p: %s", p->len, p->count,
+        GPURING_ERROR(GPURING_SUBSYS_COLL, "%s on comm %s: cannot unpack %zu bytes received into "
+                      "%zu elements of datatype %s at %p: %s", gpuring_coll_names[p->coll],
+                      mca_coll_gpuring_comm_name(p->m), p->len, p->count,
                       mca_coll_gpuring_dt_name(p->dt), p->buf, why);
     }
-    pack_free(p, call_rc != OMPI_SUCCESS && !MCA_COLL_GPURING_FELL_BACK(call_rc));
+    pack_free(p, may_write);
     return rc;
 }

@@ -21,9 +21,9 @@
  * result in `bytes` of its send buffer's kind, copied into rbuf after.  (Deciding on
  * both buffers, the root alone went below, to wait there for peers that ran gpuring's
  * chain.)  A call that goes below goes through the staging layer, whatever the send
- * buffers' kind: rbuf is another (device memory where they are host).  Device memory
- * for the result is kept after a call that failed, as packed bytes are
- * (mca_coll_gpuring_unpack): its kernel may still write it.
+ * buffers' kind: rbuf is another (device memory where they are host).  The memory for
+ * the result is kept after a call that failed once its executors had it, as packed
+ * bytes are (mca_coll_gpuring_call_may_write): its kernel or receives may still write it.
  */
 static int reduce_apart(mca_coll_gpuring_module_t *m, struct ompi_communicator_t *comm,
                         mca_coll_gpuring_call_t *c, void *rbuf, size_t bytes)
@@ -31,7 +31,7 @@ static int reduce_apart(mca_coll_gpuring_module_t *m, struct ompi_communicator_t
     const int device = gpuring_mem_kind(c->sendbuf, NULL) != GPURING_MEM_HOST;
     const char *why = "out of memory";
     void *tmp = NULL;
-    int pooled = 0, rc, done;
+    int pooled = 0, rc, kept;
     gpuring_status_t st;
 
     if (device) {
@@ -50,8 +50,7 @@ static int reduce_apart(mca_coll_gpuring_module_t *m, struct ompi_communicator_t
     }
     c->recvbuf = tmp;
     rc = mca_coll_gpuring_call_run(m, comm, c);
-    /* (a call this rank abandoned ran no kernel on tmp) */
-    done = rc == OMPI_SUCCESS || MCA_COLL_GPURING_FELL_BACK(rc) || c->fail != GPURING_OK;
+    kept = mca_coll_gpuring_call_may_write(c, rc);
     if (rc == OMPI_SUCCESS) {
         st = gpuring_devcopy(rbuf, tmp, bytes, 0, &why);
         if (st != GPURING_OK) {
@@ -61,8 +60,8 @@ static int reduce_apart(mca_coll_gpuring_module_t *m, struct ompi_communicator_t
             rc = mca_coll_gpuring_status_to_ompi(st);
         }
     }
-    if (!device) free(tmp);
-    else if (tmp != NULL && done) gpuring_devcopy_free(tmp, pooled);
+    if (!device && !kept) free(tmp);
+    else if (tmp != NULL && !kept) gpuring_devcopy_free(tmp, pooled);
     return rc == MCA_COLL_GPURING_FALLBACK_HOST ? MCA_COLL_GPURING_FALLBACK : rc;
 }
 

@@ -39,6 +39,7 @@ static struct {
     int (*malloc_async)(void **, size_t, void *); /* optional: CUDA 11.2 and newer */
     int (*free_async)(void *, void *);
     int (*malloc_managed)(void **, size_t, unsigned int);
+    int (*mem_get_info)(size_t *, size_t *); /* optional */
     int (*set_device)(int);
     int (*get_device_count)(int *);
     const char *(*error_string)(int);
@@ -83,6 +84,7 @@ static int test_cuda_load(int local_rank, char *err, size_t errlen)
     *(void **)&cu.malloc_async = dlsym(cu.lib, "cudaMallocAsync");
     *(void **)&cu.free_async = dlsym(cu.lib, "cudaFreeAsync");
     *(void **)&cu.malloc_managed = dlsym(cu.lib, "cudaMallocManaged");
+    *(void **)&cu.mem_get_info = dlsym(cu.lib, "cudaMemGetInfo");
     rc = cu.get_device_count(&ndev);
     if (rc != 0 || ndev < 1) {
         snprintf(err, errlen, "no CUDA device (cudaGetDeviceCount: %d %s, count %d)", rc,

@@ -366,6 +366,27 @@ extern "C" cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned in
     return device_alloc(devPtr, size, MEM_MANAGED, "cudaMallocManaged");
 }
 
+/* The current device's memory: a nominal total (80 GiB, an H100's), less the bytes of
+ * this process's live allocations on it -- what a test reads to see memory kept */
+extern "C" cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p)
+{
+    const size_t total = (size_t)80 << 30;
+    size_t used = 0;
+
+    if (free_p == nullptr || total_p == nullptr) return fail(cudaErrorInvalidValue);
+    runtime_init();
+    const int dev = current_device();
+    {
+        std::lock_guard<std::mutex> g(mu);
+        for (auto &r : ranges) {
+            if (r.second.is_device() && r.second.device == dev) used += r.second.bytes;
+        }
+    }
+    *free_p = used < total ? total - used : 0;
+    *total_p = total;
+    return ok();
+}
+
 /* as CUDA: cudaFree (of any kind) waits for the device's work */
 extern "C" cudaError_t cudaFree(void *devPtr)
 {

@@ -99,6 +99,8 @@
 #                   direct kernel does not write the receive buffer then
 #   latekernel_grace_ll_np3  ... inside the grace: the LL direct kernel leaves
 #                   without writing, and its rank fails the call
+#   latekernel_peer_ll_np2  ... while a peer still waits in the call: the late
+#                   kernel sends it nothing to complete the call with
 #   copyout_*, copyrun_np3  one rank's result cannot be copied out of its aligned copy
 #                   (the copy refused; or failing on the GPU)
 #                   (after every step moved): its call alone fails, the others'
@@ -683,6 +685,13 @@ failure_case latekernel_ll_np3 3 2 \
 failure_case latekernel_grace_ll_np3 3 2 \
     '\[gpuring rank [01]\].*timed out after' \
     "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel_grace
+# ... and rank 0 a second late to the call, so still in it when the late kernel
+# starts (2 ranks: no third one whose failure the arrival board would tell rank 0 of
+# first): the kernel sent it the late rank's units, and rank 0 completed the call
+# (MPI_SUCCESS) that its peer had failed; it stores the call's abandon instead now,
+# and rank 0 fails too (or, on a loaded machine, every rank succeeds, sums right)
+failure_case latekernel_peer_ll_np2 2 2 'comm .* ready' \
+    "coll_gpuring_wait_timeout 2" "$top/test/mpi/mismatch_check" 20 7:1 device latekernel_peer
 # one rank's receive buffer off its element grid (its call runs on an aligned copy), and
 # the copy of its result out of it fails (mismatch_check copyout: every device copy of
 # its runtime refused during the call), after every step moved: its call fails, the

@@ -95,6 +95,11 @@
  *             the kernel's leaving in the grace for its end; or, where its kernel
  *             still started before its host gave up (a loaded machine), succeed with
  *             every sum right (its receive buffer is poisoned before the call)
+ *   latekernel_peer  the same, and rank 0 makes the call PEER_LATE_SEC late, so that
+ *             it still waits in it when the late kernel starts: that kernel must send
+ *             it nothing to complete the call with (it completed it, MPI_SUCCESS,
+ *             while the late rank failed) -- rank 0 fails too; or, as above, every
+ *             rank succeeds with every sum right
  *   netfail   (ranks as virtual nodes: net connections; a wait timeout under
  *             LIMIT) every UCX send of the last rank's gpuring fails
  *             (GPURING_TEST_FAIL_NET=1, read by test/mpi/fail_inject.c) during
@@ -109,7 +114,10 @@
  * ints (the last rank COUNT + EXTRA) received as a datatype with holes (an int
  * every 8 bytes), so that every rank packs its receive buffer; with "nomem" the
  * last rank cannot get the device memory to pack into: it gives up on the call
- * before the call has moved anything, and its peers must be told.
+ * before the call has moved anything, and its peers must be told.  On device buffers,
+ * REFUSED_CALLS more such calls on the failed communicator (each refused at once) must
+ * give back the device memory they packed into (cudaMemGetInfo, where the runtime has
+ * it: the CUDA CPU runtime counts the process's allocations).
  *
  * With "bcast" (and a fault), the failing call is an MPI_Bcast of COUNT ints from
  * rank 0: the ranks that only send, or whose part ended before the last rank failed,
@@ -132,7 +140,7 @@
  * usage: mismatch_check LIMIT_SECONDS COUNT:EXTRA[,COUNT:EXTRA...]
  *                       [type|allgather|iallreduce|bcast [laterhost]] [device] [idle] [nomem|nolaunch|copyout|copyrun|
  *                       copyin|setdevice|othergpu|late|nothread|netfail|latekernel|
- *                       latekernel_grace]
+ *                       latekernel_grace|latekernel_peer]
  *   e.g. 20 7:1,65536:1,655360:4096 (a few elements, one slot, many slots)
  */
 #include <mpi.h>
@@ -157,6 +165,8 @@ typedef struct {
     int wrong;        /* "copyout": elements of this rank's results not as computed here;
                          "bcast": of rank 0's data, where its call returned MPI_SUCCESS */
     int setup_rc;     /* of the call before it, which sets the communicator up */
+    long kept;        /* "allgather" on device: bytes of device memory the calls on the
+                         failed communicator after it kept (refused_calls_kept) */
 } outcome_t;
 
 static int err_class(int rc)
@@ -192,12 +202,15 @@ static const struct fault {
     {"netfail", "GPURING_TEST_FAIL_NET", MPI_ERR_OTHER, 0, 1, 0, NULL},
     {"latekernel", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "5000"},
     {"latekernel_grace", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "2500"},
+    {"latekernel_peer", "CUDACPU_LATE_LAUNCH_MS", MPI_ERR_OTHER, 1, 0, 0, "2500"},
 };
 #define LATE_KERNEL_SEC 5 /* latekernel's delay ("5000" above) */
 static const struct fault *fault; /* the argument's; NULL: none */
 static int nomem;                 /* fault is "nomem" */
 static int late_kernel;           /* fault is "latekernel" (device buffers) */
-static int late_grace;            /* ... "latekernel_grace" */
+static int late_grace;            /* ... "latekernel_grace" (or _peer) */
+static int late_peer;             /* ... "latekernel_peer": rank 0 PEER_LATE_SEC late */
+#define PEER_LATE_SEC 1
 static int allgather;             /* the call is an MPI_Allgather into a strided type */
 static int iallreduce;            /* the call is an MPI_Iallreduce, then MPI_Wait */
 static int bcast;                 /* the call is an MPI_Bcast from rank 0 */
@@ -261,10 +274,29 @@ static int ints_wrong(const void *out, int count, pattern_fn value, int arg)
     return wrong;
 }
 
+/* "allgather" on device buffers, after the failed call: REFUSED_CALLS more of them on
+ * the failed communicator, each refused at once -- their packed bytes (device memory)
+ * must be freed: a failed call keeps them only where its kernel may still write them
+ * (they were kept after any failure: a communicator that had failed leaked a buffer of
+ * the call's size at every call).  The device memory gone meanwhile, in bytes (0 where
+ * the runtime cannot say). */
+#define REFUSED_CALLS 4
+static long refused_calls_kept(MPI_Comm comm, int count, const int *in, int *out)
+{
+    size_t free0 = 0, free1 = 0, total = 0;
+
+    if (cu.mem_get_info == NULL || cu.sync() != 0 || cu.mem_get_info(&free0, &total) != 0)
+        return 0;
+    for (int k = 0; k < REFUSED_CALLS; k++)
+        (void)MPI_Allgather(in, count, MPI_INT, out, count, strided, comm);
+    if (cu.sync() != 0 || cu.mem_get_info(&free1, &total) != 0) return 0;
+    return free1 < free0 ? (long)(free0 - free1) : 0;
+}
+
 /* One case on a fresh communicator: this rank's outcome. */
 static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
 {
-    outcome_t o = {0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0};
+    outcome_t o = {0, 0, 0, 0.0, 0.0, 0, 0.0, 0, 0, 0};
     MPI_Comm comm;
     int rank, size, mine = count;
     MPI_Datatype type = MPI_INT;
@@ -310,6 +342,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
     /* latekernel: the late rank's receive buffer poisoned (the setup call left the
      * sums there), so that a call that returns MPI_SUCCESS without writing it shows */
     if (late_kernel && rank == size - 1) (void)ints_put(cout, mine, poison_value, 0);
+    /* latekernel_peer: rank 0 still waits in the call when the late kernel starts */
+    if (late_peer && rank == 0) sleep(PEER_LATE_SEC);
     t0 = MPI_Wtime();
     if (bcast) {
         o.rc = MPI_Bcast(cout, mine, MPI_INT, 0, comm); /* (the input stays every rank's) */
@@ -364,6 +398,8 @@ static outcome_t run_case(int count, int extra, int by_type, int *in, int *out)
         o.later_elapsed = MPI_Wtime() - t0;
         if (fault != NULL && fault->alone && o.later_cls == MPI_SUCCESS)
             o.wrong += ints_wrong(out, count, sum_value, size);
+        if (allgather && cu.lib != NULL && o.later_cls != MPI_SUCCESS)
+            o.kept = refused_calls_kept(comm, count, in, out);
         if (idle) {
             o.idle_cpu = test_cpu_seconds();
             sleep(1);
@@ -406,7 +442,8 @@ int main(int argc, char **argv)
     }
     nomem = fault == &faults[0];
     late_kernel = fault != NULL && strncmp(fault->arg, "latekernel", 10) == 0;
-    late_grace = fault != NULL && strcmp(fault->arg, "latekernel_grace") == 0;
+    late_peer = fault != NULL && strcmp(fault->arg, "latekernel_peer") == 0;
+    late_grace = late_peer || (fault != NULL && strcmp(fault->arg, "latekernel_grace") == 0);
     if ((fault != NULL && fault->device && !device) || (allgather && by_type) ||
         (allgather && iallreduce) || (bcast && (fault == NULL || fault->alone || allgather ||
                                                 iallreduce || by_type))) {
@@ -540,6 +577,14 @@ int main(int argc, char **argv)
                 if (x->wrong > 0)
                     why = "its call returned MPI_SUCCESS with its receive buffer unwritten "
                           "(the late kernel left in the abort's grace)";
+            } else if (late_peer && !failing && x->rc == MPI_SUCCESS) {
+                /* right only where the late rank's call succeeded too (its kernel started
+                 * before its host gave up), with every sum right */
+                if (all[size - 1].rc != MPI_SUCCESS)
+                    why = "it completed the call with the late rank's units, which that "
+                          "rank's kernel sent after its host had given the call up";
+                else if (x->wrong > 0)
+                    why = "wrong sums in a call that succeeded";
             } else if (x->rc == MPI_SUCCESS) {
                 why = "the mismatched call returned MPI_SUCCESS";
             } else if (failing && x->cls != fault->cls) {
@@ -553,6 +598,9 @@ int main(int argc, char **argv)
                 why = "the mismatched call took longer than the limit";
             } else if (x->later_cls != MPI_ERR_OTHER) {
                 why = "the call after it did not fail with MPI_ERR_OTHER";
+            } else if (x->kept > 0) {
+                why = "calls refused on the failed communicator kept device memory (their "
+                      "packed bytes)";
             } else if (x->idle_cpu > 0.5) {
                 why = "the process used over 0.5 s of CPU in the second it slept after the "
                       "failed calls (something of gpuring's spins)";
@@ -560,9 +608,9 @@ int main(int argc, char **argv)
             saw |= x->cls == MPI_ERR_COUNT || (fault != NULL && fault->alone);
             if (why != NULL) {
                 fprintf(stderr, "FAILED count %d extra %d%s rank %d: %s (rc %d class %d, "
-                        "%.2f s; later class %d, %.2f s; idle CPU %.2f s)\n", count, extra,
-                        label, r, why, x->rc, x->cls, x->elapsed, x->later_cls,
-                        x->later_elapsed, x->idle_cpu);
+                        "%.2f s; later class %d, %.2f s; idle CPU %.2f s; kept %ld B)\n",
+                        count, extra, label, r, why, x->rc, x->cls, x->elapsed, x->later_cls,
+                        x->later_elapsed, x->idle_cpu, x->kept);
                 bad = 1;
             }
         }

@@ -709,8 +709,11 @@ run_case "allreduce_slot4k_np2_rpn1" 2 1 ready "coll_gpuring_slot_size 4096" all
 run_case "allreduce_slot100_np3_rpn0" 3 0 ready "coll_gpuring_slot_size 100" allreduce_check "${MEDIUM[@]}"
 # a slot size past the 64 MiB limit (2^61: 8 slots of it wrapped the FIFO's size):
 # gpuring disabled on every rank, every call below, results right (no 8/16-bit
-# sums: Open MPI 4.1.4's op/avx saturates them); the old code segfaulted
-EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_slot_size is 2305843009213693952, not 0 or 64 B to 64 MiB: gpuring disabled" \
+# sums: Open MPI 4.1.4's op/avx saturates them); the old code segfaulted.  Each call
+# that goes below then says so at verbose 3 (once; every call at 4), as every other
+# fallback does
+EXPECT_LINES=".* comm MPI_COMM_WORLD: coll_gpuring_slot_size is 2305843009213693952, not 0 or 64 B to 64 MiB: gpuring disabled
+.* allreduce fallback: comm MPI_COMM_WORLD: gpuring's setup left it to the component below" \
     run_case "allreduce_slot_huge_np3_rpn0" 3 0 lines "coll_gpuring_slot_size 2305843009213693952" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099,1048576 -i -m world,dup -s "$SEED" -q
 # agreed parameters out of their documented ranges: every rank says which, disables
