@@ -14,20 +14,20 @@
 static gpuring_status_t bootstrap_result(int rc, const char *what)
 {
     if (rc != GPURING_OK) {
-        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "bootstrap %s failed: %s", what,
+        GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP, "gpuring's %s failed: %s", what,
                       gpuring_status_str((gpuring_status_t)rc));
     }
     return (gpuring_status_t)rc;
 }
 
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
-                                             void *all, size_t bytes)
+                                             void *all, size_t bytes, const char *what)
 {
     gpuring_status_t st;
 
     if (b->failed) return GPURING_ERR_BROKEN; /* (bootstrap.h: nothing more is posted) */
     b->ended_alike = 0;
-    st = bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes), "allgather");
+    st = bootstrap_result(b->ops->allgather(b->ctx, mine, all, bytes, what), what);
     if (st != GPURING_OK) b->failed = 1;
     return st;
 }
@@ -59,7 +59,8 @@ int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st)
     return 0;
 }
 
-gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local)
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
+                                         const char *what)
 {
     int32_t mine = (int32_t)local;
     int32_t *all = malloc(sizeof(int32_t) * (size_t)b->size);
@@ -71,7 +72,7 @@ gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_
         return gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
                                        "allocating an agreement's exchange");
     }
-    st = gpuring_bootstrap_allgather(b, &mine, all, sizeof(mine));
+    st = gpuring_bootstrap_allgather(b, &mine, all, sizeof(mine), what);
     for (int r = 0; st == GPURING_OK && r < b->size && bad < 0; r++) {
         if (all[r] != GPURING_OK) bad = r;
     }
@@ -164,7 +165,8 @@ void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_n
 }
 
 gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const void *blob,
-                                                  size_t len, void **all_p, size_t *stride_p)
+                                                  size_t len, void **all_p, size_t *stride_p,
+                                                  const char *what)
 {
     uint64_t mine = len, *lens;
     size_t stride = 0;
@@ -176,17 +178,17 @@ gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const 
         return gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
                                        "allocating the lengths of a blob exchange");
     }
-    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, &mine, lens, sizeof(mine)), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, &mine, lens, sizeof(mine), what), st, out);
     for (int r = 0; r < b->size; r++) stride = GPURING_MAX(stride, (size_t)lens[r]);
     padded = calloc(1, stride ? stride : 1);
     all = malloc((stride ? stride : 1) * (size_t)b->size);
     if (padded == NULL || all == NULL) {
         st = gpuring_bootstrap_leave(b, GPURING_ERR_NO_MEMORY,
-                                     "allocating a blob exchange (UCX addresses)");
+                                     "allocating a blob exchange");
         goto out;
     }
     if (len > 0) memcpy(padded, blob, len); /* a rank whose setup failed has no blob */
-    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, padded, all, stride), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(b, padded, all, stride, what), st, out);
     *all_p = all;
     *stride_p = stride;
     all = NULL;

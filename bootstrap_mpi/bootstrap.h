@@ -20,8 +20,9 @@
 typedef struct gpuring_bootstrap_ops {
     /* every rank contributes `bytes` bytes; rbuf gets size * bytes in rank order.
        Returns a gpuring_status_t: GPURING_OK, GPURING_ERR_TIMEOUT (a member did
-       not join within the wait timeout), or another error the op logged. */
-    int (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
+       not join within the wait timeout), or another error the op logged -- naming
+       the exchange by `what` ("setup exchange of the ring positions"). */
+    int (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes, const char *what);
 } gpuring_bootstrap_ops_t;
 
 typedef struct gpuring_bootstrap {
@@ -50,7 +51,7 @@ typedef struct gpuring_bootstrap {
  * late one's matches what this one left in flight), so that the two could reach
  * different outcomes -- one falling back below while the other fails. */
 gpuring_status_t gpuring_bootstrap_allgather(gpuring_bootstrap_t *b, const void *mine,
-                                             void *all, size_t bytes);
+                                             void *all, size_t bytes, const char *what);
 
 /*
  * Sequences of exchanges (a communicator's setup, a plane's connections) and how
@@ -82,7 +83,8 @@ int gpuring_bootstrap_in_step(gpuring_bootstrap_t *b, gpuring_status_t st);
  * collective setup all-or-nothing: no rank goes on while another gave up.  A
  * failed outcome ends the sequence alike on every member.
  */
-gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local);
+gpuring_status_t gpuring_bootstrap_agree(gpuring_bootstrap_t *b, gpuring_status_t local,
+                                         const char *what);
 
 /* ---- peer info: the first exchange (initTransportsRank's peer info) ------ */
 typedef struct gpuring_peer_info {
@@ -113,6 +115,7 @@ void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_n
  * i * stride, *stride_p = max len.  Free *all_p with free().
  */
 gpuring_status_t gpuring_bootstrap_allgather_blob(gpuring_bootstrap_t *b, const void *blob,
-                                                  size_t len, void **all_p, size_t *stride_p);
+                                                  size_t len, void **all_p, size_t *stride_p,
+                                                  const char *what);
 
 #endif /* GPURING_BOOTSTRAP_MPI_BOOTSTRAP_H */

@@ -346,9 +346,13 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
 }
 
 /* bootstrap_mpi's allgather: a setup exchange, or the direct allreduce's agreement */
-static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes,
+                                  const char *what)
 {
-    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, "gpuring's setup exchange", 1);
+    char label[128];
+
+    snprintf(label, sizeof(label), "gpuring's %s", what);
+    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, label, 1);
 }
 
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {

@@ -97,7 +97,8 @@ static gpuring_status_t comm_uid_agree(gpuring_comm_t *c, uint64_t uid)
         mine.claimed = comm_uid_mark(uid, 1);
         mine.next = comm_uid_propose(16);
         mine.pad = 0;
-        st = gpuring_bootstrap_allgather(&c->boot, &mine, all, sizeof(mine));
+        st = gpuring_bootstrap_allgather(&c->boot, &mine, all, sizeof(mine),
+                                         "setup exchange of the communicator's id");
         if (st != GPURING_OK) {
             if (mine.claimed) comm_uid_mark(uid, 0);
             break;
@@ -301,7 +302,8 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
         GPURING_ERROR(GPURING_SUBSYS_GRAPH, "cannot %s: %s", what, gpuring_status_str(local));
     }
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, pos,
-                                                   sizeof(int32_t) * (size_t)nch),
+                                                   sizeof(int32_t) * (size_t)nch,
+                                                   "setup exchange of the ring positions"),
                        st, out);
     if (local == GPURING_OK) {
         local = gpuring_graph_connect(&c->graph, pos);
@@ -310,7 +312,8 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
                           gpuring_status_str(local));
         }
     }
-    st = gpuring_bootstrap_agree(&c->boot, local);
+    st = gpuring_bootstrap_agree(&c->boot, local,
+                                 "setup agreement that every rank made the rings and trees");
 out:
     free(locs);
     free(mine);
@@ -344,8 +347,9 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     /* 1. peer info, with where this rank sits in its node; the uid starts
      *    from the largest proposal, and is claimed on every member */
     GPURING_CHECK_GOTO(comm_peer_info(c, &me), st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me)), st,
-                       out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, &me, c->peers, sizeof(me),
+                                                   "setup exchange of the peer info"),
+                       st, out);
     {
         uint64_t uid = 0;
         for (int r = 0; r < boot->size; r++) uid = GPURING_MAX(uid, c->peers[r].uid_next);
@@ -372,7 +376,8 @@ gpuring_status_t gpuring_comm_create(const gpuring_comm_config_t *cfg,
     /* 3. UCX addresses when there is more than one node; 4. all agree.
      *    Connections come with each plane's first call. */
     GPURING_CHECK_GOTO(gpuring_conns_net_setup(c, &local_st), st, out);
-    st = gpuring_bootstrap_agree(&c->boot, local_st);
+    st = gpuring_bootstrap_agree(&c->boot, local_st,
+                                 "setup agreement that every rank set the communicator up");
     /* every rank of this host opened the board before the graph's exchange */
     gpuring_arrivals_unlink(c->arrivals);
 

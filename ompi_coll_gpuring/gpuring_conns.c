@@ -241,7 +241,8 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
         return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
                                        "allocating the connections' counts exchange");
     }
-    st = gpuring_bootstrap_allgather(&c->boot, &counts_mine, counts, sizeof(counts_mine));
+    st = gpuring_bootstrap_allgather(&c->boot, &counts_mine, counts, sizeof(counts_mine),
+                                     "setup exchange of the connection counts");
     per_rank = 1;
     for (int r = 0; st == GPURING_OK && r < c->boot.size; r++) {
         per_rank = GPURING_MAX(per_rank, counts[r]);
@@ -262,13 +263,18 @@ static gpuring_status_t comm_connect(gpuring_comm_t *c, int first, gpuring_statu
     }
     if (local_st != GPURING_OK) memset(mine, 0, sizeof(*mine) * (size_t)per_rank);
     GPURING_CHECK_GOTO(gpuring_bootstrap_allgather(&c->boot, mine, all,
-                                                   sizeof(*mine) * (size_t)per_rank),
+                                                   sizeof(*mine) * (size_t)per_rank,
+                                                   "setup exchange of the connection handles"),
                        st, out);
-    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st), st, out);
+    GPURING_CHECK_GOTO(gpuring_bootstrap_agree(&c->boot, local_st,
+                                               "setup agreement that every rank made its "
+                                               "connection ends"),
+                       st, out);
     for (int i = first; local_st == GPURING_OK && i < c->nconns; i++) {
         local_st = comm_end_connect(c, i, all, per_rank);
     }
-    st = gpuring_bootstrap_agree(&c->boot, local_st);
+    st = gpuring_bootstrap_agree(&c->boot, local_st,
+                                 "setup agreement that every rank connected");
     for (int i = first; i < c->nconns; i++) {
         if (c->conns[i].type == GPURING_CONN_SHM) gpuring_conn_shm_unlink(&c->conns[i]);
     }
@@ -367,7 +373,8 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
         if (*local_st != GPURING_OK) addr_len = 0;
     }
     return gpuring_bootstrap_allgather_blob(&c->boot, addr, addr_len, (void **)&c->peer_addrs,
-                                            &c->addr_stride);
+                                            &c->addr_stride,
+                                            "setup exchange of the UCX addresses");
 }
 
 /*
@@ -475,7 +482,8 @@ static gpuring_status_t comm_device_channels(gpuring_comm_t *c, gpuring_status_t
         return gpuring_bootstrap_leave(&c->boot, GPURING_ERR_NO_MEMORY,
                                        "allocating the device channels' exchange");
     }
-    st = gpuring_bootstrap_allgather(&c->boot, mine, all, sizeof(mine));
+    st = gpuring_bootstrap_allgather(&c->boot, mine, all, sizeof(mine),
+                                     "setup exchange of the device channels");
     for (int r = 0; st == GPURING_OK && r < n; r++) {
         int share = 0;
         if (all[2 * r] == DEVICE_GPU_UNKNOWN && unknown < 0) unknown = r;

@@ -121,13 +121,16 @@ static gpuring_status_t direct_ll_ready(gpuring_comm_t *c, int *ready_p)
         pub.bytes = mine;
         pub.mps = gpuring_device_mps(c->dev.ordinal);
     }
-    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
+    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub),
+                                     "setup exchange of the LL direct inboxes");
     if (st == GPURING_OK && !direct_ll_refused(c, all, why, sizeof(why))) {
         for (int r = 0; r < n; r++) bytes = GPURING_MIN(bytes, (size_t)all[r].bytes);
         for (int r = 0; r < n && local == GPURING_OK; r++) {
             if (r != me) local = gpuring_device_open_shared(all[r].inbox, &c->dev.ll_peers[r]);
         }
-        st = gpuring_bootstrap_agree(&c->boot, local);
+        st = gpuring_bootstrap_agree(&c->boot, local,
+                                     "setup agreement that every rank mapped the LL direct "
+                                     "inboxes");
         bad = c->boot.bad_rank;
         if (st == GPURING_OK) {
             c->dev.direct_ll_bytes = bytes;
@@ -272,7 +275,8 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
     pub.call = call;
     pub.aligned = ((uintptr_t)sendbuf | (uintptr_t)recvbuf) % es == 0;
     pub.timeout = c->cfg.wait_timeout;
-    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub));
+    st = gpuring_bootstrap_allgather(&c->boot, &pub, all, sizeof(pub),
+                                     "direct allreduce's exchange of its buffers");
     if (st != GPURING_OK) { /* the ranks can no longer agree: the communicator is unusable */
         gpuring_comm_set_broken(c);
         return st;
@@ -332,11 +336,13 @@ gpuring_status_t gpuring_direct_allreduce(gpuring_comm_t *c, const gpuring_coll_
                           "call does not start", bound);
     }
     GPURING_PROF_MARK(GPURING_PROF_MAP);
-    st = gpuring_bootstrap_agree(&c->boot, local);
+    st = gpuring_bootstrap_agree(&c->boot, local,
+                                 "direct allreduce's agreement that every rank can start");
     GPURING_PROF_MARK(GPURING_PROF_AGREE);
     if (st == GPURING_OK) {
         local = gpuring_exec_cuda_direct(&args, c->dev.stream);
-        st = gpuring_bootstrap_agree(&c->boot, local);
+        st = gpuring_bootstrap_agree(&c->boot, local,
+                                     "direct allreduce's agreement that every kernel ended");
         GPURING_PROF_MARK(GPURING_PROF_CLOSE);
         if (st != GPURING_OK && local == GPURING_OK && c->boot.bad_rank >= 0) {
             GPURING_ERROR(GPURING_SUBSYS_COLL, "direct allreduce: rank %d's kernel failed",

@@ -378,9 +378,9 @@ run_case() {
                 fi
                 ;;
             setuptimeout)
-                # every rank that waited names the setup exchange that timed out, and the
-                # rank it waited for (the last)
-                missing=$(every_rank ".*setup exchange .* timed out after [0-9]+ s: rank $((np - 1)) has not sent its part")
+                # every rank that waited names the setup exchange that timed out (which
+                # one: "of the peer info", ...), and the rank it waited for (the last)
+                missing=$(every_rank ".*setup (exchange|agreement) (of|that) [a-zA-Z' ]+ \(an allgather of .* timed out after [0-9]+ s: rank $((np - 1)) has not sent its part")
                 if [ "$missing" != "$((np - 1))" ]; then
                     fail "$name" "rank ${missing:-?} reported no setup timeout (the last rank never calls)" "$log"
                     return

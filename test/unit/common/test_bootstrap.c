@@ -47,6 +47,7 @@ typedef struct {
     group_t *g;
     int rank;
     int calls; /* allgathers that reached the transport */
+    const char *what; /* the last one's name */
 } member_t;
 
 static double now_s(void)
@@ -59,7 +60,8 @@ static double now_s(void)
 
 /* One round: put this member's part in, wait for the others' (at most MEMBER_WAIT_S);
  * a round that misses a member ends with a timeout for everyone in it. */
-static int group_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+static int group_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes,
+                           const char *what)
 {
     member_t *m = ctx;
     group_t *g = m->g;
@@ -68,6 +70,7 @@ static int group_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes
     int st = GPURING_OK;
 
     m->calls++;
+    m->what = what;
     if (bytes > PART_MAX) return GPURING_ERR_INVALID;
     pthread_mutex_lock(&g->lock);
     mine = g->round[m->rank]++;
@@ -137,11 +140,11 @@ static void *member_main(void *arg)
     switch (x->scenario) {
     case SC_GATHER: {
         uint64_t mine = 0x1000u * (uint64_t)(me + 1) + 7u;
-        x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
+        x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
         break;
     }
     case SC_AGREE_OK:
-        x->st[0] = gpuring_bootstrap_agree(&x->b, GPURING_OK);
+        x->st[0] = gpuring_bootstrap_agree(&x->b, GPURING_OK, "test agreement");
         x->bad_rank[0] = x->b.bad_rank;
         x->in_step[0] = gpuring_bootstrap_in_step(&x->b, x->st[0]);
         break;
@@ -149,11 +152,12 @@ static void *member_main(void *arg)
     case SC_AGREE_TWO: {
         const int fails = me == x->arg || (x->scenario == SC_AGREE_TWO && me == x->arg + 2);
         uint64_t mine = (uint64_t)me;
-        x->st[0] = gpuring_bootstrap_agree(&x->b, fails ? GPURING_ERR_NO_MEMORY : GPURING_OK);
+        x->st[0] = gpuring_bootstrap_agree(&x->b, fails ? GPURING_ERR_NO_MEMORY : GPURING_OK,
+                                          "test agreement");
         x->bad_rank[0] = x->b.bad_rank;
         x->in_step[0] = gpuring_bootstrap_in_step(&x->b, x->st[0]);
         /* in step: the next exchange is made, and meets every member */
-        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
+        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
         break;
     }
     case SC_LEAVE: {
@@ -162,12 +166,12 @@ static void *member_main(void *arg)
         if (me == x->arg) {
             x->st[0] = gpuring_bootstrap_leave(&x->b, GPURING_ERR_NO_MEMORY, "a test's part");
         } else {
-            x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
+            x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
         }
         x->in_step[0] = gpuring_bootstrap_in_step(&x->b, x->st[0]);
         before = x->m.calls;
-        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
-        x->st[2] = gpuring_bootstrap_agree(&x->b, GPURING_OK);
+        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
+        x->st[2] = gpuring_bootstrap_agree(&x->b, GPURING_OK, "test agreement");
         x->calls_after = x->m.calls - before;
         break;
     }
@@ -175,11 +179,11 @@ static void *member_main(void *arg)
         /* a local failure between exchanges, no agreement on it: in_step leaves */
         uint64_t mine = (uint64_t)me;
         int before;
-        x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
+        x->st[0] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
         x->in_step[0] = gpuring_bootstrap_in_step(&x->b, me == x->arg ? GPURING_ERR_CUDA
                                                                        : x->st[0]);
         before = x->m.calls;
-        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine));
+        x->st[1] = gpuring_bootstrap_allgather(&x->b, &mine, x->data, sizeof(mine), "test gather");
         x->calls_after = x->m.calls - before;
         x->in_step[1] = gpuring_bootstrap_in_step(&x->b, x->st[1]);
         break;
@@ -187,7 +191,8 @@ static void *member_main(void *arg)
     case SC_BLOB: {
         unsigned char b[64];
         for (size_t i = 0; i < sizeof(b); i++) b[i] = (unsigned char)(0x40 + me * 16 + i);
-        x->st[0] = gpuring_bootstrap_allgather_blob(&x->b, b, blob_len(me), &x->blob, &x->stride);
+        x->st[0] = gpuring_bootstrap_allgather_blob(&x->b, b, blob_len(me), &x->blob, &x->stride,
+                                                    "test blob");
         break;
     }
     }
@@ -231,6 +236,10 @@ int main(void)
         run(x, n, SC_GATHER, 0);
         for (int r = 0; r < n; r++) {
             EXPECT(x[r].st[0] == GPURING_OK, "gather n=%d rank %d: %d", n, r, x[r].st[0]);
+            /* the transport names the exchange in its errors (a timeout's report) */
+            EXPECT(x[r].m.what != NULL && strcmp(x[r].m.what, "test gather") == 0,
+                   "gather n=%d rank %d: the transport got the name '%s'", n, r,
+                   x[r].m.what ? x[r].m.what : "(null)");
             for (int q = 0; q < n; q++) {
                 uint64_t v;
                 memcpy(&v, x[r].data + 8 * q, 8);
@@ -241,7 +250,8 @@ int main(void)
         }
         run(x, n, SC_AGREE_OK, 0);
         for (int r = 0; r < n; r++)
-            EXPECT(x[r].st[0] == GPURING_OK && x[r].bad_rank[0] == -1 && x[r].in_step[0] == 1,
+            EXPECT(x[r].st[0] == GPURING_OK && x[r].bad_rank[0] == -1 && x[r].in_step[0] == 1 &&
+                       x[r].m.what != NULL && strcmp(x[r].m.what, "test agreement") == 0,
                    "agree ok n=%d rank %d: st %d bad %d in_step %d", n, r, x[r].st[0],
                    x[r].bad_rank[0], x[r].in_step[0]);
     }
@@ -307,6 +317,9 @@ int main(void)
             }
         }
         EXPECT(ok, "blob: rank %d: st %d stride %zu", r, x[r].st[0], x[r].stride);
+        EXPECT(x[r].m.calls == 2 && x[r].m.what != NULL && strcmp(x[r].m.what, "test blob") == 0,
+               "blob: rank %d: %d exchanges, the last named '%s'", r, x[r].m.calls,
+               x[r].m.what ? x[r].m.what : "(null)");
         free(x[r].blob);
     }
     return unit_report();
