@@ -121,8 +121,10 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * slots of slot_bytes, one per sender.  The kernel
  *   1. stores this rank's input as LL units (proxy/conn.h: 4 data bytes and
  *      the call's flag, gpuring_ll_flag(seq), in each 8-byte unit) into its
- *      slot of the row in every peer's inbox, the header first (call id,
- *      bytes: gpuring_step_check);
+ *      slot of the row in every peer's inbox, then (block 0, once its own
+ *      units are out) the header (call id, bytes: gpuring_step_check) -- the
+ *      call's abandon instead where the kernel started only after its host
+ *      had given the call up: a peer uses no unit before the header;
  *   2. waits for every peer's header in its own inbox row (a header of
  *      another call stops it at once: GPURING_ERR_MISMATCH; a peer's abandon
  *      header, GPURING_ERR_REMOTE), then for each

@@ -37,8 +37,9 @@
 #include <sched.h>
 
 static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
-static mca_coll_gpuring_request_t *request_ended; /* filed by the workers */
-static int request_nended;                        /* atomic: the list is not empty */
+static mca_coll_gpuring_request_t *request_ended; /* filed by the workers, newest first */
+static mca_coll_gpuring_request_t *request_ready; /* ... taken from there, oldest first */
+static int request_nended;                        /* atomic: either list is not empty */
 static int request_nrunning;                      /* atomic: started, not ended */
 static mca_coll_gpuring_request_t *request_running, *request_running_tail; /* oldest first */
 static mca_coll_gpuring_request_t *request_over; /* over the component below's, running */
@@ -107,61 +108,68 @@ static void request_complete(mca_coll_gpuring_request_t *req)
 }
 
 /* The requests over the component below's whose own completed: each one's freed, its
- * end function run (the staged results copied back), then gpuring's completed. */
+ * end function run (the staged results copied back), then gpuring's completed.  One
+ * taken off the list at a time, and finished outside the lock: a completion callback
+ * may itself wait for another of them (the progress it makes finds the rest listed). */
 static int request_over_progress(void)
 {
-    mca_coll_gpuring_request_t **at, *req, *next, *ended = NULL;
-    int n = 0;
+    mca_coll_gpuring_request_t **at, *req;
+    int n = 0, error;
 
-    pthread_mutex_lock(&request_lock);
-    for (at = &request_over; (req = *at) != NULL;) {
-        if (REQUEST_COMPLETE(req->below)) {
-            /* (its status and the data it wrote read after this: ordered where the CPU
-             * would not, as Open MPI's own wait does) */
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            *at = req->next;
-            req->next = ended;
-            ended = req;
-        } else {
+    for (;;) {
+        pthread_mutex_lock(&request_lock);
+        for (at = &request_over; (req = *at) != NULL && !REQUEST_COMPLETE(req->below);)
             at = &req->next;
-        }
-    }
-    __atomic_store_n(&request_nover, request_over != NULL, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&request_lock);
-    for (req = ended; req != NULL; req = next, n++) {
-        int error = req->below->req_status.MPI_ERROR;
-
-        next = req->next;
+        if (req != NULL) *at = req->next;
+        __atomic_store_n(&request_nover, request_over != NULL, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&request_lock);
+        if (req == NULL) return n;
+        /* (its status and the data it wrote read after this: ordered where the CPU would
+         * not, as Open MPI's own wait does) */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        error = req->below->req_status.MPI_ERROR;
         (void)ompi_request_free(&req->below); /* complete: the component below's to reuse */
         error = req->end(req->end_ctx, error);
         REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(error);
         request_complete(req);
+        n++;
     }
-    return n;
 }
 
-/* Complete what the workers filed (a failed call's error logged: failures only). */
+/* The oldest ended request the workers filed (NULL: none), off the lists: the workers
+ * file newest first (request_ended), moved oldest first onto request_ready here, so
+ * that requests complete in the order their calls ended -- a communicator's in its
+ * calls' order (MPI_Waitany, MPI_Testsome see the older first). */
+static mca_coll_gpuring_request_t *request_ended_next(void)
+{
+    mca_coll_gpuring_request_t *req, *next;
+
+    pthread_mutex_lock(&request_lock);
+    if (request_ready == NULL) {
+        for (req = request_ended; req != NULL; req = next) {
+            next = req->next;
+            req->next = request_ready;
+            request_ready = req;
+        }
+        request_ended = NULL;
+    }
+    req = request_ready;
+    if (req != NULL) request_ready = req->next;
+    __atomic_store_n(&request_nended, request_ready != NULL || request_ended != NULL,
+                     __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&request_lock);
+    return req;
+}
+
+/* Complete what the workers filed (a failed call's error logged: failures only), one
+ * at a time outside the lock: a completion callback may wait for the next one. */
 static int request_ended_progress(void)
 {
-    mca_coll_gpuring_request_t *req, *next, *oldest = NULL;
+    mca_coll_gpuring_request_t *req;
     int n = 0;
 
     if (__atomic_load_n(&request_nended, __ATOMIC_ACQUIRE) == 0) return 0;
-    /* the batch taken in one critical section, completed outside it */
-    pthread_mutex_lock(&request_lock);
-    req = request_ended;
-    request_ended = NULL;
-    __atomic_store_n(&request_nended, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&request_lock);
-    /* (filed newest first: completed in the order the calls ended, a communicator's in
-     * its calls' order -- MPI_Waitany, MPI_Testsome see the older first) */
-    for (; req != NULL; req = next) {
-        next = req->next;
-        req->next = oldest;
-        oldest = req;
-    }
-    for (req = oldest; req != NULL; req = next, n++) {
-        next = req->next;
+    while ((req = request_ended_next()) != NULL) {
         if (req->st != GPURING_OK) {
             struct ompi_communicator_t *comm = REQ(req)->req_mpi_object.comm;
             char unnamed[MPI_MAX_OBJECT_NAME];
@@ -175,6 +183,7 @@ static int request_ended_progress(void)
                 req->comm_gone ? req->comm_rank : ompi_comm_rank(comm), req->broken, req->st));
         }
         request_complete(req);
+        n++;
     }
     return n;
 }
@@ -378,6 +387,7 @@ void mca_coll_gpuring_request_comm_gone(struct ompi_communicator_t *comm)
      * MPI_Finalize nothing can free it) */
     pthread_mutex_lock(&request_lock);
     request_list_gone(request_ended, 0, comm);
+    request_list_gone(request_ready, 0, comm);
     request_list_gone(request_over, 0, comm);
     request_list_gone(request_running, 1, comm);
     pthread_mutex_unlock(&request_lock);

@@ -8,10 +8,12 @@
  * requests holding the lock its free and its new calls take: the first such
  * callback deadlocked the process.
  *
- * Each round, on MPI_COMM_WORLD and on a dup: call A (the callback set on it),
- * call C, MPI_Wait(C) -- A completes first (calls complete in the order they
- * end, a communicator's in its calls' order), and its callback starts B --
- * then MPI_Wait(B); A's, B's and C's results checked against values computed
+ * Each round, on MPI_COMM_WORLD and on a dup: call A (the callback set on it, the
+ * one it had run from it), calls C and D, MPI_Wait(D) -- A completes first
+ * (gpuring's requests complete in the order their calls end; the component below's
+ * need not: progress until A's callback ran); its callback waits for C, which ended
+ * with it (MPI_Wait inside the callback: completing it needs the progress that wait
+ * makes), and starts B -- then MPI_Wait(B); A's, B's and C's results checked against values computed
  * here (int32 sums), the callback counted (once per A).  An alarm ends a
  * process that hangs, saying where it was.  Rank 0 prints "N passed, N failed".
  *
@@ -54,12 +56,15 @@ typedef struct {
     MPI_Request req;
 } call_t;
 
-/* what A's callback does: starts B on A's communicator */
+/* what A's callback does: runs the callback it replaced (the MPI layer's: with a
+ * user op, the one that releases the op and datatype the request holds), frees A,
+ * starts B on A's communicator */
 static struct {
     MPI_Comm comm;
-    call_t *b;
+    call_t *b, *c;
+    ompi_request_complete_fn_t prev; /* the callback A had */
     int ran;    /* callbacks run this round */
-    int rc;     /* MPI_Request_free's and B's start's */
+    int rc;     /* MPI_Request_free's, MPI_Wait(C)'s and B's start's */
 } g_cb;
 
 static void on_alarm(int sig)
@@ -155,14 +160,18 @@ static void call_end(call_t *c, const char *name)
     free(c->recv);
 }
 
-/* A's completion: A freed from inside it, B started on its communicator */
+/* A's completion: A freed from inside it, C waited for (ended with A: it completes
+ * through the progress this wait makes), B started on its communicator */
 static int on_complete(ompi_request_t *req)
 {
     MPI_Request self = (MPI_Request)req;
 
     g_cb.ran++;
+    if (g_cb.prev != NULL) (void)g_cb.prev(req);
     g_where = "MPI_Request_free inside the completion callback";
     g_cb.rc = MPI_Request_free(&self);
+    g_where = "MPI_Wait (C) inside the completion callback";
+    if (g_cb.rc == MPI_SUCCESS) g_cb.rc = MPI_Wait(&g_cb.c->req, MPI_STATUS_IGNORE);
     g_where = "MPI_Iallreduce inside the completion callback";
     if (g_cb.rc == MPI_SUCCESS) g_cb.rc = call_start(g_cb.b, g_cb.comm);
     g_where = "the completion callback's return";
@@ -171,34 +180,57 @@ static int on_complete(ompi_request_t *req)
 
 static void round_on(MPI_Comm comm, unsigned seed)
 {
-    call_t a, b, c;
+    call_t a, b, c, d;
     int rc;
 
     call_init(&a, seed);
     call_init(&b, seed + 1);
     call_init(&c, seed + 2);
+    call_init(&d, seed + 3);
     g_cb.comm = comm;
     g_cb.b = &b;
+    g_cb.c = &c;
     g_cb.ran = 0;
     g_cb.rc = MPI_SUCCESS;
     g_where = "MPI_Iallreduce (A)";
     rc = call_start(&a, comm);
     check(rc == MPI_SUCCESS, "call A did not start", seed);
+    g_cb.prev = NULL;
     if (rc == MPI_SUCCESS) {
         /* (this thread's MPI calls are where requests complete: none has run since A's
          * start, so the callback is in place before A can complete) */
+        g_cb.prev = ((ompi_request_t *)a.req)->req_complete_cb;
         ((ompi_request_t *)a.req)->req_complete_cb = on_complete;
     }
     g_where = "MPI_Iallreduce (C)";
     rc = call_start(&c, comm);
     check(rc == MPI_SUCCESS, "call C did not start", seed);
-    g_where = "MPI_Wait (C, with A's completion before it)";
-    if (rc == MPI_SUCCESS) check(MPI_Wait(&c.req, MPI_STATUS_IGNORE) == MPI_SUCCESS, "call C failed", seed);
-    check(g_cb.ran == 1, "A's completion callback did not run once by C's end", seed);
-    check(g_cb.rc == MPI_SUCCESS, "MPI_Request_free or call B's start failed in the callback", seed);
-    /* (A's result is in: it completed before C did) */
+    if (rc != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 1); /* (A's callback waits for it) */
+    g_where = "MPI_Iallreduce (D)";
+    rc = call_start(&d, comm);
+    check(rc == MPI_SUCCESS, "call D did not start", seed);
+    g_where = "MPI_Wait (D, with A's completion before it)";
+    if (rc == MPI_SUCCESS) check(MPI_Wait(&d.req, MPI_STATUS_IGNORE) == MPI_SUCCESS, "call D failed", seed);
+    /* gpuring's own requests complete in their calls' order: A's with D's at the latest;
+     * the component below's (a user op) need not -- progress until A's has run */
+    g_where = "progress until A's completion (MPI_Iprobe)";
+    for (double t0 = MPI_Wtime(); g_cb.ran == 0 && MPI_Wtime() - t0 < 60;) {
+        int flag;
+
+        (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    }
+    if (g_cb.ran == 0) { /* (A still runs: its buffers cannot go) */
+        fprintf(stderr, "FAILED rank %d: A's completion callback did not run in 60 s (seed "
+                "%u)\n", g_rank, seed);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    check(g_cb.ran == 1, "A's completion callback ran more than once", seed);
+    check(g_cb.rc == MPI_SUCCESS,
+          "MPI_Request_free, MPI_Wait (C) or call B's start failed in the callback", seed);
+    check(c.req == MPI_REQUEST_NULL, "C's request not freed by the callback's MPI_Wait", seed);
     call_end(&a, "A");
     call_end(&c, "C");
+    call_end(&d, "D");
     if (g_cb.ran == 1 && g_cb.rc == MPI_SUCCESS) {
         g_where = "MPI_Wait (B)";
         check(MPI_Wait(&b.req, MPI_STATUS_IGNORE) == MPI_SUCCESS, "call B failed", seed);
@@ -215,7 +247,7 @@ int main(int argc, char **argv)
     MPI_Comm dup;
 
     signal(SIGALRM, on_alarm);
-    alarm(60);
+    alarm(240);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
