@@ -137,7 +137,7 @@ static void exec_fold(const gpuring_exec_args_t *a, const gpuring_exec_channel_t
 {
     char *dst = (char *)a->recvbuf + s->off * gpuring_type_size(a->type);
 
-    memcpy(dst, exec_scratch(a, 0, s), s->count * gpuring_type_size(a->type));
+    gpuring_copy_host(dst, exec_scratch(a, 0, s), s->count * gpuring_type_size(a->type));
     for (int r = 1; r < ch->prog.nranks; r++) {
         gpuring_reduce_host(dst, dst, exec_scratch(a, r, s), s->count, a->type, a->op);
     }
@@ -168,7 +168,7 @@ static const char *exec_value(const gpuring_exec_args_t *a, const gpuring_step_t
         if (!*streamed_p) gpuring_reduce_host(home, acc, in[i], s->count, a->type, a->op);
         acc = home;
     }
-    if (home != NULL && acc != home) memcpy(home, acc, bytes); /* in place: already there */
+    if (home != NULL && acc != home) gpuring_copy_host(home, acc, bytes); /* in place: there */
     return home != NULL ? home : acc;
 }
 
@@ -199,7 +199,7 @@ static void exec_copy_send(const gpuring_exec_args_t *a, const gpuring_conn_t *w
         gpuring_copy_host_stream(out, src, bytes);
         *streamed_p = 1;
     } else {
-        memcpy(out, src, bytes);
+        gpuring_copy_host(out, src, bytes);
     }
 }
 
@@ -211,7 +211,7 @@ static void exec_copy_out(const gpuring_exec_args_t *a, char *dst, const char *s
     if (a->stream_out) {
         gpuring_copy_host_stream(dst, src, bytes);
     } else {
-        memcpy(dst, src, bytes);
+        gpuring_copy_host(dst, src, bytes);
     }
 }
 
@@ -341,7 +341,7 @@ static gpuring_status_t exec_op_run(const gpuring_exec_args_t *a, gpuring_exec_c
     if (bytes > 0 && (s->flags & GPURING_PRIM_STASH)) {
         /* gather, one peer: keep the block, forward it unchanged */
         const char *v = (s->flags & GPURING_PRIM_RECV) ? in[0] : src;
-        memcpy(exec_scratch(a, s->stash, s), v, bytes);
+        gpuring_copy_host(exec_scratch(a, s->stash, s), v, bytes);
         if (s->flags & GPURING_PRIM_SEND) exec_copy_send(a, ch->send[0], out[0], v, bytes, &fence);
     } else if (bytes > 0 && (s->flags & GPURING_PRIM_ACC)) {
         /* gather, one peer: fold the block in, forward it unchanged */

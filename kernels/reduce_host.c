@@ -452,6 +452,26 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
     }
 }
 
+/* the copies gpuring_copy_host moves in blocks: from where glibc's memcpy takes rep
+ * movsb (2 KiB and up on x86-64), with the destination this far past the source
+ * modulo a page */
+#define GPURING_COPY_BLOCKS_MIN 2048
+#define GPURING_COPY_SKEW_MAX 31
+
+void gpuring_copy_host(void *dst, const void *src, size_t bytes)
+{
+    const size_t skew = ((uintptr_t)dst - (uintptr_t)src) & 4095;
+    char *o = (char *)dst;
+    const char *v = (const char *)src;
+
+    if (bytes < GPURING_COPY_BLOCKS_MIN || skew == 0 || skew > GPURING_COPY_SKEW_MAX) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    for (; bytes >= 64; o += 64, v += 64, bytes -= 64) memcpy(o, v, 64); /* (vector moves) */
+    memcpy(o, v, bytes);
+}
+
 void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes)
 {
     char *o = (char *)stream;
