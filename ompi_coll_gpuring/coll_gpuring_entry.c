@@ -367,7 +367,7 @@ static gpuring_status_t entry_planes_agree(mca_coll_gpuring_module_t *m, int pla
         st = GPURING_ERR_NO_MEMORY;
     } else {
         st = mca_coll_gpuring_exchange_wait(m, &mine, all, sizeof(mine),
-                                            "gpuring's agreement on the kind of memory "
+                                            "agreement on the kind of memory "
                                             "(coll_gpuring_agree_memory)", 0);
     }
     if (st == GPURING_OK) {

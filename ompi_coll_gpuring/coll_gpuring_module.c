@@ -249,7 +249,7 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
 
     if (here >= 0) return here; /* (a late rank of this host: warned, naming it) */
     if (!first || (limit > 0 && waited >= limit)) return 0;
-    GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: %s has waited %.0f s for a rank that "
+    GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's %s has waited %.0f s for a rank that "
                  "has not made this collective call yet: waiting on, up to "
                  "coll_gpuring_arrival_timeout (%d s; 0: no bound), warned every %d s",
                  mca_coll_gpuring_comm_name(m), what, waited, limit, timeout);
@@ -266,7 +266,8 @@ static void params_orphan(mca_coll_gpuring_module_t *m, int hold)
     m->params_all = NULL;
 }
 
-/* A wait on one of m's exchanges: what it is and where the ranks it waits for would be
+/* A wait on one of m's exchanges: what it is ("gpuring's" comes before it in the
+ * messages) and where the ranks it waits for would be
  * (its messages), whether it is its call's first (boot_wait_on's `first`) and a step of
  * the numbered call the arrival board names (`of_call`), its clock. */
 typedef struct {
@@ -317,7 +318,7 @@ static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
         return GPURING_OK;
     }
     GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                  "comm %s: %s (an allgather of %zu bytes) timed out after %.0f s: %s -- %s "
+                  "comm %s: gpuring's %s (an allgather of %zu bytes) timed out after %.0f s: %s -- %s "
                   "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), w->what, bytes,
                   gpuring_time_sec() - w->start, missing, w->absent,
                   w->first ? "arrival_timeout" : "wait_timeout");
@@ -349,10 +350,7 @@ int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *min
 static int gpuring_boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes,
                                   const char *what)
 {
-    char label[128];
-
-    snprintf(label, sizeof(label), "gpuring's %s", what);
-    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, label, 1);
+    return mca_coll_gpuring_exchange_wait(ctx, sbuf, rbuf, bytes, what, 1);
 }
 
 static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
@@ -564,8 +562,8 @@ void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *m)
 
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *m)
 {
-    exchange_wait_t w = exchange_wait_begin("gpuring's setup exchange that agrees on its "
-                                            "parameters", "not in its first collective "
+    exchange_wait_t w = exchange_wait_begin("setup exchange that agrees on its parameters",
+                                            "not in its first collective "
                                             "call that reaches gpuring", 1, 0);
 
     for (params_start(m); m->params == MCA_COLL_GPURING_PARAMS_POSTED; params_start(m)) {

@@ -60,8 +60,8 @@ static int reduce_apart(mca_coll_gpuring_module_t *m, struct ompi_communicator_t
             rc = mca_coll_gpuring_status_to_ompi(st);
         }
     }
-    if (!device && !kept) free(tmp);
-    else if (tmp != NULL && !kept) gpuring_devcopy_free(tmp, pooled);
+    if (!kept && device) gpuring_devcopy_free(tmp, pooled); /* (NULL: nothing) */
+    else if (!kept) free(tmp);
     return rc == MCA_COLL_GPURING_FALLBACK_HOST ? MCA_COLL_GPURING_FALLBACK : rc;
 }
 
