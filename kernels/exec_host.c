@@ -284,19 +284,25 @@ static inline int exec_lands_in_output(const gpuring_exec_channel_t *ch, const g
 /* Recv peer i's steps up to `target` not looked at yet (NSTEPS past the one
  * being consumed, whose receive is not posted yet; at the call's start, its
  * first NSTEPS): each that an operation of this call only copies into the
- * output is asked to land there. */
+ * output is asked to land there -- unless UCX's copy into it would be a skewed
+ * one (reduce.h): from the sender's slot, at the page offset of this end's
+ * slot for the step (both ends lay their slots out alike).  Such a step stays
+ * in the slot, which the CMA read fills at full speed, and is copied out
+ * (measured: 1 MiB over 2 virtual nodes into malloc's buffers 2x faster). */
 static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t *ch, int i,
                             uint64_t target)
 {
     const size_t es = gpuring_type_size(a->type);
+    const gpuring_conn_t *r = ch->recv[i];
     gpuring_step_t s;
 
     while (ch->land_op[i] < ch->prog.nops && ch->land_step[i] <= target) {
         gpuring_prog_op(&ch->prog, ch->land_op[i]++, &s);
         if (!(s.recv_mask & (1u << i))) continue;
-        if (exec_lands_in_output(ch, &s))
-            gpuring_conn_land_at(ch->recv[i], ch->land_step[i], (char *)a->recvbuf + s.off * es,
-                                 s.count * es);
+        char *dst = (char *)a->recvbuf + s.off * es;
+        const char *slot = r->slots + (ch->land_step[i] % GPURING_NSTEPS) * r->slot_bytes;
+        if (exec_lands_in_output(ch, &s) && !gpuring_copy_host_skewed(dst, slot))
+            gpuring_conn_land_at(ch->recv[i], ch->land_step[i], dst, s.count * es);
         ch->land_step[i]++;
     }
 }

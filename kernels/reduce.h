@@ -112,12 +112,23 @@ int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const voi
  * same ordering rule as above). */
 void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes);
 
-/* memcpy, but for a destination 1 to 31 bytes past its source modulo a page: a
- * large memcpy there (glibc's rep movsb) ran 4-8x slower than one line over on
- * the x86 machines this was measured on (AMD EPYC, 256 KiB read from another
- * core's writes: 1.5-2.5 against 10-17 GB/s) -- and a FIFO slot, page-aligned,
- * copied into malloc's buffers, 16 bytes into a page, is just that; such a copy
- * moves 64-byte blocks instead (4 GB/s there). */
+/* Is a copy to `dst` from `src` one whose destination is 1 to 31 bytes past its
+ * source modulo a page?  A large copy there by rep movsb -- glibc's memcpy, and
+ * the kernel's copy of a CMA read (process_vm_readv, UCX's same-host rendezvous)
+ * -- ran 4-8x slower than one line over on the x86 machines this was measured
+ * on (AMD EPYC, 256 KiB: memcpy from another core's writes 1.5-2.5 against 10-17
+ * GB/s; a CMA read of a page-aligned source 1.5 against 7.4-9.0 GB/s at every
+ * offset from 32 up) -- and a FIFO slot, page-aligned, copied into malloc's
+ * buffers, 16 bytes into a page, is just that. */
+static inline int gpuring_copy_host_skewed(const void *dst, const void *src)
+{
+    const size_t skew = ((uintptr_t)dst - (uintptr_t)src) & 4095;
+
+    return skew != 0 && skew <= 31;
+}
+
+/* memcpy, but a large skewed copy (above) moves 64-byte blocks instead (4 GB/s
+ * there). */
 void gpuring_copy_host(void *dst, const void *src, size_t bytes);
 
 #ifdef __cplusplus

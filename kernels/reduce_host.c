@@ -452,19 +452,16 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
     }
 }
 
-/* the copies gpuring_copy_host moves in blocks: from where glibc's memcpy takes rep
- * movsb (2 KiB and up on x86-64), with the destination this far past the source
- * modulo a page */
+/* gpuring_copy_host moves skewed copies in blocks from where glibc's memcpy takes
+ * rep movsb (2 KiB and up on x86-64) */
 #define GPURING_COPY_BLOCKS_MIN 2048
-#define GPURING_COPY_SKEW_MAX 31
 
 void gpuring_copy_host(void *dst, const void *src, size_t bytes)
 {
-    const size_t skew = ((uintptr_t)dst - (uintptr_t)src) & 4095;
     char *o = (char *)dst;
     const char *v = (const char *)src;
 
-    if (bytes < GPURING_COPY_BLOCKS_MIN || skew == 0 || skew > GPURING_COPY_SKEW_MAX) {
+    if (bytes < GPURING_COPY_BLOCKS_MIN || !gpuring_copy_host_skewed(dst, src)) {
         memcpy(dst, src, bytes);
         return;
     }

@@ -91,6 +91,11 @@
  *             every type wider than a byte fails to divide their addresses on
  *             most ranks (MPI does not ask for alignment; a GPU cannot access an
  *             element at such an address)
+ *   -a BYTES  host buffers: every receive buffer (its first element) starts BYTES
+ *             (0-4095) past a page; not with -A or -d.  Where a copy into it runs
+ *             against its source matters to gpuring (kernels/reduce.h): a NET
+ *             step lands in the output only where UCX's copy from a slot runs
+ *             fast (the driver's zcopy cases)
  *   -Z        signed zeros: for each communicator, float and double MIN and
  *             MAX (those selected) on inputs that are +0.0 or -0.0, per rank
  *             and element, at every count: MPI does not say which zero wins,
@@ -696,7 +701,7 @@ static void usage(void)
 {
     if (g_world_rank == 0)
         fprintf(stderr, "usage: allreduce_check [-c counts] [-t types|all] [-o ops|all] [-i] [-I] "
-                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P | -C | -U] [-M]] [-F path[:kind]] [-A] [-Z] [-N]\n");
+                        "[-m world,dup,half,rev,split] [-L] [-s seed] [-r reps] [-q] [-d [-P | -C | -U] [-M]] [-F path[:kind]] [-A | -a bytes] [-Z] [-N]\n");
 }
 
 typedef struct {
@@ -776,13 +781,14 @@ int main(int argc, char **argv)
     int zeros = 0;        /* -Z */
     int negative = 0;     /* -N */
     size_t shift_send = 0, shift_recv = 0; /* -A: bytes off the element grid */
+    int recv_page = -1;                       /* -a: where in a page recvbuf starts */
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
     int bad = 0, opt, device = 0, mem = TEST_CUDA_MALLOC, mixed = 0;
     char *fake_spec = NULL; /* -F */
 
-    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPCUMF:ZNAh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:t:o:iIBm:Lx:s:r:qdPCUMF:ZNAa:h")) != -1) {
         char *list[MAX_LIST];
         int n;
         switch (opt) {
@@ -834,6 +840,7 @@ int main(int argc, char **argv)
             shift_recv = (size_t)(g_world_rank + 1) % 4;
             break;
         case 'N': negative = 1; break;
+        case 'a': recv_page = atoi(optarg); break;
         case 'x':
             if (test_type_op_list_add(&g_excl, optarg, g_world_rank == 0) != 0) bad = 1;
             break;
@@ -849,6 +856,7 @@ int main(int argc, char **argv)
         default: bad = 1; break;
         }
     }
+    if (recv_page >= 4096 || (recv_page >= 0 && (device || (shift_send | shift_recv) != 0))) bad = 1;
     if (bad) {
         usage();
         MPI_Finalize();
@@ -891,7 +899,12 @@ int main(int argc, char **argv)
     size_t maxcount = 0;
     for (int k = 0; k < ncounts; k++) if (counts[k] > maxcount) maxcount = counts[k];
     size_t maxbytes = (maxcount + 2 * GUARD + 8) * 8;
-    char *sendraw = malloc(maxbytes), *recvraw = malloc(maxbytes), *expbuf = malloc(maxbytes);
+    char *sendraw = malloc(maxbytes), *recvraw = NULL, *expbuf = malloc(maxbytes);
+    if (recv_page < 0) {
+        recvraw = malloc(maxbytes);
+    } else if (posix_memalign((void **)&recvraw, 4096, maxbytes + 4096) != 0) {
+        recvraw = NULL;
+    }
     char *sentbuf = malloc(maxbytes); /* what the send buffer held before the call */
     uint64_t *bases = malloc(sizeof(*bases) * (size_t)g_world_size); /* compute_expected's */
     if (!fail || !desc || !sendraw || !recvraw || !expbuf || !sentbuf || !bases) {
@@ -984,6 +997,7 @@ int main(int argc, char **argv)
                         uint64_t case_base = mix64(seed * 0x100000001B3ull ^ mix64(case_id + 1));
                         size_t es = (size_t)t->size;
                         char *sendbuf = sendraw + SEND_OFF * es + shift_send;
+                        if (recv_page >= 0) shift_recv = ((size_t)recv_page + 4096 - GUARD * es) % 4096;
                         char *recvbuf = recvraw + GUARD * es + shift_recv;
                         int failed = 0, nprint = 0;
 

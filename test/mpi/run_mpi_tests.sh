@@ -695,7 +695,9 @@ done
 
 # --- large count (16777219 elements, float and int32 sum)
 run_case "allreduce_large_np2_rpn0" 2 0 ready "" allreduce_check "${LARGE[@]}"
-run_case "allreduce_large_np4_rpn2" 4 2 ready,zcopy "" allreduce_check "${LARGE[@]}"
+# (zero copy: receive buffers on a page -- where malloc puts them, a step lands in
+# the output only if UCX's copy into it runs fast: kernels/reduce.h, test_net_ring)
+run_case "allreduce_large_np4_rpn2" 4 2 ready,zcopy "" allreduce_check "${LARGE[@]}" -a 0
 run_case "allreduce_large_nozcopy_np3_rpn1" 3 1 ready,nozcopy "coll_gpuring_net_zcopy 0" \
     allreduce_check "${LARGE[@]}"
 
@@ -803,7 +805,7 @@ run_case "tree_np5_rpn2_slot4k_nch4" 5 2 ready,tree \
     allreduce_check "${MEDIUM[@]}"
 run_case "tree_np6_rpn2" 6 2 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
 run_case "tree_np6_rpn4" 6 4 ready,tree "coll_gpuring_algorithm tree" allreduce_check "${MEDIUM[@]}"
-run_case "tree_large_np4_rpn2" 4 2 ready,tree,zcopysome "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}"
+run_case "tree_large_np4_rpn2" 4 2 ready,tree,zcopysome "coll_gpuring_algorithm tree" allreduce_check "${LARGE[@]}" -a 0
 run_case "ring_np5_rpn2" 5 2 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 run_case "ring_np6_rpn3" 6 3 ready "coll_gpuring_algorithm ring" allreduce_check "${MEDIUM[@]}"
 # topology-aware rings: 8 ranks as two virtual DGX-like nodes (test/fixtures)

@@ -21,6 +21,10 @@
  *   -c 0|1 check results (default 1)  -i in place (default off; MPI's
  *                   MPI_IN_PLACE form: reduce at the root only, none for
  *                   broadcast)
+ *   -a offset  host buffers start this many bytes past a page (default: where
+ *                   malloc puts them, 16 bytes past one for large sizes with
+ *                   glibc); how far a copy's destination lies past its source
+ *                   modulo a page can matter (kernels/reduce.h)
  *
  * One row per size: size(B) count type op time(us) algbw(GB/s) busbw(GB/s)
  * #wrong, with nccl-tests' meanings: size is the largest buffer of the call
@@ -45,6 +49,8 @@
 
 #include "test/cuda_dl.h"
 #include "test/mpi_verdict.h"
+
+#define PAGE_BYTES 4096
 
 /* ---- types and ops ---------------------------------------------------------- */
 typedef enum { T_FLOAT, T_DOUBLE, T_INT8, T_UINT8, T_INT32, T_UINT32, T_INT64, T_UINT64 } tid_t;
@@ -309,8 +315,8 @@ int main(int argc, char **argv)
     size_t minb = 8, maxb = 64u << 20;
     double factor = 2.0;
     int ti = 0, op = O_SUM, iters = 20, warmup = 5, device = 0, check = 1, inplace = 0, opt, bad = 0,
-        copy_only = 0, coll = C_ALLREDUCE, root = 0;
-    while ((opt = getopt(argc, argv, "C:r:b:e:f:t:o:n:w:m:c:ih")) != -1) {
+        copy_only = 0, coll = C_ALLREDUCE, root = 0, offset = -1;
+    while ((opt = getopt(argc, argv, "C:r:b:e:f:t:o:n:w:m:c:ia:h")) != -1) {
         switch (opt) {
         case 'C': {
             int found = -1;
@@ -344,14 +350,16 @@ int main(int argc, char **argv)
             break;
         case 'c': check = atoi(optarg); break;
         case 'i': inplace = 1; break;
+        case 'a': offset = atoi(optarg); break;
         default: bad = 1; break;
         }
     }
-    if (bad || iters < 1 || factor <= 1.0 || minb > maxb || root < 0 || root >= nranks) {
+    if (bad || iters < 1 || factor <= 1.0 || minb > maxb || root < 0 || root >= nranks ||
+        offset < -1 || offset >= PAGE_BYTES) {
         if (!rank)
             fprintf(stderr, "usage: allreduce_perf [-C all_reduce|reduce_scatter|all_gather|broadcast|reduce|"
                             "iall_reduce] [-r root] [-b minbytes] [-e maxbytes] [-f factor] [-t type] [-o op] "
-                            "[-n iters] [-w warmup] [-m host|device|memcpy] [-c 0|1] [-i]\n");
+                            "[-n iters] [-w warmup] [-m host|device|memcpy] [-c 0|1] [-i] [-a offset]\n");
         MPI_Finalize();
         return 2;
     }
@@ -366,7 +374,16 @@ int main(int argc, char **argv)
     /* buffers: both of the largest size (a call's send or receive buffer) */
     size_t maxcount = maxb / es, bytes_alloc = (maxcount ? maxcount : 1) * es;
     void *sendbuf = NULL, *recvbuf = NULL;
-    void *hsend = malloc(bytes_alloc), *hrecv = malloc(bytes_alloc);
+    void *hsend_mem = NULL, *hrecv_mem = NULL, *hsend, *hrecv;
+    if (offset < 0) {
+        hsend = hsend_mem = malloc(bytes_alloc);
+        hrecv = hrecv_mem = malloc(bytes_alloc);
+    } else {
+        if (posix_memalign(&hsend_mem, PAGE_BYTES, bytes_alloc + PAGE_BYTES)) hsend_mem = NULL;
+        if (posix_memalign(&hrecv_mem, PAGE_BYTES, bytes_alloc + PAGE_BYTES)) hrecv_mem = NULL;
+        hsend = hsend_mem ? (char *)hsend_mem + offset : NULL;
+        hrecv = hrecv_mem ? (char *)hrecv_mem + offset : NULL;
+    }
     int setup_ok = hsend && hrecv;
     char err[256] = "out of host memory";
     if (setup_ok && device) {
@@ -469,8 +486,8 @@ int main(int argc, char **argv)
         cu.free_(sendbuf);
         cu.free_(recvbuf);
     }
-    free(hsend);
-    free(hrecv);
+    free(hsend_mem);
+    free(hrecv_mem);
     MPI_Finalize();
     return verdict || own_wrong != 0;
 }
