@@ -118,8 +118,9 @@ void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes);
  * -- ran 4-8x slower than one line over on the x86 machines this was measured
  * on (AMD EPYC, 256 KiB: memcpy from another core's writes 1.5-2.5 against 10-17
  * GB/s; a CMA read of a page-aligned source 1.5 against 7.4-9.0 GB/s at every
- * offset from 32 up) -- and a FIFO slot, page-aligned, copied into malloc's
- * buffers, 16 bytes into a page, is just that. */
+ * offset from 32 up) -- and a FIFO slot on a page copied into malloc's buffers,
+ * 16 bytes into one, was just that (host slots now start 16 bytes in too:
+ * proxy/conn.h's GPURING_SLOTS_SKEW). */
 static inline int gpuring_copy_host_skewed(const void *dst, const void *src)
 {
     const size_t skew = ((uintptr_t)dst - (uintptr_t)src) & 4095;

@@ -196,7 +196,8 @@ static int gpuring_register(void)
         "output straight there (zero copy: the allgather half of a ring allreduce, "
         "allgather, broadcast, the tree's way down), instead of into the connection's slot; "
         "calls of 64 KiB and more; not where the step's place in the output lies 1 to 31 bytes "
-        "past its slot's modulo a page (UCX's copy there ran 5x slower on AMD EPYC).  false: "
+        "past its slot's modulo a page (UCX's copy there ran 5x slower on AMD EPYC; host slots "
+        "start 16 bytes into a page, as malloc's large buffers do).  false: "
         "always the slots.  A call that fails cancels what was to land in its output",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->net_zcopy);

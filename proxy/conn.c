@@ -1,9 +1,9 @@
 /*
  * conn.c -- what every transport shares: the memory layout of one FIFO
  * (the ctrl counters on their own page, the LL slots but on NET (whole
- * pages), then NSTEPS slots, page-aligned when the slot size is a multiple of
- * a page) and
- * how a connection end is laid over it.
+ * pages), then NSTEPS slots -- in host memory 16 bytes into a page (conn.h),
+ * in device memory (IPC) on one, when the slot size is a multiple of a page)
+ * and how a connection end is laid over it.
  */
 #include "proxy/conn.h"
 
@@ -17,7 +17,7 @@
 void gpuring_conn_net_describe(const gpuring_conn_t *conn, uint64_t step, char *buf, size_t len)
     __attribute__((weak));
 
-/* The LL slots, whole pages: the simple slots after them stay page-aligned. */
+/* The LL slots, whole pages: the simple slots' page starts after them. */
 static size_t conn_ll_bytes(gpuring_conn_type_t type)
 {
     return type == GPURING_CONN_NET
@@ -26,9 +26,16 @@ static size_t conn_ll_bytes(gpuring_conn_type_t type)
                      GPURING_CTRL_BYTES;
 }
 
+/* conn.h: host slots start GPURING_SLOTS_SKEW bytes into a page */
+static size_t conn_slots_skew(gpuring_conn_type_t type)
+{
+    return type == GPURING_CONN_IPC ? 0 : GPURING_SLOTS_SKEW;
+}
+
 size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)
 {
-    return GPURING_CTRL_BYTES + conn_ll_bytes(type) + GPURING_NSTEPS * slot_bytes;
+    return GPURING_CTRL_BYTES + conn_ll_bytes(type) + conn_slots_skew(type) +
+           GPURING_NSTEPS * slot_bytes;
 }
 
 size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type)
@@ -47,7 +54,7 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
     conn->slot_bytes = slot_bytes;
     conn->ctrl = (gpuring_fifo_ctrl_t *)fifo;
     conn->ll = conn_ll_bytes(type) > 0 ? (char *)fifo + GPURING_CTRL_BYTES : NULL;
-    conn->slots = (char *)fifo + GPURING_CTRL_BYTES + conn_ll_bytes(type);
+    conn->slots = (char *)fifo + GPURING_CTRL_BYTES + conn_ll_bytes(type) + conn_slots_skew(type);
     conn->step = 0;
 }
 

@@ -471,8 +471,21 @@ static inline int gpuring_conn_refused(const gpuring_conn_t *conn)
 }
 
 /* ---- conn.c: the FIFO layout every transport uses ----------------------- */
+/*
+ * Where in a page the slots of host memory (SHM, NET staging) start: where
+ * malloc puts the large buffers of the calls that copy into and out of them
+ * (glibc: 16 bytes past a page, after its chunk header).  A large copy whose
+ * destination lies 1 to 31 bytes past its source modulo a page ran several
+ * times slower on AMD EPYC (kernels/reduce.h): from slots on a page into
+ * malloc's buffers, every copy out of a slot did, and every CMA read of a NET
+ * step into the output (zero copy).  16 bytes in, malloc's buffers are as far
+ * into a page as the slots; a page-aligned buffer is 4080 bytes past them, but
+ * a copy from one into a slot is skewed (README: measured both ways).
+ */
+#define GPURING_SLOTS_SKEW 16
 /* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
- * slots (not NET), then NSTEPS slots. */
+ * slots (not NET), then NSTEPS slots (GPURING_SLOTS_SKEW bytes later in host
+ * memory). */
 size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
 /* Its leading bytes that must be zero before a peer opens it: the control page and the
  * LL slots (the simple slots need not be: read only up to the tail posted). */

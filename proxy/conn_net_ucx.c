@@ -675,10 +675,11 @@ void gpuring_net_conns_settle(gpuring_proxy_t *proxy)
 
 /*
  * The FIFO's host memory (`bytes`: the ctrl page, then `slots_bytes` of
- * slots; 0 for GPU-direct), mapped on its own: the device plane registers it
- * with CUDA, so no other object may share its pages.  Slots that fill a huge
- * page start on one and ask for transparent huge pages (the default 8 x 256
- * KiB slots are exactly one): a same-host peer's UCX reads them with CMA,
+ * slots, conn.c's few bytes before them in their page included; 0 for
+ * GPU-direct), mapped on its own: the device plane registers it with CUDA, so
+ * no other object may share its pages.  Slots that fill a huge page start on
+ * one (those few bytes into it) and ask for transparent huge pages (the
+ * default 8 x 256 KiB slots are one, but for their last few bytes): a same-host peer's UCX reads them with CMA,
  * which pins every page of a step in the kernel, and a 256 KiB step is 64
  * small pages but an eighth of a huge one (measured in the README's net
  * path table).  Zero-filled, as mmap gives it.
@@ -763,7 +764,8 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
         free(net);
         return GPURING_ERR_INVALID;
     }
-    if (net_fifo_map(net, bytes, device >= 0 ? 0 : GPURING_NSTEPS * slot_bytes) != 0) {
+    /* (the slots and the bytes before them in their page) */
+    if (net_fifo_map(net, bytes, device >= 0 ? 0 : bytes - gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET)) != 0) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "cannot map %zu bytes of net slots: %s", bytes,
                       strerror(errno));
         free(net);

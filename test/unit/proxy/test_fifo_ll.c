@@ -141,8 +141,9 @@ static void check_one_process(void)
         EXPECT(n.ll == NULL, "NET connections have no LL slots");
         const size_t ll_bytes = bytes - gpuring_conn_fifo_bytes(GPURING_CONN_NET, SLOT);
         EXPECT(ll_bytes >= GPURING_NSTEPS * GPURING_LL_SLOT_BYTES && ll_bytes % 4096 == 0 &&
-                   (uintptr_t)(s.slots - fifo) % 4096 == 0,
-               "NET FIFOs are the LL slots (whole pages) smaller; simple slots page-aligned");
+                   (uintptr_t)(s.slots - fifo) % 4096 == GPURING_SLOTS_SKEW,
+               "NET FIFOs are the LL slots (whole pages) smaller; simple slots %d bytes into "
+               "a page", GPURING_SLOTS_SKEW);
     }
     EXPECT((GPURING_LL_HDR_UNITS + GPURING_LL_STEP_BYTES / 4) * 8 <= GPURING_LL_SLOT_BYTES,
            "an LL slot holds a full step");

@@ -61,7 +61,8 @@ int main(void)
     EXPECT(recv.ctrl->head == 0 && recv.ctrl->tail == 0, "fresh counters are zero");
     EXPECT(h.type == GPURING_CONN_SHM && h.dir == GPURING_CONN_RECV && h.slot_bytes == SLOT,
            "handle fields");
-    EXPECT((uintptr_t)recv.slots % 4096 == 0, "slots page aligned");
+    EXPECT((uintptr_t)recv.slots % 4096 == GPURING_SLOTS_SKEW, "slots %d bytes into a page",
+           GPURING_SLOTS_SKEW);
 
     pid = fork();
     if (pid == 0) _exit(run_sender(&h));

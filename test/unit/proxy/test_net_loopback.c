@@ -352,7 +352,8 @@ static void test_basic(gpuring_proxy_t *proxy)
 
     EXPECT(pair_create(proxy, &p, 0, 64 * 1024, 1, 0, 1) == GPURING_OK, "pair_create");
     EXPECT(p.send.type == GPURING_CONN_NET && p.recv.dir == GPURING_CONN_RECV &&
-              ((uintptr_t)p.send.slots % 4096) == 0 && ((uintptr_t)p.recv.slots % 4096) == 0 &&
+              ((uintptr_t)p.send.slots % 4096) == GPURING_SLOTS_SKEW &&
+              ((uintptr_t)p.recv.slots % 4096) == GPURING_SLOTS_SKEW &&
               p.send.ctrl->tail == 0 && p.recv.ctrl->head == 0,
           "conn fields after create");
     ok = run_pairs(proxy, &p, 1, n, 0, 1, &secs);
@@ -1157,8 +1158,9 @@ static int thp_never(void)
     return strstr(line, "[never]") != NULL || line[0] == 0;
 }
 
-/* The FIFO's memory: ctrl page then slots; slots that fill a huge page start
- * on one and are THP-eligible, smaller ones stay page-aligned; zeroed. */
+/* The FIFO's memory: ctrl page then slots, GPURING_SLOTS_SKEW bytes into the
+ * next page; slots that fill a huge page start on one (as far into it) and are
+ * THP-eligible, smaller ones on a small one; zeroed. */
 static void test_slot_layout(gpuring_proxy_t *proxy)
 {
     static const size_t slots[] = {4096, 256 * 1024, 384 * 1024};
@@ -1175,9 +1177,10 @@ static void test_slot_layout(gpuring_proxy_t *proxy)
             EXPECT(0, "create a %zu B slot connection", slots[k]);
             continue;
         }
-        EXPECT(c.slots == (char *)c.ctrl + 4096 && (uintptr_t)c.ctrl % 4096 == 0,
+        const uintptr_t page = (uintptr_t)c.slots - GPURING_SLOTS_SKEW;
+        EXPECT(c.slots == (char *)c.ctrl + 4096 + GPURING_SLOTS_SKEW && (uintptr_t)c.ctrl % 4096 == 0,
                "%zu B slots: the ctrl page, then the slots", slots[k]);
-        EXPECT(region < huge ? (uintptr_t)c.slots % 4096 == 0 : (uintptr_t)c.slots % huge == 0,
+        EXPECT(region < huge ? page % 4096 == 0 : page % huge == 0,
                "%zu B slots (%zu KiB): start on a %s page", slots[k], region / 1024,
                region < huge ? "small" : "huge");
         for (size_t i = 0; i < region; i += 4096) zero &= c.slots[i] == 0;

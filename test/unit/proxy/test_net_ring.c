@@ -31,9 +31,11 @@
  *               before) nothing had matched when the call started; without
  *               zcopy, none.  Except where UCX's copy into the output would
  *               run 1 to 31 bytes past its source modulo a page (kernels/
- *               reduce.h: the slots are page-aligned): the output placed 16
- *               bytes into a page, as malloc places large buffers, takes no
- *               step of a ring whose steps start on pages, 32 bytes in all.
+ *               reduce.h; the slots start GPURING_SLOTS_SKEW = 16 bytes into
+ *               one, proxy/conn.h): with every step of the ring starting on a
+ *               page of its buffer, an output placed 32 bytes into a page
+ *               takes none, one 16 bytes in (as malloc places large buffers)
+ *               or on a page all.
  * Prints one line per check and "N passed, N failed".
  */
 #define _GNU_SOURCE
@@ -94,8 +96,8 @@ static void *rank_main(void *arg)
 
 /* Steps of one call on a recv end that zero copy lands in the output: those
  * only copied there (RECV | DST, maybe SEND) whose place in `recv` is not 1 to
- * 31 bytes into a page; *early_p of them among the first NSTEPS (which land
- * there only if not matched when the call starts). */
+ * 31 bytes past the slots' place in a page; *early_p of them among the first
+ * NSTEPS (which land there only if not matched when the call starts). */
 static uint64_t zcopy_expected(const gpuring_prog_t *p, const float *recv, uint64_t *early_p)
 {
     uint64_t k = 0, n = 0;
@@ -105,8 +107,8 @@ static uint64_t zcopy_expected(const gpuring_prog_t *p, const float *recv, uint6
     for (uint64_t i = 0; i < p->nops; i++) {
         gpuring_prog_op(p, i, &s);
         if (!(s.flags & GPURING_PRIM_RECV)) continue;
-        const size_t page_off = (uintptr_t)(recv + s.off) % 4096;
-        if (s.count > 0 && !(page_off >= 1 && page_off <= 31) &&
+        const size_t past = ((uintptr_t)(recv + s.off) - GPURING_SLOTS_SKEW) % 4096;
+        if (s.count > 0 && !(past >= 1 && past <= 31) &&
             (s.flags & ~(unsigned)GPURING_PRIM_SEND) == (GPURING_PRIM_RECV | GPURING_PRIM_DST)) {
             n++;
             *early_p += k < GPURING_NSTEPS;
@@ -309,11 +311,13 @@ int main(void)
         }
         /* zero copy on an odd size whose last loop's blocks are short */
         run_case(proxy, 1, 300007, 64 * 1024, 0, 1, 0, 2, 7);
-        /* zero copy into outputs where UCX's copy would be skewed (16 bytes into
-         * a page: none lands there) and just past that (32: all do) */
-        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 16, 2, 8);
-        run_case(proxy, 2, 1024 * 1024, 128 * 1024, 1, 1, 16, 2, 9);
-        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 32, 2, 10);
+        /* zero copy into outputs where UCX's copy would be skewed (32 bytes into
+         * a page: none lands there), as far in as the slots (16: all do) and
+         * just past the skew (48: all do) */
+        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 32, 2, 8);
+        run_case(proxy, 2, 1024 * 1024, 128 * 1024, 1, 1, 32, 2, 9);
+        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 16, 2, 10);
+        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 48, 2, 11);
         EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
         gpuring_proxy_finalize();
     }
