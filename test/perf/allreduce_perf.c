@@ -17,7 +17,10 @@
  *                   at run time and exits 2 if it cannot; memcpy times no
  *                   MPI call but every rank's memcpy of the same bytes, all
  *                   ranks at once: the memory bound host paths are held
- *                   against, busbw = algbw, nothing checked)
+ *                   against, busbw = algbw, nothing checked; both buffers
+ *                   on a page unless -a says otherwise: malloc placed small
+ *                   ones 16 bytes apart modulo a page, the copy rep movsb
+ *                   runs slowest on some machines -- kernels/reduce.h)
  *   -c 0|1 check results (default 1)  -i in place (default off; MPI's
  *                   MPI_IN_PLACE form: reduce at the root only, none for
  *                   broadcast)
@@ -364,6 +367,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (copy_only) check = inplace = 0; /* a copy has nothing to check, no place to be in */
+    if (copy_only && offset < 0) offset = 0; /* the bound: the copy at its fastest */
     if (coll == C_BCAST) inplace = 0;    /* MPI_Bcast has one buffer */
     tid_t t = types[ti].id;
     size_t es = types[ti].size;
