@@ -679,10 +679,11 @@ void gpuring_net_conns_settle(gpuring_proxy_t *proxy)
  * GPU-direct), mapped on its own: the device plane registers it with CUDA, so
  * no other object may share its pages.  Slots that fill a huge page start on
  * one (those few bytes into it) and ask for transparent huge pages (the
- * default 8 x 256 KiB slots are one, but for their last few bytes): a same-host peer's UCX reads them with CMA,
- * which pins every page of a step in the kernel, and a 256 KiB step is 64
- * small pages but an eighth of a huge one (measured in the README's net
- * path table).  Zero-filled, as mmap gives it.
+ * default 8 x 256 KiB slots are one, but for their last few bytes): a
+ * same-host peer's UCX reads them with CMA, which pins every page of a step
+ * in the kernel, and a 256 KiB step is 64 small pages but an eighth of a huge
+ * one (measured in the README's net path table).  Zero-filled, as mmap gives
+ * it.
  */
 static int net_fifo_map(gpuring_net_conn_t *net, size_t bytes, size_t slots_bytes)
 {
