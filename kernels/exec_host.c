@@ -299,10 +299,12 @@ static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t
     while (ch->land_op[i] < ch->prog.nops && ch->land_step[i] <= target) {
         gpuring_prog_op(&ch->prog, ch->land_op[i]++, &s);
         if (!(s.recv_mask & (1u << i))) continue;
-        char *dst = (char *)a->recvbuf + s.off * es;
-        const char *slot = r->slots + (ch->land_step[i] % GPURING_NSTEPS) * r->slot_bytes;
-        if (exec_lands_in_output(ch, &s) && !gpuring_copy_host_skewed(dst, slot))
-            gpuring_conn_land_at(ch->recv[i], ch->land_step[i], dst, s.count * es);
+        if (exec_lands_in_output(ch, &s)) { /* (an output: recvbuf is not NULL) */
+            char *dst = (char *)a->recvbuf + s.off * es;
+            const char *slot = r->slots + (ch->land_step[i] % GPURING_NSTEPS) * r->slot_bytes;
+            if (!gpuring_copy_host_skewed(dst, slot))
+                gpuring_conn_land_at(ch->recv[i], ch->land_step[i], dst, s.count * es);
+        }
         ch->land_step[i]++;
     }
 }

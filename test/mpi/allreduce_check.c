@@ -92,7 +92,7 @@
  *             most ranks (MPI does not ask for alignment; a GPU cannot access an
  *             element at such an address)
  *   -a BYTES  host buffers: every receive buffer (its first element) starts BYTES
- *             (0-4095) past a page; not with -A or -d.  Where a copy into it runs
+ *             (0-4095) past a page; not with -A, -d, -F or -Z.  Where a copy into it runs
  *             against its source matters to gpuring (kernels/reduce.h): a NET
  *             step lands in the output only where UCX's copy from a slot runs
  *             fast (the driver's zcopy cases)
@@ -782,6 +782,7 @@ int main(int argc, char **argv)
     int negative = 0;     /* -N */
     size_t shift_send = 0, shift_recv = 0; /* -A: bytes off the element grid */
     int recv_page = -1;                       /* -a: where in a page recvbuf starts */
+    const char *recv_page_arg = NULL;
     int large = 0, reps = 1;
     uint64_t seed = 1;
     int want_world = 0, want_dup = 0, want_half = 0, want_rev = 0;
@@ -840,7 +841,7 @@ int main(int argc, char **argv)
             shift_recv = (size_t)(g_world_rank + 1) % 4;
             break;
         case 'N': negative = 1; break;
-        case 'a': recv_page = atoi(optarg); break;
+        case 'a': recv_page_arg = optarg; break;
         case 'x':
             if (test_type_op_list_add(&g_excl, optarg, g_world_rank == 0) != 0) bad = 1;
             break;
@@ -856,7 +857,14 @@ int main(int argc, char **argv)
         default: bad = 1; break;
         }
     }
-    if (recv_page >= 4096 || (recv_page >= 0 && (device || (shift_send | shift_recv) != 0))) bad = 1;
+    if (recv_page_arg != NULL) {
+        char *end;
+        long v = strtol(recv_page_arg, &end, 10);
+        recv_page = (int)v;
+        if (*end != '\0' || v < 0 || v >= 4096 || device || fake_spec != NULL || zeros ||
+            (shift_send | shift_recv) != 0)
+            bad = 1;
+    }
     if (bad) {
         usage();
         MPI_Finalize();

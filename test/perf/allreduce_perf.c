@@ -353,7 +353,10 @@ int main(int argc, char **argv)
             break;
         case 'c': check = atoi(optarg); break;
         case 'i': inplace = 1; break;
-        case 'a': offset = atoi(optarg); break;
+        case 'a':
+            offset = atoi(optarg);
+            if (offset < 0) bad = 1;
+            break;
         default: bad = 1; break;
         }
     }

@@ -121,7 +121,7 @@ static void run_receiver(gpuring_conn_t *recv)
 static void check_one_process(void)
 {
     const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, SLOT);
-    char *fifo = aligned_alloc(4096, bytes);
+    char *fifo = aligned_alloc(4096, GPURING_DIV_UP(bytes, 4096) * 4096);
     unsigned char src[GPURING_LL_STEP_BYTES], dst[GPURING_LL_STEP_BYTES];
     gpuring_conn_t s, r;
     uint64_t got = 0;

@@ -311,11 +311,13 @@ int main(void)
         }
         /* zero copy on an odd size whose last loop's blocks are short */
         run_case(proxy, 1, 300007, 64 * 1024, 0, 1, 0, 2, 7);
-        /* zero copy into outputs where UCX's copy would be skewed (32 bytes into
-         * a page: none lands there), as far in as the slots (16: all do) and
-         * just past the skew (48: all do) */
+        /* zero copy into outputs where UCX's copy would be skewed (20, 32 and 44
+         * bytes into a page: none lands there), as far in as the slots (16: all
+         * do) and just past the skew (48: all do) */
         run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 32, 2, 8);
         run_case(proxy, 2, 1024 * 1024, 128 * 1024, 1, 1, 32, 2, 9);
+        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 20, 2, 12);
+        run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 44, 2, 13);
         run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 16, 2, 10);
         run_case(proxy, 1, 256 * 1024, 64 * 1024, 0, 1, 48, 2, 11);
         EXPECT(gpuring_proxy_error(proxy, NULL, 0) == GPURING_OK, "no async error");
