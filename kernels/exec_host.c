@@ -39,11 +39,6 @@ static inline int exec_several(unsigned mask)
     return (mask & (mask - 1)) != 0;
 }
 
-static inline char *conn_slot(const gpuring_conn_t *conn)
-{
-    return conn->slots + (conn->step % GPURING_NSTEPS) * conn->slot_bytes;
-}
-
 /* Does operation `s` post or consume a step of a NET connection? */
 static inline int exec_op_uses_net(const gpuring_exec_channel_t *ch, const gpuring_step_t *s)
 {
@@ -228,7 +223,8 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->recv_mask, i) {
         const gpuring_conn_t *r = ch->recv[i];
 
-        in[i] = r->type == GPURING_CONN_NET ? gpuring_conn_landed_at(r) : conn_slot(r);
+        in[i] = r->type == GPURING_CONN_NET ? gpuring_conn_landed_at(r)
+                                             : gpuring_conn_slot(r, r->step);
         if (gpuring_exec_ll(a, r)) {
             gpuring_status_t st = gpuring_conn_ll_read(r, stage + i * GPURING_LL_STEP_BYTES, bytes);
             if (st != GPURING_OK) {
@@ -243,7 +239,7 @@ static gpuring_status_t exec_op_buffers(const gpuring_exec_args_t *a,
     EXEC_FOR_PEERS(s->send_mask, i) {
         out[i] = gpuring_exec_ll(a, ch->send[i])
                      ? stage + GPURING_MAX_PEERS * GPURING_LL_STEP_BYTES
-                     : conn_slot(ch->send[i]);
+                     : gpuring_conn_slot(ch->send[i], ch->send[i]->step);
     }
     return GPURING_OK;
 }
@@ -293,7 +289,7 @@ static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t
                             uint64_t target)
 {
     const size_t es = gpuring_type_size(a->type);
-    const gpuring_conn_t *r = ch->recv[i];
+    gpuring_conn_t *r = ch->recv[i];
     gpuring_step_t s;
 
     while (ch->land_op[i] < ch->prog.nops && ch->land_step[i] <= target) {
@@ -301,9 +297,8 @@ static void exec_land_ahead(const gpuring_exec_args_t *a, gpuring_exec_channel_t
         if (!(s.recv_mask & (1u << i))) continue;
         if (exec_lands_in_output(ch, &s)) { /* (an output: recvbuf is not NULL) */
             char *dst = (char *)a->recvbuf + s.off * es;
-            const char *slot = r->slots + (ch->land_step[i] % GPURING_NSTEPS) * r->slot_bytes;
-            if (!gpuring_copy_host_skewed(dst, slot))
-                gpuring_conn_land_at(ch->recv[i], ch->land_step[i], dst, s.count * es);
+            if (!gpuring_copy_host_skewed(dst, gpuring_conn_slot(r, ch->land_step[i])))
+                gpuring_conn_land_at(r, ch->land_step[i], dst, s.count * es);
         }
         ch->land_step[i]++;
     }

@@ -246,7 +246,8 @@ void mca_coll_gpuring_exchanges_finalize(void);
  * a member that never makes the call produces an error on the others, not a hang; the
  * same collective on every rank whatever its own timeout.  One that times out (logged,
  * naming it "gpuring's `what`", and the ranks it waits for) is given up in flight,
- * holding the communicator; so is one whose message failed, at once: GPURING_ERR_REMOTE; and, where
+ * holding the communicator; so is one whose message failed, at once:
+ * GPURING_ERR_REMOTE; and, where
  * the exchange is a step of the numbered call the arrival board names (`of_call`: the
  * direct allreduce's, the connections a call makes -- not the agreement on the memory
  * kind, made before the call's number), one that a rank of this host refuses

@@ -249,8 +249,8 @@ static int boot_wait_on(const mca_coll_gpuring_module_t *m, int first, double st
 
     if (here >= 0) return here; /* (a late rank of this host: warned, naming it) */
     if (!first || (limit > 0 && waited >= limit)) return 0;
-    GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's %s has waited %.0f s for a rank that "
-                 "has not made this collective call yet: waiting on, up to "
+    GPURING_WARN(GPURING_SUBSYS_BOOTSTRAP, "comm %s: gpuring's %s has waited %.0f s for a "
+                 "rank that has not made this collective call yet: waiting on, up to "
                  "coll_gpuring_arrival_timeout (%d s; 0: no bound), warned every %d s",
                  mca_coll_gpuring_comm_name(m), what, waited, limit, timeout);
     return 1;
@@ -318,8 +318,8 @@ static gpuring_status_t exchange_wait_look(mca_coll_gpuring_module_t *m,
         return GPURING_OK;
     }
     GPURING_ERROR(GPURING_SUBSYS_BOOTSTRAP,
-                  "comm %s: gpuring's %s (an allgather of %zu bytes) timed out after %.0f s: %s -- %s "
-                  "(coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), w->what, bytes,
+                  "comm %s: gpuring's %s (an allgather of %zu bytes) timed out after %.0f s: "
+                  "%s -- %s (coll_gpuring_%s)", mca_coll_gpuring_comm_name(m), w->what, bytes,
                   gpuring_time_sec() - w->start, missing, w->absent,
                   w->first ? "arrival_timeout" : "wait_timeout");
     return GPURING_ERR_TIMEOUT;

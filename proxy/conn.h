@@ -158,6 +158,12 @@ struct gpuring_conn {
     int slots_device;          /* NET GPU-direct: slots are device memory, only ctrl is host */
 };
 
+/* The slot of step `step` (slot step % NSTEPS) in this end's view. */
+static inline char *gpuring_conn_slot(const gpuring_conn_t *conn, uint64_t step)
+{
+    return conn->slots + (step % GPURING_NSTEPS) * conn->slot_bytes;
+}
+
 /* Sender: is slot `step % NSTEPS` free?  The receiver's head is read only
  * when the value last read says the FIFO is full, so a sender that runs
  * ahead does not pull the line the receiver writes at every step. */
@@ -217,10 +223,9 @@ static inline void gpuring_conn_land_at(gpuring_conn_t *conn, uint64_t step, voi
 /* Receiver, once step conn->step landed: where its bytes are. */
 static inline char *gpuring_conn_landed_at(const gpuring_conn_t *conn)
 {
-    const unsigned slot = (unsigned)(conn->step % GPURING_NSTEPS);
-    const uint64_t at = conn->ctrl->at[slot];
+    const uint64_t at = conn->ctrl->at[conn->step % GPURING_NSTEPS];
 
-    return at != 0 ? (char *)(uintptr_t)at : conn->slots + slot * conn->slot_bytes;
+    return at != 0 ? (char *)(uintptr_t)at : gpuring_conn_slot(conn, conn->step);
 }
 
 /* A landed step that says it is `got_bytes` bytes of call `got_call`, where the

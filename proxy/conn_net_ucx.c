@@ -737,7 +737,7 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
 {
     gpuring_net_conn_t *net;
     gpuring_status_t st;
-    size_t bytes;
+    size_t bytes, slots_bytes;
     int i;
 
     if (proxy == NULL || conn == NULL || handle_p == NULL || slot_bytes == 0 ||
@@ -765,8 +765,9 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
         free(net);
         return GPURING_ERR_INVALID;
     }
-    /* (the slots and the bytes before them in their page) */
-    if (net_fifo_map(net, bytes, device >= 0 ? 0 : bytes - gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET)) != 0) {
+    /* host staging: the slots with the bytes before them in their page */
+    slots_bytes = device >= 0 ? 0 : bytes - gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET);
+    if (net_fifo_map(net, bytes, slots_bytes) != 0) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "cannot map %zu bytes of net slots: %s", bytes,
                       strerror(errno));
         free(net);
