@@ -421,6 +421,24 @@ static __device__ int exec_wait(const exec_cuda_desc_t &d, const exec_cuda_chan_
     return 1;
 }
 
+/* Op s may run (thread 0, its send slots free, before the block's barrier): the LL
+ * rows of its sends due a clean (proxy/conn.h, gpuring_ll_clean_due) zeroed, in either
+ * protocol, and fenced before the step's header and data, which the barrier orders
+ * after this. */
+static __device__ void exec_ll_clean(const exec_cuda_chan_t *ch, const gpuring_step_t &s,
+                                     const uint64_t *sstep)
+{
+    bool cleaned = false;
+
+    EXEC_FOR_PEERS(s.send_mask, i) {
+        if (ch->send[i].ll == NULL || !gpuring_ll_clean_due(sstep[i], GPURING_NSTEPS)) continue;
+        volatile uint64_t *row = exec_ll_row(ch->send[i], sstep[i]);
+        for (unsigned u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++) row[u] = 0;
+        cleaned = true;
+    }
+    if (cleaned) __threadfence_system();
+}
+
 /* Op s may run: the headers of its LL sends (exec_ll_header: before the data). */
 static __device__ void exec_ll_post(const exec_cuda_desc_t &d, const exec_cuda_chan_t *ch,
                                     const gpuring_step_t &s, const uint64_t *sstep,
@@ -1048,13 +1066,16 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         int aborted = 0;
 
         gpuring_prog_op(&prog, op, &s);
-        if (threadIdx.x == 0 &&
-            ((aborted_at_start &&
-              ((s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD)) ||
-               op + 1 == prog.nops)) ||
-             !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T)))) {
-            exec_abandon(ch, sstep);
-            aborted = 1;
+        if (threadIdx.x == 0) {
+            if ((aborted_at_start &&
+                 ((s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD)) ||
+                  op + 1 == prog.nops)) ||
+                !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T))) {
+                exec_abandon(ch, sstep);
+                aborted = 1;
+            } else {
+                exec_ll_clean(ch, s, sstep);
+            }
         }
         if (__syncthreads_or(aborted)) return;
         if (threadIdx.x == 0) exec_ll_post(d, ch, s, sstep, s.count * sizeof(T));
@@ -1112,9 +1133,11 @@ typedef struct exec_direct_ll_desc {
     char *recvbuf;
     volatile uint64_t *row;                                 /* this rank's inbox row */
     volatile uint64_t *to[GPURING_EXEC_DIRECT_MAX_RANKS];   /* its slot in rank r's row */
+    volatile uint64_t *clean; /* the next call's row, due a clean (exec_cuda.h); or NULL */
     exec_cuda_status_t *status;
     size_t count;
     size_t slot_units;    /* 8-byte units per slot */
+    size_t row_units;     /* nranks slots */
     size_t per_block;     /* pairs per block */
     uint64_t call;
     uint32_t flag;
@@ -1160,6 +1183,11 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
                 exec_ll_pair_store(d.to[r] + GPURING_LL_HDR_UNITS + 2 * p, v, d.flag, true);
             }
         }
+    }
+    if (blockIdx.x == 0 && d.clean != NULL) { /* before the headers that let peers on */
+        for (size_t u = threadIdx.x; u < d.row_units; u += blockDim.x) d.clean[u] = 0;
+        __threadfence_system();
+        __syncthreads();
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         for (int r = 0; r < d.nranks; r++) {
@@ -2280,7 +2308,10 @@ static gpuring_status_t exec_direct_ll_desc(const gpuring_exec_direct_ll_args_t 
     memset(d, 0, sizeof(*d));
     row_units = (size_t)a->nranks * a->slot_bytes / 8;
     d->slot_units = a->slot_bytes / 8;
+    d->row_units = row_units;
     d->row = (volatile uint64_t *)a->inbox + (a->seq & 1) * row_units;
+    if (gpuring_ll_clean_due(a->seq + 1, 2))
+        d->clean = (volatile uint64_t *)a->inbox + ((a->seq + 1) & 1) * row_units;
     for (int r = 0; r < a->nranks; r++) {
         if (r == a->rank) continue;
         if (a->peer_inbox[r] == NULL || (uintptr_t)a->peer_inbox[r] % 16 != 0) {

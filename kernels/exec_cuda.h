@@ -141,7 +141,11 @@ gpuring_status_t gpuring_exec_cuda_direct(const gpuring_exec_direct_args_t *args
  * Their blocks are not checked to fit the GPU together, as the FIFO kernel's
  * are (gpuring_exec_cuda_capacity): at most 16 blocks of 40 registers per
  * thread per rank, 8 ranks' fit an H100 several times over, and every block
- * stores before it waits.  The inboxes start zeroed (flag 0 is no call's).  Calls of up to
+ * stores before it waits.  The inboxes start zeroed (flag 0 is no call's); as
+ * flags come back (proxy/conn.h), the kernel of call seq zeroes the row of
+ * call seq + 1 in its own inbox where that call is due a clean
+ * (gpuring_ll_clean_due(seq + 1, 2)): block 0, before its headers, without
+ * which no peer goes on to call seq + 1.  Calls of up to
  * GPURING_EXEC_DIRECT_LL_MAX_BYTES; a peer that never comes is
  * GPURING_ERR_TIMEOUT after `timeout` seconds, naming it.  Where this rank's
  * kernel does not launch (or no status entry is left), a one-thread kernel

@@ -285,6 +285,33 @@ GPURING_HOSTDEV static inline uint32_t gpuring_ll_flag(uint64_t step)
     return (uint32_t)(step % 0xffffffffull) + 1u;
 }
 
+/*
+ * Flags come back every 2^32 - 1 steps, rows every GPURING_NSTEPS: a unit
+ * that no step overwrote for GPURING_NSTEPS * (2^32 - 1) steps (a small step
+ * writes only the first units of its row) holds the flag of the step now on
+ * its row.  A host receiver reads units only after a header that the host
+ * sender writes last, so it never takes one; a kernel receiver waits on each
+ * unit's own flag after a header that the kernel sender writes first, and
+ * would.  So a kernel sender cleans its rows (zeros: no step's flag): at
+ * the first GPURING_NSTEPS steps of every GPURING_LL_CLEAN_PERIOD but the
+ * first (the rows start zeroed), each row once, before the step's header
+ * and data, whatever the step's protocol (exec_cuda.cu, exec_ll_clean) --
+ * as NCCL's LL does (NCCL_LL_CLEAN_MASK).
+ * A row's units then carry flags of steps made since its last clean, a
+ * period back at most (two where a window's step was not the kernel's: an
+ * abandon the host posted), never that of a step to come on the row, which
+ * would take about 16 periods.
+ * The LL direct kernel's inboxes, two rows by the call's parity, are
+ * cleaned alike by their owner (exec_cuda.h).
+ */
+#define GPURING_LL_CLEAN_PERIOD (1ull << 31)
+
+/* Is step `step`, on rows used in turn (`rows` of them), one that cleans its row? */
+GPURING_HOSTDEV static inline int gpuring_ll_clean_due(uint64_t step, unsigned rows)
+{
+    return step >= GPURING_LL_CLEAN_PERIOD && step % GPURING_LL_CLEAN_PERIOD < rows;
+}
+
 GPURING_HOSTDEV static inline uint64_t gpuring_ll_unit(uint32_t data, uint32_t flag)
 {
     return (uint64_t)flag << 32 | data;

@@ -22,7 +22,10 @@
  * n ranks' inboxes, calls in a row over them up to 64 KiB (and the most a
  * call may be, 1 MiB), buffers at addresses their element size does not
  * divide, a call of another id, a rank that never comes and one that gives
- * up on the call before it (test_direct_ll).
+ * up on the call before it (test_direct_ll); and calls across the LL flags'
+ * wrap and clean window, their inbox rows poisoned with the flags of calls
+ * to come, which the kernels must clean (run_direct_ll_clean; rings
+ * likewise, test_ll_clean).
  *
  * The unrolled pack loops (exec_cuda.cu, GPURING_EXEC_UNROLL packs per
  * thread per trip): direct calls of one block whose counts are whole trips
@@ -214,6 +217,7 @@ typedef struct t_cfg {
     int mis;       /* send, receive and scratch buffers start this many elements late */
     int ll;        /* the LL protocol (steps of at most GPURING_LL_STEP_BYTES) */
     int mixed;     /* ll: the connections into rank 0 have no LL slots (simple, as NET) */
+    uint64_t step0; /* ring: the connections' first step, their LL rows poisoned (0: fresh) */
 } t_cfg_t;
 
 /* rank r's send / receive buffer of the configuration (shifted by cfg->mis) */
@@ -407,10 +411,82 @@ static void links_simple_into_rank0(int n)
     }
 }
 
+/*
+ * LL flags come back (proxy/conn.h): the ring's connections start at cfg->step0, as
+ * if that many steps had gone before, and every LL row's data units hold the flag of
+ * a step to come on the row, T_POISON_AHEAD steps on (what units left there for
+ * GPURING_NSTEPS * (2^32 - 1) steps would hold), over data the call never sent.  A
+ * run that makes its row's step of a clean window (gpuring_ll_clean_due) must leave
+ * no such unit: a kernel receiver would take one before its sender's data.
+ */
+#define T_POISON_AHEAD 256u
+
+static uint32_t ll_poison_flag(uint64_t step0, unsigned row)
+{
+    uint64_t s = step0 + T_POISON_AHEAD;
+
+    return gpuring_ll_flag(s + (row + GPURING_NSTEPS - s % GPURING_NSTEPS) % GPURING_NSTEPS);
+}
+
+/* LL row `row` of the ring FIFO into rank r on channel c, at its host address */
+static uint64_t *ll_row_host(int r, int c, unsigned row)
+{
+    const t_fifo_t *f = &ring_fifo[c][r];
+
+    return (uint64_t *)((char *)f->host + (ranks[r].ring_recv[c].ll - (char *)f->dev) +
+                        (size_t)row * GPURING_LL_SLOT_BYTES);
+}
+
+static void links_start_at(const t_cfg_t *cfg)
+{
+    for (int r = 0; r < cfg->n; r++) {
+        for (int c = 0; c < cfg->nch; c++) {
+            gpuring_fifo_ctrl_t *ctrl = (gpuring_fifo_ctrl_t *)ring_fifo[c][r].host;
+
+            ranks[r].ring_send[c].step = ranks[r].ring_recv[c].step = cfg->step0;
+            ctrl->head = ctrl->tail = cfg->step0;
+            for (unsigned k = 0; k < GPURING_NSTEPS; k++) {
+                uint64_t *row = ll_row_host(r, c, k);
+                for (unsigned u = GPURING_LL_HDR_UNITS; u < GPURING_LL_SLOT_BYTES / 8; u++)
+                    row[u] = gpuring_ll_unit(0xdeadbeefu, ll_poison_flag(cfg->step0, k));
+            }
+        }
+    }
+}
+
+static void ll_clean_check(const t_cfg_t *cfg)
+{
+    char what[200];
+
+    describe(cfg, what, sizeof(what));
+    for (int r = 0; r < cfg->n; r++) {
+        for (int c = 0; c < cfg->nch; c++) {
+            const uint64_t end = ranks[r].ring_recv[c].step;
+            size_t left = 0;
+
+            for (unsigned k = 0; k < GPURING_NSTEPS; k++) {
+                const uint64_t *row = ll_row_host(r, c, k);
+                for (unsigned u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
+                    left += (uint32_t)(row[u] >> 32) == ll_poison_flag(cfg->step0, k);
+            }
+            /* the window's steps made, and no poisoned unit taken */
+            unit_result(end >= (cfg->step0 / GPURING_LL_CLEAN_PERIOD + 1) *
+                                       GPURING_LL_CLEAN_PERIOD + GPURING_NSTEPS &&
+                            end < cfg->step0 + T_POISON_AHEAD,
+                        "%s from step %llu: rank %d channel %d ended at step %llu", what,
+                        (unsigned long long)cfg->step0, r, c, (unsigned long long)end);
+            unit_result(left == 0, "%s from step %llu: %zu units of rank %d's LL rows on "
+                        "channel %d still carry a flag to come", what,
+                        (unsigned long long)cfg->step0, left, r, c);
+        }
+    }
+}
+
 static void run_config(const t_cfg_t *cfg)
 {
     links_reset_slots(cfg->n, cfg->big);
     if (cfg->mixed) links_simple_into_rank0(cfg->n);
+    if (cfg->step0 != 0) links_start_at(cfg);
     make_inputs(cfg);
     for (int pass = 0; pass < 2; pass++) { /* the second one continues the steps */
         setup_channels(cfg);
@@ -418,6 +494,7 @@ static void run_config(const t_cfg_t *cfg)
         run_ranks(cfg);
         check_results(cfg, pass);
     }
+    if (cfg->step0 != 0) ll_clean_check(cfg);
 }
 
 /* ---- the direct kernel (gpuring_exec_cuda_direct) ---------------------------------------- */
@@ -647,6 +724,50 @@ static void run_direct_ll(int n, gpuring_type_t type, gpuring_op_t op, size_t co
     }
 }
 
+/*
+ * LL flags coming back (proxy/conn.h): calls from seq 2^32 - 2, whose flags
+ * run 2^32 - 1, 1, 2, the rows of the next two calls holding their flags
+ * (what units left there for 2 (2^32 - 1) calls would hold) over data the
+ * calls never sent.  The last two kernels clean the rows of the calls after
+ * them (seq 2^32 and 2^32 + 1 are due): no such unit may be left.
+ */
+static void run_direct_ll_clean(int n)
+{
+    const size_t row_bytes = (size_t)n * T_LL_SLOT, units = row_bytes / 8;
+    const uint64_t seq0 = (1ull << 32) - 2, next = seq0 + T_LL_CALLS;
+    uint64_t *row = malloc(row_bytes);
+
+    if (row == NULL) {
+        unit_result(0, "malloc");
+        gpu_test_exit();
+    }
+    ll_inboxes_zero();
+    for (int k = 0; k < 2; k++) { /* row k: call next or next + 1, whichever is k's */
+        const uint32_t flag = gpuring_ll_flag(next + ((next & 1) != (uint64_t)k));
+        for (size_t u = 0; u < units; u++) row[u] = gpuring_ll_unit(0xdeadbeefu, flag);
+        for (int r = 0; r < n; r++)
+            TEST_CUDA(cudaMemcpy((char *)t_ll_inbox[r] + k * row_bytes, row, row_bytes,
+                                 cudaMemcpyHostToDevice));
+    }
+    t_ll_seq = seq0;
+    run_direct_ll(n, GPURING_TYPE_INT32, GPURING_OP_SUM, 5, 0, 0, T_LL_OK);
+    for (int k = 0; k < 2; k++) {
+        const uint32_t flag = gpuring_ll_flag(next + ((next & 1) != (uint64_t)k));
+        for (int r = 0; r < n; r++) {
+            size_t left = 0;
+
+            TEST_CUDA(cudaMemcpy(row, (char *)t_ll_inbox[r] + k * row_bytes, row_bytes,
+                                 cudaMemcpyDeviceToHost));
+            for (size_t u = 0; u < units; u++) left += (uint32_t)(row[u] >> 32) == flag;
+            unit_result(left == 0, "direct LL n=%d from call %llu: %zu units of rank %d's row "
+                        "%d still carry flag %u, a call's to come", n,
+                        (unsigned long long)seq0, left, r, k, flag);
+        }
+    }
+    free(row);
+    ll_inboxes_zero();
+}
+
 static void test_direct_ll(void)
 {
     static const int ns[] = { 1, 2, 3, 8 };
@@ -690,6 +811,8 @@ static void test_direct_ll(void)
     run_direct_ll(3, GPURING_TYPE_INT32, GPURING_OP_SUM, 17, 0, 0, T_LL_ABANDON);
     run_direct_ll(2, GPURING_TYPE_DOUBLE, GPURING_OP_SUM, 4099, 1, 0, T_LL_ABANDON);
     run_direct_ll(3, GPURING_TYPE_FLOAT, GPURING_OP_SUM, 4099, 0, 1, T_LL_OK);
+    run_direct_ll_clean(2);
+    run_direct_ll_clean(3);
     for (int r = 0; r < T_MAXR; r++) TEST_CUDA(cudaFree(t_ll_inbox[r]));
     printf("direct LL done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
 }
@@ -873,6 +996,22 @@ static void test_ll(void)
         printf("LL n=%d done: %lu passed, %lu failed so far\n", ns[ni], unit_passed,
                unit_failed);
     }
+}
+
+/* LL flags coming back: rings from just before flag 2^32 - 1 through the clean window
+ * at 2^32 (run_config's step0), LL and simple (whose steps clean the rows too). */
+static void test_ll_clean(void)
+{
+    for (int ll = 0; ll <= 1; ll++) {
+        for (int n = 2; n <= 3; n++) {
+            t_cfg_t cfg = {.algo = T_RING, .n = n, .nch = 2, .type = GPURING_TYPE_INT32,
+                           .op = GPURING_OP_SUM, .count = 400, .chunk = 16,
+                           .timeout = T_TIMEOUT, .skip_rank = -1, .ll = ll,
+                           .step0 = (1ull << 32) - 5};
+            run_config(&cfg);
+        }
+    }
+    printf("LL clean done: %lu passed, %lu failed so far\n", unit_passed, unit_failed);
 }
 
 /* ---- the other collectives' programs -------------------------------------------------- */
@@ -1521,6 +1660,7 @@ int main(void)
     test_refusals();
     test_ipc_fifo_fresh();
     test_ll();
+    test_ll_clean();
     test_colls();
     for (int ll = 0; ll < 2; ll++) {
         test_mismatch(ll, 0);
