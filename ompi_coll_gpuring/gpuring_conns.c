@@ -101,7 +101,7 @@ static gpuring_status_t comm_end_create(gpuring_comm_t *c, int i, gpuring_conn_h
 
         GPURING_CHECK(gpuring_conn_net_create(c->proxy, conn, e->dir, e->peer, e->channel,
                                               c->cfg.slot_bytes[e->plane], c->uid, (uint32_t)i,
-                                              device, h));
+                                              device, e->plane == GPURING_PLANE_DEVICE, h));
         /* the GPU writes and polls the host ctrl (and slots) the proxy serves */
         if (e->plane == GPURING_PLANE_DEVICE) GPURING_CHECK(gpuring_conn_map_device(conn));
     } else if (e->dir == GPURING_CONN_SEND) {

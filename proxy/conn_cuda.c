@@ -95,8 +95,11 @@ void gpuring_conn_ipc_destroy(gpuring_conn_t *conn)
 gpuring_status_t gpuring_conn_map_device(gpuring_conn_t *conn)
 {
     void *host = conn->ctrl, *dev = NULL; /* the FIFO starts with its ctrl page */
+    /* through its slots' end, wherever its transport put them (a GPU's NET staging
+     * starts on a page: gpuring_conn_net_create) */
     const size_t bytes = conn->slots_device ? sizeof(gpuring_fifo_ctrl_t)
-                                            : gpuring_conn_fifo_bytes(conn->type, conn->slot_bytes);
+                                            : (size_t)(conn->slots - (char *)host) +
+                                                  GPURING_NSTEPS * conn->slot_bytes;
     gpuring_status_t st;
 
     if (conn->mapped_host != NULL) return GPURING_OK;

@@ -733,7 +733,7 @@ static gpuring_status_t net_slots_on_device(gpuring_net_conn_t *net, int device)
 gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                          gpuring_conn_dir_t dir, int peer, int channel,
                                          size_t slot_bytes, uint64_t comm_uid, uint32_t net_id,
-                                         int device, gpuring_conn_handle_t *handle_p)
+                                         int device, int gpu, gpuring_conn_handle_t *handle_p)
 {
     gpuring_net_conn_t *net;
     gpuring_status_t st;
@@ -757,8 +757,12 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net = calloc(1, sizeof(*net));
     if (net == NULL) return GPURING_ERR_NO_MEMORY;
     net->device = -1;
-    /* host staging: ctrl + slots; GPU-direct: the ctrl page alone */
-    bytes = device >= 0 ? GPURING_PAGE : gpuring_conn_fifo_bytes(GPURING_CONN_NET, slot_bytes);
+    /* host staging: ctrl + slots (on a page for a GPU, else gpuring_conn_fifo_bytes's
+     * layout); GPU-direct: the ctrl page alone */
+    bytes = device >= 0 ? GPURING_PAGE
+            : gpu       ? gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET) +
+                              GPURING_NSTEPS * slot_bytes
+                        : gpuring_conn_fifo_bytes(GPURING_CONN_NET, slot_bytes);
     if (device < 0 && bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "gpuring_conn_fifo_bytes(%zu) = %zu is too small",
                       slot_bytes, bytes);

@@ -109,12 +109,15 @@ int gpuring_proxy_gpu_direct(gpuring_proxy_t *proxy, int device, const char **wh
  * `device`'s memory (only where gpuring_proxy_gpu_direct() said yes) --
  * net_id chosen by the caller (unique among this comm's connections in this
  * process), handle filled for the peer.  The two ends choose their slots'
- * memory independently.
+ * memory independently.  `gpu`: a GPU's kernels fill and drain the slots
+ * (the device plane), so host ones start on a page, as its 128-byte lines
+ * want; 0: the host executor's copies do, GPURING_SLOTS_SKEW bytes in
+ * (proxy/conn.h).
  */
 gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t *conn,
                                          gpuring_conn_dir_t dir, int peer, int channel,
                                          size_t slot_bytes, uint64_t comm_uid,
-                                         uint32_t net_id, int device,
+                                         uint32_t net_id, int device, int gpu,
                                          gpuring_conn_handle_t *handle_p);
 /*
  * Connect to the other end, given its handle and its process's worker

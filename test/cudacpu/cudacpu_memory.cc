@@ -31,8 +31,9 @@
  * stream order.
  *
  * Pinned host memory (cudaHostAlloc) and registered host memory
- * (cudaHostRegister) are recorded so that cudaHostGetDevicePointer can answer
- * (the device pointer is the host pointer).  Copies and sets are memcpy and
+ * (cudaHostRegister, of mapped pages only, as the driver pins them) are
+ * recorded so that cudaHostGetDevicePointer can answer (the device pointer is
+ * the host pointer).  Copies and sets are memcpy and
  * memset, queued on a stream like any other operation.
  */
 #include <dirent.h>
@@ -468,6 +469,11 @@ extern "C" cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int fla
 
     if (ptr == nullptr || size == 0 ||
         (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped)))
+        return fail(cudaErrorInvalidValue);
+    /* the driver pins every page of the range: all must be mapped (msync: ENOMEM) */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+    if (msync((void *)lo, (uintptr_t)ptr + size - lo, MS_ASYNC) != 0)
         return fail(cudaErrorInvalidValue);
     r.bytes = size;
     r.kind = MEM_HOST_REGISTERED;

@@ -63,10 +63,10 @@ static gpuring_status_t pair_create(gpuring_proxy_t *proxy, pair_t *p, int chann
     memset(p, 0, sizeof(*p));
     GPURING_CHECK(gpuring_proxy_address(proxy, &addr, &len));
     GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, channel,
-                                               slot_bytes, comm_uid, send_id, -1, &hs),
+                                               slot_bytes, comm_uid, send_id, -1, 0, &hs),
                        st, fail);
     GPURING_CHECK_GOTO(gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, channel,
-                                               slot_bytes, comm_uid, recv_id, -1, &hr),
+                                               slot_bytes, comm_uid, recv_id, -1, 0, &hr),
                        st, fail);
     /* the receiver connects first, as a real peer may; order must not matter */
     GPURING_CHECK_GOTO(gpuring_conn_net_connect(proxy, &p->recv, &hs, PEER_KEY, 0, addr, len), st,
@@ -421,9 +421,9 @@ static int pair_sender_first(gpuring_proxy_t *proxy, pair_t *p, size_t slot, uin
     xs->conn = &p->send;
     *xr = *xs;
     xr->conn = &p->recv;
-    return gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, 0, slot, uid, 0, -1,
+    return gpuring_conn_net_create(proxy, &p->send, GPURING_CONN_SEND, 0, 0, slot, uid, 0, -1, 0,
                                    hs) == GPURING_OK &&
-           gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, 0, slot, uid, 1, -1,
+           gpuring_conn_net_create(proxy, &p->recv, GPURING_CONN_RECV, 0, 0, slot, uid, 1, -1, 0,
                                    &hr) == GPURING_OK &&
            gpuring_conn_net_connect(proxy, &p->send, &hr, PEER_KEY, 0, addr, len) == GPURING_OK;
 }
@@ -1085,8 +1085,8 @@ static void test_churn(gpuring_proxy_t *proxy)
             gpuring_conn_net_destroy(proxy, &p.send);
         }
         /* created but never connected */
-        if (gpuring_conn_net_create(proxy, &lone, GPURING_CONN_RECV, 1, 0, 4096, 22, 9, -1, &h) ==
-            GPURING_OK)
+        if (gpuring_conn_net_create(proxy, &lone, GPURING_CONN_RECV, 1, 0, 4096, 22, 9, -1, 0,
+                                    &h) == GPURING_OK)
             gpuring_conn_net_destroy(proxy, &lone);
     }
     fds1 = count_fds();
@@ -1106,15 +1106,15 @@ static void test_bad_args(gpuring_proxy_t *proxy)
     size_t len;
 
     gpuring_proxy_address(proxy, &addr, &len);
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, -1, &ha) ==
-              GPURING_ERR_INVALID,
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1u << 20, 0, -1, 0,
+                                   &ha) == GPURING_ERR_INVALID,
           "comm uid over 20 bits refused");
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, -1, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 1, 2048, -1, 0, &ha) ==
               GPURING_ERR_INVALID,
           "net id over 11 bits refused");
-    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, -1, &ha) ==
+    EXPECT(gpuring_conn_net_create(proxy, &a, GPURING_CONN_SEND, 0, 0, 4096, 30, 0, -1, 0, &ha) ==
               GPURING_OK, "create a");
-    EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, -1, &hb) ==
+    EXPECT(gpuring_conn_net_create(proxy, &b, GPURING_CONN_RECV, 0, 0, 8192, 30, 1, -1, 0, &hb) ==
               GPURING_OK, "create b");
     EXPECT(gpuring_conn_net_connect(proxy, &a, &hb, PEER_KEY, 0, addr, len) == GPURING_ERR_INVALID,
           "slot size mismatch refused");
@@ -1159,36 +1159,39 @@ static int thp_never(void)
 }
 
 /* The FIFO's memory: ctrl page then slots, GPURING_SLOTS_SKEW bytes into the
- * next page; slots that fill a huge page start on one (as far into it) and are
- * THP-eligible, smaller ones on a small one; zeroed. */
+ * next page (a GPU's, on it); slots that fill a huge page start on one (as far
+ * into it) and are THP-eligible, smaller ones on a small one; zeroed. */
 static void test_slot_layout(gpuring_proxy_t *proxy)
 {
     static const size_t slots[] = {4096, 256 * 1024, 384 * 1024};
     const size_t huge = 2u << 20;
 
-    for (size_t k = 0; k < sizeof(slots) / sizeof(slots[0]); k++) {
+    for (size_t k = 0; k < 2 * sizeof(slots) / sizeof(slots[0]); k++) {
+        const int gpu = k % 2;
+        const size_t slot = slots[k / 2], skew = gpu ? 0 : GPURING_SLOTS_SKEW;
         gpuring_conn_t c;
         gpuring_conn_handle_t h;
-        const size_t region = GPURING_NSTEPS * slots[k];
+        const size_t region = GPURING_NSTEPS * slot;
         int zero = 1, eligible;
 
-        if (gpuring_conn_net_create(proxy, &c, GPURING_CONN_RECV, 0, 0, slots[k], 40, 3, -1, &h) !=
-            GPURING_OK) {
-            EXPECT(0, "create a %zu B slot connection", slots[k]);
+        if (gpuring_conn_net_create(proxy, &c, GPURING_CONN_RECV, 0, 0, slot, 40, 3, -1, gpu,
+                                    &h) != GPURING_OK) {
+            EXPECT(0, "create a %zu B slot connection (gpu %d)", slot, gpu);
             continue;
         }
-        const uintptr_t page = (uintptr_t)c.slots - GPURING_SLOTS_SKEW;
-        EXPECT(c.slots == (char *)c.ctrl + 4096 + GPURING_SLOTS_SKEW && (uintptr_t)c.ctrl % 4096 == 0,
-               "%zu B slots: the ctrl page, then the slots", slots[k]);
+        const uintptr_t page = (uintptr_t)c.slots - skew;
+        EXPECT(c.slots == (char *)c.ctrl + 4096 + skew && (uintptr_t)c.ctrl % 4096 == 0,
+               "%zu B slots (gpu %d): the ctrl page, then the slots %zu bytes in", slot, gpu,
+               skew);
         EXPECT(region < huge ? page % 4096 == 0 : page % huge == 0,
-               "%zu B slots (%zu KiB): start on a %s page", slots[k], region / 1024,
+               "%zu B slots (%zu KiB, gpu %d): start on a %s page", slot, region / 1024, gpu,
                region < huge ? "small" : "huge");
         for (size_t i = 0; i < region; i += 4096) zero &= c.slots[i] == 0;
-        EXPECT(zero && c.ctrl->tail == 0 && c.ctrl->head == 0, "%zu B slots: zeroed", slots[k]);
+        EXPECT(zero && c.ctrl->tail == 0 && c.ctrl->head == 0, "%zu B slots: zeroed", slot);
         memset(c.slots, 0x5a, region); /* every page mapped and writable */
         eligible = thp_eligible(c.slots);
         if (region >= huge && !thp_never() && eligible >= 0) {
-            EXPECT(eligible == 1, "%zu B slots: eligible for transparent huge pages", slots[k]);
+            EXPECT(eligible == 1, "%zu B slots: eligible for transparent huge pages", slot);
         }
         gpuring_conn_net_destroy(proxy, &c);
     }
@@ -1330,7 +1333,7 @@ static void test_device_slots(gpuring_proxy_t *proxy)
     if (!have_gpu)
         EXPECT(!gpuring_proxy_gpu_direct(proxy, 0, NULL), "no GPU: no GPU-direct");
     memset(&a, 0, sizeof(a));
-    st = gpuring_conn_net_create(proxy, &a, GPURING_CONN_RECV, 0, 0, 4096, 31, 0, 0, &ha);
+    st = gpuring_conn_net_create(proxy, &a, GPURING_CONN_RECV, 0, 0, 4096, 31, 0, 0, 1, &ha);
     if (!have_gpu) {
         EXPECT(st != GPURING_OK && a.net == NULL && a.slots == NULL,
                "no GPU: device slots refused (status %d), the conn untouched", (int)st);
@@ -1701,7 +1704,7 @@ static int child_main(int fd, int same_host)
     char result;
 
     if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
-    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7, -1,
+    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_RECV, 0, 0, TWO_PROC_SLOT, 100, 7, -1, 0,
                                 &h) != GPURING_OK)
         return 3;
     if (exchange_and_connect(proxy, fd, &conn, &h, 0x1000, same_host) != 0) return 4;
@@ -1794,8 +1797,8 @@ static void test_two_process(int same_host)
     printf("two processes, the peer %s\n", same_host ? "on this host" : "playing another host");
 
     EXPECT(gpuring_proxy_get(&cfg, &proxy) == GPURING_OK, "parent proxy");
-    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5, -1,
-                                  &h) == GPURING_OK,
+    EXPECT(gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 1, 0, TWO_PROC_SLOT, 100, 5,
+                                   -1, 0, &h) == GPURING_OK,
           "parent create");
     maps0 = count_ucx_shm_maps();
     ok = exchange_and_connect(proxy, sv[0], &conn, &h, (uint64_t)pid, same_host) == 0;
@@ -1910,7 +1913,7 @@ static int unland_child_main(int fd)
     char b = 0;
 
     if (gpuring_proxy_get(&cfg, &proxy) != GPURING_OK) return 2;
-    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 0, 0, UNLAND_BYTES, 101, 13, -1,
+    if (gpuring_conn_net_create(proxy, &conn, GPURING_CONN_SEND, 0, 0, UNLAND_BYTES, 101, 13, -1, 0,
                                 &h) != GPURING_OK)
         return 3;
     if (exchange_and_connect(proxy, fd, &conn, &h, 0x2000, 0) != 0) return 4;
@@ -1979,7 +1982,7 @@ static int unland_start(unland_t *u, const char *name)
     u->fd = sv[0];
     EXPECT(gpuring_proxy_get(&cfg, &u->proxy) == GPURING_OK, "%s: proxy", name);
     EXPECT(gpuring_conn_net_create(u->proxy, &u->conn, GPURING_CONN_RECV, 1, 0, UNLAND_BYTES, 101,
-                                   11, -1, &h) == GPURING_OK,
+                                   11, -1, 0, &h) == GPURING_OK,
            "%s: recv end", name);
     ok = exchange_and_connect(u->proxy, u->fd, &u->conn, &h, (uint64_t)u->pid, 0) == 0;
     EXPECT(ok, "%s: connect", name);

@@ -160,9 +160,9 @@ static int connect_ranks(gpuring_proxy_t *proxy, int nch, size_t slot_bytes, uin
             uint32_t id = (uint32_t)(4 * c + 2 * r);
 
             if (gpuring_conn_net_create(proxy, &me->sendc[c], GPURING_CONN_SEND, peer->rank, c,
-                                        slot_bytes, uid, id, -1, &hs) != GPURING_OK ||
+                                        slot_bytes, uid, id, -1, 0, &hs) != GPURING_OK ||
                 gpuring_conn_net_create(proxy, &peer->recvc[c], GPURING_CONN_RECV, me->rank, c,
-                                        slot_bytes, uid, id + 1, -1, &hr) != GPURING_OK ||
+                                        slot_bytes, uid, id + 1, -1, 0, &hr) != GPURING_OK ||
                 gpuring_conn_net_connect(proxy, &peer->recvc[c], &hs, PEER_KEY, 1, addr, len) !=
                     GPURING_OK ||
                 gpuring_conn_net_connect(proxy, &me->sendc[c], &hr, PEER_KEY, 1, addr, len) !=
