@@ -184,10 +184,13 @@ static inline void gpuring_fifo_post(gpuring_fifo_ctrl_t *ctrl, uint64_t step, s
     GPURING_STORE_RELEASE(&ctrl->tail, step + 1);
 }
 
+static inline void gpuring_conn_ll_clean(gpuring_conn_t *conn); /* (LL, below) */
+
 /* Sender, once slot `step % NSTEPS` holds `bytes` bytes of this step of call
  * `call` (gpuring_call_id): post it. */
 static inline void gpuring_conn_post(gpuring_conn_t *conn, size_t bytes, uint64_t call)
 {
+    gpuring_conn_ll_clean(conn);
     gpuring_fifo_post(conn->ctrl, conn->step++, bytes, call);
 }
 
@@ -289,18 +292,21 @@ GPURING_HOSTDEV static inline uint32_t gpuring_ll_flag(uint64_t step)
  * Flags come back every 2^32 - 1 steps, rows every GPURING_NSTEPS: a unit
  * that no step overwrote for GPURING_NSTEPS * (2^32 - 1) steps (a small step
  * writes only the first units of its row) holds the flag of the step now on
- * its row.  A host receiver reads units only after a header that the host
- * sender writes last, so it never takes one; a kernel receiver waits on each
- * unit's own flag after a header that the kernel sender writes first, and
- * would.  So a kernel sender cleans its rows (zeros: no step's flag): at
- * the first GPURING_NSTEPS steps of every GPURING_LL_CLEAN_PERIOD but the
- * first (the rows start zeroed), each row once, before the step's header
- * and data, whatever the step's protocol (exec_cuda.cu, exec_ll_clean) --
- * as NCCL's LL does (NCCL_LL_CLEAN_MASK).
+ * its row -- the header's units too, where only simple steps used the row
+ * since.  A kernel receiver waits on each unit's own flag after a header that
+ * the kernel sender writes first, and would take such a unit for the step's
+ * data; a receiver polling a row for its step's header (either protocol: the
+ * simple one looks for a step posted in the other) would take such a header
+ * for the step's, before the sender got there.  So every sender cleans its
+ * rows (zeros: no step's flag): at the first GPURING_NSTEPS steps of every
+ * GPURING_LL_CLEAN_PERIOD but the first (the rows start zeroed), each row
+ * once, before the step's header and data, whatever the step's protocol
+ * (gpuring_conn_ll_clean; the kernels' exec_ll_clean) -- as NCCL's LL does
+ * (NCCL_LL_CLEAN_MASK).
  * A row's units then carry flags of steps made since its last clean, a
- * period back at most (two where a window's step was not the kernel's: an
- * abandon the host posted), never that of a step to come on the row, which
- * would take about 16 periods.
+ * period back at most (two where a window's step was an abandon, which
+ * cleans nothing), never that of a step to come on the row, which would
+ * take about 16 periods.
  * The LL direct kernel's inboxes, two rows by the call's parity, are
  * cleaned alike by their owner (exec_cuda.h).
  */
@@ -331,6 +337,19 @@ static inline void gpuring_conn_ll_header(uint64_t *row, uint64_t bytes, uint64_
                      __ATOMIC_RELEASE);
 }
 
+/* Sender, its slot free, before it posts step conn->step in either protocol: the
+ * step's row zeroed where it is due a clean (above; the post's release orders the
+ * zeros before the step). */
+static inline void gpuring_conn_ll_clean(gpuring_conn_t *conn)
+{
+    uint64_t *row;
+
+    if (conn->ll == NULL || !gpuring_ll_clean_due(conn->step, GPURING_NSTEPS)) return;
+    row = gpuring_conn_ll_slot(conn);
+    for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
+        __atomic_store_n(&row[u], 0, __ATOMIC_RELAXED);
+}
+
 /* Sender, once a slot is free: post `bytes` (at most GPURING_LL_STEP_BYTES) of
  * `src` as an LL step of call `call`. */
 static inline void gpuring_conn_ll_post(gpuring_conn_t *conn, const void *src, size_t bytes,
@@ -344,6 +363,7 @@ static inline void gpuring_conn_ll_post(gpuring_conn_t *conn, const void *src, s
 
     size_t i = 0;
 
+    gpuring_conn_ll_clean(conn);
 #if defined(__x86_64__)
     /* two units per 16-byte store: half the stores, so twice the lines in flight
      * (an x86-64 store of an aligned 16 bytes writes each 8-byte half at once;
@@ -517,12 +537,13 @@ static inline int gpuring_conn_refused(const gpuring_conn_t *conn)
 #define GPURING_SLOTS_SKEW 16
 /* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
  * slots (not NET), then NSTEPS slots (GPURING_SLOTS_SKEW bytes later in host
- * memory). */
+ * memory; a GPU's NET staging has them on the page: gpuring_conn_net_create). */
 size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
 /* Its leading bytes that must be zero before a peer opens it: the control page and the
  * LL slots (the simple slots need not be: read only up to the tail posted). */
 size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type);
-/* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first). */
+/* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first;
+ * gpuring_conn_net_create then sets the slots where it put them). */
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
                          int peer, int channel, size_t slot_bytes, void *fifo);
 /* The handle of an attached end: zeroed, then its peer, channel, direction,

@@ -764,8 +764,8 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
                               GPURING_NSTEPS * slot_bytes
                         : gpuring_conn_fifo_bytes(GPURING_CONN_NET, slot_bytes);
     if (device < 0 && bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
-        GPURING_ERROR(GPURING_SUBSYS_NET, "gpuring_conn_fifo_bytes(%zu) = %zu is too small",
-                      slot_bytes, bytes);
+        GPURING_ERROR(GPURING_SUBSYS_NET, "a net FIFO of %zu bytes is too small for %zu B "
+                      "slots", bytes, slot_bytes);
         free(net);
         return GPURING_ERR_INVALID;
     }
@@ -785,7 +785,7 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net->slot_bytes = slot_bytes;
     net->comm_uid = comm_uid;
     net->net_id = net_id;
-    net->ctrl = (gpuring_fifo_ctrl_t *)net->mem; /* the layout of gpuring_conn_attach() */
+    net->ctrl = (gpuring_fifo_ctrl_t *)net->mem; /* first, as gpuring_conn_attach() has it */
     net->slots = (char *)net->mem + (bytes - GPURING_NSTEPS * slot_bytes);
     for (i = 0; i < GPURING_NSTEPS; i++) net->data[i].net = net;
     net->credit.net = net;

@@ -31,9 +31,9 @@
  * stream order.
  *
  * Pinned host memory (cudaHostAlloc) and registered host memory
- * (cudaHostRegister, of mapped pages only, as the driver pins them) are
- * recorded so that cudaHostGetDevicePointer can answer (the device pointer is
- * the host pointer).  Copies and sets are memcpy and
+ * (cudaHostRegister: mapped pages only, none pinned already, as the driver
+ * pins whole pages) are recorded so that cudaHostGetDevicePointer can answer
+ * (the device pointer is the host pointer).  Copies and sets are memcpy and
  * memset, queued on a stream like any other operation.
  */
 #include <dirent.h>
@@ -251,11 +251,18 @@ void *segment_map(const char *name, int oflag, size_t map_bytes, int *err_p)
     return p == MAP_FAILED ? nullptr : p;
 }
 
+/* Does [a, a + n) share a page with pinned host memory?  (The driver pins whole
+ * pages: a second registration of one fails.) */
 bool overlaps(uintptr_t a, size_t n)
 {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = a & ~(page - 1), hi = (a + n + page - 1) & ~(page - 1);
+
     for (auto &r : ranges) {
         if (r.second.kind != MEM_HOST_REGISTERED && r.second.kind != MEM_HOST_ALLOC) continue;
-        if (a < r.first + r.second.bytes && r.first < a + n) return true;
+        const uintptr_t rlo = r.first & ~(page - 1);
+        const uintptr_t rhi = (r.first + r.second.bytes + page - 1) & ~(page - 1);
+        if (lo < rhi && rlo < hi) return true;
     }
     return false;
 }

@@ -413,11 +413,12 @@ static void links_simple_into_rank0(int n)
 
 /*
  * LL flags come back (proxy/conn.h): the ring's connections start at cfg->step0, as
- * if that many steps had gone before, and every LL row's data units hold the flag of
- * a step to come on the row, T_POISON_AHEAD steps on (what units left there for
- * GPURING_NSTEPS * (2^32 - 1) steps would hold), over data the call never sent.  A
- * run that makes its row's step of a clean window (gpuring_ll_clean_due) must leave
- * no such unit: a kernel receiver would take one before its sender's data.
+ * if that many steps had gone before, and every unit of every LL row (headers
+ * included) holds the flag of a step to come on the row, T_POISON_AHEAD steps on
+ * (what units left there for GPURING_NSTEPS * (2^32 - 1) steps would hold), over data
+ * the call never sent.  A run that makes its row's step of a clean window
+ * (gpuring_ll_clean_due) must leave no such unit: a kernel receiver would take one
+ * before its sender's data, a receiver polling for that step's header such a header.
  */
 #define T_POISON_AHEAD 256u
 
@@ -447,7 +448,7 @@ static void links_start_at(const t_cfg_t *cfg)
             ctrl->head = ctrl->tail = cfg->step0;
             for (unsigned k = 0; k < GPURING_NSTEPS; k++) {
                 uint64_t *row = ll_row_host(r, c, k);
-                for (unsigned u = GPURING_LL_HDR_UNITS; u < GPURING_LL_SLOT_BYTES / 8; u++)
+                for (unsigned u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
                     row[u] = gpuring_ll_unit(0xdeadbeefu, ll_poison_flag(cfg->step0, k));
             }
         }

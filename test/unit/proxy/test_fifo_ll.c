@@ -10,7 +10,8 @@
  * check tells a step of this call from one of another call, of another size
  * or abandoned (both protocols carry the abandon), a unit that lost its flag
  * is refused, and a step writes no unit past its payload; a stall report names the
- * step an LL slot's header is of.
+ * step an LL slot's header is of; the senders clean their rows as flags come back
+ * (check_clean).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,68 @@ static void check_one_process(void)
     free(fifo);
 }
 
+/*
+ * LL flags come back (proxy/conn.h): a FIFO whose steps start at 2^32 - 4, as
+ * if that many had gone before, every unit of its LL rows (headers included)
+ * holding the flag of the row's step 256 on -- what units left alone for
+ * 8 (2^32 - 1) steps would hold -- then 16 steps through the clean window at
+ * 2^32, simple and LL in turn (a small LL step writes the first units only):
+ * every row's every unit cleaned, each step still right.
+ */
+static void check_clean(void)
+{
+    const uint64_t step0 = (1ull << 32) - 4, ahead = 256;
+    const size_t bytes = gpuring_conn_fifo_bytes(GPURING_CONN_SHM, SLOT);
+    char *fifo = aligned_alloc(4096, GPURING_DIV_UP(bytes, 4096) * 4096);
+    unsigned char src[64], dst[64];
+    gpuring_conn_t s, r;
+    uint64_t got = 0;
+    size_t left = 0, wrong = 0;
+
+    memset(fifo, 0, bytes);
+    gpuring_conn_attach(&s, GPURING_CONN_SHM, GPURING_CONN_SEND, 1, 0, SLOT, fifo);
+    gpuring_conn_attach(&r, GPURING_CONN_SHM, GPURING_CONN_RECV, 0, 0, SLOT, fifo);
+    s.step = r.step = s.head_seen = step0;
+    s.ctrl->head = s.ctrl->tail = step0;
+    for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
+        uint64_t *row = (uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
+        const uint64_t at = step0 + ahead + (k + GPURING_NSTEPS - (step0 + ahead) % GPURING_NSTEPS) %
+                                                GPURING_NSTEPS;
+        for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
+            row[u] = gpuring_ll_unit(0xdeadbeefu, gpuring_ll_flag(at));
+    }
+    for (uint64_t i = 0; i < 2 * GPURING_NSTEPS; i++) {
+        const int ll = (int)(i % 2);
+
+        for (size_t b = 0; b < sizeof(src); b++) src[b] = (unsigned char)(i * 7 + b);
+        if (ll) {
+            gpuring_conn_ll_post(&s, src, 13, CALL);
+            wrong += !gpuring_conn_ll_landed(&r) ||
+                     gpuring_conn_ll_check(&r, 13, CALL, &got) != GPURING_OK ||
+                     gpuring_conn_ll_read(&r, dst, 13) != GPURING_OK || memcmp(dst, src, 13) != 0;
+        } else {
+            memcpy(gpuring_conn_slot(&s, s.step), src, 13);
+            gpuring_conn_post(&s, 13, CALL);
+            wrong += s.ctrl->tail != r.step + 1 || gpuring_conn_ll_landed(&r) ||
+                     gpuring_fifo_check(r.ctrl, r.step, 13, CALL, &got) != GPURING_OK ||
+                     memcmp(gpuring_conn_slot(&r, r.step), src, 13) != 0;
+        }
+        r.step++;
+        s.ctrl->head = r.step;
+    }
+    for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
+        const uint64_t *row = (const uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
+        const uint64_t at = step0 + ahead + (k + GPURING_NSTEPS - (step0 + ahead) % GPURING_NSTEPS) %
+                                                GPURING_NSTEPS;
+        for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
+            left += (uint32_t)(row[u] >> 32) == gpuring_ll_flag(at);
+    }
+    EXPECT(wrong == 0, "steps %llu-%llu through the clean window: %zu wrong",
+           (unsigned long long)step0, (unsigned long long)(step0 + 2 * GPURING_NSTEPS - 1), wrong);
+    EXPECT(left == 0, "after the clean window: %zu units still carry a flag to come", left);
+    free(fifo);
+}
+
 /* The stall report's words for an LL slot's header: the step it is of. */
 static void check_describe_header(void)
 {
@@ -233,6 +296,7 @@ int main(void)
     int status = 0;
 
     check_one_process();
+    check_clean();
     check_describe_header();
 
     EXPECT(gpuring_conn_shm_recv_create(&recv, 1, 0, SLOT, 43, &h) == GPURING_OK,
