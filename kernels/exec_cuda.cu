@@ -1137,7 +1137,6 @@ typedef struct exec_direct_ll_desc {
     exec_cuda_status_t *status;
     size_t count;
     size_t slot_units;    /* 8-byte units per slot */
-    size_t row_units;     /* nranks slots */
     size_t per_block;     /* pairs per block */
     uint64_t call;
     uint32_t flag;
@@ -1185,7 +1184,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
         }
     }
     if (blockIdx.x == 0 && d.clean != NULL) { /* before the headers that let peers on */
-        for (size_t u = threadIdx.x; u < d.row_units; u += blockDim.x) d.clean[u] = 0;
+        for (size_t u = threadIdx.x; u < d.nranks * d.slot_units; u += blockDim.x) d.clean[u] = 0;
         __threadfence_system();
         __syncthreads();
     }
@@ -2308,7 +2307,6 @@ static gpuring_status_t exec_direct_ll_desc(const gpuring_exec_direct_ll_args_t 
     memset(d, 0, sizeof(*d));
     row_units = (size_t)a->nranks * a->slot_bytes / 8;
     d->slot_units = a->slot_bytes / 8;
-    d->row_units = row_units;
     d->row = (volatile uint64_t *)a->inbox + (a->seq & 1) * row_units;
     if (gpuring_ll_clean_due(a->seq + 1, 2))
         d->clean = (volatile uint64_t *)a->inbox + ((a->seq + 1) & 1) * row_units;

@@ -50,6 +50,8 @@ WAIT=$((TIMEOUT * 2 / 5)) # coll_gpuring_wait_timeout of cases that set none
 LATE_BOARD='call [0-9]+ has waited [0-9]+ s for rank '
 LATE_BOARD_END=' of this host, which has not made it yet'
 LATE_EXCHANGE='has waited [0-9]+ s for a rank that has not made this collective call yet'
+# what a rank that read a peer's step of another call says (mismatch, mismatch_any)
+MISMATCH_STEP='[a-z_]+ mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes'
 
 SEED=${GPURING_TEST_SEED:-1}
 MPIRUN=${MPIRUN:-mpirun}
@@ -351,7 +353,7 @@ run_case() {
                 ;;
             mismatch)
                 # a rank names the peer whose step was of another call, with both sizes
-                if ! grep -qE "\[gpuring rank [0-9]+\].*[a-z_]+ mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes" "$log"; then
+                if ! grep -qE "\[gpuring rank [0-9]+\].*$MISMATCH_STEP" "$log"; then
                     fail "$name" "no mismatch report naming peer, channel, step and sizes" "$log"
                     return
                 fi
@@ -359,7 +361,7 @@ run_case() {
             mismatch_any)
                 # as mismatch, or the arrival board's report naming the peer: where five
                 # ranks share two cores, a rank idle long enough looks at the board first
-                if ! grep -qE "\[gpuring rank [0-9]+\].*([a-z_]+ mismatch: rank [0-9]+ sent a step of another call \(channel [0-9]+ step [0-9]+: [0-9]+ bytes.*expects [0-9]+ bytes|call [0-9]+ mismatch: rank [0-9]+ makes another call than this rank \(this host's arrival board)" "$log"; then
+                if ! grep -qE "\[gpuring rank [0-9]+\].*($MISMATCH_STEP|call [0-9]+ mismatch: rank [0-9]+ makes another call than this rank \(this host's arrival board)" "$log"; then
                     fail "$name" "no mismatch report naming the peer" "$log"
                     return
                 fi

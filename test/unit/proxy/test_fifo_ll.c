@@ -221,6 +221,12 @@ static void check_one_process(void)
  * 2^32, simple and LL in turn (a small LL step writes the first units only):
  * every row's every unit cleaned, each step still right.
  */
+/* the first step from `from` on that row */
+static uint64_t clean_poison_step(uint64_t from, uint64_t row)
+{
+    return from + (row + GPURING_NSTEPS - from % GPURING_NSTEPS) % GPURING_NSTEPS;
+}
+
 static void check_clean(void)
 {
     const uint64_t step0 = (1ull << 32) - 4, ahead = 256;
@@ -238,8 +244,7 @@ static void check_clean(void)
     s.ctrl->head = s.ctrl->tail = step0;
     for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
         uint64_t *row = (uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
-        const uint64_t at = step0 + ahead + (k + GPURING_NSTEPS - (step0 + ahead) % GPURING_NSTEPS) %
-                                                GPURING_NSTEPS;
+        const uint64_t at = clean_poison_step(step0 + ahead, k);
         for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
             row[u] = gpuring_ll_unit(0xdeadbeefu, gpuring_ll_flag(at));
     }
@@ -264,8 +269,7 @@ static void check_clean(void)
     }
     for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
         const uint64_t *row = (const uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
-        const uint64_t at = step0 + ahead + (k + GPURING_NSTEPS - (step0 + ahead) % GPURING_NSTEPS) %
-                                                GPURING_NSTEPS;
+        const uint64_t at = clean_poison_step(step0 + ahead, k);
         for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
             left += (uint32_t)(row[u] >> 32) == gpuring_ll_flag(at);
     }
