@@ -160,6 +160,7 @@ void gpuring_bootstrap_peer_info_local(gpuring_peer_info_t *info, uint64_t uid_n
     info->pid = (int32_t)getpid();
     info->pid_ns = gpuring_pid_ns();
     info->numa = -1;
+    info->package = -1;
     info->nic = -1;
     info->uid_next = uid_next;
 }

@@ -33,16 +33,19 @@
  *     SYS  otherwise: the devices hang below different packages (or below a
  *          machine-level host bridge of a machine with several packages).
  *   Otherwise (a rank without GPU, or a GPU the topology does not show),
- *   compare the ranks' NUMA nodes:
+ *   compare where the ranks' CPUs are: the NUMA node that holds a rank's whole
+ *   CPU binding, else the package that does (a binding to a package of several
+ *   NUMA nodes: Open MPI's --bind-to package, sub-NUMA clustering or NPS>1):
  *     LOC  same NUMA node;
- *     PHB  different NUMA nodes of one package (sub-NUMA clustering);
- *     SYS  different packages, or a NUMA node unknown (-1) on either side.
+ *     PHB  one package (different NUMA nodes of it, or either rank bound to
+ *          the package as a whole);
+ *     SYS  different packages, or neither known (-1) on either side.
  *   Two non-empty equal bus ids are LOC even when the topology lacks them.
  *
  * Nearest NIC (gpuring_graph_topo_local): for a GPU, the NIC with the lowest
  * path class to it by the PCI rule above; without a GPU, the NIC whose
  * CPU-side attachment holds exactly the rank's NUMA node (LOC), else one in
- * the same package (PHB), else any (SYS).  Ties go to the lowest NIC index.
+ * the rank's package (PHB), else any (SYS).  Ties go to the lowest NIC index.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup, strnlen under -std=c11 */
 #include "graph/graph.h"
@@ -226,29 +229,43 @@ static hwloc_obj_t numa_obj(hwloc_topology_t hw, int numa)
     return numa < 0 ? NULL : hwloc_get_numanode_obj_by_os_index(hw, (unsigned)numa);
 }
 
-static gpuring_path_t numa_path(hwloc_topology_t hw, int na, int nb)
+/* Where a rank without a GPU sits: its NUMA node, else its package, NULL if neither */
+static hwloc_obj_t loc_cpu_obj(hwloc_topology_t hw, const gpuring_topo_loc_t *l)
 {
-    hwloc_obj_t a, b;
+    hwloc_obj_t o;
 
-    if (na < 0 || nb < 0) return GPURING_PATH_SYS;
-    if (na == nb) return GPURING_PATH_LOC;
-    if (hw == NULL) return GPURING_PATH_SYS;
-    a = numa_obj(hw, na);
-    b = numa_obj(hw, nb);
-    if (a == NULL || b == NULL) return GPURING_PATH_SYS;
-    return package_of(a) != NULL && package_of(a) == package_of(b) ? GPURING_PATH_PHB
-                                                                   : GPURING_PATH_SYS;
+    if (hw == NULL) return NULL;
+    o = numa_obj(hw, l->numa);
+    if (o == NULL && l->package >= 0)
+        o = hwloc_get_obj_by_type(hw, HWLOC_OBJ_PACKAGE, (unsigned)l->package);
+    return o;
 }
 
-/* Path class between a NUMA node and a PCI device (nearest NIC without GPU). */
-static gpuring_path_t numa_pci_path(hwloc_topology_t hw, int numa, hwloc_obj_t dev)
+/* Path class between two ranks by their CPUs (the rule in the header comment) */
+static gpuring_path_t cpu_path(hwloc_topology_t hw, const gpuring_topo_loc_t *a,
+                               const gpuring_topo_loc_t *b)
 {
-    hwloc_obj_t n = numa_obj(hw, numa), at;
+    hwloc_obj_t oa, ob;
+
+    if (a->numa >= 0 && a->numa == b->numa) return GPURING_PATH_LOC;
+    oa = loc_cpu_obj(hw, a);
+    ob = loc_cpu_obj(hw, b);
+    if (oa == NULL || ob == NULL) return GPURING_PATH_SYS;
+    return package_of(oa) != NULL && package_of(oa) == package_of(ob) ? GPURING_PATH_PHB
+                                                                     : GPURING_PATH_SYS;
+}
+
+/* Path class between a rank's CPUs and a PCI device (nearest NIC without GPU). */
+static gpuring_path_t cpu_pci_path(hwloc_topology_t hw, const gpuring_topo_loc_t *l,
+                                   hwloc_obj_t dev)
+{
+    hwloc_obj_t n = loc_cpu_obj(hw, l), at;
 
     if (n == NULL) return GPURING_PATH_SYS;
     at = hwloc_get_non_io_ancestor_obj(hw, dev);
     if (at == NULL) return GPURING_PATH_SYS;
-    if (at->nodeset != NULL && hwloc_bitmap_isequal(at->nodeset, n->nodeset)) {
+    if (n->type == HWLOC_OBJ_NUMANODE && at->nodeset != NULL &&
+        hwloc_bitmap_isequal(at->nodeset, n->nodeset)) {
         return GPURING_PATH_LOC;
     }
     return same_socket(hw, n, at) ? GPURING_PATH_PHB : GPURING_PATH_SYS;
@@ -263,25 +280,48 @@ static int pci_numa(hwloc_topology_t hw, hwloc_obj_t dev)
     return hwloc_bitmap_first(at->nodeset);
 }
 
-/* NUMA node holding the process's whole CPU binding, -1 if none/unknown. */
-static int binding_numa(hwloc_topology_t hw)
+/* The package a device attaches to (its logical index), -1 if none. */
+static int pci_package(hwloc_topology_t hw, hwloc_obj_t dev)
 {
-    hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    int numa = -1;
+    hwloc_obj_t p = package_of(hwloc_get_non_io_ancestor_obj(hw, dev));
 
-    if (set == NULL) return -1;
-    if (hwloc_get_cpubind(hw, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set)) {
-        hwloc_obj_t n = NULL;
+    return p != NULL ? (int)p->logical_index : -1;
+}
 
-        while ((n = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, n)) != NULL) {
-            if (n->cpuset != NULL && hwloc_bitmap_isincluded(set, n->cpuset)) {
-                numa = (int)n->os_index;
-                break;
-            }
+/*
+ * Where a process bound to `set` sits: the NUMA node whose CPUs hold all of it,
+ * and the package that does (its logical index: the same on every rank of the node,
+ * which all load the whole machine); -1 where none does (an empty set, a binding
+ * across packages).
+ */
+static void cpuset_place(hwloc_topology_t hw, hwloc_const_cpuset_t set, gpuring_topo_loc_t *loc)
+{
+    hwloc_obj_t o = NULL;
+
+    loc->numa = -1;
+    loc->package = -1;
+    if (hwloc_bitmap_iszero(set)) return;
+    while ((o = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, o)) != NULL) {
+        if (o->cpuset != NULL && !hwloc_bitmap_iszero(o->cpuset) &&
+            hwloc_bitmap_isincluded(set, o->cpuset)) {
+            loc->numa = (int)o->os_index;
+            break;
         }
     }
+    o = package_of(hwloc_get_obj_covering_cpuset(hw, set));
+    if (o != NULL) loc->package = (int)o->logical_index;
+}
+
+/* This process's place by its CPU binding (cpuset_place), -1s if unreadable. */
+static void binding_place(hwloc_topology_t hw, gpuring_topo_loc_t *loc)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+
+    loc->numa = -1;
+    loc->package = -1;
+    if (set != NULL && hwloc_get_cpubind(hw, set, HWLOC_CPUBIND_PROCESS) == 0)
+        cpuset_place(hw, set, loc);
     hwloc_bitmap_free(set);
-    return numa;
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -452,25 +492,55 @@ void gpuring_graph_topo_finalize(void)
     pthread_mutex_unlock(&topo_lock);
 }
 
-int gpuring_graph_topo_local_numa(void)
+/* This process's place on this machine by its binding (binding_place); -1s without a
+ * topology. */
+static void machine_place(gpuring_topo_loc_t *loc)
 {
     gpuring_topo_t *t;
 
-    if (gpuring_graph_topo_get(NULL, &t) != GPURING_OK) return -1;
-    return binding_numa(t->hw);
+    loc->numa = -1;
+    loc->package = -1;
+    if (gpuring_graph_topo_get(NULL, &t) == GPURING_OK) binding_place(t->hw, loc);
+}
+
+int gpuring_graph_topo_local_numa(void)
+{
+    gpuring_topo_loc_t loc;
+
+    machine_place(&loc);
+    return loc.numa;
 }
 
 /* ---- queries ------------------------------------------------------------ */
+
+/* The NIC nearest a rank's GPU (gpu), else its CPUs (loc); ties to the lowest index;
+ * -1 without NICs. */
+static int nearest_nic(gpuring_topo_t *topo, hwloc_obj_t gpu, const gpuring_topo_loc_t *loc)
+{
+    gpuring_path_t best = GPURING_PATH_COUNT;
+    int nic = -1;
+
+    for (int i = 0; i < topo->nnics; i++) {
+        gpuring_path_t p = gpu != NULL ? pci_path(topo->hw, gpu, topo->nics[i])
+                                       : cpu_pci_path(topo->hw, loc, topo->nics[i]);
+
+        if (p < best) {
+            best = p;
+            nic = i;
+        }
+    }
+    return nic;
+}
 
 void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int fake_gpu,
                               gpuring_topo_loc_t *loc)
 {
     hwloc_obj_t gpu = NULL;
-    gpuring_path_t best = GPURING_PATH_COUNT;
 
     if (loc == NULL) return;
     memset(loc, 0, sizeof(*loc));
     loc->numa = -1;
+    loc->package = -1;
     loc->nic = -1;
     if (gpu_busid != NULL && gpu_busid[0] != '\0') {
         busid_canon(gpu_busid, loc->gpu_busid);
@@ -478,28 +548,40 @@ void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int f
         memcpy(loc->gpu_busid, topo->gpu_busids[fake_gpu % topo->ngpus], GPURING_BUSID_LEN);
     }
     if (topo == NULL) {
-        loc->numa = gpuring_graph_topo_local_numa();
+        machine_place(loc);
         return;
     }
     gpu = topo_find_pci(topo, loc->gpu_busid);
 
-    /* NUMA: this machine: the process binding; XML: where the GPU attaches */
-    if (topo->from_xml) {
-        loc->numa = gpu != NULL ? pci_numa(topo->hw, gpu) : -1;
-    } else {
-        loc->numa = binding_numa(topo->hw);
+    /* NUMA node and package: this machine: the process binding; XML: where the GPU
+     * attaches */
+    if (!topo->from_xml) {
+        binding_place(topo->hw, loc);
+    } else if (gpu != NULL) {
+        loc->numa = pci_numa(topo->hw, gpu);
+        loc->package = pci_package(topo->hw, gpu);
     }
 
-    /* nearest NIC, ties to the lowest index */
-    for (int i = 0; i < topo->nnics; i++) {
-        gpuring_path_t p = gpu != NULL ? pci_path(topo->hw, gpu, topo->nics[i])
-                                       : numa_pci_path(topo->hw, loc->numa, topo->nics[i]);
+    loc->nic = nearest_nic(topo, gpu, loc);
+}
 
-        if (p < best) {
-            best = p;
-            loc->nic = i;
-        }
+gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char *cpus,
+                                               gpuring_topo_loc_t *loc)
+{
+    hwloc_bitmap_t set;
+    gpuring_status_t st = GPURING_ERR_INVALID;
+
+    if (topo == NULL || topo->hw == NULL || cpus == NULL || loc == NULL) return st;
+    set = hwloc_bitmap_alloc();
+    if (set == NULL) return GPURING_ERR_NO_MEMORY;
+    if (hwloc_bitmap_list_sscanf(set, cpus) == 0) {
+        memset(loc, 0, sizeof(*loc));
+        cpuset_place(topo->hw, set, loc);
+        loc->nic = nearest_nic(topo, NULL, loc);
+        st = GPURING_OK;
     }
+    hwloc_bitmap_free(set);
+    return st;
 }
 
 gpuring_path_t gpuring_graph_topo_path(gpuring_topo_t *topo, const gpuring_topo_loc_t *a,
@@ -518,7 +600,7 @@ gpuring_path_t gpuring_graph_topo_path(gpuring_topo_t *topo, const gpuring_topo_
         gb = topo_find_pci(topo, cb);
         if (ga != NULL && gb != NULL) return pci_path(topo->hw, ga, gb);
     }
-    return numa_path(topo != NULL ? topo->hw : NULL, a->numa, b->numa);
+    return cpu_path(topo != NULL ? topo->hw : NULL, a, b);
 }
 
 int gpuring_graph_topo_ngpus(gpuring_topo_t *topo)

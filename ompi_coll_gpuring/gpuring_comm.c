@@ -218,7 +218,7 @@ static int comm_topo_xml(const gpuring_comm_t *c)
 static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *me)
 {
     gpuring_topo_t *topo = NULL;
-    gpuring_topo_loc_t loc = {.numa = -1, .nic = -1, .gpu_busid = ""};
+    gpuring_topo_loc_t loc = {.numa = -1, .package = -1, .nic = -1, .gpu_busid = ""};
     char busid[GPURING_BUSID_LEN] = "";
 
     gpuring_bootstrap_peer_info_local(me, comm_uid_propose(0));
@@ -229,10 +229,11 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
         gpuring_graph_topo_local(topo, busid, -1, &loc);
     }
     me->numa = loc.numa;
+    me->package = loc.package;
     me->nic = loc.nic;
     memcpy(me->gpu_busid, loc.gpu_busid, sizeof(me->gpu_busid));
-    GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "this rank's place in its node: NUMA node %d, NIC %d, "
-                  "GPU %s", loc.numa, loc.nic,
+    GPURING_DEBUG(GPURING_SUBSYS_GRAPH, "this rank's place in its node: NUMA node %d, "
+                  "package %d, NIC %d, GPU %s", loc.numa, loc.package, loc.nic,
                   loc.gpu_busid[0] != '\0' ? loc.gpu_busid : "none current");
     return GPURING_OK;
 }
@@ -292,6 +293,7 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
         if (gpuring_graph_topo_get(c->cfg.topo_xml, &topo) != GPURING_OK) topo = NULL;
         for (int r = 0; r < n; r++) {
             locs[r].numa = c->peers[r].numa;
+            locs[r].package = c->peers[r].package;
             locs[r].nic = c->peers[r].nic;
             memcpy(locs[r].gpu_busid, c->peers[r].gpu_busid, sizeof(locs[r].gpu_busid));
         }

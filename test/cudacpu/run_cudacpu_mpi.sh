@@ -368,7 +368,7 @@ case_run fifo_np3 3 "coll_gpuring_direct 0 coll_gpuring_profile 1" -d -q -i -m w
 # each rank's place in its node is its GPU's (the device its program made current before
 # its first call: local rank r's of 3 GPUs, PCI bus 0x18 + r on the CPU runtime), for the
 # rings to follow the PCI tree between the GPUs (debug, subsystem graph)
-place='\] debug .* this rank.s place in its node: NUMA node -?[0-9]+, NIC -?[0-9]+, GPU 0000'
+place='\] debug .* this rank.s place in its node: NUMA node -?[0-9]+, package -?[0-9]+, NIC -?[0-9]+, GPU 0000'
 want="rank 0$place:18:00\.0\$|rank 1$place:19:00\.0\$|rank 2$place:1a:00\.0\$" verbose=4
 xenv="-x CUDACPU_DEVICES=3"
 case_run gpu_place_np3 3 "coll_gpuring_verbose_subsys coll,graph" -d -q -m world -c 1,4099 -t int,float

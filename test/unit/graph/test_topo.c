@@ -389,6 +389,91 @@ static void test_numa_paths(void)
     check_numa_paths(restricted, "snc restricted to numa 0");
 }
 
+/* Where a rank bound to `cpus` of topology t sits: numa, package, nic */
+static void check_place(gpuring_topo_t *t, const char *cpus, int numa, int package, int nic,
+                        const char *what)
+{
+    gpuring_topo_loc_t l;
+
+    memset(&l, 0x5a, sizeof(l));
+    EXPECT(gpuring_graph_topo_cpus_place(t, cpus, &l) == GPURING_OK &&
+               l.numa == numa && l.package == package && l.nic == nic &&
+               l.gpu_busid[0] == '\0',
+           "%s: bound to cpus '%s': numa %d package %d nic %d, want %d %d %d", what, cpus,
+           l.numa, l.package, l.nic, numa, package, nic);
+}
+
+/*
+ * Bindings wider than a NUMA node (Open MPI 4's --bind-to package above 2 ranks, on
+ * machines with sub-NUMA clustering / NPS>1): a rank's place is its package, so two
+ * such ranks of one package are PHB, not SYS, and a node whose ranks alternate
+ * packages (--map-by package) gets rings that cross between packages twice, not at
+ * every edge.
+ */
+static void test_package_bindings(gpuring_topo_t *dgx)
+{
+    static const char *binding[4] = {"0-3", "4-5", "1-2", "4-5"}; /* packages 0 1 0 1 */
+    char path[64];
+    gpuring_topo_t *t = NULL;
+    gpuring_topo_loc_t l[4], whole;
+    gpuring_path_t d[16];
+    int order[4], w, sum, h[GPURING_PATH_COUNT];
+
+    if (write_temp(snc_xml, path, sizeof(path)) != 0) {
+        EXPECT(0, "cannot write a temporary xml");
+        return;
+    }
+    EXPECT(gpuring_graph_topo_get(path, &t) == GPURING_OK, "snc: xml does not load");
+    unlink(path);
+    if (t == NULL) return;
+    check_place(t, "0-1", 0, 0, -1, "snc");
+    check_place(t, "1", 0, 0, -1, "snc");
+    check_place(t, "2-3", 1, 0, -1, "snc");
+    check_place(t, "0-3", -1, 0, -1, "snc");
+    check_place(t, "1-2", -1, 0, -1, "snc");
+    check_place(t, "4-5", 2, 1, -1, "snc");
+    check_place(t, "3-4", -1, -1, -1, "snc");
+    check_place(t, "0-5", -1, -1, -1, "snc");
+    check_place(t, "", -1, -1, -1, "snc");
+    EXPECT(gpuring_graph_topo_cpus_place(t, "zero", &whole) == GPURING_ERR_INVALID,
+           "snc: cpu list 'zero' taken");
+    EXPECT(gpuring_graph_topo_cpus_place(NULL, "0", &whole) == GPURING_ERR_INVALID,
+           "no topology: taken");
+
+    for (int i = 0; i < 4; i++) gpuring_graph_topo_cpus_place(t, binding[i], &l[i]);
+    gpuring_graph_topo_cpus_place(t, "0-5", &whole);
+    EXPECT(gpuring_graph_topo_path(t, &l[0], &l[2]) == GPURING_PATH_PHB,
+           "snc: two ranks bound to package 0 not PHB");
+    EXPECT(gpuring_graph_topo_path(t, &l[0], &l[0]) == GPURING_PATH_PHB,
+           "snc: a rank bound to package 0 with itself not PHB");
+    EXPECT(gpuring_graph_topo_path(t, &l[1], &l[3]) == GPURING_PATH_LOC,
+           "snc: two ranks of NUMA node 2 not LOC");
+    EXPECT(gpuring_graph_topo_path(t, &l[0], &l[1]) == GPURING_PATH_SYS,
+           "snc: packages 0 and 1 not SYS");
+    gpuring_graph_topo_cpus_place(t, "2-3", &whole);
+    EXPECT(gpuring_graph_topo_path(t, &l[0], &whole) == GPURING_PATH_PHB &&
+               gpuring_graph_topo_path(t, &whole, &l[2]) == GPURING_PATH_PHB,
+           "snc: package 0 and its NUMA node 1 not PHB");
+    gpuring_graph_topo_cpus_place(t, "0-5", &whole);
+    EXPECT(gpuring_graph_topo_path(t, &l[0], &whole) == GPURING_PATH_SYS &&
+               gpuring_graph_topo_path(t, &whole, &whole) == GPURING_PATH_SYS,
+           "snc: a rank bound across packages not SYS");
+
+    build_dist(t, l, 4, d);
+    EXPECT(gpuring_graph_ring_order(d, 4, 1, order) == GPURING_OK && is_perm(order, 4),
+           "snc: no ring order for 4 ranks on alternating packages");
+    ring_stats(d, 4, order, &w, &sum, h);
+    EXPECT(h[GPURING_PATH_SYS] == 2 && adjacent(order, 4, 0, 2) && adjacent(order, 4, 1, 3),
+           "snc: ranks alternating packages: ring %d %d %d %d crosses packages %d times, "
+           "want 2", order[0], order[1], order[2], order[3], h[GPURING_PATH_SYS]);
+
+    /* nearest NIC by package or NUMA node: dgx_like's NICs 0-1 in package 0, 2-3 in 1 */
+    if (dgx == NULL) return;
+    check_place(dgx, "8-15", 1, 1, 2, "dgx");
+    check_place(dgx, "3", 0, 0, 0, "dgx");
+    check_place(dgx, "0-15", -1, -1, 0, "dgx");
+}
+
 /* The failed loads' warnings (what a log sink is given) */
 static int topo_failures_said;
 
@@ -834,6 +919,7 @@ int main(int argc, char **argv)
     if (dgx != NULL) test_dgx(dgx, dgx_locs, dgx_dist);
     if (ws != NULL) test_workstation(ws, ws_locs, ws_dist);
     test_numa_paths();
+    test_package_bindings(dgx);
     if (dgx != NULL) test_errors_and_cache(dgx);
     if (dgx != NULL) test_xml_locs(dgx);
     test_this_machine();
