@@ -1053,36 +1053,47 @@ static void test_stream(void)
     printf("stream: %lu reductions stored twice, %lu refused as asked\n", streamed, refused);
 }
 
-/* gpuring_copy_host: every size around its thresholds (2 KiB, 64-byte blocks and their
- * tail), the destination at every skew past its source modulo a page that takes the
- * block loop (1-31) and some that do not; the bytes around the destination untouched */
+/* gpuring_copy_host and gpuring_copy_host_stream: every size around their thresholds
+ * (2 KiB, 64-byte blocks or lines, the stream's 16-byte head, its two lines a step,
+ * and their tails), the destination at every skew past its source modulo a page that
+ * takes the block loop (1-31) and some that do not, at several alignments; the bytes
+ * around the destination untouched */
 static void test_copy(void)
 {
     enum { PAGE = 4096, MAXB = 3 * PAGE + 300, GUARDB = 64 };
-    static const size_t sizes[] = {0, 1, 63, 64, 65, 127, 2047, 2048, 2049, 2111, PAGE + 17, MAXB};
-    static const size_t skews[] = {0, 1, 7, 16, 31, 32, 63, 64, 2048, 4095};
+    static const size_t sizes[] = {0,    1,    15,   16,   17,   63,   64,       65,  79,
+                                   127,  128,  129,  143,  144,  191,  192,      193, 207,
+                                   208,  2047, 2048, 2049, 2111, PAGE + 17, MAXB};
+    static const size_t skews[] = {0, 1, 7, 16, 31, 32, 48, 63, 64, 2048, 4095};
     static unsigned char src[MAXB + 2 * PAGE] __attribute__((aligned(4096)));
     static unsigned char dst[MAXB + 3 * PAGE + GUARDB] __attribute__((aligned(4096)));
     unsigned long ok = 0;
 
     for (size_t i = 0; i < sizeof(src); i++) src[i] = (unsigned char)(i * 131u + 7u);
-    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-        for (size_t ki = 0; ki < sizeof(skews) / sizeof(skews[0]); ki++) {
-            for (size_t soff = 0; soff < 40; soff += 13) {
-                /* (a page before it: poison, and the skew kept) */
-                const size_t n = sizes[si], doff = PAGE + soff + skews[ki];
-                long bad = -1;
+    for (int stream = 0; stream < 2; stream++) {
+        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+            for (size_t ki = 0; ki < sizeof(skews) / sizeof(skews[0]); ki++) {
+                for (size_t soff = 0; soff < 40; soff += 13) {
+                    /* (a page before it: poison, and the skew kept) */
+                    const size_t n = sizes[si], doff = PAGE + soff + skews[ki];
+                    long bad = -1;
 
-                memset(dst, TEST_POISON, sizeof(dst));
-                gpuring_copy_host(dst + doff, src + soff, n);
-                for (size_t i = 0; i < sizeof(dst) && bad < 0; i++) {
-                    const int in = i >= doff && i < doff + n;
-                    if (in ? dst[i] != src[soff + i - doff] : dst[i] != TEST_POISON)
-                        bad = (long)i;
+                    memset(dst, TEST_POISON, sizeof(dst));
+                    if (stream) /* (its own thread reads it: no fence) */
+                        gpuring_copy_host_stream(dst + doff, src + soff, n);
+                    else
+                        gpuring_copy_host(dst + doff, src + soff, n);
+                    for (size_t i = 0; i < sizeof(dst) && bad < 0; i++) {
+                        const int in = i >= doff && i < doff + n;
+                        if (in ? dst[i] != src[soff + i - doff] : dst[i] != TEST_POISON)
+                            bad = (long)i;
+                    }
+                    EXPECT(bad < 0, "%s %zu bytes, source at page + %zu, destination %zu "
+                           "past it modulo a page: byte %ld wrong",
+                           stream ? "gpuring_copy_host_stream" : "gpuring_copy_host", n, soff,
+                           skews[ki], bad);
+                    if (bad < 0) ok++;
                 }
-                EXPECT(bad < 0, "copy %zu bytes, source at page + %zu, destination %zu past "
-                       "it modulo a page: byte %ld wrong", n, soff, skews[ki], bad);
-                if (bad < 0) ok++;
             }
         }
     }
