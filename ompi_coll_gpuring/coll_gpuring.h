@@ -247,12 +247,11 @@ void mca_coll_gpuring_exchanges_finalize(void);
  * same collective on every rank whatever its own timeout.  One that times out (logged,
  * naming it "gpuring's `what`", and the ranks it waits for) is given up in flight,
  * holding the communicator; so is one whose message failed, at once:
- * GPURING_ERR_REMOTE; and, where
- * the exchange is a step of the numbered call the arrival board names (`of_call`: the
- * direct allreduce's, the connections a call makes -- not the agreement on the memory
- * kind, made before the call's number), one that a rank of this host refuses
- * (GPURING_ERR_REMOTE) or meets with another call under that number
- * (GPURING_ERR_MISMATCH).  GPURING_OK: every rank's part in `all`. */
+ * GPURING_ERR_REMOTE; and, where the exchange is a step of the numbered call the
+ * arrival board names (`of_call`: the direct allreduce's, the connections a call makes
+ * -- not the agreement on the memory kind, made before the call's number), one that a
+ * rank of this host refuses (GPURING_ERR_REMOTE) or meets with another call under that
+ * number (GPURING_ERR_MISMATCH).  GPURING_OK: every rank's part in `all`. */
 int mca_coll_gpuring_exchange_wait(mca_coll_gpuring_module_t *m, const void *mine, void *all,
                                    size_t bytes, const char *what, int of_call);
 
