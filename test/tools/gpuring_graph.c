@@ -99,8 +99,8 @@ int main(int argc, char **argv)
         printf("# %d nodes x %d ranks of %s, %d channels\n", nodes, k, xml ? xml : "this machine",
                nch);
         for (int r = 0; r < k; r++) {
-            printf("# rank %d: numa %d, nic %d, gpu %s\n", r, locs[r].numa, locs[r].nic,
-                   locs[r].gpu_busid[0] ? locs[r].gpu_busid : "-");
+            printf("# rank %d: numa %d, package %d, nic %d, gpu %s\n", r, locs[r].numa,
+                   locs[r].package, locs[r].nic, locs[r].gpu_busid[0] ? locs[r].gpu_busid : "-");
         }
         for (int c = 0; c < nch; c++) {
             const int *ring = g.rings + (size_t)c * n;
