@@ -98,7 +98,7 @@ typedef struct gpuring_peer_info {
     int32_t pid;
     uint64_t pid_ns;    /* its pid namespace (gpuring_pid_ns): where pid means something */
     int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
-    int32_t package;    /* package it is bound to (hwloc logical index), -1 unknown */
+    int32_t package;    /* package it is bound to (os index), -1 unknown */
     int32_t nic;        /* nearest NIC in its node's topology, -1 if none */
     char gpu_busid[16]; /* its GPU's PCI bus id, "" without one */
     uint64_t uid_next;  /* this process's next free communicator uid (for tags) */

@@ -61,9 +61,9 @@ const char *gpuring_path_name(gpuring_path_t path);
 #define GPURING_BUSID_LEN 16
 typedef struct gpuring_topo_loc {
     int32_t numa;                    /* NUMA node holding its CPU binding, -1 unknown */
-    int32_t package;                 /* package holding it (hwloc's logical index), -1
-                                        unknown; known where numa is not for a binding
-                                        to a package of several NUMA nodes */
+    int32_t package;                 /* package holding it (os index), -1 unknown;
+                                        known where numa is not for a binding to a
+                                        package of several NUMA nodes */
     int32_t nic;                     /* index of the nearest NIC in the topology, -1 none */
     char gpu_busid[GPURING_BUSID_LEN]; /* "0000:07:00.0", "" without a GPU */
 } gpuring_topo_loc_t;
@@ -91,8 +91,8 @@ void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int f
 /*
  * Where a process without a GPU bound to the CPUs `cpus` (a list as "0-3,8") would
  * sit: loc's numa, package and nic, by the rules gpuring_graph_topo_local applies to
- * this process's binding (tests: bindings on an XML machine).  INVALID for a list
- * hwloc cannot read.
+ * this process's binding (tests: bindings on an XML machine).  INVALID for a string
+ * hwloc's list syntax refuses (one it reads as no CPUs, as "", places nowhere: -1s).
  */
 gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char *cpus,
                                                gpuring_topo_loc_t *loc);

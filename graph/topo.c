@@ -229,6 +229,25 @@ static hwloc_obj_t numa_obj(hwloc_topology_t hw, int numa)
     return numa < 0 ? NULL : hwloc_get_numanode_obj_by_os_index(hw, (unsigned)numa);
 }
 
+/* The package of os index `package`, NULL if none */
+static hwloc_obj_t package_obj(hwloc_topology_t hw, int package)
+{
+    hwloc_obj_t p = NULL;
+
+    while (package >= 0 && (p = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_PACKAGE, p)) != NULL) {
+        if (p->os_index == (unsigned)package) return p;
+    }
+    return NULL;
+}
+
+/* A package's os index, -1 where hwloc does not know it */
+static int package_index(hwloc_obj_t p)
+{
+    return p != NULL && p->os_index != HWLOC_UNKNOWN_INDEX && p->os_index <= INT32_MAX
+               ? (int)p->os_index
+               : -1;
+}
+
 /* Where a rank without a GPU sits: its NUMA node, else its package, NULL if neither */
 static hwloc_obj_t loc_cpu_obj(hwloc_topology_t hw, const gpuring_topo_loc_t *l)
 {
@@ -236,9 +255,7 @@ static hwloc_obj_t loc_cpu_obj(hwloc_topology_t hw, const gpuring_topo_loc_t *l)
 
     if (hw == NULL) return NULL;
     o = numa_obj(hw, l->numa);
-    if (o == NULL && l->package >= 0)
-        o = hwloc_get_obj_by_type(hw, HWLOC_OBJ_PACKAGE, (unsigned)l->package);
-    return o;
+    return o != NULL ? o : package_obj(hw, l->package);
 }
 
 /* Path class between two ranks by their CPUs (the rule in the header comment) */
@@ -280,36 +297,39 @@ static int pci_numa(hwloc_topology_t hw, hwloc_obj_t dev)
     return hwloc_bitmap_first(at->nodeset);
 }
 
-/* The package a device attaches to (its logical index), -1 if none. */
+/* The package a device attaches to (its os index), -1 if none. */
 static int pci_package(hwloc_topology_t hw, hwloc_obj_t dev)
 {
-    hwloc_obj_t p = package_of(hwloc_get_non_io_ancestor_obj(hw, dev));
-
-    return p != NULL ? (int)p->logical_index : -1;
+    return package_index(package_of(hwloc_get_non_io_ancestor_obj(hw, dev)));
 }
 
 /*
  * Where a process bound to `set` sits: the NUMA node whose CPUs hold all of it,
- * and the package that does (its logical index: the same on every rank of the node,
- * which all load the whole machine); -1 where none does (an empty set, a binding
- * across packages).
+ * and the package that does; -1 where none does (an empty set, a binding across
+ * packages).  Of the NUMA nodes whose CPUs hold it, the one with the fewest CPUs
+ * (HBM beside DRAM: the first of the two), and none that lies outside every package
+ * of a machine of several: hwloc gives a node without CPUs of its own (CXL memory,
+ * a GPU's memory) the CPUs of the object it hangs from, so one hanging from the
+ * machine holds every binding, and ranks bound to different packages would all be
+ * "in" it.
  */
 static void cpuset_place(hwloc_topology_t hw, hwloc_const_cpuset_t set, gpuring_topo_loc_t *loc)
 {
-    hwloc_obj_t o = NULL;
+    const int packages = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
+    hwloc_obj_t o = NULL, best = NULL;
 
     loc->numa = -1;
     loc->package = -1;
     if (hwloc_bitmap_iszero(set)) return;
     while ((o = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, o)) != NULL) {
-        if (o->cpuset != NULL && !hwloc_bitmap_iszero(o->cpuset) &&
-            hwloc_bitmap_isincluded(set, o->cpuset)) {
-            loc->numa = (int)o->os_index;
-            break;
-        }
+        if (o->cpuset == NULL || !hwloc_bitmap_isincluded(set, o->cpuset) ||
+            (packages > 1 && package_of(o) == NULL))
+            continue;
+        if (best == NULL || hwloc_bitmap_weight(o->cpuset) < hwloc_bitmap_weight(best->cpuset))
+            best = o;
     }
-    o = package_of(hwloc_get_obj_covering_cpuset(hw, set));
-    if (o != NULL) loc->package = (int)o->logical_index;
+    if (best != NULL) loc->numa = (int)best->os_index;
+    loc->package = package_index(package_of(hwloc_get_obj_covering_cpuset(hw, set)));
 }
 
 /* This process's place by its CPU binding (cpuset_place), -1s if unreadable. */

@@ -108,8 +108,9 @@ void gpuring_reduce_host(void *dst, const void *a, const void *b, size_t count,
 int gpuring_reduce_host_stream(void *stream, void *dst, const void *a, const void *b,
                                size_t count, gpuring_type_t type, gpuring_op_t op);
 
-/* memcpy with non-temporal stores for `stream`'s whole 16-byte units (the
- * same ordering rule as above). */
+/* memcpy with non-temporal stores for `stream`'s whole 64-byte runs from its
+ * first 16-byte boundary (the bytes before it and the tail by memcpy; the same
+ * ordering rule as above). */
 void gpuring_copy_host_stream(void *stream, const void *src, size_t bytes);
 
 /* Is a copy to `dst` from `src` one whose destination is 1 to 31 bytes past its

@@ -193,7 +193,6 @@ typedef void (*gpuring_reduce_fn_t)(void *dst, const void *a, const void *b,
  * lines of `stream` (aligned), each built in a line of registers, copied
  * to dst and written to stream with non-temporal stores -- one pass, so
  * neither store reads its line first nor is read back.
-
  */
 #define GPURING_REDUCE_LINE 64
 

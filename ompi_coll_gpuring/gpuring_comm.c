@@ -214,7 +214,7 @@ static int comm_topo_xml(const gpuring_comm_t *c)
 
 /* This rank's peer info: host, pid, uid proposal, and its place in the node -- its
  * GPU's where one is current (the rings then follow the PCI tree between the GPUs of
- * a node, as NCCL's do), else its NUMA node's. */
+ * a node, as NCCL's do), else its CPU binding's: its NUMA node's, or its package's. */
 static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *me)
 {
     gpuring_topo_t *topo = NULL;

@@ -467,6 +467,45 @@ static void test_package_bindings(gpuring_topo_t *dgx)
            "snc: ranks alternating packages: ring %d %d %d %d crosses packages %d times, "
            "want 2", order[0], order[1], order[2], order[3], h[GPURING_PATH_SYS]);
 
+    /* a NUMA node without CPUs of its own hanging from the machine (CXL memory): hwloc
+     * gives it every CPU; it is no rank's place */
+    {
+        static const char *from = "allowed_nodeset=\"0x7\">\n";
+        const char *cxl = "allowed_nodeset=\"0xf\">\n<object type=\"NUMANode\" os_index=\"3\" "
+                          "cpuset=\"0x3f\" complete_cpuset=\"0x3f\" nodeset=\"0x8\" "
+                          "complete_nodeset=\"0x8\" local_memory=\"1073741824\"/>\n";
+        char xml[sizeof(snc_xml) + 256];
+        const char *at = strstr(snc_xml, from);
+        gpuring_topo_t *c = NULL;
+
+        EXPECT(at != NULL, "snc xml has no machine nodeset");
+        if (at == NULL) return;
+        snprintf(xml, sizeof(xml), "%.*s%s%s", (int)(at - snc_xml), snc_xml, cxl,
+                 at + strlen(from));
+        /* the machine's nodesets (before its first package) hold node 3 too */
+        const char *first_package = strstr(xml, "<object type=\"Package\"");
+
+        for (char *m = strstr(xml, "nodeset=\"0x7\""); m != NULL && m < first_package;
+             m = strstr(m + 1, "nodeset=\"0x7\""))
+            m[strlen("nodeset=\"0x")] = 'f';
+        if (write_temp(xml, path, sizeof(path)) != 0) {
+            EXPECT(0, "cannot write a temporary xml");
+            return;
+        }
+        EXPECT(gpuring_graph_topo_get(path, &c) == GPURING_OK, "snc+cxl: xml does not load");
+        unlink(path);
+        if (c != NULL) {
+            check_place(c, "0-1", 0, 0, -1, "snc+cxl");
+            check_place(c, "0-3", -1, 0, -1, "snc+cxl");
+            check_place(c, "4-5", 2, 1, -1, "snc+cxl");
+            check_place(c, "0-5", -1, -1, -1, "snc+cxl");
+            gpuring_graph_topo_cpus_place(c, "0-3", &l[0]);
+            gpuring_graph_topo_cpus_place(c, "4-5", &l[1]);
+            EXPECT(gpuring_graph_topo_path(c, &l[0], &l[1]) == GPURING_PATH_SYS,
+                   "snc+cxl: packages 0 and 1 not SYS");
+        }
+    }
+
     /* nearest NIC by package or NUMA node: dgx_like's NICs 0-1 in package 0, 2-3 in 1 */
     if (dgx == NULL) return;
     check_place(dgx, "8-15", 1, 1, 2, "dgx");
