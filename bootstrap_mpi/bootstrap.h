@@ -96,9 +96,11 @@ typedef struct gpuring_peer_info {
     uint64_t proc_id;   /* this process's random name: the key of its NET endpoints and
                          * IPC mappings (a pid repeats across pid namespaces on a host) */
     int32_t pid;
+    int32_t package;    /* package it is bound to (os index), -1 unknown (here, where pid
+                         * left 4 bytes of padding: the struct keeps its 72 bytes, which
+                         * run_mpi_tests' setup_leave_216 injects a failure by) */
     uint64_t pid_ns;    /* its pid namespace (gpuring_pid_ns): where pid means something */
     int32_t numa;       /* NUMA node the process is bound to, -1 if unknown/unbound */
-    int32_t package;    /* package it is bound to (os index), -1 unknown */
     int32_t nic;        /* nearest NIC in its node's topology, -1 if none */
     char gpu_busid[16]; /* its GPU's PCI bus id, "" without one */
     uint64_t uid_next;  /* this process's next free communicator uid (for tags) */
