@@ -101,6 +101,7 @@ EXPECT_ABORT_RC=
 EXPECT_EVERY=
 EXPECT_LINES=
 PID_NAMESPACES=
+RANK_PREFIX=
 BELOW=
 FAILED_NAMES=()
 
@@ -175,6 +176,9 @@ run_case() {
         # sanitizer's runtime must come first), and PRELOAD_ENV (VAR=value) set
         wrap=(/bin/sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0"; export LD_PRELOAD; [ -z "$1" ] || export "$1"; shift; exec "$@"'
               "$PRELOAD" "${PRELOAD_ENV:-}")
+    elif [ -n "$RANK_PREFIX" ]; then
+        # a command every rank runs in front of the test program (words, no quoting)
+        read -r -a wrap <<< "$RANK_PREFIX"
     elif [ -n "$PID_NAMESPACES" ]; then
         # every rank in a pid namespace of its own, as pid 1 there: equal pids on one
         # host (containers that share the host's name but not its pids)
@@ -824,6 +828,16 @@ run_case "topo_dgx_np8_rpn4" 8 4 ready,tree \
     "coll_gpuring_topo_xml $HERE/../fixtures/dgx_like.xml coll_gpuring_algorithm tree" \
     allreduce_check -t int32,float,double -o sum,max -i -m world,rev -s "$SEED" -q "${XARG[@]}"
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
+# a rank bound to a package of several NUMA nodes has a place: its package (hwloc reads
+# test/fixtures/package_2numa.xml as this machine -- one package, a NUMA node per CPU
+# 0 and 1 -- and each rank is bound to both CPUs): the two ranks' edge is PHB (3), not
+# SYS (4) as when such a rank had no place
+EXPECT_LINES=" debug gpuring_comm.c:[0-9]+: this rank.s place in its node: NUMA node -1, package 0, NIC -1, GPU none current
+ debug ring_order.c:[0-9]+: ring order: 2 ranks, worst edge class 3," \
+RANK_PREFIX="taskset -c 0-1 env HWLOC_XMLFILE=$HERE/../fixtures/package_2numa.xml HWLOC_THISSYSTEM=1" \
+    run_case "package_place_np2_rpn0" 2 0 ready,lines \
+    "coll_gpuring_verbose 4 coll_gpuring_verbose_subsys init,coll,graph" \
+    allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world,dup -s "$SEED" -q
 
 # --- reduce-scatter, allgather, bcast, reduce (colls_check): every type x op, counts
 # 0, 1, odd, 1 Mi elements, every root, in place, world/dup/split, real hosts and
