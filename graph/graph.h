@@ -78,8 +78,6 @@ typedef struct gpuring_topo gpuring_topo_t;
  */
 gpuring_status_t gpuring_graph_topo_get(const char *xml_path, gpuring_topo_t **topo_p);
 void gpuring_graph_topo_finalize(void);
-/* NUMA node this process is bound to on this machine, -1 if unbound/unknown. */
-int gpuring_graph_topo_local_numa(void);
 
 /*
  * This process's location.  gpu_busid: the GPU the rank uses, NULL or "" for

@@ -512,25 +512,6 @@ void gpuring_graph_topo_finalize(void)
     pthread_mutex_unlock(&topo_lock);
 }
 
-/* This process's place on this machine by its binding (binding_place); -1s without a
- * topology. */
-static void machine_place(gpuring_topo_loc_t *loc)
-{
-    gpuring_topo_t *t;
-
-    loc->numa = -1;
-    loc->package = -1;
-    if (gpuring_graph_topo_get(NULL, &t) == GPURING_OK) binding_place(t->hw, loc);
-}
-
-int gpuring_graph_topo_local_numa(void)
-{
-    gpuring_topo_loc_t loc;
-
-    machine_place(&loc);
-    return loc.numa;
-}
-
 /* ---- queries ------------------------------------------------------------ */
 
 /* The NIC nearest a rank's GPU (gpu), else its CPUs (loc); ties to the lowest index;
@@ -567,8 +548,8 @@ void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int f
     } else if (fake_gpu >= 0 && topo != NULL && topo->ngpus > 0) {
         memcpy(loc->gpu_busid, topo->gpu_busids[fake_gpu % topo->ngpus], GPURING_BUSID_LEN);
     }
-    if (topo == NULL) {
-        machine_place(loc);
+    if (topo == NULL) { /* this machine's binding, if it loads */
+        if (gpuring_graph_topo_get(NULL, &topo) == GPURING_OK) binding_place(topo->hw, loc);
         return;
     }
     gpu = topo_find_pci(topo, loc->gpu_busid);

@@ -213,6 +213,12 @@ static void check_one_process(void)
     free(fifo);
 }
 
+/* the first step from `from` on that row */
+static uint64_t clean_poison_step(uint64_t from, uint64_t row)
+{
+    return from + (row + GPURING_NSTEPS - from % GPURING_NSTEPS) % GPURING_NSTEPS;
+}
+
 /*
  * LL flags come back (proxy/conn.h): a FIFO whose steps start at 2^32 - 4, as
  * if that many had gone before, every unit of its LL rows (headers included)
@@ -221,12 +227,6 @@ static void check_one_process(void)
  * 2^32, simple and LL in turn (a small LL step writes the first units only):
  * every row's every unit cleaned, each step still right.
  */
-/* the first step from `from` on that row */
-static uint64_t clean_poison_step(uint64_t from, uint64_t row)
-{
-    return from + (row + GPURING_NSTEPS - from % GPURING_NSTEPS) % GPURING_NSTEPS;
-}
-
 static void check_clean(void)
 {
     const uint64_t step0 = (1ull << 32) - 4, ahead = 256;
