@@ -94,6 +94,23 @@ void gpuring_graph_topo_local(gpuring_topo_t *topo, const char *gpu_busid, int f
  */
 gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char *cpus,
                                                gpuring_topo_loc_t *loc);
+/*
+ * Where a rank's progress thread should run (DESIGN: near the GPU/NIC, as NCCL's
+ * proxy thread): the CPUs of `binding` (a CPU list; NULL: the calling thread's, which
+ * a thread it starts inherits) that hwloc places near the rank's GPU (loc->gpu_busid),
+ * else its NIC (loc->nic) -- those of the first CPU-side object above the device: its
+ * NUMA node's, package's, or the machine's.  GPURING_OK with that list in cpus (len
+ * bytes) where it is a part of the binding; else GPURING_ERR_NOT_SUPPORTED (the thread
+ * stays on the binding: none of it is near, all of it is, no device is known, or the
+ * topology is an XML file's and binding NULL), INVALID for an unreadable binding.  why
+ * (why_len bytes) says which, for the log: "near its GPU 0000:07:00.0, inside its
+ * binding 0-15".  Inside the binding only, as NCCL: a rank bound away from its GPU
+ * (Slurm's cgroup, an explicit --cpu-bind) keeps its threads where it was put.
+ */
+gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
+                                                const gpuring_topo_loc_t *loc,
+                                                const char *binding, char *cpus, size_t len,
+                                                char *why, size_t why_len);
 /* The path class between two locations on the same node. */
 gpuring_path_t gpuring_graph_topo_path(gpuring_topo_t *topo, const gpuring_topo_loc_t *a,
                                        const gpuring_topo_loc_t *b);

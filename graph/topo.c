@@ -585,6 +585,70 @@ gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char 
     return st;
 }
 
+gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
+                                                const gpuring_topo_loc_t *loc,
+                                                const char *binding, char *cpus, size_t len,
+                                                char *why, size_t why_len)
+{
+    hwloc_obj_t dev, above;
+    const char *kind = "GPU";
+    char busid[GPURING_BUSID_LEN], bound[64];
+    hwloc_bitmap_t set;
+    gpuring_status_t st = GPURING_ERR_NOT_SUPPORTED;
+
+    if (len > 0) cpus[0] = '\0';
+    if (topo == NULL || topo->hw == NULL || loc == NULL) {
+        snprintf(why, why_len, "no topology");
+        return GPURING_ERR_INVALID;
+    }
+    if (topo->from_xml && binding == NULL) {
+        snprintf(why, why_len, "the topology is an xml file's, not this machine's");
+        return st;
+    }
+    dev = topo_find_pci(topo, loc->gpu_busid);
+    if (dev == NULL && loc->nic >= 0 && loc->nic < topo->nnics) {
+        dev = topo->nics[loc->nic];
+        kind = "NIC";
+    }
+    if (dev == NULL) {
+        snprintf(why, why_len, "no GPU or NIC of its own in the topology");
+        return st;
+    }
+    pci_busid_str(dev, busid);
+    above = hwloc_get_non_io_ancestor_obj(topo->hw, dev);
+    set = hwloc_bitmap_alloc();
+    if (set == NULL) {
+        snprintf(why, why_len, "no memory");
+        return GPURING_ERR_NO_MEMORY;
+    }
+    if (binding != NULL ? hwloc_bitmap_list_sscanf(set, binding) != 0
+                        : hwloc_get_cpubind(topo->hw, set, HWLOC_CPUBIND_THREAD) != 0) {
+        snprintf(why, why_len, "its binding ('%s') is unreadable",
+                 binding != NULL ? binding : "this thread's");
+        st = GPURING_ERR_INVALID;
+        goto out;
+    }
+    hwloc_bitmap_list_snprintf(bound, sizeof(bound), set);
+    if (above == NULL || above->cpuset == NULL || !hwloc_bitmap_intersects(set, above->cpuset)) {
+        snprintf(why, why_len, "none of its binding's CPUs (%s) is near its %s %s", bound, kind,
+                 busid);
+    } else if (hwloc_bitmap_isincluded(set, above->cpuset)) {
+        snprintf(why, why_len, "its binding (%s) is all near its %s %s", bound, kind, busid);
+    } else {
+        hwloc_bitmap_and(set, set, above->cpuset);
+        if (hwloc_bitmap_list_snprintf(cpus, len, set) >= (int)len) {
+            snprintf(why, why_len, "the CPUs near its %s %s make too long a list", kind, busid);
+            cpus[0] = '\0';
+        } else {
+            snprintf(why, why_len, "near its %s %s, inside its binding %s", kind, busid, bound);
+            st = GPURING_OK;
+        }
+    }
+out:
+    hwloc_bitmap_free(set);
+    return st;
+}
+
 gpuring_path_t gpuring_graph_topo_path(gpuring_topo_t *topo, const gpuring_topo_loc_t *a,
                                        const gpuring_topo_loc_t *b)
 {

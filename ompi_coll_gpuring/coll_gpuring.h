@@ -33,6 +33,7 @@ typedef struct mca_coll_gpuring_component {
     bool net_gpu_direct;
     bool direct;
     bool net_zcopy;
+    bool progress_bind;
     char *algorithm;
     char *protocol;
     int nchannels;

@@ -56,6 +56,7 @@ mca_coll_gpuring_component_t mca_coll_gpuring_component = {
     .direct_ll_size = 65536,
     .ipc_cache = GPURING_IPC_BUF_MAPPINGS,
     .net_zcopy = true,
+    .progress_bind = true,
     .algorithm = NULL,
     .protocol = NULL,
     .nchannels = 2,
@@ -160,6 +161,16 @@ static int gpuring_register(void)
         "directly.  The verbose log says which mode each communicator uses",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->net_gpu_direct);
+    (void)mca_base_component_var_register(
+        v, "progress_bind",
+        "Bind gpuring's progress thread (the one that moves steps between nodes over UCX) "
+        "to the CPUs of the rank's binding nearest its GPU, else its NIC, as NCCL binds its "
+        "proxy thread: those of the NUMA node or package the device hangs from.  Only "
+        "inside the binding: a rank bound to CPUs none of which is near, or all of which "
+        "are, keeps the thread on its binding.  false: the thread keeps the rank's "
+        "binding.  The verbose log (subsystem proxy) says where it runs",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->progress_bind);
     (void)mca_base_component_var_register(
         v, "direct",
         "Device buffers with every rank on one node: each rank reduces its share of the buffer "

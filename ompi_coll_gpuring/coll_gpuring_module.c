@@ -671,6 +671,7 @@ static gpuring_comm_t *comm_setup(mca_coll_gpuring_module_t *m)
         .stream_bytes = c->stream_size,
         .net_stream_bytes = c->net_stream_size,
         .net_zcopy = c->net_zcopy,
+        .progress_bind = c->progress_bind,
     };
     gpuring_status_t st;
     char desc[256];

@@ -206,12 +206,6 @@ static void comm_gpu_busid(char busid[GPURING_BUSID_LEN])
     }
 }
 
-/* The machine is an XML file's (coll_gpuring_topo_xml: tests), not this one */
-static int comm_topo_xml(const gpuring_comm_t *c)
-{
-    return c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0';
-}
-
 /* This rank's peer info: host, pid, uid proposal, and its place in the node -- its
  * GPU's where one is current (the rings then follow the PCI tree between the GPUs of
  * a node, as NCCL's do), else its CPU binding's: its NUMA node's, or its package's. */
@@ -224,7 +218,7 @@ static gpuring_status_t comm_peer_info(gpuring_comm_t *c, gpuring_peer_info_t *m
     gpuring_bootstrap_peer_info_local(me, comm_uid_propose(0));
     /* without a topology the ranks still run, in rank order; on an XML machine each
      * rank's place is the GPU its place in its node gives it (comm_graph_connect) */
-    if (!comm_topo_xml(c) && gpuring_graph_topo_get(NULL, &topo) == GPURING_OK) {
+    if (!gpuring_comm_topo_xml(c) && gpuring_graph_topo_get(NULL, &topo) == GPURING_OK) {
         comm_gpu_busid(busid);
         gpuring_graph_topo_local(topo, busid, -1, &loc);
     }
@@ -297,7 +291,7 @@ static gpuring_status_t comm_graph_connect(gpuring_comm_t *c, int nch, gpuring_s
             locs[r].nic = c->peers[r].nic;
             memcpy(locs[r].gpu_busid, c->peers[r].gpu_busid, sizeof(locs[r].gpu_busid));
         }
-        if (topo != NULL && comm_topo_xml(c)) local = gpuring_graph_xml_locs(&c->graph, topo, locs);
+        if (topo != NULL && gpuring_comm_topo_xml(c)) local = gpuring_graph_xml_locs(&c->graph, topo, locs);
         if (local == GPURING_OK) local = gpuring_graph_local_order(&c->graph, topo, locs, mine);
     }
     if (local != GPURING_OK) {

@@ -69,6 +69,8 @@ typedef struct gpuring_comm_config {
     size_t net_stream_bytes; /* host buffers: NET steps this large are streamed into their
                                 send slot (0: GPURING_NET_STREAM_BYTES) */
     int net_zcopy;         /* host buffers: NET steps land straight in the call's output */
+    int progress_bind;     /* the progress thread's CPUs: those of the binding nearest the
+                              rank's GPU or NIC (gpuring_conns.c) */
 } gpuring_comm_config_t;
 
 /* What a connection is for; together with peer, channel and direction it

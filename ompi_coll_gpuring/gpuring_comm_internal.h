@@ -35,6 +35,12 @@ static inline uint64_t gpuring_comm_peer_key(const gpuring_comm_t *c, int r)
     return c->peers[r].proc_id;
 }
 
+/* The node is an XML file's (coll_gpuring_topo_xml: tests), not this machine */
+static inline int gpuring_comm_topo_xml(const gpuring_comm_t *c)
+{
+    return c->cfg.topo_xml != NULL && c->cfg.topo_xml[0] != '\0';
+}
+
 /* The communicator's ranks on this rank's host (virtual nodes included). */
 static inline long gpuring_comm_host_ranks(const gpuring_comm_t *c)
 {

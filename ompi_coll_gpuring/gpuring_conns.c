@@ -356,6 +356,34 @@ static size_t comm_net_rndv_thresh(const gpuring_comm_t *c)
     return gpuring_proxy_net_tcp_only() ? GPURING_PROXY_RNDV_NEVER : 0;
 }
 
+/*
+ * Where the progress thread will run, into cpus (NULL: the binding it inherits) and
+ * why: the CPUs of this thread's binding nearest the rank's GPU, else its NIC
+ * (graph.h), unless coll_gpuring_progress_bind is off or the machine is an XML
+ * file's (coll_gpuring_topo_xml).  Taken by the communicator that creates the
+ * process's proxy.
+ */
+static const char *comm_progress_cpus(const gpuring_comm_t *c, char *cpus, size_t len,
+                                      char *why, size_t why_len)
+{
+    const gpuring_peer_info_t *me = &c->peers[c->boot.rank];
+    gpuring_topo_loc_t loc = {.numa = me->numa, .package = me->package, .nic = me->nic};
+    gpuring_topo_t *topo = NULL;
+
+    memcpy(loc.gpu_busid, me->gpu_busid, sizeof(loc.gpu_busid));
+    if (!c->cfg.progress_bind) {
+        snprintf(why, why_len, "coll_gpuring_progress_bind is off");
+    } else if (gpuring_comm_topo_xml(c)) {
+        snprintf(why, why_len, "the node is coll_gpuring_topo_xml's, not this machine");
+    } else if (gpuring_graph_topo_get(NULL, &topo) != GPURING_OK) {
+        snprintf(why, why_len, "this machine's topology is unknown");
+    } else if (gpuring_graph_topo_thread_cpus(topo, &loc, NULL, cpus, len, why, why_len) ==
+               GPURING_OK) {
+        return cpus;
+    }
+    return NULL;
+}
+
 /* UCX addresses, when the communicator spans nodes: every rank takes part. */
 gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *local_st)
 {
@@ -364,10 +392,13 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
 
     if (c->graph.nnodes == 1) return GPURING_OK;
     if (*local_st == GPURING_OK) {
+        char cpus[256], why[256];
         gpuring_proxy_config_t pcfg = {
             .wait_timeout = c->cfg.wait_timeout,
             .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure,
-            .rndv_thresh = comm_net_rndv_thresh(c)};
+            .rndv_thresh = comm_net_rndv_thresh(c),
+            .cpus = comm_progress_cpus(c, cpus, sizeof(cpus), why, sizeof(why)),
+            .cpus_why = why};
         *local_st = gpuring_proxy_get(&pcfg, &c->proxy);
         if (*local_st == GPURING_OK) *local_st = gpuring_proxy_address(c->proxy, &addr, &addr_len);
         if (*local_st != GPURING_OK) addr_len = 0;

@@ -1107,6 +1107,76 @@ int gpuring_proxy_net_tcp_only(void)
     return known;
 }
 
+/* A CPU list ("0-3,8") into set; -1 for a malformed or empty one, or a CPU past
+ * CPU_SETSIZE. */
+static int cpus_parse(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    while (*s != '\0') {
+        char *end;
+        long first = strtol(s, &end, 10), last = first;
+
+        if (end == s || first < 0) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            last = strtol(s, &end, 10);
+            if (end == s || last < first) return -1;
+        }
+        if (last >= CPU_SETSIZE) return -1;
+        for (long c = first; c <= last; c++) CPU_SET((int)c, set);
+        if (*end == ',') end++;
+        else if (*end != '\0') return -1;
+        s = end;
+    }
+    return CPU_COUNT(set) > 0 ? 0 : -1;
+}
+
+/* set as a CPU list, "0-3,8" */
+static void cpus_format(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int c = 0; c < CPU_SETSIZE && n < len; c++) {
+        int last = c;
+
+        if (!CPU_ISSET(c, set)) continue;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set)) last++;
+        if (last > c)
+            n += (size_t)snprintf(buf + n, len - n, "%s%d-%d", n > 0 ? "," : "", c, last);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n > 0 ? "," : "", c);
+        c = last;
+    }
+}
+
+/* The progress thread onto cfg's CPUs (it starts on its creator's binding), said with
+ * the CPUs it then has (read back) at debug level; a failure leaves it there, warned. */
+static void proxy_thread_bind(gpuring_proxy_t *proxy, const gpuring_proxy_config_t *cfg)
+{
+    const char *why = cfg != NULL && cfg->cpus_why != NULL ? cfg->cpus_why : "not asked";
+    char now[256];
+    cpu_set_t set;
+    int rc;
+
+    if (cfg == NULL || cfg->cpus == NULL) {
+        GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on the rank's binding: %s", why);
+        return;
+    }
+    rc = cpus_parse(cfg->cpus, &set) != 0 ? EINVAL
+                                            : pthread_setaffinity_np(proxy->thread, sizeof(set), &set);
+    if (rc != 0) {
+        GPURING_WARN(GPURING_SUBSYS_PROXY, "cannot bind the progress thread to CPUs %s (%s): "
+                     "%s; it stays on the rank's binding", cfg->cpus, why, strerror(rc));
+        return;
+    }
+    if (pthread_getaffinity_np(proxy->thread, sizeof(set), &set) == 0)
+        cpus_format(&set, now, sizeof(now));
+    else
+        snprintf(now, sizeof(now), "%s (not read back)", cfg->cpus);
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on CPUs %s: %s", now, why);
+}
+
 static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
 {
     gpuring_proxy_t *proxy;
@@ -1208,6 +1278,7 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
         goto fail;
     }
     proxy->thread_started = 1;
+    proxy_thread_bind(proxy, cfg);
     GPURING_DEBUG(GPURING_SUBSYS_PROXY,
                   "proxy started: UCX %s (%s CUDA memory), worker address %zu bytes, wait "
                   "timeout %.1f s",

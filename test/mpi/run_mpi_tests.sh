@@ -830,14 +830,29 @@ run_case "topo_dgx_np8_rpn4" 8 4 ready,tree \
 run_case "allreduce_gather_np4_rpn1" 4 1 ready "coll_gpuring_algorithm gather" allreduce_check "${MEDIUM[@]}"
 # a rank bound to a package of several NUMA nodes has a place: its package (hwloc reads
 # test/fixtures/package_2numa.xml as this machine -- one package, a NUMA node per CPU
-# 0 and 1 -- and each rank is bound to both CPUs): the two ranks' edge is PHB (3), not
-# SYS (4) as when such a rank had no place
-EXPECT_LINES=" debug gpuring_comm.c:[0-9]+: this rank.s place in its node: NUMA node -1, package 0, NIC -1, GPU none current
+# 0 and 1, a NIC hanging from NUMA node 1's group -- and each rank is bound to both
+# CPUs): the two ranks' edge is PHB (3), not SYS (4) as when such a rank had no place
+PACKAGE_2NUMA="taskset -c 0-1 env HWLOC_XMLFILE=$HERE/../fixtures/package_2numa.xml HWLOC_THISSYSTEM=1"
+EXPECT_LINES=" debug gpuring_comm.c:[0-9]+: this rank.s place in its node: NUMA node -1, package 0, NIC 0, GPU none current
  debug ring_order.c:[0-9]+: ring order: 2 ranks, worst edge class 3," \
-RANK_PREFIX="taskset -c 0-1 env HWLOC_XMLFILE=$HERE/../fixtures/package_2numa.xml HWLOC_THISSYSTEM=1" \
+RANK_PREFIX="$PACKAGE_2NUMA" \
     run_case "package_place_np2_rpn0" 2 0 ready,lines \
     "coll_gpuring_verbose 4 coll_gpuring_verbose_subsys init,coll,graph" \
     allreduce_check -t int32,double -o sum,max -c 0,1,17,4099 -i -m world,dup -s "$SEED" -q
+# the progress thread runs on the CPUs of the rank's binding near its GPU, else its NIC
+# (coll_gpuring_progress_bind): on the same machine, 2 virtual nodes (so a progress
+# thread), each rank's thread on CPU 1, its NIC's (as read back from the thread); off,
+# on the binding
+EXPECT_LINES=" debug proxy_thread.c:[0-9]+: progress thread on CPUs 1: near its NIC 0000:01:00.0, inside its binding 0-1$" \
+RANK_PREFIX="$PACKAGE_2NUMA" \
+    run_case "progress_bind_np2_rpn1" 2 1 ready,lines \
+    "coll_gpuring_verbose 4 coll_gpuring_verbose_subsys init,coll,proxy" \
+    allreduce_check -t int32,double -o sum -c 0,1,17,4099 -i -m world,dup -s "$SEED" -q
+EXPECT_LINES=" debug proxy_thread.c:[0-9]+: progress thread on the rank.s binding: coll_gpuring_progress_bind is off$" \
+RANK_PREFIX="$PACKAGE_2NUMA" \
+    run_case "progress_bind_off_np2_rpn1" 2 1 ready,lines \
+    "coll_gpuring_verbose 4 coll_gpuring_verbose_subsys init,coll,proxy coll_gpuring_progress_bind 0" \
+    allreduce_check -t int32 -o sum -c 1,4099 -m world -s "$SEED" -q
 
 # --- reduce-scatter, allgather, bcast, reduce (colls_check): every type x op, counts
 # 0, 1, odd, 1 Mi elements, every root, in place, world/dup/split, real hosts and

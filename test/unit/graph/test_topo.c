@@ -514,6 +514,59 @@ static void test_package_bindings(gpuring_topo_t *dgx)
 }
 
 /* The failed loads' warnings (what a log sink is given) */
+/* The progress thread's CPUs for a rank at loc bound to `binding` on t: status st, and
+ * for GPURING_OK the list want; why holds `says` */
+static void check_thread_cpus(gpuring_topo_t *t, const gpuring_topo_loc_t *loc,
+                              const char *binding, size_t len, gpuring_status_t st,
+                              const char *want, const char *says)
+{
+    char cpus[64], why[256];
+    gpuring_status_t got;
+
+    memset(cpus, 'x', sizeof(cpus));
+    got = gpuring_graph_topo_thread_cpus(t, loc, binding, cpus, len, why, sizeof(why));
+    EXPECT(got == st && (st != GPURING_OK || strcmp(cpus, want) == 0) &&
+               (st == GPURING_OK || len == 0 || cpus[0] == '\0') && strstr(why, says) != NULL,
+           "thread cpus of a rank (gpu '%s', nic %d) bound to %s: %d '%s' (%s), want %d '%s' "
+           "(... %s ...)", loc->gpu_busid, loc->nic, binding != NULL ? binding : "(this thread)",
+           got, got == GPURING_OK ? cpus : "", why, st, want, says);
+}
+
+/*
+ * Where a rank's progress thread runs (DESIGN: near the GPU/NIC, as NCCL's proxy): the
+ * CPUs of its binding under the package its GPU hangs from (dgx_like: GPUs 0-3 and NICs
+ * 0-1 on package 0, CPUs 0-7; the rest on package 1, CPUs 8-15), else its NIC's; never
+ * outside the binding.
+ */
+static void test_thread_cpus(gpuring_topo_t *dgx)
+{
+    gpuring_topo_loc_t gpu0 = {.numa = -1, .package = -1, .nic = 0}, nic2 = gpu0, none = gpu0;
+
+    snprintf(gpu0.gpu_busid, sizeof(gpu0.gpu_busid), "%s", dgx_busid[0]);
+    nic2.nic = 2;
+    none.nic = -1;
+    check_thread_cpus(dgx, &gpu0, "0-15", 64, GPURING_OK, "0-7",
+                      "near its GPU 0000:05:00.0, inside its binding 0-15");
+    check_thread_cpus(dgx, &gpu0, "6-9,12", 64, GPURING_OK, "6-7", "binding 6-9,12");
+    check_thread_cpus(dgx, &gpu0, "8-15", 64, GPURING_ERR_NOT_SUPPORTED, "",
+                      "none of its binding's CPUs (8-15) is near its GPU 0000:05:00.0");
+    check_thread_cpus(dgx, &gpu0, "2-3", 64, GPURING_ERR_NOT_SUPPORTED, "",
+                      "its binding (2-3) is all near its GPU");
+    /* the GPU before the NIC: GPU 0 with NIC 2 (package 1) is still package 0's */
+    gpu0.nic = 2;
+    check_thread_cpus(dgx, &gpu0, "0-15", 64, GPURING_OK, "0-7", "GPU 0000:05:00.0");
+    check_thread_cpus(dgx, &nic2, "0-15", 64, GPURING_OK, "8-15",
+                      "near its NIC 0000:87:00.0");
+    check_thread_cpus(dgx, &nic2, "0-15", 4, GPURING_ERR_NOT_SUPPORTED, "", "too long");
+    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "",
+                      "no GPU or NIC");
+    snprintf(none.gpu_busid, sizeof(none.gpu_busid), "0000:ff:00.0"); /* not in the xml */
+    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "", "no GPU or NIC");
+    check_thread_cpus(dgx, &nic2, "zero", 64, GPURING_ERR_INVALID, "", "unreadable");
+    check_thread_cpus(dgx, &nic2, NULL, 64, GPURING_ERR_NOT_SUPPORTED, "", "xml file's");
+    check_thread_cpus(NULL, &nic2, "0-15", 64, GPURING_ERR_INVALID, "", "no topology");
+}
+
 static int topo_failures_said;
 
 static void topo_failures_sink(int level, const char *line)
@@ -969,6 +1022,7 @@ int main(int argc, char **argv)
     if (ws != NULL) test_workstation(ws, ws_locs, ws_dist);
     test_numa_paths();
     test_package_bindings(dgx);
+    if (dgx != NULL) test_thread_cpus(dgx);
     if (dgx != NULL) test_errors_and_cache(dgx);
     if (dgx != NULL) test_xml_locs(dgx);
     test_this_machine();

@@ -20,6 +20,8 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -1650,6 +1652,69 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
     pair_destroy(proxy, &other);
 }
 
+/*
+ * The progress thread on the CPUs its creator asks (coll_gpuring_progress_bind: graph's
+ * gpuring_graph_topo_thread_cpus picks them): the last CPU of this thread's binding,
+ * read back from the thread, and the proxy at work there.  A list this process cannot
+ * have -- a CPU it may not use, one past CPU_SETSIZE, a malformed list -- is a warning
+ * naming the list and why, and the thread keeps the binding it inherits.
+ */
+static void test_thread_bind(gpuring_proxy_t **proxy_p)
+{
+    gpuring_log_config_t saved = gpuring_log_config;
+    gpuring_proxy_config_t cfg = {.wait_timeout = 5.0, .cpus_why = "the test's"};
+    cpu_set_t mine, got;
+    char absent[16], last[16];
+    const char *bad[] = {absent, "5000", "0-", "3-1", ""};
+    int nmine, lastcpu = -1, firstout = -1;
+    pair_t p;
+
+    if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
+        EXPECT(0, "sched_getaffinity: %s", strerror(errno));
+        return;
+    }
+    nmine = CPU_COUNT(&mine);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (CPU_ISSET(c, &mine)) lastcpu = c;
+        else if (firstout < 0) firstout = c;
+    }
+    snprintf(absent, sizeof(absent), "%d", firstout);
+    snprintf(last, sizeof(last), "%d", lastcpu);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[128];
+
+        gpuring_proxy_finalize();
+        cfg.cpus = bad[i];
+        capture_start("progress thread", GPURING_SUBSYS_PROXY);
+        EXPECT(gpuring_proxy_get(&cfg, proxy_p) == GPURING_OK, "proxy with cpus '%s'", bad[i]);
+        gpuring_log_set(&saved);
+        snprintf(want, sizeof(want), "cannot bind the progress thread to CPUs %s (the test's): "
+                 "Invalid argument; it stays on the rank's binding", bad[i]);
+        EXPECT(strstr(captured, want) != NULL, "cpus '%s': logged '%s', want '%s'", bad[i],
+               captured, want);
+        EXPECT(*proxy_p != NULL &&
+                   pthread_getaffinity_np((*proxy_p)->thread, sizeof(got), &got) == 0 &&
+                   CPU_EQUAL(&got, &mine),
+               "cpus '%s': the thread is not on its creator's binding", bad[i]);
+    }
+
+    gpuring_proxy_finalize();
+    cfg.cpus = last;
+    capture_start("progress thread", GPURING_SUBSYS_PROXY);
+    EXPECT(gpuring_proxy_get(&cfg, proxy_p) == GPURING_OK, "proxy with cpus '%s'", last);
+    gpuring_log_set(&saved);
+    EXPECT(captured[0] == '\0', "cpus '%s': warned '%s'", last, captured);
+    if (*proxy_p == NULL) return;
+    EXPECT(pthread_getaffinity_np((*proxy_p)->thread, sizeof(got), &got) == 0 &&
+               CPU_COUNT(&got) == 1 && CPU_ISSET(lastcpu, &got),
+           "the progress thread is on %d CPUs, not on CPU %d alone (this thread has %d)",
+           CPU_COUNT(&got), lastcpu, nmine);
+    EXPECT(pair_create(*proxy_p, &p, 0, 4096, 63, 0, 1) == GPURING_OK, "pair_create");
+    EXPECT(run_pairs(*proxy_p, &p, 1, quick ? 200 : 2000, 0, 1, NULL),
+           "transfer with the progress thread on CPU %d", lastcpu);
+    pair_destroy(*proxy_p, &p);
+}
+
 /* ---- two processes: a real peer worker, then a peer that dies ------------------------ */
 
 /* Exchange worker addresses and handles over the socket; connect conn. */
@@ -2379,6 +2444,7 @@ int main(int argc, char **argv)
     test_idle_cpu(proxy);
     if (!quick) test_bandwidth(proxy);
     test_finalize_reget(&proxy);
+    test_thread_bind(&proxy);
     gpuring_proxy_finalize();
     printf("after finalize: threads %d -> %d, fds %d -> %d\n", thr_start, count_threads(),
            fds_start, count_fds());
