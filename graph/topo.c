@@ -623,8 +623,10 @@ gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
     }
     if (binding != NULL ? hwloc_bitmap_list_sscanf(set, binding) != 0
                         : hwloc_get_cpubind(topo->hw, set, HWLOC_CPUBIND_THREAD) != 0) {
-        snprintf(why, why_len, "its binding ('%s') is unreadable",
-                 binding != NULL ? binding : "this thread's");
+        if (binding != NULL)
+            snprintf(why, why_len, "its binding ('%s') is unreadable", binding);
+        else
+            snprintf(why, why_len, "its binding is unreadable (%s)", strerror(errno));
         st = GPURING_ERR_INVALID;
         goto out;
     }

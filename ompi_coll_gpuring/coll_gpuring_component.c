@@ -254,7 +254,8 @@ static int gpuring_register(void)
                          OPAL_INFO_LVL_5, &c->channels_per_call);
     (void)mca_base_component_var_register(
         v, "chunk_size",
-        "Bytes moved per pipeline step (0: one FIFO slot); smaller chunks pipeline more finely",
+        "Bytes moved per pipeline step (0: one FIFO slot; larger: capped at one slot, or "
+        "one 8 KiB step of an LL call); smaller chunks pipeline more finely",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &c->chunk_size);
     (void)mca_base_component_var_register(
@@ -284,8 +285,9 @@ static int gpuring_register(void)
         &c->net_stream_size);
     gpuring_register_int("wait_timeout",
                          "Seconds any wait (for a peer's step, a connection, teardown) may last "
-                         "before gpuring reports what it waited for and fails the call; 0 waits "
-                         "forever",
+                         "before gpuring reports what it waited for and fails the call (a wait "
+                         "for a rank that has not made the call yet: coll_gpuring_arrival_timeout); "
+                         "0 waits forever",
                          OPAL_INFO_LVL_5, &c->wait_timeout);
     gpuring_register_int("arrival_timeout",
                          "Seconds a call waits for a rank that has not made it yet: a "
@@ -344,7 +346,8 @@ static int gpuring_register(void)
                          "collectives gpuring does not run itself, and the calls of those it "
                          "runs that it hands down: -1 stage them through host memory unless "
                          "this Open MPI is CUDA-aware (MPIX_Query_cuda_support) and its coll "
-                         "cuda / accelerator component is in the job, 1 always "
+                         "cuda / accelerator component is in the job below gpuring (a lower "
+                         "priority), 1 always "
                          "stage, 0 hand the device pointers to the component below (only "
                          "right for a CUDA-aware Open MPI: others crash on them).  "
                          "A non-blocking call's results are copied back when its request "

@@ -364,8 +364,9 @@ static const gpuring_bootstrap_ops_t gpuring_boot_ops = {
  * (the rest: the exchanges' sizes, the programs, the FIFOs' slots) must be
  * the same on every rank: a rank whose call went below while another's set
  * up gpuring, or ran another program, would wait for it.  The others are each
- * rank's own: logging, wait_timeout, the stream sizes, UCX's thresholds and
- * failure detection, zero copy, where NET slots live, the IPC cache, staging.
+ * rank's own: logging, profiling, wait_timeout and arrival_timeout, the stream
+ * sizes, UCX's thresholds and failure detection, zero copy, where NET slots live,
+ * where the progress thread runs, the IPC cache, staging.
  */
 static const char *const params_names[] = {
     "host_buffers", "managed_buffers", "agree_memory", "nonblocking_setup", "direct",
