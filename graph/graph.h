@@ -98,8 +98,9 @@ gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char 
  * Where a rank's progress thread should run (DESIGN: near the GPU/NIC, as NCCL's
  * proxy thread): the CPUs of `binding` (a CPU list; NULL: the calling thread's, which
  * a thread it starts inherits) that hwloc places near the rank's GPU (loc->gpu_busid),
- * else its NIC (loc->nic) -- those of the first CPU-side object above the device: its
- * NUMA node's, package's, or the machine's.  GPURING_OK with that list in cpus (len
+ * else its NIC (loc->nic, where its place -- loc->numa or package -- chose one) --
+ * those of the first CPU-side object above the device: its NUMA node's, package's,
+ * or the machine's.  GPURING_OK with that list in cpus (len
  * bytes) where it is a part of the binding; else GPURING_ERR_NOT_SUPPORTED (the thread
  * stays on the binding: none of it is near, all of it is, no device is known, or the
  * topology is an XML file's and binding NULL), INVALID for an unreadable binding.  why
@@ -107,6 +108,7 @@ gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char 
  * binding 0-15".  Inside the binding only, as NCCL: a rank bound away from its GPU
  * (Slurm's cgroup, an explicit --cpu-bind) keeps its threads where it was put.
  */
+#define GPURING_CPU_LIST_LEN 1024 /* room for a CPU list (cpus above) */
 gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
                                                 const gpuring_topo_loc_t *loc,
                                                 const char *binding, char *cpus, size_t len,

@@ -585,6 +585,13 @@ gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char 
     return st;
 }
 
+/* set as a CPU list into buf, "..." at its end where it does not fit (logs) */
+static void cpus_said(hwloc_const_bitmap_t set, char *buf, size_t len)
+{
+    if (hwloc_bitmap_list_snprintf(buf, len, set) >= (int)len && len > 4)
+        snprintf(buf + len - 4, 4, "...");
+}
+
 gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
                                                 const gpuring_topo_loc_t *loc,
                                                 const char *binding, char *cpus, size_t len,
@@ -592,7 +599,7 @@ gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
 {
     hwloc_obj_t dev, above;
     const char *kind = "GPU";
-    char busid[GPURING_BUSID_LEN], bound[64];
+    char busid[GPURING_BUSID_LEN], bound[128];
     hwloc_bitmap_t set;
     gpuring_status_t st = GPURING_ERR_NOT_SUPPORTED;
 
@@ -605,13 +612,16 @@ gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
         snprintf(why, why_len, "the topology is an xml file's, not this machine's");
         return st;
     }
+    /* the NIC only where the rank's place chose it: an unbound rank's "nearest" NIC
+     * on a machine of several packages is a tie, NIC 0 (a management port, as often) */
     dev = topo_find_pci(topo, loc->gpu_busid);
-    if (dev == NULL && loc->nic >= 0 && loc->nic < topo->nnics) {
+    if (dev == NULL && loc->nic >= 0 && loc->nic < topo->nnics &&
+        (loc->numa >= 0 || loc->package >= 0)) {
         dev = topo->nics[loc->nic];
         kind = "NIC";
     }
     if (dev == NULL) {
-        snprintf(why, why_len, "no GPU or NIC of its own in the topology");
+        snprintf(why, why_len, "no GPU, and no NIC near its binding, in the topology");
         return st;
     }
     pci_busid_str(dev, busid);
@@ -630,7 +640,7 @@ gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
         st = GPURING_ERR_INVALID;
         goto out;
     }
-    hwloc_bitmap_list_snprintf(bound, sizeof(bound), set);
+    cpus_said(set, bound, sizeof(bound));
     if (above == NULL || above->cpuset == NULL || !hwloc_bitmap_intersects(set, above->cpuset)) {
         snprintf(why, why_len, "none of its binding's CPUs (%s) is near its %s %s", bound, kind,
                  busid);
@@ -638,9 +648,9 @@ gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,
         snprintf(why, why_len, "its binding (%s) is all near its %s %s", bound, kind, busid);
     } else {
         hwloc_bitmap_and(set, set, above->cpuset);
-        if (hwloc_bitmap_list_snprintf(cpus, len, set) >= (int)len) {
+        if (len == 0 || hwloc_bitmap_list_snprintf(cpus, len, set) >= (int)len) {
             snprintf(why, why_len, "the CPUs near its %s %s make too long a list", kind, busid);
-            cpus[0] = '\0';
+            if (len > 0) cpus[0] = '\0';
         } else {
             snprintf(why, why_len, "near its %s %s, inside its binding %s", kind, busid, bound);
             st = GPURING_OK;

@@ -392,7 +392,7 @@ gpuring_status_t gpuring_conns_net_setup(gpuring_comm_t *c, gpuring_status_t *lo
 
     if (c->graph.nnodes == 1) return GPURING_OK;
     if (*local_st == GPURING_OK) {
-        char cpus[256], why[256];
+        char cpus[GPURING_CPU_LIST_LEN], why[512];
         gpuring_proxy_config_t pcfg = {
             .wait_timeout = c->cfg.wait_timeout,
             .peer_failure = (gpuring_proxy_peer_failure_t)c->cfg.net_peer_failure,

@@ -61,9 +61,11 @@ typedef struct gpuring_proxy_config {
                            bytes (0: UCX's choice; GPURING_PROXY_RNDV_NEVER: every message
                            eager); taken when the proxy is created, and never over
                            UCX_RNDV_THRESH set in the environment */
-    const char *cpus;     /* the CPUs the progress thread runs on, a list ("8-15"); NULL:
-                             the binding it inherits from the thread that creates the
-                             proxy (graph.h, gpuring_graph_topo_thread_cpus) */
+    const char *cpus;     /* the CPUs the progress thread runs on, a list ("8-15"), where
+                             the thread creating the proxy runs while it does (UCX's
+                             threads and first touches there too); NULL: that thread's
+                             binding (graph.h, gpuring_graph_topo_thread_cpus).  The
+                             first call's, which creates the proxy */
     const char *cpus_why; /* where those are, or why none, for the log line */
 } gpuring_proxy_config_t;
 #define GPURING_PROXY_RNDV_NEVER SIZE_MAX

@@ -1150,33 +1150,6 @@ static void cpus_format(const cpu_set_t *set, char *buf, size_t len)
     }
 }
 
-/* The progress thread onto cfg's CPUs (it starts on its creator's binding), said with
- * the CPUs it then has (read back) at debug level; a failure leaves it there, warned. */
-static void proxy_thread_bind(gpuring_proxy_t *proxy, const gpuring_proxy_config_t *cfg)
-{
-    const char *why = cfg != NULL && cfg->cpus_why != NULL ? cfg->cpus_why : "not asked";
-    char now[256];
-    cpu_set_t set;
-    int rc;
-
-    if (cfg == NULL || cfg->cpus == NULL) {
-        GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on the rank's binding: %s", why);
-        return;
-    }
-    rc = cpus_parse(cfg->cpus, &set) != 0 ? EINVAL
-                                            : pthread_setaffinity_np(proxy->thread, sizeof(set), &set);
-    if (rc != 0) {
-        GPURING_WARN(GPURING_SUBSYS_PROXY, "cannot bind the progress thread to CPUs %s (%s): "
-                     "%s; it stays on the rank's binding", cfg->cpus, why, strerror(rc));
-        return;
-    }
-    if (pthread_getaffinity_np(proxy->thread, sizeof(set), &set) == 0)
-        cpus_format(&set, now, sizeof(now));
-    else
-        snprintf(now, sizeof(now), "%s (not read back)", cfg->cpus);
-    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on CPUs %s: %s", now, why);
-}
-
 static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
 {
     gpuring_proxy_t *proxy;
@@ -1278,7 +1251,6 @@ static gpuring_status_t proxy_create(const gpuring_proxy_config_t *cfg, gpuring_
         goto fail;
     }
     proxy->thread_started = 1;
-    proxy_thread_bind(proxy, cfg);
     GPURING_DEBUG(GPURING_SUBSYS_PROXY,
                   "proxy started: UCX %s (%s CUDA memory), worker address %zu bytes, wait "
                   "timeout %.1f s",
@@ -1292,13 +1264,63 @@ fail:
     return GPURING_ERR_NET;
 }
 
+/*
+ * proxy_create with its creator on cfg's CPUs, as NCCL binds the thread that sets a
+ * communicator up: the progress thread inherits them, so do UCX's own threads (its
+ * async thread), and what UCX allocates and first touches lands near them.  The
+ * creator's binding is set back after; the progress thread's is read back and said at
+ * debug level.  CPUs this thread cannot have: a warning, and the proxy starts on the
+ * creator's binding.
+ */
+static gpuring_status_t proxy_create_near(const gpuring_proxy_config_t *cfg,
+                                         gpuring_proxy_t **proxy_p)
+{
+    const char *why = cfg != NULL && cfg->cpus_why != NULL ? cfg->cpus_why : "not asked";
+    char now[1024];
+    cpu_set_t saved, set;
+    int moved = 0, rc;
+    gpuring_status_t st;
+
+    if (cfg != NULL && cfg->cpus != NULL) {
+        rc = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+        if (rc == 0)
+            rc = cpus_parse(cfg->cpus, &set) != 0
+                     ? EINVAL
+                     : pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+        if (rc != 0) {
+            GPURING_WARN(GPURING_SUBSYS_PROXY, "cannot bind the progress thread to CPUs %s "
+                         "(%s): %s; it stays on the rank's binding", cfg->cpus, why,
+                         strerror(rc));
+        }
+        moved = rc == 0;
+    }
+    st = proxy_create(cfg, proxy_p);
+    if (moved && (rc = pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved)) != 0) {
+        GPURING_WARN(GPURING_SUBSYS_PROXY, "cannot set this thread's binding back after "
+                     "starting the progress thread on CPUs %s: %s", cfg->cpus, strerror(rc));
+    }
+    if (st != GPURING_OK) return st;
+    if (!moved) {
+        if (cfg == NULL || cfg->cpus == NULL)
+            GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on the rank's binding: %s",
+                          why);
+        return st;
+    }
+    if (pthread_getaffinity_np((*proxy_p)->thread, sizeof(set), &set) == 0)
+        cpus_format(&set, now, sizeof(now));
+    else
+        snprintf(now, sizeof(now), "%s (not read back)", cfg->cpus);
+    GPURING_DEBUG(GPURING_SUBSYS_PROXY, "progress thread on CPUs %s: %s", now, why);
+    return st;
+}
+
 gpuring_status_t gpuring_proxy_get(const gpuring_proxy_config_t *cfg, gpuring_proxy_t **proxy_p)
 {
     gpuring_status_t st = GPURING_OK;
 
     pthread_mutex_lock(&proxy_singleton_lock);
     if (proxy_singleton == NULL) {
-        st = proxy_create(cfg, &proxy_singleton);
+        st = proxy_create_near(cfg, &proxy_singleton);
     } else if (cfg != NULL) {
         /* the latest setting wins (endpoints keep the mode they were made with) */
         if (!gpuring_proxy_lock_within(proxy_singleton, "taking new settings")) {

@@ -535,8 +535,8 @@ static void check_thread_cpus(gpuring_topo_t *t, const gpuring_topo_loc_t *loc,
 /*
  * Where a rank's progress thread runs (DESIGN: near the GPU/NIC, as NCCL's proxy): the
  * CPUs of its binding under the package its GPU hangs from (dgx_like: GPUs 0-3 and NICs
- * 0-1 on package 0, CPUs 0-7; the rest on package 1, CPUs 8-15), else its NIC's; never
- * outside the binding.
+ * 0-1 on package 0, CPUs 0-7; the rest on package 1, CPUs 8-15), else its NIC's where
+ * its place chose one; never outside the binding.
  */
 static void test_thread_cpus(gpuring_topo_t *dgx)
 {
@@ -544,6 +544,7 @@ static void test_thread_cpus(gpuring_topo_t *dgx)
 
     snprintf(gpu0.gpu_busid, sizeof(gpu0.gpu_busid), "%s", dgx_busid[0]);
     nic2.nic = 2;
+    nic2.package = 1; /* (a rank with a place there: its NIC is package 1's) */
     none.nic = -1;
     check_thread_cpus(dgx, &gpu0, "0-15", 64, GPURING_OK, "0-7",
                       "near its GPU 0000:05:00.0, inside its binding 0-15");
@@ -558,10 +559,15 @@ static void test_thread_cpus(gpuring_topo_t *dgx)
     check_thread_cpus(dgx, &nic2, "0-15", 64, GPURING_OK, "8-15",
                       "near its NIC 0000:87:00.0");
     check_thread_cpus(dgx, &nic2, "0-15", 4, GPURING_ERR_NOT_SUPPORTED, "", "too long");
-    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "",
-                      "no GPU or NIC");
+    check_thread_cpus(dgx, &nic2, "0-15", 0, GPURING_ERR_NOT_SUPPORTED, "", "too long");
+    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "", "no GPU, and no NIC");
     snprintf(none.gpu_busid, sizeof(none.gpu_busid), "0000:ff:00.0"); /* not in the xml */
-    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "", "no GPU or NIC");
+    check_thread_cpus(dgx, &none, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "", "no GPU, and no NIC");
+    /* a NIC its place did not choose (an unbound rank on two packages: a tie) is none */
+    nic2.package = -1;
+    check_thread_cpus(dgx, &nic2, "0-15", 64, GPURING_ERR_NOT_SUPPORTED, "", "no GPU, and no NIC");
+    nic2.numa = 1;
+    check_thread_cpus(dgx, &nic2, "0-15", 64, GPURING_OK, "8-15", "NIC 0000:87:00.0");
     check_thread_cpus(dgx, &nic2, "zero", 64, GPURING_ERR_INVALID, "", "unreadable");
     check_thread_cpus(dgx, &nic2, NULL, 64, GPURING_ERR_NOT_SUPPORTED, "", "xml file's");
     check_thread_cpus(NULL, &nic2, "0-15", 64, GPURING_ERR_INVALID, "", "no topology");

@@ -1656,8 +1656,9 @@ static void test_finalize_reget(gpuring_proxy_t **proxy_p)
  * The progress thread on the CPUs its creator asks (coll_gpuring_progress_bind: graph's
  * gpuring_graph_topo_thread_cpus picks them): the last CPU of this thread's binding,
  * read back from the thread, and the proxy at work there.  A list this process cannot
- * have -- a CPU it may not use, one past CPU_SETSIZE, a malformed list -- is a warning
- * naming the list and why, and the thread keeps the binding it inherits.
+ * have -- a CPU the machine lacks, one past CPU_SETSIZE, a malformed list -- is a
+ * warning naming the list and why, and the thread keeps the binding it inherits.  The
+ * creator's own binding is the same after as before.
  */
 static void test_thread_bind(gpuring_proxy_t **proxy_p)
 {
@@ -1666,7 +1667,8 @@ static void test_thread_bind(gpuring_proxy_t **proxy_p)
     cpu_set_t mine, got;
     char absent[16], last[16];
     const char *bad[] = {absent, "5000", "0-", "3-1", ""};
-    int nmine, lastcpu = -1, firstout = -1;
+    const long nconf = sysconf(_SC_NPROCESSORS_CONF); /* (CPUs 0..nconf-1 exist) */
+    int nmine, lastcpu = -1;
     pair_t p;
 
     if (sched_getaffinity(0, sizeof(mine), &mine) != 0) {
@@ -1674,18 +1676,16 @@ static void test_thread_bind(gpuring_proxy_t **proxy_p)
         return;
     }
     nmine = CPU_COUNT(&mine);
-    for (int c = 0; c < CPU_SETSIZE; c++) {
+    for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &mine)) lastcpu = c;
-        else if (firstout < 0) firstout = c;
-    }
-    snprintf(absent, sizeof(absent), "%d", firstout);
+    snprintf(absent, sizeof(absent), "%ld", nconf > 0 && nconf < CPU_SETSIZE ? nconf : 5001);
     snprintf(last, sizeof(last), "%d", lastcpu);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char want[128];
 
         gpuring_proxy_finalize();
         cfg.cpus = bad[i];
-        capture_start("progress thread", GPURING_SUBSYS_PROXY);
+        capture_start("cannot bind the progress thread", GPURING_SUBSYS_PROXY);
         EXPECT(gpuring_proxy_get(&cfg, proxy_p) == GPURING_OK, "proxy with cpus '%s'", bad[i]);
         gpuring_log_set(&saved);
         snprintf(want, sizeof(want), "cannot bind the progress thread to CPUs %s (the test's): "
@@ -1696,14 +1696,18 @@ static void test_thread_bind(gpuring_proxy_t **proxy_p)
                    pthread_getaffinity_np((*proxy_p)->thread, sizeof(got), &got) == 0 &&
                    CPU_EQUAL(&got, &mine),
                "cpus '%s': the thread is not on its creator's binding", bad[i]);
+        EXPECT(sched_getaffinity(0, sizeof(got), &got) == 0 && CPU_EQUAL(&got, &mine),
+               "cpus '%s': the creator's binding changed", bad[i]);
     }
 
     gpuring_proxy_finalize();
     cfg.cpus = last;
-    capture_start("progress thread", GPURING_SUBSYS_PROXY);
+    capture_start("cannot bind the progress thread", GPURING_SUBSYS_PROXY);
     EXPECT(gpuring_proxy_get(&cfg, proxy_p) == GPURING_OK, "proxy with cpus '%s'", last);
     gpuring_log_set(&saved);
     EXPECT(captured[0] == '\0', "cpus '%s': warned '%s'", last, captured);
+    EXPECT(sched_getaffinity(0, sizeof(got), &got) == 0 && CPU_EQUAL(&got, &mine),
+           "cpus '%s': the creator's binding is not set back", last);
     if (*proxy_p == NULL) return;
     EXPECT(pthread_getaffinity_np((*proxy_p)->thread, sizeof(got), &got) == 0 &&
                CPU_COUNT(&got) == 1 && CPU_ISSET(lastcpu, &got),
