@@ -100,13 +100,13 @@ gpuring_status_t gpuring_graph_topo_cpus_place(gpuring_topo_t *topo, const char 
  * a thread it starts inherits) that hwloc places near the rank's GPU (loc->gpu_busid),
  * else its NIC (loc->nic, where its place -- loc->numa or package -- chose one) --
  * those of the first CPU-side object above the device: its NUMA node's, package's,
- * or the machine's.  GPURING_OK with that list in cpus (len
- * bytes) where it is a part of the binding; else GPURING_ERR_NOT_SUPPORTED (the thread
- * stays on the binding: none of it is near, all of it is, no device is known, or the
- * topology is an XML file's and binding NULL), INVALID for an unreadable binding.  why
- * (why_len bytes) says which, for the log: "near its GPU 0000:07:00.0, inside its
- * binding 0-15".  Inside the binding only, as NCCL: a rank bound away from its GPU
- * (Slurm's cgroup, an explicit --cpu-bind) keeps its threads where it was put.
+ * or the machine's.  GPURING_OK with that list in cpus (len bytes) where it is a part
+ * of the binding; else GPURING_ERR_NOT_SUPPORTED (the thread stays on the binding:
+ * none of it is near, all of it is, no device is known, or the topology is an XML
+ * file's and binding NULL), INVALID for an unreadable binding.  why (why_len bytes)
+ * says which, for the log: "near its GPU 0000:07:00.0, inside its binding 0-15".
+ * Inside the binding only, as NCCL: a rank bound away from its GPU (Slurm's cgroup,
+ * an explicit --cpu-bind) keeps its threads where it was put.
  */
 #define GPURING_CPU_LIST_LEN 1024 /* room for a CPU list (cpus above) */
 gpuring_status_t gpuring_graph_topo_thread_cpus(gpuring_topo_t *topo,

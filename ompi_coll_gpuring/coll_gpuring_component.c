@@ -164,8 +164,9 @@ static int gpuring_register(void)
     (void)mca_base_component_var_register(
         v, "progress_bind",
         "Bind gpuring's progress thread (the one that moves steps between nodes over UCX) "
-        "to the CPUs of the rank's binding nearest its GPU, else its NIC, as NCCL binds its "
-        "proxy thread: those of the NUMA node or package the device hangs from.  Only "
+        "to the CPUs of the rank's binding nearest its GPU, else the NIC nearest the NUMA "
+        "node or package its binding lies in, as NCCL binds its proxy thread: those of "
+        "the object (NUMA node, package) the device hangs from.  Only "
         "inside the binding: a rank bound to CPUs none of which is near, or all of which "
         "are, keeps the thread on its binding.  false: the thread keeps the rank's "
         "binding.  The verbose log (subsystem proxy) says where it runs",

@@ -358,9 +358,9 @@ static size_t comm_net_rndv_thresh(const gpuring_comm_t *c)
 
 /*
  * Where the progress thread will run, into cpus (NULL: the binding it inherits) and
- * why: the CPUs of this thread's binding nearest the rank's GPU, else its NIC
- * (graph.h), unless coll_gpuring_progress_bind is off or the machine is an XML
- * file's (coll_gpuring_topo_xml).  Taken by the communicator that creates the
+ * why: the CPUs of this thread's binding nearest the rank's GPU, else the NIC its
+ * place chose (graph.h), unless coll_gpuring_progress_bind is off or the machine is
+ * an XML file's (coll_gpuring_topo_xml).  Taken by the communicator that creates the
  * process's proxy.
  */
 static const char *comm_progress_cpus(const gpuring_comm_t *c, char *cpus, size_t len,
