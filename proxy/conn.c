@@ -26,21 +26,20 @@ static size_t conn_ll_bytes(gpuring_conn_type_t type)
                      GPURING_CTRL_BYTES;
 }
 
-/* conn.h: host slots start GPURING_SLOTS_SKEW bytes into a page */
-static size_t conn_slots_skew(gpuring_conn_type_t type)
+size_t gpuring_conn_slots_lead(gpuring_conn_type_t type, int gpu)
 {
-    return type == GPURING_CONN_IPC ? 0 : GPURING_SLOTS_SKEW;
-}
-
-size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)
-{
-    return GPURING_CTRL_BYTES + conn_ll_bytes(type) + conn_slots_skew(type) +
-           GPURING_NSTEPS * slot_bytes;
+    return type == GPURING_CONN_IPC || gpu ? 0 : GPURING_SLOTS_SKEW;
 }
 
 size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type)
 {
     return GPURING_CTRL_BYTES + conn_ll_bytes(type);
+}
+
+size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes)
+{
+    return gpuring_conn_fifo_zero_bytes(type) + gpuring_conn_slots_lead(type, 0) +
+           GPURING_NSTEPS * slot_bytes;
 }
 
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,
@@ -54,7 +53,8 @@ void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring
     conn->slot_bytes = slot_bytes;
     conn->ctrl = (gpuring_fifo_ctrl_t *)fifo;
     conn->ll = conn_ll_bytes(type) > 0 ? (char *)fifo + GPURING_CTRL_BYTES : NULL;
-    conn->slots = (char *)fifo + GPURING_CTRL_BYTES + conn_ll_bytes(type) + conn_slots_skew(type);
+    conn->slots =
+        (char *)fifo + gpuring_conn_fifo_zero_bytes(type) + gpuring_conn_slots_lead(type, 0);
     conn->step = 0;
 }
 

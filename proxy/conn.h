@@ -535,13 +535,17 @@ static inline int gpuring_conn_refused(const gpuring_conn_t *conn)
  * a copy from one into a slot is skewed (README: measured both ways).
  */
 #define GPURING_SLOTS_SKEW 16
-/* Bytes of one FIFO of a `type` connection in memory: the ctrl page, the LL
- * slots (not NET), then NSTEPS slots (GPURING_SLOTS_SKEW bytes later in host
- * memory; a GPU's NET staging has them on the page: gpuring_conn_net_create). */
-size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
-/* Its leading bytes that must be zero before a peer opens it: the control page and the
- * LL slots (the simple slots need not be: read only up to the tail posted). */
+/* Bytes between a `type` FIFO's zeroed head and its slots: GPURING_SLOTS_SKEW where
+ * host executors copy into and out of them, none where a GPU's kernels do -- device
+ * memory (IPC) and a GPU's NET staging (`gpu`), whose warps' stores stay whole lines. */
+size_t gpuring_conn_slots_lead(gpuring_conn_type_t type, int gpu);
+/* The leading bytes of a FIFO that must be zero before a peer opens it: the control
+ * page and the LL slots (the simple slots need not be: read only up to the tail
+ * posted). */
 size_t gpuring_conn_fifo_zero_bytes(gpuring_conn_type_t type);
+/* Bytes of one FIFO of a `type` connection in memory (a host executor's): the
+ * zeroed head, the slots' lead, then NSTEPS slots. */
+size_t gpuring_conn_fifo_bytes(gpuring_conn_type_t type, size_t slot_bytes);
 /* Lay a connection end over a FIFO of gpuring_conn_fifo_bytes() (zeroes conn first;
  * gpuring_conn_net_create then sets the slots where it put them). */
 void gpuring_conn_attach(gpuring_conn_t *conn, gpuring_conn_type_t type, gpuring_conn_dir_t dir,

@@ -757,12 +757,11 @@ gpuring_status_t gpuring_conn_net_create(gpuring_proxy_t *proxy, gpuring_conn_t 
     net = calloc(1, sizeof(*net));
     if (net == NULL) return GPURING_ERR_NO_MEMORY;
     net->device = -1;
-    /* host staging: ctrl + slots (on a page for a GPU, else gpuring_conn_fifo_bytes's
-     * layout); GPU-direct: the ctrl page alone */
+    /* host staging: ctrl + the slots' lead + slots; GPU-direct: the ctrl page alone */
     bytes = device >= 0 ? GPURING_PAGE
-            : gpu       ? gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET) +
-                              GPURING_NSTEPS * slot_bytes
-                        : gpuring_conn_fifo_bytes(GPURING_CONN_NET, slot_bytes);
+                        : gpuring_conn_fifo_zero_bytes(GPURING_CONN_NET) +
+                              gpuring_conn_slots_lead(GPURING_CONN_NET, gpu) +
+                              GPURING_NSTEPS * slot_bytes;
     if (device < 0 && bytes < sizeof(gpuring_fifo_ctrl_t) + GPURING_NSTEPS * slot_bytes) {
         GPURING_ERROR(GPURING_SUBSYS_NET, "a net FIFO of %zu bytes is too small for %zu B "
                       "slots", bytes, slot_bytes);
