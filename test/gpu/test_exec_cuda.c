@@ -77,6 +77,7 @@
 #include "kernels/exec_cuda.h"
 #include "kernels/reduce.h"
 #include "test/gpu/gpu_test.h"
+#include "test/ll_rows.h"
 
 #define T_MAXR 8
 #define T_MAXCH GPURING_EXEC_CUDA_MAX_CHANNELS
@@ -424,9 +425,7 @@ static void links_simple_into_rank0(int n)
 
 static uint32_t ll_poison_flag(uint64_t step0, unsigned row)
 {
-    uint64_t s = step0 + T_POISON_AHEAD;
-
-    return gpuring_ll_flag(s + (row + GPURING_NSTEPS - s % GPURING_NSTEPS) % GPURING_NSTEPS);
+    return gpuring_ll_flag(test_ll_row_step(step0 + T_POISON_AHEAD, row));
 }
 
 /* LL row `row` of the ring FIFO into rank r on channel c, at its host address */

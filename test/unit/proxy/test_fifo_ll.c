@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "proxy/conn.h"
+#include "test/ll_rows.h"
 #include "test/unit/unit_test.h"
 
 #define SLOT 4096
@@ -213,12 +214,6 @@ static void check_one_process(void)
     free(fifo);
 }
 
-/* the first step from `from` on that row */
-static uint64_t clean_poison_step(uint64_t from, uint64_t row)
-{
-    return from + (row + GPURING_NSTEPS - from % GPURING_NSTEPS) % GPURING_NSTEPS;
-}
-
 /*
  * LL flags come back (proxy/conn.h): a FIFO whose steps start at 2^32 - 4, as
  * if that many had gone before, every unit of its LL rows (headers included)
@@ -244,7 +239,7 @@ static void check_clean(void)
     s.ctrl->head = s.ctrl->tail = step0;
     for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
         uint64_t *row = (uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
-        const uint64_t at = clean_poison_step(step0 + ahead, k);
+        const uint64_t at = test_ll_row_step(step0 + ahead, k);
         for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
             row[u] = gpuring_ll_unit(0xdeadbeefu, gpuring_ll_flag(at));
     }
@@ -269,7 +264,7 @@ static void check_clean(void)
     }
     for (uint64_t k = 0; k < GPURING_NSTEPS; k++) {
         const uint64_t *row = (const uint64_t *)(s.ll + k * GPURING_LL_SLOT_BYTES);
-        const uint64_t at = clean_poison_step(step0 + ahead, k);
+        const uint64_t at = test_ll_row_step(step0 + ahead, k);
         for (size_t u = 0; u < GPURING_LL_SLOT_BYTES / 8; u++)
             left += (uint32_t)(row[u] >> 32) == gpuring_ll_flag(at);
     }
