@@ -79,6 +79,12 @@ extern "C" gpuring_status_t gpuring_exec_net_error(const gpuring_exec_args_t *ar
 extern "C" void gpuring_conn_net_abort_later(gpuring_conn_t *conn) __attribute__((weak));
 
 #define EXEC_CUDA_ABORT_POLLS 64      /* FIFO polls between reads of the abort flag */
+/* ops between a channel's reads of it outside its waits: one whose steps keep coming
+ * waits too little to read it there (a rank behind its peers finds every step in and
+ * every slot free), and would run its program out -- writing an output its host gave
+ * back to the application -- past EXEC_CUDA_ABORT_WAIT_SEC.  One read of host memory
+ * per 64 ops, where each op already writes its progress there (exec_publish). */
+#define EXEC_CUDA_ABORT_OPS 64
 /* a wait every thread runs (an LL pair's) reads the host's flag after as many polls,
  * then only every EXEC_CUDA_ABORT_POLLS_LONG: a block's threads spinning on a late
  * peer would otherwise send a stream of reads over PCIe */
@@ -1070,6 +1076,7 @@ __global__ void __launch_bounds__(GPURING_EXEC_CUDA_THREADS)
             if ((aborted_at_start &&
                  ((s.flags & (GPURING_PRIM_DST | GPURING_PRIM_ACC | GPURING_PRIM_FOLD)) ||
                   op + 1 == prog.nops)) ||
+                (op % EXEC_CUDA_ABORT_OPS == EXEC_CUDA_ABORT_OPS - 1 && st->abort) ||
                 !exec_wait(d, ch, s, rstep, sstep, st, c, s.count * sizeof(T))) {
                 exec_abandon(ch, sstep);
                 aborted = 1;

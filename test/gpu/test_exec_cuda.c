@@ -1447,6 +1447,47 @@ static void test_mismatch(int ll, int count_too)
 }
 
 /*
+ * One channel fails while the other streams: rank 1's channel 0 runs its part in
+ * steps of 96 elements, not 64 (a mismatch both ranks find at their first
+ * received step), channel 1 the right program, thousands of 256-byte steps.  Each host aborts its
+ * call at channel 0's stop, and channel 1 -- whose steps keep coming, so that it
+ * may never wait long enough to read the abort in a wait -- must leave long before
+ * its program's end (exec_cuda.cu: EXEC_CUDA_ABORT_OPS), not write its output for
+ * as long as its program runs after its host returned.
+ */
+static void test_mismatch_one_channel(void)
+{
+    t_cfg_t cfg = {.algo = T_RING, .n = 2, .nch = 2, .type = GPURING_TYPE_INT32,
+                   .op = GPURING_OP_SUM, .count = T_MAXCOUNT - 16, .chunk = 64,
+                   .timeout = T_TIMEOUT, .skip_rank = -1};
+    t_cfg_t other = cfg;
+    gpuring_exec_channel_t ch0;
+
+    other.chunk = 96;
+    links_reset(cfg.n);
+    make_inputs(&cfg);
+    setup_channels(&other);
+    ch0 = ranks[1].ch[0];
+    setup_channels(&cfg);
+    ranks[1].ch[0] = ch0;
+    upload(&cfg);
+    run_ranks(&cfg);
+    for (int r = 0; r < cfg.n; r++) {
+        const gpuring_exec_channel_t *ch = &ranks[r].ch[1];
+
+        unit_result(ranks[r].st == GPURING_ERR_MISMATCH || ranks[r].st == GPURING_ERR_REMOTE,
+                    "mismatch on one channel: rank %d returned %s", r,
+                    gpuring_status_str(ranks[r].st));
+        unit_result(ranks[r].secs < cfg.timeout / 2, "mismatch on one channel: rank %d took "
+                    "%.2f s", r, ranks[r].secs);
+        unit_result(ch->next_op < ch->prog.nops / 2, "mismatch on one channel: rank %d's "
+                    "streaming channel ran op %llu of %llu after the abort", r,
+                    (unsigned long long)ch->next_op, (unsigned long long)ch->prog.nops);
+    }
+    TEST_CUDA(cudaDeviceSynchronize());
+}
+
+/*
  * test_abandon_full's stand-in for the proxy (proxy/proxy.h; exec_cuda.cu calls
  * it through a weak reference, which the component resolves to
  * proxy/conn_net_ucx.c's): the NET send ends handed to it, and their step then.
@@ -1670,6 +1711,7 @@ int main(void)
     }
     test_abandon_full(0, 1);
     test_ll_abandon_midstep();
+    test_mismatch_one_channel();
     /* and after the timeout, a normal run still works */
     {
         t_cfg_t cfg = {.algo = T_TREE, .n = 8, .nch = 3, .type = GPURING_TYPE_INT32,
