@@ -1906,9 +1906,11 @@ static uint64_t exec_cuda_progress_sum(const exec_cuda_status_t *st, int nchanne
  * rank of this host is late to call `seq` (the arrival board, which may be NULL:
  * *stop_p = its verdict, GPURING_ERR_TIMEOUT), a channel stopped on a step of another call
  * or an abandoned one (*stop_p = exec_cuda_stopped's), or, where the call has
- * a proxy (a->proxy), one of its NET connections failed (*stop_p = its
- * status, logged): those peers never answer then.  With a proxy, every poll
- * also runs one of its passes.
+ * a proxy (a->proxy) and this is its kernel (st), one of its NET connections
+ * failed (*stop_p = its status, logged): those peers never answer then.  With a
+ * proxy, every poll also runs one of its passes (an abandon kernel's wait, st
+ * NULL, wants those alone: its steps go out from them, and a connection that
+ * failed before must not cut short the wait of those that did not).
  */
 /* the MPI library's other operations (gpuring_wait_progress) every this many idle polls:
  * a small call's short wait pays nothing for them */
@@ -1941,7 +1943,7 @@ static cudaError_t exec_cuda_poll(cudaStream_t stream, const exec_cuda_status_t 
             gpuring_spin_init(&spin, timeout);
             continue;
         }
-        if (proxy != NULL && gpuring_exec_net_error != NULL) {
+        if (st != NULL && proxy != NULL && gpuring_exec_net_error != NULL) {
             char msg[256];
             *stop_p = gpuring_exec_net_error(a, msg, sizeof(msg));
             if (*stop_p != GPURING_OK) {
