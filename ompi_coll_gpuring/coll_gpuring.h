@@ -195,6 +195,13 @@ gpuring_comm_t *mca_coll_gpuring_comm_get(mca_coll_gpuring_module_t *module);
 void mca_coll_gpuring_params_post(mca_coll_gpuring_module_t *module);
 mca_coll_gpuring_params_t mca_coll_gpuring_params_agree(mca_coll_gpuring_module_t *module);
 int mca_coll_gpuring_status_to_ompi(gpuring_status_t st);
+/* The MPI code of an Open MPI code `rc` for a request's status (MPI_Waitall and kin hand
+ * it to the application as it is): the codes mca_coll_gpuring_status_to_ompi returns
+ * mapped here, as Open MPI maps them, without its table of internal codes
+ * (ompi_errcode_get_mpi_code) -- which 4.1's MPI_Finalize frees before it closes the
+ * coll components, where a request the application never completed ends; other codes
+ * through that table. */
+int mca_coll_gpuring_mpi_code(int rc);
 /*
  * coll_gpuring_exchange.c: gpuring's own exchanges over a communicator -- an allgather
  * of `bytes` per rank through the PML, on tags of gpuring's own (why, there), the
@@ -479,8 +486,9 @@ void mca_coll_gpuring_own_params(void);
 
 /* coll_gpuring_component.c: a progress callback of gpuring's (the requests', the
  * exchanges'), registered with opal_progress at its first use -- the fast test an atomic
- * load -- and unregistered at MPI_Finalize.  _on: 1 once registered; 0 where Open MPI
- * refused it (logged, naming `what`; the next use tries again). */
+ * load -- and unregistered at MPI_Finalize.  _on: 1 once registered (a thread that
+ * comes while another registers it waits for that); 0 where Open MPI refused it
+ * (logged, naming `what`; the next use tries again). */
 typedef struct mca_coll_gpuring_progress {
     int (*cb)(void);  /* opal_progress_callback_t */
     int low_priority; /* opal_progress_register_lp: every 8th progress */

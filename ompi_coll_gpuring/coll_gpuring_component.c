@@ -7,6 +7,7 @@
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -459,15 +460,23 @@ static void gpuring_wait_progress_opal(void)
     (void)opal_progress();
 }
 
+/* Registration and its undoing, one thread at a time: a thread that finds the callback
+ * being registered waits for the outcome (had it gone on while the registration failed,
+ * its request would never complete). */
+static pthread_mutex_t progress_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int mca_coll_gpuring_progress_on(mca_coll_gpuring_progress_t *p)
 {
-    int rc;
+    int rc = OPAL_SUCCESS;
 
     if (__atomic_load_n(&p->on, __ATOMIC_ACQUIRE)) return 1;
-    if (__atomic_exchange_n(&p->on, 1, __ATOMIC_ACQ_REL)) return 1; /* (another thread's) */
-    rc = p->low_priority ? opal_progress_register_lp(p->cb) : opal_progress_register(p->cb);
+    pthread_mutex_lock(&progress_lock);
+    if (!p->on) {
+        rc = p->low_priority ? opal_progress_register_lp(p->cb) : opal_progress_register(p->cb);
+        if (rc == OPAL_SUCCESS) __atomic_store_n(&p->on, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&progress_lock);
     if (rc != OPAL_SUCCESS) {
-        __atomic_store_n(&p->on, 0, __ATOMIC_RELEASE);
         GPURING_ERROR(GPURING_SUBSYS_COLL, "cannot register gpuring's %s progress with Open "
                       "MPI (error %d)", p->what, rc);
         return 0;
@@ -477,7 +486,10 @@ int mca_coll_gpuring_progress_on(mca_coll_gpuring_progress_t *p)
 
 void mca_coll_gpuring_progress_off(mca_coll_gpuring_progress_t *p)
 {
-    if (__atomic_exchange_n(&p->on, 0, __ATOMIC_ACQ_REL)) (void)opal_progress_unregister(p->cb);
+    pthread_mutex_lock(&progress_lock);
+    if (p->on) (void)opal_progress_unregister(p->cb);
+    __atomic_store_n(&p->on, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&progress_lock);
 }
 
 static int gpuring_open(void)

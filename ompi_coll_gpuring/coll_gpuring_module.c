@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/errhandler/errcode.h"
 
 static int gpuring_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
@@ -225,6 +226,16 @@ int mca_coll_gpuring_status_to_ompi(gpuring_status_t st)
         if (gpuring_mpi_errors[i].st == st) return gpuring_mpi_errors[i].code;
     }
     return OMPI_ERROR;
+}
+
+int mca_coll_gpuring_mpi_code(int rc)
+{
+    switch (rc) {
+    case OMPI_ERR_NOT_SUPPORTED: return MPI_ERR_UNSUPPORTED_OPERATION;
+    case OMPI_ERR_BAD_PARAM: return MPI_ERR_ARG;
+    case OMPI_ERROR: return MPI_ERR_OTHER;
+    default: return ompi_errcode_get_mpi_code(rc);
+    }
 }
 
 /* ---- bootstrap_mpi transport: gpuring's exchanges, waited for -------------- */

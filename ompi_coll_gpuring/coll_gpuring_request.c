@@ -29,7 +29,6 @@
  */
 #include "ompi_coll_gpuring/coll_gpuring.h"
 
-#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/runtime/opal_progress.h"
 
@@ -130,7 +129,7 @@ static int request_over_progress(void)
         error = req->below->req_status.MPI_ERROR;
         (void)ompi_request_free(&req->below); /* complete: the component below's to reuse */
         error = req->end(req->end_ctx, error);
-        REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(error);
+        REQ(req)->req_status.MPI_ERROR = mca_coll_gpuring_mpi_code(error);
         request_complete(req);
         n++;
     }
@@ -176,7 +175,7 @@ static int request_ended_progress(void)
 
             /* an MPI code: MPI_Waitall and kin hand the status to the application as
              * it is (a blocking call's return the MPI layer translates itself) */
-            REQ(req)->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(mca_coll_gpuring_call_failed(
+            REQ(req)->req_status.MPI_ERROR = mca_coll_gpuring_mpi_code(mca_coll_gpuring_call_failed(
                 &req->call, req->plane,
                 req->comm_gone ? req->comm_name
                                : mca_coll_gpuring_comm_label(comm, unnamed, sizeof(unnamed)),
