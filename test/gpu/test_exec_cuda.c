@@ -1449,11 +1449,12 @@ static void test_mismatch(int ll, int count_too)
 /*
  * One channel fails while the other streams: rank 1's channel 0 runs its part in
  * steps of 96 elements, not 64 (a mismatch both ranks find at their first
- * received step), channel 1 the right program, thousands of 256-byte steps.  Each host aborts its
- * call at channel 0's stop, and channel 1 -- whose steps keep coming, so that it
- * may never wait long enough to read the abort in a wait -- must leave long before
- * its program's end (exec_cuda.cu: EXEC_CUDA_ABORT_OPS), not write its output for
- * as long as its program runs after its host returned.
+ * received step), channel 1 the right program, thousands of 256-byte steps.
+ * Each host aborts its call at channel 0's stop, and channel 1 -- whose steps
+ * keep coming, so that it may never wait long enough to read the abort in a
+ * wait -- must leave long before its program's end (exec_cuda.cu:
+ * EXEC_CUDA_ABORT_OPS), not write its output for as long as its program runs
+ * after its host returned.
  */
 static void test_mismatch_one_channel(void)
 {
